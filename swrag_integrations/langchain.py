@@ -100,6 +100,9 @@ class SlidingWindowTextSplitter(TextSplitter):
 
     def split_text(self, text: str) -> list[str]:
         """Split ``text`` into its windows (strings, in order)."""
+        if not self._strip_whitespace:
+            starts, ends = self.config.window_arrays(text)
+            return [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
         return [chunk.text for chunk in iter_chunks(self.config, text, strip_whitespace=self._strip_whitespace)]
 
     def _documents_for(self, text: str, metadata: dict) -> Iterator[Document]:

@@ -140,13 +140,17 @@ def _block_token_ends(block: str, encoding_name: str) -> np.ndarray:
     if to_encode.isascii():
         return byte_ends
     raw = np.frombuffer(to_encode.encode("utf-8"), dtype=np.uint8)
-    # starts_upto[p] = number of character-start bytes in raw[0..p] (inclusive);
-    # the character holding byte p (or starting at p) has index starts_upto[p] - 1.
-    starts_upto = np.cumsum((raw & 0xC0) != 0x80)
+    continuation = (raw & 0xC0) == 0x80
     inside = byte_ends < raw.size
-    char_ends = np.full(byte_ends.shape, len(block), dtype=np.int64)
-    char_ends[inside] = starts_upto[byte_ends[inside]] - 1
-    return char_ends
+    # A boundary inside a character snaps down to that character's start.
+    mid_char = np.zeros(byte_ends.shape, dtype=np.int64)
+    mid_char[inside] = continuation[byte_ends[inside]]
+    cont_positions = np.flatnonzero(continuation)
+    if cont_positions.size * 8 < raw.size:  # mostly ASCII: count the few continuation bytes
+        cont_before = np.searchsorted(cont_positions, byte_ends, side="left")
+    else:
+        cont_before = np.concatenate(([0], np.cumsum(continuation, dtype=np.int64)))[byte_ends]
+    return byte_ends - cont_before - mid_char
 
 
 def token_boundaries(
@@ -187,34 +191,99 @@ def count_units(text: str, unit: Unit = "token", encoding_name: str = DEFAULT_EN
 # ----------------------------------------------------------------------- delimiters
 
 
-def _delimiter_pattern(delimiters: Sequence[str] | re.Pattern | str, is_regex: bool) -> re.Pattern:
-    if isinstance(delimiters, re.Pattern):
-        return delimiters
-    if isinstance(delimiters, str):
-        delimiters = [delimiters]
-    items = list(delimiters)
-    if not items:
-        raise ValueError("delimiters must not be empty for DFS/DDS")
-    for item in items:
-        if not isinstance(item, str):
-            raise TypeError(f"delimiters must be strings, got {type(item).__name__}")
-        if item == "":
-            raise ValueError("delimiters must not contain the empty string")
-    if is_regex:
-        body = "|".join(f"(?:{item})" for item in items)
-    else:
-        # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
-        body = "|".join(re.escape(item) for item in sorted(set(items), key=len, reverse=True))
-    try:
-        return re.compile(body)
-    except re.error as exc:
-        raise ValueError(f"delimiters do not form a valid regular expression: {exc}") from exc
+class _Delimiters:
+    """Finds delimiter ends: the ends of the left-to-right, longest-first matches."""
+
+    def __init__(self, delimiters: Sequence[str] | re.Pattern | str, is_regex: bool):
+        self.literals: tuple[bytes, ...] | None = None
+        if isinstance(delimiters, re.Pattern):
+            self.pattern = delimiters
+            return
+        if isinstance(delimiters, str):
+            delimiters = [delimiters]
+        items = list(delimiters)
+        if not items:
+            raise ValueError("delimiters must not be empty for DFS/DDS")
+        for item in items:
+            if not isinstance(item, str):
+                raise TypeError(f"delimiters must be strings, got {type(item).__name__}")
+            if item == "":
+                raise ValueError("delimiters must not contain the empty string")
+        if is_regex:
+            body = "|".join(f"(?:{item})" for item in items)
+        else:
+            # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
+            ordered = sorted(set(items), key=len, reverse=True)
+            body = "|".join(re.escape(item) for item in ordered)
+            if not any(_SURROGATE.search(item) for item in ordered):
+                self.literals = tuple(sorted({i.encode("utf-8") for i in ordered}, key=len, reverse=True))
+        try:
+            self.pattern = re.compile(body)
+        except re.error as exc:
+            raise ValueError(f"delimiters do not form a valid regular expression: {exc}") from exc
+
+    def ends(self, text: str) -> np.ndarray:
+        """Sorted end offsets of the delimiter matches (left-to-right, non-overlapping)."""
+        if self.literals is None or _SURROGATE.search(text):
+            return np.fromiter((m.end() for m in self.pattern.finditer(text) if m.end() > m.start()), dtype=np.int64)
+        starts, ends = self._longest_at_each_start(text)
+        return _leftmost_longest(starts, ends)
+
+    def _longest_at_each_start(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """For every position where a literal delimiter starts: (start, end of the longest)."""
+        assert self.literals is not None
+        longest = max(len(d) for d in self.literals)
+        first = np.zeros(256, dtype=bool)
+        first[[d[0] for d in self.literals]] = True
+        all_starts, all_ends = [], []
+        for pos in range(0, len(text), _BLOCK_CHARS):
+            block = text[pos : pos + _BLOCK_CHARS + longest]  # overlap: matches crossing the cut
+            raw = np.frombuffer(block.encode("utf-8"), dtype=np.uint8)
+            padded = np.concatenate((raw, np.zeros(longest, dtype=np.uint8)))
+            cand = np.flatnonzero(first[raw])
+            best = np.zeros(cand.size, dtype=np.int64)
+            for delim in self.literals:  # longest first: keep the first that matches
+                hit = best == 0
+                for k, byte in enumerate(delim):
+                    hit &= padded[cand + k] == byte
+                best[hit] = len(delim)
+            keep = best > 0
+            cand, best = cand[keep], best[keep]
+            if raw.size == len(block):  # ASCII block: bytes are characters
+                starts, ends = cand, cand + best
+            else:
+                # characters before byte p = number of non-continuation bytes in raw[:p]
+                before = np.concatenate(([0], np.cumsum((raw & 0xC0) != 0x80, dtype=np.int64)))
+                starts, ends = before[cand], before[cand + best]
+            inside = starts < min(_BLOCK_CHARS, len(text) - pos)
+            all_starts.append(starts[inside] + pos)
+            all_ends.append(ends[inside] + pos)
+        if not all_starts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(all_starts), np.concatenate(all_ends)
 
 
-def _delimiter_ends(text: str, pattern: re.Pattern) -> np.ndarray:
-    """Sorted end offsets of the delimiter matches (left-to-right, non-overlapping)."""
-    ends = np.fromiter((m.end() for m in pattern.finditer(text) if m.end() > m.start()), dtype=np.int64)
-    return ends
+def _leftmost_longest(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Ends of the matches a left-to-right scan keeps (skipping matches inside a kept one)."""
+    if starts.size == 0:
+        return ends
+    reach = np.maximum.accumulate(ends)
+    overlaps = np.zeros(starts.size, dtype=bool)
+    overlaps[1:] = starts[1:] < reach[:-1]
+    if not overlaps.any():
+        return ends
+    keep = ~overlaps  # the first match of every cluster of overlapping matches is kept
+    heads = np.flatnonzero(keep)
+    sizes = np.diff(np.append(heads, starts.size))
+    for head in heads[sizes > 2].tolist():  # clusters of 3+ matches: scan them
+        last_end, i = ends[head], head + 1
+        while i < starts.size and overlaps[i]:
+            if starts[i] >= last_end:
+                keep[i] = True
+                last_end = ends[i]
+            i += 1
+    # a cluster of two: the second starts inside the first, so it is dropped
+    return ends[keep]
 
 
 # ------------------------------------------------------------------------- measures
@@ -290,7 +359,7 @@ class WindowConfig:
     is_delimiter_regex: bool = False
     encoding_name: str = DEFAULT_ENCODING
     allow_gaps: bool = False
-    _pattern: re.Pattern | None = field(default=None, init=False, repr=False, compare=False)
+    _delims: _Delimiters | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.strategy, str) or self.strategy.upper() not in STRATEGIES:
@@ -306,23 +375,35 @@ class WindowConfig:
             )
         if self.strategy in ("DFS", "DDS"):
             delimiters = DEFAULT_DELIMITERS if self.delimiters is None else self.delimiters
-            object.__setattr__(self, "_pattern", _delimiter_pattern(delimiters, self.is_delimiter_regex))
+            object.__setattr__(self, "_delims", _Delimiters(delimiters, self.is_delimiter_regex))
         if self.unit == "token":
             get_encoding(self.encoding_name)
 
     def spans(self, text: str) -> Iterator[Span]:
         """Yield the windows of ``text`` as :class:`Span` s, in order."""
+        for starts, ends in self.span_batches(text):
+            yield from map(Span, starts.tolist(), ends.tolist())
+
+    def span_batches(self, text: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yield the windows as batches of ``(starts, ends)`` arrays (the fast path)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if not text or text.isspace():
             return iter(())
-        return _dedupe(self._raw_spans(text))
+        return _dedupe(self._raw_batches(text))
 
-    def _raw_spans(self, text: str) -> Iterator[tuple[int, int]]:
+    def window_arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """All windows of ``text`` as two arrays ``(starts, ends)``."""
+        batches = list(self.span_batches(text))
+        if not batches:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
+
+    def _raw_batches(self, text: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         measure = _Measure(text, self.unit, self.encoding_name)  # type: ignore[arg-type]
         if self.strategy == "FFS":
             return _ffs(measure, self.window_size, self.step)
-        ends = _delimiter_ends(text, self._pattern)  # type: ignore[arg-type]
+        ends = self._delims.ends(text)  # type: ignore[union-attr]
         if self.strategy == "DFS":
             return _dfs(measure, ends, self.window_size, self.step)
         return _dds(measure, ends, self.window_size, self.step, self.allow_gaps)
@@ -365,16 +446,27 @@ def iter_windows(
 # ----------------------------------------------------------------------- strategies
 
 
-def _dedupe(pairs: Iterator[tuple[int, int]]) -> Iterator[Span]:
+Batches = Iterator[tuple[np.ndarray, np.ndarray]]
+
+
+def _dedupe(batches: Batches) -> Batches:
     """Drop empty windows and repeats (token boundaries snapped onto one character)."""
-    last = None
-    for start, end in pairs:
-        if end > start and (start, end) != last:
-            last = (start, end)
-            yield Span(start, end)
+    last = (-1, -1)
+    for starts, ends in batches:
+        keep = ends > starts
+        starts, ends = starts[keep], ends[keep]
+        if not starts.size:
+            continue
+        prev_starts = np.concatenate(([last[0]], starts[:-1]))
+        prev_ends = np.concatenate(([last[1]], ends[:-1]))
+        fresh = (starts != prev_starts) | (ends != prev_ends)
+        starts, ends = starts[fresh], ends[fresh]
+        if starts.size:
+            last = (int(starts[-1]), int(ends[-1]))
+            yield starts, ends
 
 
-def _ffs(measure: _Measure, w: int, s: int) -> Iterator[tuple[int, int]]:
+def _ffs(measure: _Measure, w: int, s: int) -> Batches:
     n = measure.n
     count = 1 if n <= w else -(-(n - w) // s) + 1
     for first in range(0, count, _BATCH):
@@ -382,7 +474,7 @@ def _ffs(measure: _Measure, w: int, s: int) -> Iterator[tuple[int, int]]:
         starts = starts[starts < n]
         if not starts.size:
             return
-        yield from zip(measure.offsets(starts).tolist(), measure.offsets(starts + w).tolist())
+        yield measure.offsets(starts), measure.offsets(starts + w)
 
 
 def _first_end_at_or_after(ends: np.ndarray, thresholds: np.ndarray, length: int) -> np.ndarray:
@@ -391,7 +483,7 @@ def _first_end_at_or_after(ends: np.ndarray, thresholds: np.ndarray, length: int
     return np.where(thresholds >= length, length, padded[idx])
 
 
-def _dfs(measure: _Measure, ends: np.ndarray, w: int, s: int) -> Iterator[tuple[int, int]]:
+def _dfs(measure: _Measure, ends: np.ndarray, w: int, s: int) -> Batches:
     n, length = measure.n, measure.length
     first = 0
     while first * s < n:
@@ -401,7 +493,7 @@ def _dfs(measure: _Measure, ends: np.ndarray, w: int, s: int) -> Iterator[tuple[
         last = np.flatnonzero(window_ends >= length)
         if last.size:  # later windows would lie inside this one
             starts, window_ends = starts[: last[0] + 1], window_ends[: last[0] + 1]
-        yield from zip(measure.offsets(starts).tolist(), window_ends.tolist())
+        yield measure.offsets(starts), window_ends
         if last.size:
             return
         first += _BATCH
@@ -424,24 +516,32 @@ def _unit_bounds(measure: _Measure, ends: np.ndarray, w: int) -> np.ndarray:
     return np.unique(np.concatenate(pieces))
 
 
-def _dds(measure: _Measure, ends: np.ndarray, w: int, s: int, allow_gaps: bool) -> Iterator[tuple[int, int]]:
+def _dds(measure: _Measure, ends: np.ndarray, w: int, s: int, allow_gaps: bool) -> Batches:
     bounds = _unit_bounds(measure, ends, w)
     units = bounds.size - 1
     # For every possible start unit j: the index t of the first boundary at which the
-    # run of units j..t-1 reaches w units.
+    # run of units j..t-1 reaches w units (at least one unit).
     thresholds = measure.offsets(measure.index_at(bounds[:-1]) + w)
     stop = np.searchsorted(bounds, thresholds, side="left")
     stop = np.maximum(np.minimum(stop, units), np.arange(1, units + 1))
-    step = np.arange(units) + s
-    nxt = step if allow_gaps else np.minimum(step, stop)
-    bound_list, stop_list, next_list = bounds.tolist(), stop.tolist(), nxt.tolist()
-    j = 0
+    # Fast path: every window holds at least s units, so windows start at 0, s, 2s, ...
+    first = np.arange(0, units, s)
+    last = np.flatnonzero(stop[first] >= units)
+    first = first[: last[0] + 1] if last.size else first
+    if allow_gaps or (last.size and np.all(stop[first[:-1]] >= first[:-1] + s)):
+        yield bounds[first], bounds[stop[first]]
+        return
+    # General case: a window shorter than s units; the next starts where it ends.
+    bound_list, stop_list = bounds.tolist(), stop.tolist()
+    starts, window_ends, j = [], [], 0
     while j < units:
         t = stop_list[j]
-        yield bound_list[j], bound_list[t]
+        starts.append(bound_list[j])
+        window_ends.append(bound_list[t])
         if t >= units:
-            return
-        j = next_list[j]
+            break
+        j = min(j + s, t)
+    yield np.array(starts, dtype=np.int64), np.array(window_ends, dtype=np.int64)
 
 
 # --------------------------------------------------------------- chunks for adapters

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from swrag_integrations.windows import (
     DEFAULT_DELIMITERS,
     WindowConfig,
-    _delimiter_ends,
-    _delimiter_pattern,
+    _Delimiters,
     get_encoding,
     iter_windows,
     token_boundaries,
@@ -84,7 +83,7 @@ def test_dds_never_skips_text_when_a_window_has_fewer_than_s_units():
 
 
 def ends(text, delimiters=DEFAULT_DELIMITERS, regex=False):
-    return _delimiter_ends(text, _delimiter_pattern(delimiters, regex)).tolist()
+    return _Delimiters(delimiters, regex).ends(text).tolist()
 
 
 def test_default_delimiters_include_chinese_and_double_newline():
@@ -266,3 +265,19 @@ def test_token_ffs_windows_follow_tiktoken_offsets(text, w, s):
             break
         k += 1
     assert list(iter_windows(text, "FFS", w, s, unit="token")) == expected
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=TEXTS)
+def test_vectorised_delimiter_scan_equals_regex_scan(text):
+    fast = _Delimiters(DEFAULT_DELIMITERS, False)
+    assert fast.literals is not None
+    assert fast.ends(text).tolist() == [m.end() for m in DELIM_RE.finditer(text)]
+
+
+def test_vectorised_delimiter_scan_across_blocks(monkeypatch):
+    import swrag_integrations.windows as core
+
+    monkeypatch.setattr(core, "_BLOCK_CHARS", 7)
+    text = "ab\n\n\ncd. ，。x\n\n" * 9 + "é. 你好。\n\n\n\n"
+    assert _Delimiters(DEFAULT_DELIMITERS, False).ends(text).tolist() == [m.end() for m in DELIM_RE.finditer(text)]
