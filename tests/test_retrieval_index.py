@@ -1,0 +1,276 @@
+"""Integration tests of SlidingWindowIndex + WindowedParentRetriever on a tmp PersistentClient."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import asyncio
+import csv
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models.fake import FakeListLLM
+
+from swrag_integrations.retrieval import (
+    MultiQueryFusionRetriever,
+    SlidingWindowIndex,
+    WindowedParentRetriever,
+    count_tokens,
+    load_files,
+    source_id_for,
+)
+
+EN = " ".join(
+    f"Paragraph {i}: the harbour town of Port{i} exports {['wool', 'tea', 'salt', 'copper'][i % 4]} "
+    f"and its mayor is called Name{i}." for i in range(160)
+)
+ZH = "".join(f"第{i}段：城市{i}号以出产{['丝绸', '茶叶', '瓷器'][i % 3]}闻名，市长名叫张{i}。" for i in range(150))
+DOCS = [
+    Document(page_content=EN, metadata={"source": "en.txt", "title": "Ports"}),
+    Document(page_content=ZH, metadata={"source": "zh.txt"}),
+]
+
+
+def fake():
+    return DeterministicFakeEmbedding(size=16)
+
+
+@pytest.fixture
+def index(tmp_path):
+    idx = SlidingWindowIndex(tmp_path / "store", embedding=fake(), show_progress=False, batch_size=64)
+    idx.add_documents(DOCS)
+    return idx
+
+
+def _texts():
+    return {source_id_for(d): d.page_content for d in DOCS}
+
+
+def test_chunks_and_window_metadata(index):
+    got = index.collection.get(where={"level": "small"}, include=["documents", "metadatas"])
+    texts = _texts()
+    for rid, text, meta in zip(got["ids"], got["documents"], got["metadatas"]):
+        source = texts[meta["source_id"]]
+        assert rid == f"{meta['source_id']}:s:{meta['chunk_index']}"
+        assert text == source[meta["start_index"]:meta["end_index"]]
+        assert 0 < meta["n_tokens"] <= 53
+        i = meta["chunk_index"]
+        assert meta["window_lower_bound"] <= i <= meta["window_upper_bound"]
+        assert meta["window_upper_bound"] - meta["window_lower_bound"] + 1 <= 9  # union of <= 2 windows of 6 by 3
+        assert meta["medium_index"] == i // 3
+    assert got["metadatas"][0].get("title") in ("Ports", None)
+    mediums = index.collection.get(where={"level": "medium"}, include=["documents", "metadatas"])
+    assert all(d is None for d in mediums["documents"])  # medium text is not stored
+    for meta in mediums["metadatas"]:
+        assert meta["last_chunk"] - meta["first_chunk"] <= 2
+    # the chunk windows match the W=6, S=3 definition
+    meta = {m["chunk_index"]: m for m in got["metadatas"] if m["source_id"] == source_id_for(DOCS[0])}
+    assert (meta[4]["window_lower_bound"], meta[4]["window_upper_bound"]) == (0, 8)
+    assert (meta[0]["window_lower_bound"], meta[0]["window_upper_bound"]) == (0, 5)
+
+
+def test_idempotent_re_add_and_changed_document(index):
+    ids_before = sorted(index.collection.get(include=[])["ids"])
+    stats = index.add_documents(DOCS)
+    assert stats["unchanged"] == 2 and stats["chunks"] == 0
+    assert sorted(index.collection.get(include=[])["ids"]) == ids_before
+    shorter = Document(page_content=EN[: len(EN) // 3] + " NEWWORD appears here.", metadata={"source": "en.txt", "title": "Ports"})
+    stats = index.add_documents([shorter])
+    assert stats["replaced"] == 1
+    sid = source_id_for(shorter)
+    got = index.collection.get(where={"source_id": sid}, include=["metadatas"])
+    n = got["metadatas"][0]["n_chunks"]
+    assert all(m["n_chunks"] == n for m in got["metadatas"])  # no stale chunks left
+    assert len([i for i in got["ids"] if ":s:" in i]) == n
+    assert len(index.bm25) == index.count("small")
+    hits = index.bm25_retriever(3).invoke("NEWWORD")
+    assert hits and hits[0].metadata["source_id"] == sid
+    assert index.bm25_retriever(3).invoke("Port150") == []  # old text gone from BM25
+
+
+def test_window_expansion_returns_exact_spans(index):
+    retriever = index.as_retriever(k=3, k_child=8)
+    texts = _texts()
+    docs = retriever.invoke("Which town exports copper and has mayor Name87?")
+    assert docs
+    total = 0
+    for doc in docs:
+        m = doc.metadata
+        assert doc.page_content == texts[m["source_id"]][m["start_index"]:m["end_index"]]
+        total += count_tokens(doc.page_content)
+    assert total <= 1500
+    assert "Name87" in docs[0].page_content
+    assert docs[0].metadata["source"] == "en.txt" and docs[0].metadata["rank"] == 1
+    # windows are wider than the small chunk that was hit
+    assert count_tokens(docs[0].page_content) > 50
+    zh = retriever.invoke("市长名叫张42的城市出产什么？")
+    assert any("张42" in d.page_content for d in zh)
+    # spans of one source never overlap (merged by offset)
+    by_source = {}
+    for d in docs + zh:
+        by_source.setdefault((id(docs) if d in docs else 1, d.metadata["source_id"]), []).append((d.metadata["start_index"], d.metadata["end_index"]))
+    for spans in by_source.values():
+        spans.sort()
+        assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
+
+
+def test_budget_and_expand_modes(index):
+    texts = _texts()
+    small = index.as_retriever(k=2, k_child=8, budget_tokens=120, weights=(1.0, 0.0))  # fake dense = noise
+    docs = small.invoke("mayor Name87")
+    assert sum(count_tokens(d.page_content) for d in docs) <= 120
+    assert any("Name87" in d.page_content for d in docs)
+    for mode in ("medium", "chunk"):
+        docs = index.as_retriever(k=3, k_child=8, expand=mode, budget_tokens=None).invoke("mayor Name87")
+        for d in docs:
+            m = d.metadata
+            assert d.page_content == texts[m["source_id"]][m["start_index"]:m["end_index"]]
+        assert any("Name87" in d.page_content for d in docs)
+    by_ids = index.as_retriever(k=3, k_child=8).invoke("mayor Name87")
+    by_where = index.as_retriever(k=3, k_child=8, fetch_mode="where").invoke("mayor Name87")
+    assert [(d.page_content, d.metadata["start_index"]) for d in by_ids] == [
+        (d.page_content, d.metadata["start_index"]) for d in by_where]
+    plain = index.as_retriever(k=1, k_child=1, expand="chunk", search_type="similarity", weights=(1.0, 0.0))
+    assert count_tokens(plain.invoke("Name87")[0].page_content) <= 52
+
+
+def test_reopen_gives_same_results(tmp_path):
+    path = tmp_path / "store"
+    idx = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
+    idx.add_documents(DOCS)
+    query = "Port33 exports what?"
+    first = [(d.page_content, d.metadata["start_index"]) for d in idx.as_retriever(k=3).invoke(query)]
+    del idx
+    again = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
+    assert again.config.chunk_size == 50
+    assert [(d.page_content, d.metadata["start_index"]) for d in again.as_retriever(k=3).invoke(query)] == first
+    assert again.add_documents(DOCS)["unchanged"] == 2
+    # a stale BM25 state (crash after writing Chroma) is detected and rebuilt
+    (path / "bm25" / "swrag" / "state.json").write_text('{"state": "old"}')
+    rebuilt = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
+    assert sorted(rebuilt.bm25.ids) == sorted(again.bm25.ids)
+    with pytest.raises(ValueError, match="chunking parameters"):
+        SlidingWindowIndex(path, embedding=fake(), chunk_size=80)
+
+
+class FlakyEmbedding(DeterministicFakeEmbedding):
+    calls: int = 0
+    fail_at: int = 2
+
+    def embed_documents(self, texts):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("embedding server went away")
+        return super().embed_documents(texts)
+
+
+def test_failed_add_is_resumable(tmp_path):
+    path = tmp_path / "store"
+    flaky = FlakyEmbedding(size=16)
+    idx = SlidingWindowIndex(path, embedding=flaky, show_progress=False, batch_size=32)
+    with pytest.raises(RuntimeError, match="went away"):
+        idx.add_documents(DOCS)
+    assert len(idx.bm25) == idx.count("small")  # BM25 agrees with what Chroma holds
+    stats = idx.add_documents(DOCS)  # resume
+    assert stats["added"] + stats["replaced"] >= 1
+    clean = SlidingWindowIndex(tmp_path / "clean", embedding=fake(), show_progress=False)
+    clean.add_documents(DOCS)
+    assert sorted(idx.collection.get(include=[])["ids"]) == sorted(clean.collection.get(include=[])["ids"])
+    reopened = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
+    assert len(reopened.bm25) == reopened.count("small")
+
+
+@pytest.mark.parametrize("strategy", ["FFS", "DFS", "DDS"])
+def test_strategy_windows(tmp_path, strategy):
+    idx = SlidingWindowIndex(tmp_path / strategy, embedding=fake(), show_progress=False, strategy=strategy,
+                             window_size=120, step=60 if strategy != "DDS" else 2)
+    idx.add_documents(DOCS[:1])
+    got = idx.collection.get(where={"level": "small"}, include=["metadatas"])
+    for meta in got["metadatas"]:
+        assert meta["window_start_index"] <= meta["start_index"] < meta["end_index"] <= meta["window_end_index"]
+    docs = idx.as_retriever(k=2, budget_tokens=None).invoke("Name87 mayor")
+    for d in docs:
+        assert d.page_content == EN[d.metadata["start_index"]:d.metadata["end_index"]]
+    text = idx.span_text(got["metadatas"][5]["source_id"], 100, 900)
+    assert text == EN[100:900]
+
+
+def test_bad_input_errors(tmp_path, index):
+    with pytest.raises(ValueError, match="strategy"):
+        SlidingWindowIndex(tmp_path / "x", embedding=fake(), strategy="XYZ")
+    blocker = tmp_path / "file"
+    blocker.write_text("not a dir")
+    with pytest.raises(ValueError, match="writable"):
+        SlidingWindowIndex(blocker / "sub", embedding=fake())
+    with pytest.raises(ValueError, match="collection_name"):
+        SlidingWindowIndex(tmp_path / "y", embedding=fake(), collection_name="ab")
+    with pytest.raises(ValueError, match="collection_name"):
+        SlidingWindowIndex(tmp_path / "y", embedding=fake(), collection_name="a" * 513)
+    with pytest.raises(ValueError, match="no documents"):
+        index.add_documents([])
+    with pytest.raises(ValueError, match="empty"):
+        index.add_documents([Document(page_content="  \n")])
+    with pytest.warns(UserWarning, match="empty"):
+        index.add_documents([Document(page_content=""), DOCS[0]])
+    retriever = index.as_retriever()
+    with pytest.raises(ValueError, match="non-empty"):
+        retriever.invoke("")
+    with pytest.raises(ValueError):
+        index.as_retriever(k=0)
+    with pytest.raises(ValueError):
+        index.as_retriever(k_child=-1)
+    with pytest.raises(ValueError):
+        index.as_retriever(budget_tokens=0)
+    with pytest.raises(ConnectionError, match="chroma run"):
+        SlidingWindowIndex(host="127.0.0.1", port=1, embedding=fake())
+
+
+def test_async_multi_query_and_llama_index(index):
+    retriever = index.as_retriever(k=3, k_child=8)
+    sync = retriever.invoke("mayor Name87")
+    assert [d.page_content for d in asyncio.run(retriever.ainvoke("mayor Name87"))] == [d.page_content for d in sync]
+    llm = FakeListLLM(responses=["Here are two versions:\n1. Who is Name87?\n2. Which port has mayor Name87?"])
+    mq = MultiQueryFusionRetriever(retriever=retriever, llm=llm, n_variants=2)
+    docs = mq.invoke("mayor Name87")
+    assert docs and docs[0].metadata["queries"][0] == "mayor Name87" and len(docs[0].metadata["queries"]) == 3
+    assert sum(count_tokens(d.page_content) for d in docs) <= 1500
+    texts = _texts()
+    for d in docs:
+        assert d.page_content == texts[d.metadata["source_id"]][d.metadata["start_index"]:d.metadata["end_index"]]
+    assert asyncio.run(mq.ainvoke("mayor Name87"))
+
+    from llama_index.core.schema import QueryBundle
+
+    from swrag_integrations.retrieval import WindowedLlamaIndexRetriever
+
+    li = WindowedLlamaIndexRetriever(index=index, k=3, k_child=8)
+    nodes = li.retrieve("mayor Name87")
+    assert [n.node.get_content() for n in nodes] == [d.page_content for d in sync]
+    assert nodes[0].score is not None and nodes[0].node.metadata["start_index"] == sync[0].metadata["start_index"]
+    anodes = asyncio.run(li.aretrieve(QueryBundle("mayor Name87")))
+    assert [n.node.node_id for n in anodes] == [n.node.node_id for n in nodes]
+    with pytest.raises(ValueError):
+        li.retrieve("")
+
+
+def test_files(tmp_path):
+    (tmp_path / "a.txt").write_text(EN[:2000], encoding="utf-8")
+    (tmp_path / "b.md").write_text("# Title\n\n" + ZH[:500], encoding="utf-8")
+    with open(tmp_path / "c.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["city", "export"])
+        writer.writerow(["Lyon", "silk"])
+        writer.writerow(["Kyoto", "tea"])
+    docs = load_files(tmp_path)
+    assert len(docs) == 4 and {d.metadata.get("row") for d in docs} == {None, 0, 1}
+    idx = SlidingWindowIndex(tmp_path / "store", embedding=fake(), show_progress=False)
+    stats = idx.add_files([tmp_path / "a.txt", tmp_path / "b.md", tmp_path / "c.csv"])
+    assert stats["added"] == 4
+    assert "Kyoto" in idx.as_retriever(k=1, weights=(1.0, 0.0)).invoke("Kyoto")[0].page_content
+    (tmp_path / "d.docx").write_text("x")
+    with pytest.raises(ValueError, match="unsupported"):
+        load_files(tmp_path / "d.docx")
+    with pytest.raises(FileNotFoundError):
+        load_files(tmp_path / "missing.txt")
+    assert idx.delete_source(source_id_for(docs[0])) > 0
