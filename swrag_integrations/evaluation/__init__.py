@@ -1,0 +1,99 @@
+"""Evaluation of sliding-window retrieval on LongBench-format QA sets.
+
+Python API::
+
+    from swrag_integrations.evaluation import make_grid, run_eval
+    grid = make_grid(["dds", "rcs"], [1024], ["3"])
+    rows = run_eval(["multifieldqa_zh.jsonl"], grid, "results/zh", retrieval_only=True)
+
+Command line: ``swrag eval ...`` or ``python -m swrag_integrations.evaluation ...``
+(see :mod:`.cli`).
+"""
+
+from .cli import add_arguments, build_parser, main, run_from_args
+from .context import DEFAULT_BUDGET, AssembledContext, assemble_by_offset, assemble_by_text, count_tokens
+from .datasets import (
+    Example,
+    Passage,
+    Source,
+    build_corpus,
+    example_sources,
+    gold_sources,
+    gold_spans,
+    load_examples,
+    split_passages,
+)
+from .embeddings import CachedEmbeddings, default_embeddings
+from .metrics import (
+    answer_tokens,
+    bootstrap_ci,
+    context_recall,
+    normalize_answer,
+    paired_bootstrap,
+    qa_f1,
+    source_recall,
+    span_hit,
+)
+from .pipelines import DEFAULT_STEPS, STRATEGIES, EvalConfig, Pipeline, build_pipeline
+from .report import markdown_table, plot_heatmaps, plot_multi_query, significance_table, write_reports
+from .runner import (
+    PROMPT_EN,
+    PROMPT_ZH,
+    QueryCache,
+    generate_answer,
+    load_llm,
+    make_grid,
+    parse_steps,
+    run_eval,
+    summarize,
+)
+
+__all__ = [
+    "AssembledContext",
+    "CachedEmbeddings",
+    "DEFAULT_BUDGET",
+    "DEFAULT_STEPS",
+    "EvalConfig",
+    "Example",
+    "PROMPT_EN",
+    "PROMPT_ZH",
+    "Passage",
+    "Pipeline",
+    "QueryCache",
+    "STRATEGIES",
+    "Source",
+    "add_arguments",
+    "answer_tokens",
+    "assemble_by_offset",
+    "assemble_by_text",
+    "bootstrap_ci",
+    "build_corpus",
+    "build_parser",
+    "build_pipeline",
+    "context_recall",
+    "count_tokens",
+    "default_embeddings",
+    "example_sources",
+    "generate_answer",
+    "gold_sources",
+    "gold_spans",
+    "load_examples",
+    "load_llm",
+    "main",
+    "make_grid",
+    "markdown_table",
+    "normalize_answer",
+    "paired_bootstrap",
+    "parse_steps",
+    "plot_heatmaps",
+    "plot_multi_query",
+    "qa_f1",
+    "run_eval",
+    "run_from_args",
+    "significance_table",
+    "source_recall",
+    "span_hit",
+    "split_passages",
+    "summarize",
+    "write_reports",
+]

@@ -1,0 +1,168 @@
+"""``swrag eval``: the evaluation grid from the command line.
+
+Use :func:`add_arguments` + :func:`run_from_args` to mount it as a subcommand, or
+:func:`main` / ``python -m swrag_integrations.evaluation``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .context import DEFAULT_BUDGET
+from .pipelines import DEFAULT_STEPS, STRATEGIES
+from .runner import DEFAULT_WINDOWS, load_llm, make_grid, parse_steps, run_eval
+
+__all__ = ["add_arguments", "build_parser", "run_from_args", "main"]
+
+DEFAULT_STRATEGIES = "ffs,dfs,dds,rcs"
+EPILOG = """\
+steps: fractions of the window for ffs/dfs (and the child size of parent), integers
+(delimiter counts) for dds, '=N' for an absolute ffs/dfs step in units; a strategy
+that gets none of its kind uses the method's defaults ({defaults}).
+
+examples:
+  swrag eval --data ../shared/data/eval/multifieldqa_zh.jsonl --retrieval-only --out results/zh
+  swrag eval --data a.jsonl --data b.jsonl --strategies dds,rcs --windows 1024 --steps 3 --out results/ab
+  swrag eval --data hotpotqa.jsonl --corpus --split-passages --retrieval-only --out results/hp
+""".format(defaults="; ".join(f"{k} {','.join(v)}" for k, v in DEFAULT_STEPS.items() if v))
+
+
+def _csv_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _strategies(text: str) -> list[str]:
+    items = [s.lower() for s in _csv_list(text)]
+    bad = [s for s in items if s not in STRATEGIES]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(f"unknown strategy {bad or text!r}; choose from {','.join(STRATEGIES)}")
+    return items
+
+
+def _windows(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in _csv_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"windows must be integers, got {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"windows must be positive integers, got {text!r}")
+    return values
+
+
+def _steps(text: str) -> list[str]:
+    try:
+        return parse_steps(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``swrag eval`` options to ``parser``."""
+    parser.add_argument("--data", action="append", required=True, metavar="FILE.jsonl",
+                        help="LongBench-format JSONL (repeatable); the dataset name is the file stem")
+    parser.add_argument("--strategies", type=_strategies, default=_strategies(DEFAULT_STRATEGIES),
+                        help=f"comma-separated, from {','.join(STRATEGIES)} (default: {DEFAULT_STRATEGIES})")
+    parser.add_argument("--windows", type=_windows, default=list(DEFAULT_WINDOWS),
+                        help="window sizes in --unit (default: 512,1024,2048)")
+    parser.add_argument("--steps", type=_steps, default=None,
+                        help="e.g. 1/2,1/4,1/8 (ffs/dfs) and 2,3,5 (dds); default: the method's per strategy")
+    parser.add_argument("--unit", choices=["token", "char"], default="token", help="window unit (default: token)")
+    parser.add_argument("--limit", type=_positive, default=None, help="first N questions of each dataset")
+    parser.add_argument("--retrieval-only", action="store_true",
+                        help="compute context recall only (no answer generation, f1 is null)")
+    parser.add_argument("--multi-query", action="store_true",
+                        help="also run every configuration with LLM-written query variants (single and multi)")
+    parser.add_argument("--n-queries", type=_positive, default=3, help="query variants per question (default: 3)")
+    parser.add_argument("--corpus", action="store_true",
+                        help="corpus mode: index all documents of a dataset once; every question searches all")
+    parser.add_argument("--split-passages", action="store_true",
+                        help="cut 'Passage i:' blocks (HotpotQA) into separate source documents")
+    parser.add_argument("--budget", type=_positive, default=DEFAULT_BUDGET,
+                        help=f"context budget in cl100k tokens, same for every configuration (default: {DEFAULT_BUDGET})")
+    parser.add_argument("--k", type=_positive, default=None,
+                        help="cap on ranked chunks assembled (default: fill the budget; stock retrievers fetch 20)")
+    parser.add_argument("--llm", default="default",
+                        help="'default' (local model, swrag_integrations.llm.load_llama3), 'fake:A|B' "
+                             "(FakeListLLM) or 'module:factory'")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    parser.add_argument("--bootstrap", type=_positive, default=1000, help="bootstrap resamples (default: 1000)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-plots", action="store_true", help="skip Markdown tables and PNG plots")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="output directory (records.jsonl there is reused: reruns resume)")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Parser of ``swrag eval`` (stand-alone)."""
+    parser = argparse.ArgumentParser(
+        prog="swrag eval",
+        description="Evaluate chunking/retrieval strategies on LongBench-format QA sets "
+                    "(context recall without an LLM, LongBench F1 with one).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return add_arguments(parser)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run the grid described by parsed ``args``; prints where the results went."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    for path in args.data:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no such dataset file: {path}")
+    configs = make_grid(
+        args.strategies, args.windows, args.steps or [], unit=args.unit,
+        multi_query=(False, True) if args.multi_query else False,
+    )
+    need_llm = not args.retrieval_only or args.multi_query
+    llm = load_llm(args.llm) if need_llm else None
+    rows = run_eval(
+        args.data, configs, args.out,
+        mode="corpus" if args.corpus else "document",
+        split_passages=args.split_passages,
+        budget=args.budget,
+        k=args.k,
+        limit=args.limit,
+        retrieval_only=args.retrieval_only,
+        llm=llm,
+        n_queries=args.n_queries,
+        progress=not args.no_progress,
+        seed=args.seed,
+        n_resamples=args.bootstrap,
+        reports=not args.no_plots,
+    )
+    metric = "f1" if not args.retrieval_only else "context_recall"
+    print(f"{len(rows)} result rows ({len(configs)} configurations) -> {Path(args.out) / 'results.json'}")
+    for row in sorted(rows, key=lambda r: -(r.get(metric) or 0))[:5]:
+        step = f"/{row['step']}" if row["step"] else ""
+        print(f"  {row['dataset']:<20} {row['strategy']:>15} {row['window']}{step}{' +MQ' if row['multi_query'] else ''}: "
+              f"{metric}={row[metric]:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}] n={row['n']}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: ``python -m swrag_integrations.evaluation ...``."""
+    args = build_parser().parse_args(argv)
+    try:
+        return run_from_args(args)
+    except (FileNotFoundError, IsADirectoryError) as exc:
+        print(f"swrag eval: error: {exc}", file=sys.stderr)
+        return 3
+    except (ValueError, TypeError) as exc:
+        print(f"swrag eval: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,430 @@
+"""Retrieval pipelines evaluated by the grid.
+
+Every pipeline is built over a list of :class:`~.datasets.Source` s and answers
+``retrieve(question) -> ranked [(source_id, start, end), ...]``; :meth:`Pipeline.context`
+turns that into the budgeted context. Anything with this shape plugs into the runner.
+
+* ``ffs`` / ``dfs`` / ``dds``: the document is split into sliding windows with
+  :func:`swrag_integrations.windows.iter_windows`, windows are ranked with BM25 over
+  language-aware tokens (jieba for Chinese, from
+  :mod:`swrag_integrations.retrieval.bm25`), and the ranked windows are assembled **by
+  offset** (:func:`~.context.assemble_by_offset`).
+* ``rcs``: LangChain's ``RecursiveCharacterTextSplitter`` (tiktoken length function in
+  token unit, no overlap) as chunker, then the same BM25 ranking and assembly.
+* ``parent``: :class:`swrag_integrations.retrieval.WindowedParentRetriever`: small
+  chunks (50 tokens) found by hybrid search (BM25 + MiniLM in Chroma), widened to their
+  DDS windows (``window`` units, ``step`` delimiters), merged by offset in the budget.
+* ``langchain-stock``: LangChain parts as shipped: ``RecursiveCharacterTextSplitter``
+  (same settings as ``rcs``), ``BM25Retriever`` (``str.split`` tokens), Chroma with the
+  MiniLM embedder, ``EnsembleRetriever`` (equal weights); chunk texts are concatenated
+  in rank order (:func:`~.context.assemble_by_text`). Multi-query uses LangChain's
+  ``MultiQueryRetriever``.
+
+With multi-query, the question plus LLM-written variants are each retrieved and, for
+the window pipelines, their rankings are fused by reciprocal rank (c = 60).
+"""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Sequence
+
+
+from ..windows import DEFAULT_ENCODING, iter_windows
+from .context import DEFAULT_BUDGET, AssembledContext, assemble_by_offset, assemble_by_text
+from .datasets import Source
+
+__all__ = [
+    "STRATEGIES",
+    "DEFAULT_STEPS",
+    "EvalConfig",
+    "Pipeline",
+    "SpanBM25Pipeline",
+    "ParentPipeline",
+    "LangChainStockPipeline",
+    "build_pipeline",
+    "chunk_spans",
+    "rrf_spans",
+    "STOCK_DEFAULT_K",
+]
+
+STRATEGIES = ("ffs", "dfs", "dds", "rcs", "parent", "langchain-stock")
+# The method's defaults: FFS/DFS steps are fractions of the window, DDS steps count
+# delimiters; ``parent`` windows are DDS windows (step in delimiters).
+DEFAULT_STEPS: dict[str, tuple[str, ...]] = {
+    "ffs": ("1/2", "1/4", "1/8"),
+    "dfs": ("1/2", "1/4", "1/8"),
+    "dds": ("2", "3", "5"),
+    "parent": ("3",),
+    "rcs": (),
+    "langchain-stock": (),
+}
+STOCK_DEFAULT_K = 20  # candidates fetched by the stock retrievers when ``k`` is None
+PARENT_CHILD_SIZE = {"token": 50, "char": 200}  # small-chunk size of ``parent``
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One point of the grid.
+
+    Args:
+        strategy: one of :data:`STRATEGIES`.
+        window: window / chunk size in ``unit``.
+        step: label: a fraction ``"1/4"`` of the window (ffs, dfs), a
+            delimiter count ``"3"`` (dds, parent), an absolute ``"=128"`` step in units
+            (ffs/dfs), or ``None`` (rcs, langchain-stock).
+        unit: ``"token"`` or ``"char"``.
+        multi_query: retrieve with LLM-written query variants too.
+    """
+
+    strategy: str
+    window: int
+    step: str | None = None
+    unit: str = "token"
+    multi_query: bool = False
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.unit not in ("token", "char"):
+            raise ValueError(f"unit must be 'token' or 'char', got {self.unit!r}")
+        if int(self.window) <= 0:
+            raise ValueError(f"window must be > 0, got {self.window}")
+        if self.strategy in ("rcs", "langchain-stock"):
+            object.__setattr__(self, "step", None)
+        elif self.step is None:
+            raise ValueError(f"strategy {self.strategy} needs a step")
+        else:
+            self.step_units  # validates
+
+    @property
+    def step_units(self) -> int | None:
+        """The step in units (ffs/dfs) or delimiters (dds, parent)."""
+        if self.step is None:
+            return None
+        label = str(self.step)
+        if self.strategy in ("dds", "parent"):
+            value = int(label.lstrip("="))
+        elif label.startswith("="):
+            value = int(label[1:])
+        else:
+            frac = Fraction(label)
+            if not 0 < frac <= 1:
+                raise ValueError(f"step fraction must be in (0, 1], got {label}")
+            value = max(1, int(round(self.window * frac)))
+        if value <= 0:
+            raise ValueError(f"step must be > 0, got {label}")
+        return value
+
+    @property
+    def key(self) -> str:
+        return f"{self.strategy}|{self.window}|{self.step or '-'}|{self.unit}|{'mq' if self.multi_query else 'sq'}"
+
+    @property
+    def label(self) -> str:
+        step = f"/{self.step}" if self.step is not None else ""
+        return f"{self.strategy} {self.window}{step}{' +MQ' if self.multi_query else ''}"
+
+
+# ----------------------------------------------------------------------- chunking
+
+
+def _rcs_splitter(window: int, unit: str, encoding_name: str):
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    if unit == "token":
+        return RecursiveCharacterTextSplitter.from_tiktoken_encoder(
+            encoding_name=encoding_name, chunk_size=window, chunk_overlap=0, add_start_index=True
+        )
+    return RecursiveCharacterTextSplitter(chunk_size=window, chunk_overlap=0, add_start_index=True)
+
+
+def chunk_spans(text: str, config: EvalConfig, *, encoding_name: str = DEFAULT_ENCODING) -> list[tuple[int, int]]:
+    """Character spans of the chunks of ``text`` for ``config``'s strategy.
+
+    ffs/dfs/dds come from :func:`iter_windows`; rcs/langchain-stock from LangChain's
+    ``RecursiveCharacterTextSplitter`` (``start_index`` metadata, chunks are exact
+    substrings). ``parent`` returns its parent windows.
+    """
+    strategy = config.strategy
+    if strategy in ("ffs", "dfs", "dds"):
+        return [
+            (s.start, s.end)
+            for s in iter_windows(
+                text, strategy.upper(), config.window, config.step_units, unit=config.unit, encoding_name=encoding_name
+            )
+        ]
+    if strategy == "parent":
+        return [
+            (s.start, s.end)
+            for s in iter_windows(text, "DDS", config.window, config.step_units, unit=config.unit, encoding_name=encoding_name)
+        ]
+    splitter = _rcs_splitter(config.window, config.unit, encoding_name)
+    spans = []
+    for doc in splitter.create_documents([text]):
+        start = doc.metadata["start_index"]
+        if start < 0:  # the splitter could not locate the chunk; should not happen
+            start = text.find(doc.page_content)
+        spans.append((start, start + len(doc.page_content)))
+    return spans
+
+
+def rrf_spans(lists: Sequence[Sequence[tuple[str, int, int]]], c: float = 60.0) -> list[tuple[str, int, int]]:
+    """Reciprocal-rank fusion of ranked span lists (identity = exact span)."""
+    scores: dict[tuple[str, int, int], float] = {}
+    first: dict[tuple[str, int, int], int] = {}
+    for ranked in lists:
+        seen = set()
+        for rank, span in enumerate(ranked, 1):
+            if span in seen:
+                continue
+            seen.add(span)
+            scores[span] = scores.get(span, 0.0) + 1.0 / (c + rank)
+            first.setdefault(span, len(first))
+    return sorted(scores, key=lambda s: (-scores[s], first[s]))
+
+
+# ---------------------------------------------------------------------- pipelines
+
+
+class Pipeline:
+    """Base class: index sources, rank spans, assemble a context.
+
+    Subclasses set ``chunks`` and ``index_bytes`` and implement :meth:`rank`.
+    """
+
+    assembly = "offset"
+
+    def __init__(self, sources: Sequence[Source], config: EvalConfig, *, k: int | None = None,
+                 encoding_name: str = DEFAULT_ENCODING) -> None:
+        self.sources = list(sources)
+        self.texts = {s.source_id: s.text for s in self.sources}
+        self.config = config
+        self.k = k
+        self.encoding_name = encoding_name
+        self.chunks = 0
+        self.index_bytes = 0
+
+    def rank(self, query: str) -> list[tuple[str, int, int]]:
+        raise NotImplementedError
+
+    def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
+        """Ranked spans for ``question`` (fused with ``queries`` when given)."""
+        if not queries:
+            return self.rank(question)
+        return rrf_spans([self.rank(q) for q in [question, *queries]])
+
+    def context(self, question: str, budget: int = DEFAULT_BUDGET, queries: Sequence[str] = ()) -> AssembledContext:
+        """The budgeted context for ``question``."""
+        return assemble_by_offset(self.retrieve(question, queries), self.texts, budget, encoding_name=self.encoding_name)
+
+    def close(self) -> None:
+        """Release external resources (vector store collections)."""
+
+
+def _bm25_index(texts: Sequence[str]):
+    from ..retrieval.bm25 import BM25Index
+
+    index = BM25Index()
+    index.upsert([str(i) for i in range(len(texts))], list(texts))
+    return index
+
+
+def _bm25_bytes(index) -> int:
+    tokens = sum(int(t.nbytes) for t in index._tokens)
+    vocab = sum(len(t.encode("utf-8")) + 4 for t in index.vocab)
+    return tokens + vocab
+
+
+class SpanBM25Pipeline(Pipeline):
+    """ffs / dfs / dds / rcs: chunks as offsets, BM25 ranking, offset assembly.
+
+    Zero-score chunks follow the scored ones in document order, so the budget is
+    always filled. ``k`` (if set) caps how many ranked chunks are assembled.
+    """
+
+    def __init__(self, sources, config, **kwargs) -> None:
+        super().__init__(sources, config, **kwargs)
+        self.spans: list[tuple[str, int, int]] = []
+        for source in self.sources:
+            self.spans.extend((source.source_id, a, b) for a, b in chunk_spans(source.text, config, encoding_name=self.encoding_name))
+        self.index = _bm25_index([self.texts[s][a:b] for s, a, b in self.spans]) if self.spans else None
+        self.chunks = len(self.spans)
+        # stored per chunk: source row (int32) + two int64 offsets; plus the BM25 data
+        self.index_bytes = self.chunks * 20 + (_bm25_bytes(self.index) if self.index else 0)
+
+    def rank(self, query: str) -> list[tuple[str, int, int]]:
+        if not self.spans:
+            return []
+        hits = self.index.search(query, k=len(self.spans)) if query.strip() else []
+        order = [int(i) for i, _ in hits]
+        seen = set(order)
+        order += [i for i in range(len(self.spans)) if i not in seen]
+        if self.k is not None:
+            order = order[: self.k]
+        return [self.spans[i] for i in order]
+
+
+class ParentPipeline(Pipeline):
+    """Windowed parent-child retrieval with :class:`~swrag_integrations.retrieval.WindowedParentRetriever`.
+
+    The sources go into an in-memory :class:`~swrag_integrations.retrieval.SlidingWindowIndex`
+    (small chunks of :data:`PARENT_CHILD_SIZE` units, embedded with the MiniLM model,
+    plus BM25; parent windows are DDS windows of ``window`` units and ``step``
+    delimiters); the retriever finds small chunks by hybrid search, widens them to
+    their windows and assembles them by offset within the budget. ``k`` (if set) is
+    the number of parents; otherwise the retriever's default.
+    """
+
+    def __init__(self, sources, config, *, embeddings=None, budget: int = DEFAULT_BUDGET, **kwargs) -> None:
+        super().__init__(sources, config, **kwargs)
+        import chromadb
+        from chromadb.config import Settings
+        from langchain_core.documents import Document
+
+        from ..retrieval import SlidingWindowIndex, source_id_for
+
+        if embeddings is None:
+            from ..retrieval.embeddings import default_embeddings
+
+            embeddings = default_embeddings()
+        self._client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
+        self._name = f"swrag-eval-parent-{uuid.uuid4().hex[:12]}"
+        self.index = SlidingWindowIndex(
+            client=self._client,
+            collection_name=self._name,
+            embedding=embeddings,
+            chunk_size=PARENT_CHILD_SIZE[config.unit],
+            strategy="DDS",
+            window_size=config.window,
+            step=config.step_units,
+            unit=config.unit,
+            encoding_name=self.encoding_name,
+            show_progress=False,
+        )
+        docs = [Document(page_content=s.text, id=s.source_id, metadata={"eval_source": s.source_id}) for s in self.sources]
+        self._ids = {source_id_for(d): d.id for d in docs}
+        counts = self.index.add_documents(docs) if docs else {}
+        self.chunks = int(counts.get("chunks", self.index.count("small")))
+        self.budget = budget
+        options = {"budget_tokens": budget}
+        if self.k is not None:
+            options["k"] = self.k
+        self.retriever = self.index.as_retriever(**options)
+        dim = len(embeddings.embed_query("dimension probe"))
+        self.index_bytes = (
+            sum(len(s.text.encode("utf-8")) for s in self.sources)  # small-chunk texts (they tile the sources)
+            + self.index.count(None) * dim * 4
+            + _bm25_bytes(self.index.bm25)
+        )
+
+    def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
+        if not self.sources:
+            return []
+        docs = self.retriever.retrieve_many([question, *queries])
+        return [
+            (self._ids.get(d.metadata["source_id"], d.metadata["source_id"]), int(d.metadata["start_index"]),
+             int(d.metadata["end_index"]))
+            for d in docs
+        ]
+
+    def close(self) -> None:
+        try:
+            self._client.delete_collection(self._name)
+        except Exception:  # already gone
+            pass
+
+
+class LangChainStockPipeline(Pipeline):
+    """Stock LangChain: RCS chunks, BM25Retriever + Chroma, EnsembleRetriever."""
+
+    assembly = "text"
+
+    def __init__(self, sources, config, *, embeddings=None, **kwargs) -> None:
+        super().__init__(sources, config, **kwargs)
+        import chromadb
+        from chromadb.config import Settings
+        from langchain_chroma import Chroma
+        from langchain_classic.retrievers import EnsembleRetriever
+        from langchain_community.retrievers import BM25Retriever
+        from langchain_core.documents import Document
+
+        if embeddings is None:
+            from .embeddings import default_embeddings
+
+            embeddings = default_embeddings()
+        fetch = self.k if self.k is not None else STOCK_DEFAULT_K
+        splitter = _rcs_splitter(config.window, config.unit, self.encoding_name)
+        docs = splitter.create_documents(
+            [s.text for s in self.sources], metadatas=[{"source_id": s.source_id} for s in self.sources]
+        )
+        docs = [Document(page_content=d.page_content, metadata=d.metadata) for d in docs if d.page_content]
+        self.chunks = len(docs)
+        self._client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
+        self._name = f"swrag-eval-{uuid.uuid4().hex[:12]}"
+        self.store = Chroma(collection_name=self._name, embedding_function=embeddings, client=self._client)
+        if docs:
+            self.store.add_documents(docs)
+            bm25 = BM25Retriever.from_documents(docs, k=fetch)
+            dense = self.store.as_retriever(search_kwargs={"k": fetch})
+            self.retriever = EnsembleRetriever(retrievers=[bm25, dense], weights=[0.5, 0.5])
+            text_bytes = sum(len(d.page_content.encode("utf-8")) for d in docs)
+            dim = len(embeddings.embed_query("dimension probe"))
+            self.index_bytes = text_bytes + len(pickle.dumps(bm25.vectorizer)) + self.chunks * dim * 4
+        else:
+            self.retriever = None
+
+    def _docs(self, question: str, queries: Sequence[str]):
+        if self.retriever is None:
+            return []
+        if not queries:
+            return self.retriever.invoke(question)
+        from langchain_classic.retrievers import MultiQueryRetriever
+        from langchain_core.runnables import RunnableLambda
+
+        fixed = list(queries)
+        mq = MultiQueryRetriever(
+            retriever=self.retriever, llm_chain=RunnableLambda(lambda _: list(fixed)), include_original=True, verbose=False
+        )
+        return mq.invoke(question)
+
+    def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
+        out = []
+        for doc in self._docs(question, queries):
+            start = int(doc.metadata.get("start_index", -1))
+            out.append((doc.metadata.get("source_id", ""), start, start + len(doc.page_content)))
+        return out
+
+    def context(self, question: str, budget: int = DEFAULT_BUDGET, queries: Sequence[str] = ()) -> AssembledContext:
+        docs = self._docs(question, queries)
+        spans = []
+        for doc in docs:
+            start = int(doc.metadata.get("start_index", -1))
+            spans.append((doc.metadata.get("source_id", ""), start, start + len(doc.page_content)))
+        return assemble_by_text([d.page_content for d in docs], budget, spans=spans, encoding_name=self.encoding_name)
+
+    def close(self) -> None:
+        try:
+            self._client.delete_collection(self._name)
+        except Exception:  # already gone
+            pass
+
+
+def build_pipeline(
+    config: EvalConfig,
+    sources: Sequence[Source],
+    *,
+    k: int | None = None,
+    embeddings=None,
+    budget: int = DEFAULT_BUDGET,
+    encoding_name: str = DEFAULT_ENCODING,
+) -> Pipeline:
+    """Index ``sources`` for ``config`` and return the pipeline."""
+    if config.strategy in ("ffs", "dfs", "dds", "rcs"):
+        return SpanBM25Pipeline(sources, config, k=k, encoding_name=encoding_name)
+    if config.strategy == "parent":
+        return ParentPipeline(sources, config, k=k, embeddings=embeddings, budget=budget, encoding_name=encoding_name)
+    return LangChainStockPipeline(sources, config, k=k, embeddings=embeddings, encoding_name=encoding_name)
