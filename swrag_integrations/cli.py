@@ -1,8 +1,12 @@
 """The ``swrag`` command.
 
 Subcommands:
+    index   index files or folders (txt/md/pdf/csv) into a persistent store
+    ask     answer a question from the index with the local LLM, citing sources
+    demo    the main job: index the bundled sample and answer questions end to end
     split   print the sliding windows of a file (or the bundled sample)
-    demo    the main job on embedded defaults
+    eval    evaluation grid (context recall, F1) on LongBench-style JSONL
+    bench   run a benchmark script of a source checkout
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
-from .windows import STRATEGIES, WindowConfig, iter_chunks
+from .windows import WindowConfig, iter_chunks
 
 EXIT_USAGE = 2
 EXIT_INPUT = 3
@@ -62,10 +66,141 @@ def cmd_split(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo_split(args: argparse.Namespace) -> int:
-    """Split the bundled sample with all three strategies."""
-    args.path, args.strategy, args.step = None, ",".join(STRATEGIES), None
-    return cmd_split(args)
+DEMO_QUESTIONS = (
+    "When was the Marrow Point Lighthouse first lit?",
+    "Why was the fog signal silenced?",
+    "灯塔有多高？",
+)
+
+
+def _open_index(args: argparse.Namespace, *, must_exist: bool):
+    from .retrieval import SlidingWindowIndex
+
+    persist = Path(args.persist_dir).expanduser()
+    if args.host is None and must_exist and not persist.is_dir():
+        raise FileNotFoundError(f"no index at {persist}: run `swrag index PATH...` first (or pass --persist-dir)")
+    return SlidingWindowIndex(
+        None if args.host else persist,
+        collection_name=args.collection,
+        host=args.host,
+        port=args.port,
+        strategy=getattr(args, "strategy", None),
+        window_size=getattr(args, "window", None),
+        step=getattr(args, "step", None),
+    )
+
+
+def _load_llm(args: argparse.Namespace):
+    from .llm import load_llama3
+
+    print(f"loading the LLM ({args.model or 'bundled SmolLM2-135M-Instruct'}, {args.low_bit}, {args.device})...", file=sys.stderr)
+    return load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens)
+
+
+def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
+    from .chain import build_rag_chain
+    from .retrieval import MultiQueryFusionRetriever, WindowedParentRetriever
+
+    retriever = WindowedParentRetriever(index=index, k=args.k, budget_tokens=args.budget)
+    if llm is None:
+        docs = retriever.invoke(question)
+        from .chain import _sources, format_context
+
+        return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs)}
+    lc_llm = llm.as_langchain()
+    if args.multi_query:
+        retriever = MultiQueryFusionRetriever(retriever=retriever, llm=lc_llm)
+    return build_rag_chain(retriever, lc_llm).invoke(question)
+
+
+def _print_answer(result: dict) -> None:
+    print(f"Q: {result['question']}")
+    if result["answer"] is not None:
+        print(f"A: {result['answer']}")
+    for i, src in enumerate(result["sources"], 1):
+        text = " ".join(src["text"].split())
+        text = text if len(text) <= 100 else text[:97] + "..."
+        print(f"  [{i}] {Path(str(src['source'])).name} {src['start_index']}-{src['end_index']}: {text}")
+    print()
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .retrieval import load_files
+
+    for raw in args.paths:
+        if not Path(raw).exists():
+            raise FileNotFoundError(f"no such file or directory: {raw}")
+    documents = load_files(args.paths)
+    if not documents:
+        raise ValueError("no indexable files (.txt, .md, .pdf, .csv) found")
+    index = _open_index(args, must_exist=False)
+    counts = index.add_documents(documents)
+    print(", ".join(f"{k}: {v}" for k, v in counts.items()))
+    print(f"index: {index.count()} small chunks from {len(index.source_ids())} sources")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    if not args.question.strip():
+        raise ValueError("the question must not be empty")
+    index = _open_index(args, must_exist=True)
+    if index.count() == 0:
+        raise ValueError("the index is empty: run `swrag index PATH...` first")
+    llm = None if args.retrieval_only else _load_llm(args)
+    _print_answer(_answer(index, args.question, args, llm))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Index the bundled sample into an embedded store and answer questions end to end."""
+    from .retrieval import load_files
+
+    if args.persist_dir is None:
+        from .llm import default_cache_dir
+
+        args.persist_dir = str(default_cache_dir() / "demo-index")
+    index = _open_index(args, must_exist=False)
+    counts = index.add_documents(load_files([sample_path()]))
+    print(f"indexed {sample_path().name}: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + "\n")
+    llm = None if args.retrieval_only else _load_llm(args)
+    for question in args.question or DEMO_QUESTIONS:
+        _print_answer(_answer(index, question, args, llm))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .evaluation.cli import run_from_args
+
+    return run_from_args(args)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import runpy
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"bench_{args.name}.py"
+    if not script.is_file():
+        raise FileNotFoundError(f"benchmark {script} not found (benchmarks ship with a source checkout)")
+    sys.argv = [str(script), *args.args]
+    runpy.run_path(str(script), run_name="__main__")
+    return 0
+
+
+def _store_options(parser: argparse.ArgumentParser, default_dir: str | None = ".swrag/index") -> None:
+    parser.add_argument("--persist-dir", default=default_dir, help=f"embedded Chroma directory (default: {default_dir or 'a cache folder'})")
+    parser.add_argument("--collection", default="swrag", help="Chroma collection name (default: swrag)")
+    parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
+    parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
+
+
+def _answer_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--k", type=int, default=4, help="windows returned (default: 4)")
+    parser.add_argument("--budget", type=int, default=1500, help="context budget in tokens (default: 1500)")
+    parser.add_argument("--multi-query", action="store_true", help="ask the LLM for query variants and fuse their results")
+    parser.add_argument("--retrieval-only", action="store_true", help="print the retrieved windows, do not load the LLM")
+    parser.add_argument("--model", default=None, help="Llama-family model: local path, .gguf file or hub id (default: bundled SmolLM2)")
+    parser.add_argument("--device", choices=["cpu", "xpu", "auto"], default="cpu", help="device (default: cpu)")
+    parser.add_argument("--low-bit", default="sym_int8", help="IPEX-LLM low-bit format (default: sym_int8)")
+    parser.add_argument("--max-new-tokens", type=int, default=96, help="answer length limit (default: 96)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,11 +219,43 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("--limit", type=int, default=None, help="print at most this many windows per strategy")
     split.set_defaults(func=cmd_split)
 
-    demo = sub.add_parser("demo", help="run the main job on the bundled sample", description="Split the bundled sample document with FFS, DFS and DDS and print the windows.")
-    demo.add_argument("--window", type=int, default=128, help="window size (default: 128)")
-    demo.add_argument("--unit", choices=["token", "char"], default="token", help="length unit (default: token)")
-    demo.add_argument("--limit", type=int, default=6, help="windows printed per strategy (default: 6)")
-    demo.set_defaults(func=cmd_demo_split)
+    demo = sub.add_parser(
+        "demo",
+        help="index the bundled sample and answer questions (the main job)",
+        description="Index the bundled sample document into an embedded store and answer a few questions end to end with the local LLM.",
+    )
+    _store_options(demo, default_dir=None)
+    _answer_options(demo)
+    demo.add_argument("--question", action="append", help="ask this instead of the built-in questions (repeatable)")
+    demo.set_defaults(func=cmd_demo)
+
+    index = sub.add_parser("index", help="index files or folders", description="Index .txt, .md, .pdf and .csv files (folders are searched recursively). Re-indexing is idempotent.")
+    index.add_argument("paths", nargs="+", help="files or folders")
+    _store_options(index)
+    index.add_argument("--strategy", choices=["FFS", "DFS", "DDS"], type=str.upper, default=None, help="window strategy (default: small chunks with W=6/S=3 windows)")
+    index.add_argument("--window", type=int, default=None, help="window size in tokens for --strategy")
+    index.add_argument("--step", type=int, default=None, help="step for --strategy")
+    index.set_defaults(func=cmd_index)
+
+    ask = sub.add_parser("ask", help="answer a question from the index", description="Answer a question from the index with the local LLM and cite the source windows.")
+    ask.add_argument("question", help="the question")
+    _store_options(ask)
+    _answer_options(ask)
+    ask.set_defaults(func=cmd_ask)
+
+    try:
+        from .evaluation.cli import add_arguments
+    except ImportError:  # pragma: no cover - evaluation extras missing
+        add_arguments = None
+    if add_arguments is not None:
+        ev = sub.add_parser("eval", help="run the evaluation grid", description="Evaluate strategies on LongBench-style JSONL (context recall, F1).")
+        add_arguments(ev)
+        ev.set_defaults(func=cmd_eval)
+
+    bench = sub.add_parser("bench", help="run a benchmark (source checkout)", description="Run benchmarks/bench_NAME.py of a source checkout.")
+    bench.add_argument("name", choices=["splitters", "retrieval", "llm"], help="which benchmark")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 
@@ -106,6 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        print(f"swrag: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except ConnectionError as exc:
         print(f"swrag: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     except (ValueError, TypeError) as exc:

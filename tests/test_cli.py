@@ -38,3 +38,33 @@ def test_split_bad_input_exit_codes(tmp_path):
     unknown = run("split", "--no-such-option")
     assert unknown.returncode == 2 and "unrecognized arguments" in unknown.stderr
     assert run().returncode == 2
+
+
+@pytest.mark.slow
+def test_index_then_ask_retrieval_only(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = "Penguins live in the southern hemisphere. " * 3 + "The secret code of the vault is 7421. " + "Bananas are yellow. " * 3
+    (docs / "facts.txt").write_text(text, encoding="utf-8")
+    (docs / "ignored.bin").write_bytes(b"\x00\x01")
+    store = str(tmp_path / "store")
+    first = run("index", str(docs), "--persist-dir", store)
+    assert first.returncode == 0, first.stderr
+    assert "added: 1" in first.stdout
+    again = run("index", str(docs), "--persist-dir", store)  # idempotent
+    assert again.returncode == 0 and "unchanged: 1" in again.stdout
+    ask = run("ask", "What is the secret code of the vault?", "--persist-dir", store, "--retrieval-only")
+    assert ask.returncode == 0, ask.stderr
+    assert "facts.txt" in ask.stdout
+    start, end = (int(x) for x in ask.stdout.split("facts.txt ")[1].split(":")[0].split("-"))
+    assert "7421" in text[start:end]
+
+
+def test_ask_and_index_bad_input(tmp_path):
+    missing = run("ask", "question?", "--persist-dir", str(tmp_path / "nothing"), "--retrieval-only")
+    assert missing.returncode == 3 and "no index at" in missing.stderr
+    bad_path = run("index", str(tmp_path / "nope.txt"), "--persist-dir", str(tmp_path / "s"))
+    assert bad_path.returncode == 3 and "no such file or directory" in bad_path.stderr
+    empty = run("ask", "   ", "--persist-dir", str(tmp_path), "--retrieval-only")
+    assert empty.returncode == 2 and "must not be empty" in empty.stderr
+    assert run("ask").returncode == 2  # missing question

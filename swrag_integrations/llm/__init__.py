@@ -1,0 +1,34 @@
+"""Local Llama-family LLMs (IPEX-LLM low-bit, or plain transformers) for LangChain and LlamaIndex.
+
+``load_llama3()`` returns a :class:`LocalLLM`: one generation core with
+``.as_langchain()`` (a ``langchain_core`` ``LLM``) and ``.as_llamaindex()`` (a LlamaIndex
+``CustomLLM``) as thin wrappers. The framework wrappers live in :mod:`.adapters` and are
+imported lazily so that loading does not require both frameworks.
+"""
+
+from .core import END_OF_TURN_TOKENS, LoadInfo, LocalLLM
+from .gguf_convert import bundled_gguf_path, convert_gguf_to_hf, ensure_hf_checkpoint
+from .loader import LLMFallbackWarning, LOW_BIT_FORMATS, default_cache_dir, load_llama3
+
+__all__ = [
+    "END_OF_TURN_TOKENS",
+    "LLMFallbackWarning",
+    "LOW_BIT_FORMATS",
+    "LangChainLLM",
+    "LlamaIndexLLM",
+    "LoadInfo",
+    "LocalLLM",
+    "bundled_gguf_path",
+    "convert_gguf_to_hf",
+    "default_cache_dir",
+    "ensure_hf_checkpoint",
+    "load_llama3",
+]
+
+
+def __getattr__(name: str):  # lazy: langchain / llama-index are imported only when asked for
+    if name in ("LangChainLLM", "LlamaIndexLLM"):
+        from . import adapters
+
+        return getattr(adapters, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

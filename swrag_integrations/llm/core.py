@@ -1,0 +1,317 @@
+"""The one generation core shared by the LangChain and LlamaIndex wrappers.
+
+:class:`LocalLLM` owns a loaded causal LM and its tokenizer and knows how to
+
+* turn a prompt (or a list of chat messages) into input ids, through the tokenizer's chat
+  template when it has one;
+* generate with the method's defaults (greedy, repetition penalty 1.1), stopping on the
+  end-of-turn tokens (``<|eot_id|>`` for Llama-3, ``<|im_end|>`` for ChatML models) and
+  on caller-supplied stop strings;
+* return only the new text, either at once (:meth:`LocalLLM.generate`) or piece by piece
+  (:meth:`LocalLLM.stream`); the streamed pieces always join to the non-streamed text.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Prompt = str | Sequence[Mapping[str, str]]
+"""A plain prompt, or chat messages ``[{"role": ..., "content": ...}, ...]``."""
+
+# End-of-turn tokens that chat models emit instead of (or besides) their eos token.
+# Llama-3 instruct ends a turn with <|eot_id|> while eos is <|end_of_text|> (ipex-llm #10815).
+END_OF_TURN_TOKENS = ("<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>")
+_GENERATION_OPTIONS = ("max_new_tokens", "temperature", "repetition_penalty")
+
+
+@dataclass
+class LoadInfo:
+    """How a :class:`LocalLLM` was loaded (for logs and benchmarks)."""
+
+    source: str
+    backend: str  # "ipex-llm" or "transformers"
+    device: str
+    low_bit: str | None = None
+    load_seconds: float = 0.0
+    from_cache: bool = False  # low-bit model read back with ``load_low_bit``
+    cache_path: str | None = None
+    converted_gguf: bool = False  # GGUF -> transformers conversion ran during this load
+    notes: list[str] = field(default_factory=list)
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    """Cut ``text`` before the earliest stop string; also say whether one was found."""
+    hits = [i for i in (text.find(s) for s in stops) if i >= 0]
+    return (text[: min(hits)], True) if hits else (text, False)
+
+
+def _held_back(text: str, stops: Sequence[str]) -> int:
+    """Length of the longest suffix of ``text`` that could still grow into a stop string."""
+    longest = 0
+    for stop in stops:
+        for size in range(min(len(stop) - 1, len(text)), longest, -1):
+            if text.endswith(stop[:size]):
+                longest = size
+                break
+    return longest
+
+
+def _stopping_criteria(check: Any) -> Any:
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class _Criterion(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
+            return bool(check(input_ids))
+
+    return StoppingCriteriaList([_Criterion()])
+
+
+class _QueueStreamer:
+    """transformers streamer that forwards the generated token ids to a queue."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue[list[int] | None] = queue.Queue()
+        self._prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        if not self._prompt_seen:  # generate() first pushes the prompt itself
+            self._prompt_seen = True
+            return
+        self.queue.put(value.reshape(-1).tolist())
+
+    def end(self) -> None:
+        self.queue.put(None)
+
+
+class LocalLLM:
+    """A loaded local causal LM with greedy-by-default, stop-aware generation.
+
+    Use :meth:`generate` / :meth:`stream` directly, or get framework objects with
+    :meth:`as_langchain` and :meth:`as_llamaindex` (thin wrappers around this object).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        device: str = "cpu",
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        repetition_penalty: float = 1.1,
+        system_prompt: str | None = None,
+        stop: Sequence[str] | None = None,
+        info: LoadInfo | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.repetition_penalty = repetition_penalty
+        self.system_prompt = system_prompt
+        self.stop = list(stop or [])
+        self.info = info or LoadInfo(source="<in-memory>", backend="transformers", device=device)
+        self._vocab: dict[str, int] = tokenizer.get_vocab()
+        self.eos_token_ids = self._collect_eos_ids()
+
+    # ----------------------------------------------------------------- prompt handling
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether the tokenizer ships a chat template (instruct / chat models)."""
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    @property
+    def context_window(self) -> int:
+        config = getattr(self.model, "config", None)
+        return int(getattr(config, "max_position_embeddings", 0) or 2048)
+
+    def _token_id(self, token: str) -> int | None:
+        token_id = self._vocab.get(token)
+        return None if token_id is None else int(token_id)
+
+    def _collect_eos_ids(self) -> list[int]:
+        ids: list[int] = []
+        sources = [
+            self.tokenizer.eos_token_id,
+            getattr(getattr(self.model, "generation_config", None), "eos_token_id", None),
+            getattr(getattr(self.model, "config", None), "eos_token_id", None),
+            *(self._token_id(t) for t in END_OF_TURN_TOKENS),
+        ]
+        for value in sources:
+            for token_id in value if isinstance(value, (list, tuple)) else [value]:
+                if token_id is not None and int(token_id) not in ids:
+                    ids.append(int(token_id))
+        return ids
+
+    def _messages(self, prompt: Prompt) -> list[dict[str, str]]:
+        if isinstance(prompt, str):
+            messages = [{"role": "user", "content": prompt}]
+        else:
+            messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
+        if self.system_prompt and not any(m["role"] == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        return messages
+
+    def encode(self, prompt: Prompt, *, chat: bool | None = None) -> list[int]:
+        """Token ids for ``prompt``.
+
+        ``chat=None`` applies the chat template when the tokenizer has one, ``chat=True``
+        always formats as chat, ``chat=False`` tokenizes the text as is. Without a chat
+        template, messages are rendered as ``role: content`` lines.
+        """
+        if chat is None:
+            chat = self.has_chat_template or not isinstance(prompt, str)
+        if not chat:
+            if not isinstance(prompt, str):
+                raise ValueError("chat=False needs a plain string prompt")
+            return list(self.tokenizer(prompt)["input_ids"])
+        messages = self._messages(prompt)
+        if self.has_chat_template:
+            return list(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True))
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
+        return list(self.tokenizer(text)["input_ids"])
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of generated ids (special tokens dropped, spacing left untouched)."""
+        return self.tokenizer.decode(
+            list(token_ids), skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
+
+    # ----------------------------------------------------------------- generation
+    def _split_stops(self, stop: Sequence[str] | None) -> tuple[list[int], list[str]]:
+        """Stop strings that are single special tokens become extra eos ids."""
+        token_ids, strings = list(self.eos_token_ids), []
+        for item in [*self.stop, *(stop or [])]:
+            token_id = self._token_id(item)
+            tok = self.tokenizer
+            if token_id is not None and (item in tok.all_special_tokens or item in tok.added_tokens_encoder):
+                token_ids.append(token_id)
+            elif item:
+                strings.append(item)
+        return token_ids, strings
+
+    def _generate_kwargs(
+        self, prompt: Prompt, stop: Sequence[str] | None, chat: bool | None, options: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], list[str]]:
+        import torch
+        from transformers import GenerationConfig
+
+        unknown = set(options) - set(_GENERATION_OPTIONS)
+        if unknown:
+            raise ValueError(f"unknown generation option(s) {sorted(unknown)}; use {_GENERATION_OPTIONS}")
+        max_new_tokens = int(options.get("max_new_tokens") or self.max_new_tokens)
+        temperature = float(options.get("temperature", self.temperature) or 0.0)
+        penalty = float(options.get("repetition_penalty") or self.repetition_penalty)
+        eos_ids, stop_strings = self._split_stops(stop)
+        pad_id = self.tokenizer.pad_token_id
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=temperature > 0,
+            repetition_penalty=penalty,
+            eos_token_id=eos_ids,
+            pad_token_id=eos_ids[0] if pad_id is None and eos_ids else pad_id,
+            **({"temperature": temperature} if temperature > 0 else {}),
+        )
+        input_ids = torch.tensor([self.encode(prompt, chat=chat)], device=self.device)
+        kwargs = {
+            "input_ids": input_ids,
+            "attention_mask": torch.ones_like(input_ids),
+            "generation_config": config,
+        }
+        return kwargs, stop_strings
+
+    def generate_ids(
+        self, prompt: Prompt, *, stop: Sequence[str] | None = None, chat: bool | None = None, **options: Any
+    ) -> list[int]:
+        """New token ids for ``prompt`` (generation halts once a stop string appears)."""
+        kwargs, stops = self._generate_kwargs(prompt, stop, chat, options)
+        start = kwargs["input_ids"].shape[1]
+        if stops:
+            kwargs["stopping_criteria"] = _stopping_criteria(
+                lambda ids: cut_at_stop(self.decode(ids[0, start:]), stops)[1]
+            )
+        output = self.model.generate(**kwargs)
+        return output[0, start:].tolist()
+
+    def generate(
+        self, prompt: Prompt, *, stop: Sequence[str] | None = None, chat: bool | None = None, **options: Any
+    ) -> str:
+        """Generated text only (never the prompt), cut before the first stop string.
+
+        ``options``: ``max_new_tokens``, ``temperature`` (0 = greedy), ``repetition_penalty``.
+        """
+        _, stops = self._split_stops(stop)
+        return cut_at_stop(self.decode(self.generate_ids(prompt, stop=stop, chat=chat, **options)), stops)[0]
+
+    def stream(
+        self, prompt: Prompt, *, stop: Sequence[str] | None = None, chat: bool | None = None, **options: Any
+    ) -> Iterator[str]:
+        """Yield the generated text piece by piece as tokens arrive.
+
+        Text that might be the start of a stop string, or an incomplete UTF-8 character,
+        is held back until it is resolved, so the pieces join exactly to :meth:`generate`.
+        Bad options raise here, before iteration starts.
+        """
+        kwargs, stops = self._generate_kwargs(prompt, stop, chat, options)
+        return self._stream_pieces(kwargs, stops)
+
+    def _stream_pieces(self, kwargs: dict[str, Any], stops: list[str]) -> Iterator[str]:
+        streamer = _QueueStreamer()
+        cancelled = threading.Event()
+        failure: list[BaseException] = []
+        kwargs["streamer"] = streamer
+        kwargs["stopping_criteria"] = _stopping_criteria(lambda ids: cancelled.is_set())
+
+        def run() -> None:
+            try:
+                self.model.generate(**kwargs)
+            except BaseException as exc:  # re-raised in the consuming thread
+                failure.append(exc)
+                streamer.end()
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        ids: list[int] = []
+        emitted = 0
+        try:
+            while (chunk := streamer.queue.get()) is not None:
+                ids.extend(chunk)
+                text, stopped = cut_at_stop(self.decode(ids), stops)
+                end = len(text) if stopped else len(text) - _held_back(text, stops)
+                if not stopped and text.endswith("\ufffd"):  # partial multi-byte character
+                    end = min(end, len(text.rstrip("\ufffd")))
+                if end > emitted:
+                    yield text[emitted:end]
+                    emitted = end
+                if stopped:
+                    return
+            if failure:
+                raise failure[0]
+            text = cut_at_stop(self.decode(ids), stops)[0]
+            if len(text) > emitted:
+                yield text[emitted:]
+        finally:
+            cancelled.set()
+            worker.join()
+
+    # ----------------------------------------------------------------- framework wrappers
+    def as_langchain(self, **kwargs: Any) -> Any:
+        """A LangChain ``LLM`` (see :class:`swrag_integrations.llm.adapters.LangChainLLM`)."""
+        from .adapters import LangChainLLM
+
+        return LangChainLLM(core=self, **kwargs)
+
+    def as_llamaindex(self, **kwargs: Any) -> Any:
+        """A LlamaIndex ``CustomLLM`` (see :class:`swrag_integrations.llm.adapters.LlamaIndexLLM`)."""
+        from .adapters import LlamaIndexLLM
+
+        return LlamaIndexLLM(core=self, **kwargs)
+
+    def __repr__(self) -> str:
+        i = self.info
+        return f"LocalLLM(source={i.source!r}, backend={i.backend!r}, device={i.device!r}, low_bit={i.low_bit!r})"

