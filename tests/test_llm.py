@@ -244,3 +244,10 @@ def test_llama3_style_directory(llama3_style_dir, cache_root):
     assert ids == [a, a, eot]
     plain.model.lm_head = ForcedHead([a, a, eot, a])
     assert plain.generate(QUESTION) == "AA"
+
+
+def test_partial_character_at_the_token_limit_is_dropped():
+    from swrag_integrations.llm.core import _complete_chars
+
+    assert _complete_chars("灯塔高31米\ufffd") == "灯塔高31米"
+    assert _complete_chars("complete") == "complete"

@@ -70,6 +70,11 @@ def _stopping_criteria(check: Any) -> Any:
     return StoppingCriteriaList([_Criterion()])
 
 
+def _complete_chars(text: str) -> str:
+    """Drop a trailing partial multi-byte character (generation cut at max_new_tokens)."""
+    return text.rstrip("\ufffd")
+
+
 class _QueueStreamer:
     """transformers streamer that forwards the generated token ids to a queue."""
 
@@ -246,7 +251,7 @@ class LocalLLM:
         ``options``: ``max_new_tokens``, ``temperature`` (0 = greedy), ``repetition_penalty``.
         """
         _, stops = self._split_stops(stop)
-        return cut_at_stop(self.decode(self.generate_ids(prompt, stop=stop, chat=chat, **options)), stops)[0]
+        return _complete_chars(cut_at_stop(self.decode(self.generate_ids(prompt, stop=stop, chat=chat, **options)), stops)[0])
 
     def stream(
         self, prompt: Prompt, *, stop: Sequence[str] | None = None, chat: bool | None = None, **options: Any
@@ -292,7 +297,7 @@ class LocalLLM:
                     return
             if failure:
                 raise failure[0]
-            text = cut_at_stop(self.decode(ids), stops)[0]
+            text = _complete_chars(cut_at_stop(self.decode(ids), stops)[0])
             if len(text) > emitted:
                 yield text[emitted:]
         finally:
