@@ -127,30 +127,38 @@ def _token_byte_lengths(name: str) -> np.ndarray:
     return lengths
 
 
-def _block_token_ends(block: str, encoding_name: str) -> np.ndarray:
-    """Character offsets (within ``block``) of the end of every token, floor-snapped."""
-    enc = get_encoding(encoding_name)
-    to_encode = block
-    if not block.isascii() and _SURROGATE.search(block):
-        # tiktoken cannot encode lone surrogates; U+FFFD has the same length in
-        # characters, so offsets are unchanged.
-        to_encode = _SURROGATE.sub("\ufffd", block)
-    ids = enc.encode_to_numpy(to_encode, disallowed_special=())
-    byte_ends = np.cumsum(_token_byte_lengths(encoding_name)[ids])
-    if to_encode.isascii():
-        return byte_ends
-    raw = np.frombuffer(to_encode.encode("utf-8"), dtype=np.uint8)
+def _utf8(text: str) -> tuple[str, np.ndarray]:
+    """``text`` (lone surrogates replaced by U+FFFD, same length) and its UTF-8 bytes."""
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: not encodable, not tokenisable
+        text = _SURROGATE.sub("\ufffd", text)
+        raw = text.encode("utf-8")
+    return text, np.frombuffer(raw, dtype=np.uint8)
+
+
+def _byte_to_char(raw: np.ndarray, positions: np.ndarray, n_chars: int) -> np.ndarray:
+    """Character offsets of byte offsets into ``raw`` (UTF-8), snapped down to a character start."""
+    if raw.size == n_chars:  # ASCII
+        return positions
     continuation = (raw & 0xC0) == 0x80
-    inside = byte_ends < raw.size
-    # A boundary inside a character snaps down to that character's start.
-    mid_char = np.zeros(byte_ends.shape, dtype=np.int64)
-    mid_char[inside] = continuation[byte_ends[inside]]
     cont_positions = np.flatnonzero(continuation)
     if cont_positions.size * 8 < raw.size:  # mostly ASCII: count the few continuation bytes
-        cont_before = np.searchsorted(cont_positions, byte_ends, side="left")
+        cont_before = np.searchsorted(cont_positions, positions, side="left")
     else:
-        cont_before = np.concatenate(([0], np.cumsum(continuation, dtype=np.int64)))[byte_ends]
-    return byte_ends - cont_before - mid_char
+        cont_before = np.concatenate(([0], np.cumsum(continuation, dtype=np.int64)))[positions]
+    inside = positions < raw.size
+    mid_char = np.zeros(positions.shape, dtype=np.int64)
+    mid_char[inside] = continuation[positions[inside]]  # inside a character: snap down
+    return positions - cont_before - mid_char
+
+
+def _block_token_ends(block: str, encoding_name: str) -> np.ndarray:
+    """Character offsets (within ``block``) of the end of every token, floor-snapped."""
+    to_encode, raw = _utf8(block)
+    ids = get_encoding(encoding_name).encode_to_numpy(to_encode, disallowed_special=())
+    byte_ends = np.cumsum(_token_byte_lengths(encoding_name)[ids])
+    return _byte_to_char(raw, byte_ends, len(block))
 
 
 def token_boundaries(
@@ -224,37 +232,39 @@ class _Delimiters:
 
     def ends(self, text: str) -> np.ndarray:
         """Sorted end offsets of the delimiter matches (left-to-right, non-overlapping)."""
-        if self.literals is None or _SURROGATE.search(text):
-            return np.fromiter((m.end() for m in self.pattern.finditer(text) if m.end() > m.start()), dtype=np.int64)
-        starts, ends = self._longest_at_each_start(text)
-        return _leftmost_longest(starts, ends)
+        if self.literals is not None:
+            try:
+                starts, ends = self._longest_at_each_start(text)
+                return _leftmost_longest(starts, ends)
+            except UnicodeEncodeError:  # lone surrogates: use the regular expression
+                pass
+        return np.fromiter((m.end() for m in self.pattern.finditer(text) if m.end() > m.start()), dtype=np.int64)
 
     def _longest_at_each_start(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """For every position where a literal delimiter starts: (start, end of the longest)."""
         assert self.literals is not None
         longest = max(len(d) for d in self.literals)
-        first = np.zeros(256, dtype=bool)
-        first[[d[0] for d in self.literals]] = True
+        first_bytes = sorted({d[0] for d in self.literals})
         all_starts, all_ends = [], []
         for pos in range(0, len(text), _BLOCK_CHARS):
             block = text[pos : pos + _BLOCK_CHARS + longest]  # overlap: matches crossing the cut
             raw = np.frombuffer(block.encode("utf-8"), dtype=np.uint8)
-            padded = np.concatenate((raw, np.zeros(longest, dtype=np.uint8)))
-            cand = np.flatnonzero(first[raw])
+            is_first = raw == first_bytes[0]
+            for byte in first_bytes[1:]:
+                is_first |= raw == byte
+            cand = np.flatnonzero(is_first)
+            padded = np.concatenate((raw[cand.min() :] if cand.size else raw[:0], np.zeros(longest, dtype=np.uint8)))
+            offset = int(cand.min()) if cand.size else 0
             best = np.zeros(cand.size, dtype=np.int64)
             for delim in self.literals:  # longest first: keep the first that matches
                 hit = best == 0
                 for k, byte in enumerate(delim):
-                    hit &= padded[cand + k] == byte
+                    hit &= padded[cand - offset + k] == byte
                 best[hit] = len(delim)
             keep = best > 0
             cand, best = cand[keep], best[keep]
-            if raw.size == len(block):  # ASCII block: bytes are characters
-                starts, ends = cand, cand + best
-            else:
-                # characters before byte p = number of non-continuation bytes in raw[:p]
-                before = np.concatenate(([0], np.cumsum((raw & 0xC0) != 0x80, dtype=np.int64)))
-                starts, ends = before[cand], before[cand + best]
+            both = _byte_to_char(raw, np.concatenate((cand, cand + best)), len(block))
+            starts, ends = both[: cand.size], both[cand.size :]
             inside = starts < min(_BLOCK_CHARS, len(text) - pos)
             all_starts.append(starts[inside] + pos)
             all_ends.append(ends[inside] + pos)
