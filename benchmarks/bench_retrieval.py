@@ -6,7 +6,8 @@
 Indexes ``/work/shared/data/corpus/en.txt`` + ``zh.txt`` (about 100k small chunks of 50
 tokens at full size) and reports indexing throughput, index size on disk against corpus
 size, query latency p50/p95 for BM25 alone, dense alone (MMR), hybrid and hybrid +
-window expansion, and BM25 query time against LangChain's ``BM25Retriever`` (rank_bm25)
+window expansion (stage 3 reading the source store, or checking Chroma by ids / with a
+metadata-range query), and BM25 query time against LangChain's ``BM25Retriever`` (rank_bm25)
 on the same chunks.
 
 ``--embedding fake`` (default) uses ``DeterministicFakeEmbedding`` (384 dims) so the
@@ -134,9 +135,15 @@ def main(argv: list[str] | None = None) -> int:
         disk = index.disk_size()
         print(f"\nindexing: {n_small:,} small chunks in {t_index:.1f} s = {n_small / t_index:,.0f} chunks/s "
               f"({corpus_bytes / 1e6 / t_index:.3f} MB/s); stats {stats}")
-        print(f"index size on disk: {disk / 1e6:.1f} MB = {disk / corpus_bytes:.1f}x corpus "
-              f"(chroma {sum(p.stat().st_size for p in (root / 'chroma').rglob('*') if p.is_file()) / 1e6:.1f} MB, "
-              f"bm25 {sum(p.stat().st_size for p in (root / 'bm25').rglob('*') if p.is_file()) / 1e6:.1f} MB)")
+        def _mb(sub: str) -> float:
+            return sum(p.stat().st_size for p in (root / sub).rglob('*') if p.is_file()) / 1e6 if (root / sub).exists() else 0.0
+
+        dim = len(embedding.embed_query("dimension probe"))
+        vector_bytes = n_small * dim * 4
+        print(f"index size on disk: {disk / 1e6:.1f} MB = {disk / corpus_bytes:.1f}x corpus, "
+              f"{disk / (corpus_bytes + vector_bytes):.2f}x (corpus + {n_small:,} x {dim} float32 vectors = "
+              f"{(corpus_bytes + vector_bytes) / 1e6:.1f} MB); chroma {_mb('chroma'):.1f} MB, "
+              f"source store {_mb('sources'):.1f} MB, bm25 {_mb('bm25'):.1f} MB")
 
         queries = _queries(texts, args.queries)
         bm25 = index.bm25_retriever(k=20)
@@ -153,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             "hybrid": _report("hybrid (RRF)", _time(hybrid.invoke, queries)),
             "window": _report("hybrid + window expansion", _time(windowed.invoke, queries)),
         }
+        for mode in ("ids", "where"):
+            other = index.as_retriever(k=4, k_child=20, fetch_mode=mode)
+            other.invoke(queries[0])
+            rows[f"window-{mode}"] = _report(f"  same, fetch_mode={mode!r}", _time(other.invoke, queries))
         ctx = windowed.invoke(queries[1])
         from swrag_integrations.retrieval import count_tokens
 
@@ -161,8 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_langchain_bm25:
             from langchain_community.retrievers import BM25Retriever
 
-            got = index.collection.get(where={"level": "small"}, include=["documents"])
-            chunk_texts = [d or "" for d in got["documents"]]
+            chunk_texts = [rec.chunk_text(i) for rec in index.store.iter_records() for i in range(rec.n_chunks)]
             t0 = time.perf_counter()
             lc = BM25Retriever.from_texts(chunk_texts, k=20)
             t_build = time.perf_counter() - t0

@@ -47,8 +47,20 @@ def _texts():
     return {source_id_for(d): d.page_content for d in DOCS}
 
 
+def _all_chunks(idx):
+    ids = [f"{sid}:s:{i}" for sid in idx.source_ids() for i in range(len(idx.chunk_metadata(sid)))]
+    docs = idx.get_chunks(ids)
+    return {"ids": [d.id for d in docs], "documents": [d.page_content for d in docs], "metadatas": [d.metadata for d in docs]}
+
+
 def test_chunks_and_window_metadata(index):
-    got = index.collection.get(where={"level": "small"}, include=["documents", "metadatas"])
+    got = _all_chunks(index)
+    assert len(got["ids"]) == index.count("small") == index.count(None) == index.collection.count()
+    # Chroma holds only small-chunk vectors with lean metadata, no text
+    raw = index.collection.get(include=["documents", "metadatas"])
+    assert sorted(raw["ids"]) == sorted(got["ids"])
+    assert all(d is None for d in raw["documents"])
+    assert all(set(m) == {"source_id", "chunk_index"} for m in raw["metadatas"])
     texts = _texts()
     for rid, text, meta in zip(got["ids"], got["documents"], got["metadatas"]):
         source = texts[meta["source_id"]]
@@ -60,10 +72,16 @@ def test_chunks_and_window_metadata(index):
         assert meta["window_upper_bound"] - meta["window_lower_bound"] + 1 <= 9  # union of <= 2 windows of 6 by 3
         assert meta["medium_index"] == i // 3
     assert got["metadatas"][0].get("title") in ("Ports", None)
-    mediums = index.collection.get(where={"level": "medium"}, include=["documents", "metadatas"])
-    assert all(d is None for d in mediums["documents"])  # medium text is not stored
-    for meta in mediums["metadatas"]:
+    sid0 = source_id_for(DOCS[0])
+    n_med = -(-len(index.chunk_metadata(sid0)) // 3)
+    mediums = index.get_chunks([f"{sid0}:m:{j}" for j in range(n_med)])
+    assert len(mediums) == n_med and index.count("medium") == n_med + -(-len(index.chunk_metadata(source_id_for(DOCS[1]))) // 3)
+    for doc in mediums:  # derived, not stored: text = the span of its small chunks
+        meta = doc.metadata
         assert meta["last_chunk"] - meta["first_chunk"] <= 2
+        assert doc.page_content == EN[meta["start_index"]:meta["end_index"]]
+    covering = index.mediums_covering(sid0, 4)
+    assert covering and all(m["window_lower_bound"] <= 4 <= m["window_upper_bound"] for m in covering)
     # the chunk windows match the W=6, S=3 definition
     meta = {m["chunk_index"]: m for m in got["metadatas"] if m["source_id"] == source_id_for(DOCS[0])}
     assert (meta[4]["window_lower_bound"], meta[4]["window_upper_bound"]) == (0, 8)
@@ -75,14 +93,16 @@ def test_idempotent_re_add_and_changed_document(index):
     stats = index.add_documents(DOCS)
     assert stats["unchanged"] == 2 and stats["chunks"] == 0
     assert sorted(index.collection.get(include=[])["ids"]) == ids_before
+    n_before = len(index.chunk_metadata(source_id_for(DOCS[0])))
     shorter = Document(page_content=EN[: len(EN) // 3] + " NEWWORD appears here.", metadata={"source": "en.txt", "title": "Ports"})
     stats = index.add_documents([shorter])
     assert stats["replaced"] == 1
     sid = source_id_for(shorter)
     got = index.collection.get(where={"source_id": sid}, include=["metadatas"])
-    n = got["metadatas"][0]["n_chunks"]
-    assert all(m["n_chunks"] == n for m in got["metadatas"])  # no stale chunks left
-    assert len([i for i in got["ids"] if ":s:" in i]) == n
+    n = len(index.chunk_metadata(sid))
+    assert n < n_before
+    assert sorted(m["chunk_index"] for m in got["metadatas"]) == list(range(n))  # no stale vectors left
+    assert index.source_text(sid) == shorter.page_content
     assert len(index.bm25) == index.count("small")
     hits = index.bm25_retriever(3).invoke("NEWWORD")
     assert hits and hits[0].metadata["source_id"] == sid
@@ -127,10 +147,11 @@ def test_budget_and_expand_modes(index):
             m = d.metadata
             assert d.page_content == texts[m["source_id"]][m["start_index"]:m["end_index"]]
         assert any("Name87" in d.page_content for d in docs)
-    by_ids = index.as_retriever(k=3, k_child=8).invoke("mayor Name87")
-    by_where = index.as_retriever(k=3, k_child=8, fetch_mode="where").invoke("mayor Name87")
-    assert [(d.page_content, d.metadata["start_index"]) for d in by_ids] == [
-        (d.page_content, d.metadata["start_index"]) for d in by_where]
+    by_store = index.as_retriever(k=3, k_child=8).invoke("mayor Name87")
+    for mode in ("ids", "where"):
+        other = index.as_retriever(k=3, k_child=8, fetch_mode=mode).invoke("mayor Name87")
+        assert [(d.page_content, d.metadata["start_index"]) for d in by_store] == [
+            (d.page_content, d.metadata["start_index"]) for d in other]
     plain = index.as_retriever(k=1, k_child=1, expand="chunk", search_type="similarity", weights=(1.0, 0.0))
     assert count_tokens(plain.invoke("Name87")[0].page_content) <= 52
 
@@ -186,7 +207,7 @@ def test_strategy_windows(tmp_path, strategy):
     idx = SlidingWindowIndex(tmp_path / strategy, embedding=fake(), show_progress=False, strategy=strategy,
                              window_size=120, step=60 if strategy != "DDS" else 2)
     idx.add_documents(DOCS[:1])
-    got = idx.collection.get(where={"level": "small"}, include=["metadatas"])
+    got = _all_chunks(idx)
     for meta in got["metadatas"]:
         assert meta["window_start_index"] <= meta["start_index"] < meta["end_index"] <= meta["window_end_index"]
     docs = idx.as_retriever(k=2, budget_tokens=None).invoke("Name87 mayor")
@@ -274,3 +295,49 @@ def test_files(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_files(tmp_path / "missing.txt")
     assert idx.delete_source(source_id_for(docs[0])) > 0
+
+
+def _minimal_pdf(pages: list[str]) -> bytes:
+    """A valid PDF (Helvetica, one text line per page) written by hand, with an exact xref."""
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", None, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    kids = []
+    for text in pages:
+        stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
+        objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream.decode('latin-1')}\nendstream")
+        content_no = len(objects)
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+                       f"/Contents {content_no} 0 R >>")
+        kids.append(f"{len(objects)} 0 R")
+    objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>"
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for no, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{no} 0 obj\n{body}\nendobj\n".encode("latin-1")
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+def test_pdf_file_is_loaded_and_indexed(tmp_path):
+    pages = [f"Page {p}: the lighthouse keeper of Isle{p} logs {['fog', 'storms', 'ships'][p % 3]} every night."
+             for p in range(6)]
+    pdf = tmp_path / "keepers.pdf"
+    pdf.write_bytes(_minimal_pdf(pages))
+    from pypdf import PdfReader
+
+    assert "Isle3" in PdfReader(str(pdf)).pages[3].extract_text()
+    docs = load_files(tmp_path)
+    assert len(docs) == 1 and docs[0].metadata["n_pages"] == 6
+    text = docs[0].page_content
+    assert all(f"Isle{p}" in text for p in range(6)) and "\n\n" in text  # pages joined by a blank line
+    assert docs[0].metadata["source"] == str(pdf.resolve())
+    idx = SlidingWindowIndex(tmp_path / "store", embedding=fake(), show_progress=False, chunk_size=10,
+                             window_size=3, step=1)
+    assert idx.add_files(pdf)["added"] == 1
+    hit = idx.as_retriever(k=1, weights=(1.0, 0.0), budget_tokens=None).invoke("Isle4 lighthouse keeper")[0]
+    assert "Isle4" in hit.page_content
+    assert hit.page_content == text[hit.metadata["start_index"]:hit.metadata["end_index"]]
+    assert hit.metadata["source"] == str(pdf.resolve()) and hit.metadata["n_pages"] == 6

@@ -1,20 +1,23 @@
-"""Two-level sliding-window index in Chroma (+ a BM25 index persisted beside it).
+"""Sliding-window index: small-chunk vectors in Chroma, each source text stored once.
 
 Every source document is cut into *small chunks* (default 50 cl100k tokens, FFS with
-step == size, so they tile the text exactly) which are embedded and stored, and into
-*medium chunks* (default 3 small chunks) which are stored as metadata only (their
-vector is the normalised mean of their small chunks' vectors, their text is not
-stored). Windows are never stored as text: every small chunk carries the range of the
-window(s) it belongs to, as chunk indices (``window_lower_bound`` /
-``window_upper_bound``) and as character offsets (``window_start_index`` /
-``window_end_index``), and the window text is rebuilt at query time from the stored
-small chunks with a metadata-range query.
+step == size, so they tile the text exactly). Only their vectors go to Chroma, in a
+collection that holds nothing else (so dense search needs no metadata filter), with
+the metadata ``source_id`` and ``chunk_index``. The source text itself, and per chunk
+its offsets, token count and window range (chunk indices ``window_lower_bound`` /
+``window_upper_bound`` and character offsets ``window_start_index`` /
+``window_end_index``), live once per source in a *source store*
+(:mod:`swrag_integrations.retrieval.store`): a SQLite file beside the Chroma data for a
+local ``persist_directory``, or a ``<collection>_sources`` collection on a Chroma
+server / caller-given client. A chunk's text is ``source_text[start:end]``; windows and
+*medium chunks* (``medium_size`` consecutive small chunks, never searched densely) are
+not stored at all but derived from those arrays at query time.
 
-Ids are deterministic (``<source_id>:s:<i>`` / ``<source_id>:m:<j>``) so re-adding a
-document is a no-op and a changed document overwrites its chunks (stale ones are
-deleted). The BM25 index is saved next to the Chroma data (``<dir>/bm25/<collection>``)
-as ``.npy`` + JSON; a state token shared with the collection metadata detects a BM25
-index that is out of date (e.g. after a crash) and rebuilds it from Chroma.
+Ids are deterministic (``<source_id>:s:<i>``) so re-adding a document is a no-op and a
+changed document overwrites its record and vectors (stale vectors are deleted). The
+BM25 index is saved beside the data (``<dir>/bm25/<collection>``) as ``.npy`` + JSON; a
+state token shared with the collection metadata detects a BM25 index that is out of
+date (e.g. after a crash) and rebuilds it from the source store.
 """
 
 from __future__ import annotations
@@ -32,14 +35,19 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict
 
 from ..windows import DEFAULT_ENCODING, STRATEGIES, get_encoding, iter_windows
 from .bm25 import BM25Index, CJKBM25Retriever
+from .store import END, N_TOKENS, START, WIN_HI, WIN_LO, ChromaSourceStore, SourceRecord, SqliteSourceStore
 
 __all__ = [
     "SlidingWindowIndex",
+    "DenseChunkRetriever",
     "IndexConfig",
     "ChunkRecord",
     "load_files",
@@ -50,7 +58,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_FORMAT = 1
+_FORMAT = 2
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
 _RESERVED = {
     "source_id", "level", "chunk_index", "medium_index", "start_index", "end_index", "n_tokens",
@@ -224,9 +232,31 @@ class ChunkRecord:
 class _Plan:
     source_id: str
     content_hash: str
-    small: list[ChunkRecord]
-    medium: list[ChunkRecord]
-    groups: list[tuple[int, int]]  # medium j -> small chunk range [first, last]
+    record: SourceRecord
+    medium_size: int
+
+    def ids(self) -> list[str]:
+        return [f"{self.source_id}:s:{i}" for i in range(self.record.n_chunks)]
+
+    def texts(self) -> list[str]:
+        return [self.record.chunk_text(i) for i in range(self.record.n_chunks)]
+
+    @property
+    def small(self) -> list[ChunkRecord]:
+        rec = self.record
+        return [ChunkRecord(f"{self.source_id}:s:{i}", rec.chunk_text(i), rec.chunk_metadata(i, self.medium_size))
+                for i in range(rec.n_chunks)]
+
+    @property
+    def medium(self) -> list[ChunkRecord]:
+        rec = self.record
+        return [ChunkRecord(f"{self.source_id}:m:{j}", None, rec.medium_metadata(j, self.medium_size))
+                for j in range(rec.n_mediums(self.medium_size))]
+
+    @property
+    def groups(self) -> list[tuple[int, int]]:  # medium j -> small chunk range [first, last]
+        m, n = self.medium_size, self.record.n_chunks
+        return [(f, min(f + m, n) - 1) for f in range(0, n, m)]
 
 
 def _clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
@@ -345,6 +375,19 @@ class SlidingWindowIndex:
             encoding_name=encoding_name,
         )
         self.collection = self._open_collection(requested)
+        if self._meta.get("swrag_text") == "file":
+            if self.persist_directory is None:
+                raise ValueError(
+                    f"collection {self.collection_name!r} keeps its texts in the local directory it was built in; "
+                    "open it with persist_directory=<that directory>"
+                )
+            self.store: SqliteSourceStore | ChromaSourceStore = SqliteSourceStore(
+                self.persist_directory / "sources" / f"{self.collection_name}.sqlite3")
+        else:
+            try:
+                self.store = ChromaSourceStore(self.client, self._sources_name())
+            except Exception as exc:
+                raise self._wrap_error(exc, "open the source collection") from exc
         if embedding is None:
             from .embeddings import default_embeddings
 
@@ -352,6 +395,8 @@ class SlidingWindowIndex:
         self.embedding = embedding
         from langchain_chroma import Chroma
 
+        # Plain LangChain view of the chunk vectors (its documents have no text: texts
+        # live in ``self.store``; use :meth:`dense_retriever` for hydrated results).
         self.vectorstore = Chroma(
             collection_name=self.collection_name,
             embedding_function=embedding,
@@ -359,6 +404,9 @@ class SlidingWindowIndex:
             create_collection_if_not_exists=False,
         )
         self.bm25 = self._open_bm25()
+
+    def _sources_name(self) -> str:
+        return validate_collection_name(self.collection_name + "_sources")
 
     # ------------------------------------------------------------ collection
     def _open_collection(self, requested: dict[str, Any]):
@@ -378,6 +426,11 @@ class SlidingWindowIndex:
                     f"collection {self.collection_name!r} exists but was not created by SlidingWindowIndex; "
                     "choose another collection_name"
                 )
+            if meta.get("swrag_format") != _FORMAT:
+                raise ValueError(
+                    f"collection {self.collection_name!r} was built by an older version of SlidingWindowIndex "
+                    f"(format {meta.get('swrag_format')!r}, now {_FORMAT}); delete it and index the documents again"
+                )
             self.config = IndexConfig.from_json(stored)
             given = {k: v for k, v in requested.items() if v is not None}
             if given.get("strategy") is not None:
@@ -392,7 +445,12 @@ class SlidingWindowIndex:
             self._meta = dict(meta)
             return collection
         self.config = IndexConfig.resolve(**requested)
-        self._meta = {"swrag_config": self.config.to_json(), "swrag_format": _FORMAT, "swrag_state": "empty"}
+        self._meta = {
+            "swrag_config": self.config.to_json(), "swrag_format": _FORMAT, "swrag_state": "empty",
+            "swrag_text": "file" if self.persist_directory is not None else "chroma",
+        }
+        if self._meta["swrag_text"] == "chroma":
+            self._sources_name()  # the derived name must be valid too
         try:
             return self.client.create_collection(
                 self.collection_name,
@@ -431,9 +489,9 @@ class SlidingWindowIndex:
                     saved_state = json.load(fh).get("state")
                 if saved_state == state and not state.startswith("dirty"):
                     return index
-                logger.warning("BM25 index at %s is out of date; rebuilding it from Chroma", self.bm25_path)
+                logger.warning("BM25 index at %s is out of date; rebuilding it from the source store", self.bm25_path)
             except Exception as exc:  # unreadable / partial: rebuild
-                logger.warning("BM25 index at %s unreadable (%s); rebuilding it from Chroma", self.bm25_path, exc)
+                logger.warning("BM25 index at %s unreadable (%s); rebuilding it from the source store", self.bm25_path, exc)
         index = self._rebuild_bm25()
         if self.bm25_path is not None and len(index):
             self._save_bm25(index, state)
@@ -441,17 +499,9 @@ class SlidingWindowIndex:
 
     def _rebuild_bm25(self) -> BM25Index:
         index = BM25Index()
-        page = 5000
-        offset = 0
-        while True:
-            got = self.collection.get(where={"level": "small"}, include=["documents"], limit=page, offset=offset)
-            ids = got["ids"]
-            if not ids:
-                break
-            index.upsert(ids, [d or "" for d in got["documents"]])
-            offset += len(ids)
-            if len(ids) < page:
-                break
+        for rec in self.store.iter_records():
+            index.upsert([f"{rec.source_id}:s:{i}" for i in range(rec.n_chunks)],
+                         [rec.chunk_text(i) for i in range(rec.n_chunks)])
         return index
 
     def _save_bm25(self, index: BM25Index, state: str) -> None:
@@ -505,57 +555,21 @@ class SlidingWindowIndex:
                 np.maximum(win_end[sl], we, out=win_end[sl])
             lower = np.searchsorted(starts, win_start, side="right") - 1
             upper = np.searchsorted(starts, win_end, side="left") - 1
-        m = cfg.medium_size
-        base = _clean_metadata(doc.metadata)
-        small: list[ChunkRecord] = []
-        for i in range(n):
-            meta = dict(base)
-            meta.update(
-                source_id=sid, level="small", chunk_index=i, start_index=int(starts[i]), end_index=int(ends[i]),
-                n_tokens=int(n_tokens[i]), window_lower_bound=int(lower[i]), window_upper_bound=int(upper[i]),
-                window_start_index=int(win_start[i]), window_end_index=int(win_end[i]), medium_index=i // m,
-                n_chunks=n, content_hash=content_hash, chunk_id=f"{sid}:s:{i}",
-            )
-            small.append(ChunkRecord(f"{sid}:s:{i}", text[starts[i]:ends[i]], meta))
-        medium: list[ChunkRecord] = []
-        groups = []
-        for j, first in enumerate(range(0, n, m)):
-            last = min(first + m, n) - 1
-            meta = dict(base)
-            meta.update(
-                source_id=sid, level="medium", medium_index=j, first_chunk=first, last_chunk=last,
-                start_index=int(starts[first]), end_index=int(ends[last]),
-                n_tokens=int(n_tokens[first:last + 1].sum()),
-                window_lower_bound=int(lower[first:last + 1].min()), window_upper_bound=int(upper[first:last + 1].max()),
-                window_start_index=int(win_start[first:last + 1].min()), window_end_index=int(win_end[first:last + 1].max()),
-                n_chunks=n, content_hash=content_hash, chunk_id=f"{sid}:m:{j}",
-            )
-            medium.append(ChunkRecord(f"{sid}:m:{j}", None, meta))
-            groups.append((first, last))
-        return _Plan(sid, content_hash, small, medium, groups)
+        arrays = np.stack([starts, ends, n_tokens, lower, upper, win_start, win_end]).astype(np.int64)
+        record = SourceRecord(sid, content_hash, text, arrays, _clean_metadata(doc.metadata), complete=False)
+        return _Plan(sid, content_hash, record, self.config.medium_size)
 
     # ---------------------------------------------------------------- adding
-    def _existing(self, source_ids: list[str]) -> dict[str, tuple[set[str], set[str]]]:
-        found: dict[str, tuple[set[str], set[str]]] = {}
-        for i in range(0, len(source_ids), 100):
-            batch = source_ids[i:i + 100]
-            got = self.collection.get(where={"source_id": {"$in": batch}}, include=["metadatas"])
-            for rid, meta in zip(got["ids"], got["metadatas"]):
-                sid = (meta or {}).get("source_id")
-                ids, hashes = found.setdefault(sid, (set(), set()))
-                ids.add(rid)
-                hashes.add((meta or {}).get("content_hash"))
-        return found
-
     def add_documents(self, documents: Iterable[Document]) -> dict[str, int]:
         """Index documents; returns counts ``added``, ``replaced``, ``unchanged``,
         ``skipped_empty``, ``chunks``.
 
         Re-adding an unchanged document writes nothing. A document whose text changed
-        (same :func:`source_key`) has its chunks overwritten and its stale chunks
-        deleted. If writing fails half-way, the old data stays readable and adding the
-        same documents again completes the job (the BM25 side index is rebuilt from
-        Chroma when it is found out of date).
+        (same :func:`source_key`) has its record and chunk vectors overwritten and its
+        stale vectors deleted. Each source is written to the source store first (text,
+        offsets; marked incomplete), then to BM25, then its vectors to Chroma, then
+        marked complete: if writing fails half-way, adding the same documents again
+        completes the job.
         """
         docs = list(documents)
         if not docs:
@@ -573,42 +587,48 @@ class SlidingWindowIndex:
         for doc in usable:  # same source twice in one call: the last one wins
             by_sid[source_id_for(doc)] = doc
         try:
-            existing = self._existing(list(by_sid))
+            existing = self.store.status(list(by_sid))
         except Exception as exc:
-            raise self._wrap_error(exc, "read existing chunks") from exc
-        plans: list[tuple[_Plan, set[str]]] = []
+            raise self._wrap_error(exc, "read existing sources") from exc
+        plans: list[tuple[_Plan, bool]] = []
         unchanged = replaced = 0
         for sid, doc in by_sid.items():
+            old = existing.get(sid)
             plan = self.plan(doc)
-            new_ids = {r.id for r in plan.small} | {r.id for r in plan.medium}
-            old_ids, hashes = existing.get(sid, (set(), set()))
-            if old_ids == new_ids and hashes == {plan.content_hash}:
+            if old is not None and old == (plan.content_hash, True):
                 unchanged += 1
                 continue
-            if old_ids:
+            if old is not None:
                 replaced += 1
-            plans.append((plan, old_ids - new_ids))
+            plans.append((plan, old is not None))
         stats = {
             "added": len(plans) - replaced, "replaced": replaced, "unchanged": unchanged,
-            "skipped_empty": skipped, "chunks": sum(len(p.small) for p, _ in plans),
+            "skipped_empty": skipped, "chunks": sum(p.record.n_chunks for p, _ in plans),
         }
         if not plans:
             return stats
         state = uuid.uuid4().hex
         try:
             self._set_state("dirty-" + state)
-            self._write(plans)
-            self.bm25.delete([i for _, stale in plans for i in stale if ":s:" in i])
-            self.bm25.upsert([r.id for p, _ in plans for r in p.small], [r.text for p, _ in plans for r in p.small])
+            old_counts = self.store.n_chunks_of([p.source_id for p, had in plans if had]) if replaced else {}
+            self.store.put([p.record for p, _ in plans])
+            self.bm25.delete([f"{p.source_id}:s:{i}" for p, _ in plans
+                              for i in range(p.record.n_chunks, old_counts.get(p.source_id, 0))])
+            self.bm25.upsert([i for p, _ in plans for i in p.ids()],
+                             [t for p, _ in plans for t in p.texts()])
             self._save_bm25(self.bm25, state)
             self._set_state(state)
         except Exception as exc:
-            # Chroma may hold part of the new chunks: make BM25 agree with it again.
+            # the store may hold part of the new sources: make BM25 agree with it again
             try:
                 self.bm25 = self._rebuild_bm25()
             except Exception:  # server gone: leave the state dirty, rebuilt on reopen
                 pass
-            raise self._wrap_error(exc, "write chunks") from exc
+            raise self._wrap_error(exc, "write sources") from exc
+        try:
+            self._write(plans)
+        except Exception as exc:
+            raise self._wrap_error(exc, "write chunk vectors") from exc
         return stats
 
     def add_texts(self, texts: Iterable[str], metadatas: Iterable[dict] | None = None) -> dict[str, int]:
@@ -622,7 +642,7 @@ class SlidingWindowIndex:
         """Load (see :func:`load_files`) and index files."""
         return self.add_documents(load_files(paths))
 
-    def _write(self, plans: list[tuple[_Plan, set[str]]]) -> None:
+    def _write(self, plans: list[tuple[_Plan, bool]]) -> None:
         from tqdm.auto import tqdm
 
         max_batch = self.batch_size
@@ -630,62 +650,49 @@ class SlidingWindowIndex:
             max_batch = min(max_batch, int(self.client.get_max_batch_size()))
         except Exception:
             pass
-        records = [(pi, r) for pi, (p, _) in enumerate(plans) for r in p.small]
-        vectors: dict[int, np.ndarray] = {}
-        remaining = {pi: len(p.small) for pi, (p, _) in enumerate(plans)}
+        records = [(pi, i) for pi, (p, _) in enumerate(plans) for i in range(p.record.n_chunks)]
+        remaining = {pi: p.record.n_chunks for pi, (p, _) in enumerate(plans)}
         with tqdm(total=len(records), desc="Embedding chunks", unit="chunk", disable=not self.show_progress) as bar:
             for b in range(0, len(records), max_batch):
                 batch = records[b:b + max_batch]
-                embedded = self.embedding.embed_documents([r.text for _, r in batch])
+                embedded = self.embedding.embed_documents([plans[pi][0].record.chunk_text(i) for pi, i in batch])
                 if len(embedded) != len(batch):
                     raise ValueError(f"embedding returned {len(embedded)} vectors for {len(batch)} texts")
                 self.collection.upsert(
-                    ids=[r.id for _, r in batch],
-                    embeddings=[list(map(float, v)) for v in embedded],
-                    documents=[r.text for _, r in batch],
-                    metadatas=[r.metadata for _, r in batch],
+                    ids=[f"{plans[pi][0].source_id}:s:{i}" for pi, i in batch],
+                    embeddings=np.asarray(embedded, dtype=np.float32),
+                    metadatas=[{"source_id": plans[pi][0].source_id, "chunk_index": i} for pi, i in batch],
                 )
-                for (pi, record), vec in zip(batch, embedded):
-                    plan = plans[pi][0]
-                    arr = vectors.get(pi)
-                    if arr is None:
-                        arr = vectors[pi] = np.zeros((len(plan.small), len(vec)), dtype=np.float32)
-                    arr[record.metadata["chunk_index"]] = vec
+                done = []
+                for pi, _ in batch:
                     remaining[pi] -= 1
                     if remaining[pi] == 0:
-                        self._finish_source(plan, plans[pi][1], vectors.pop(pi), max_batch)
+                        done.append(pi)
+                for pi in done:
+                    plan, had = plans[pi]
+                    if had:  # vectors of chunks past the new end are stale
+                        self.collection.delete(where={"$and": [
+                            {"source_id": {"$eq": plan.source_id}}, {"chunk_index": {"$gte": plan.record.n_chunks}}]})
+                if done:
+                    self.store.mark_complete([plans[pi][0].source_id for pi in done])
                 bar.update(len(batch))
-
-    def _finish_source(self, plan: _Plan, stale: set[str], vectors: np.ndarray, max_batch: int) -> None:
-        mediums = []
-        for (first, last), record in zip(plan.groups, plan.medium):
-            vec = vectors[first:last + 1].mean(axis=0)
-            norm = float(np.linalg.norm(vec))
-            mediums.append((record, (vec / norm if norm > 0 else vec).tolist()))
-        for b in range(0, len(mediums), max_batch):
-            part = mediums[b:b + max_batch]
-            self.collection.upsert(
-                ids=[r.id for r, _ in part], embeddings=[v for _, v in part], metadatas=[r.metadata for r, _ in part]
-            )
-        stale_list = sorted(stale)
-        for b in range(0, len(stale_list), max_batch):
-            self.collection.delete(ids=stale_list[b:b + max_batch])
 
     # --------------------------------------------------------------- removal
     def delete_source(self, source: str | Document) -> int:
-        """Remove every chunk of a source (a :func:`source_id_for` id or a Document)."""
+        """Remove a source (a :func:`source_id_for` id or a Document); returns the
+        number of small chunks it had (0 if unknown)."""
         sid = source_id_for(source) if isinstance(source, Document) else str(source)
-        got = self.collection.get(where={"source_id": sid}, include=[])
-        ids = got["ids"]
-        if not ids:
+        n = self.store.n_chunks_of([sid]).get(sid)
+        if n is None:
             return 0
         state = uuid.uuid4().hex
         self._set_state("dirty-" + state)
-        self.collection.delete(ids=ids)
-        self.bm25.delete([i for i in ids if ":s:" in i])
+        self.collection.delete(where={"source_id": {"$eq": sid}})
+        self.store.delete([sid])
+        self.bm25.delete([f"{sid}:s:{i}" for i in range(n)])
         self._save_bm25(self.bm25, state)
         self._set_state(state)
-        return len(ids)
+        return n
 
     def reset(self) -> None:
         """Delete all data of this collection (keeps its configuration)."""
@@ -695,6 +702,7 @@ class SlidingWindowIndex:
             self.collection_name, metadata=dict(self._meta), configuration={"hnsw": {"space": "cosine"}},
             embedding_function=None,
         )
+        self.store.clear()
         from langchain_chroma import Chroma
 
         self.vectorstore = Chroma(collection_name=self.collection_name, embedding_function=self.embedding,
@@ -704,79 +712,169 @@ class SlidingWindowIndex:
 
     # ---------------------------------------------------------------- reading
     def count(self, level: str | None = "small") -> int:
+        """Small chunks (``"small"``), derived medium chunks (``"medium"``) or stored
+        vectors (``None``; only small chunks have vectors)."""
         if level is None:
             return self.collection.count()
-        return len(self.collection.get(where={"level": level}, include=[])["ids"])
+        counts = self.store.n_chunks_of(None)
+        if level == "small":
+            return sum(counts.values())
+        if level == "medium":
+            m = self.config.medium_size
+            return sum(-(-n // m) for n in counts.values())
+        raise ValueError(f"level must be 'small', 'medium' or None, got {level!r}")
 
     def source_ids(self) -> list[str]:
-        got = self.collection.get(where={"$and": [{"level": "small"}, {"chunk_index": 0}]}, include=["metadatas"])
-        return sorted({m["source_id"] for m in got["metadatas"]})
+        return self.store.ids()
+
+    def source_text(self, source_id: str) -> str:
+        rec = self.store.get(source_id)
+        if rec is None:
+            raise LookupError(f"no source {source_id!r} in the index")
+        return rec.text
+
+    def chunk_metadata(self, source_id: str) -> list[dict[str, Any]]:
+        """Metadata of all small chunks of a source (chunk order)."""
+        rec = self.store.get(source_id)
+        if rec is None:
+            return []
+        return [rec.chunk_metadata(i, self.config.medium_size) for i in range(rec.n_chunks)]
 
     def get_chunks(self, ids: Sequence[str]) -> list[Document]:
-        """Small/medium chunk records by id, as Documents (order of ``ids``)."""
-        if not ids:
-            return []
-        got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
-        found = {i: (d, m) for i, d, m in zip(got["ids"], got["documents"], got["metadatas"])}
-        return [Document(page_content=found[i][0] or "", metadata=dict(found[i][1] or {}), id=i) for i in ids if i in found]
+        """Small/medium chunk records by id (``<sid>:s:<i>`` / ``<sid>:m:<j>``), as
+        Documents (order of ``ids``; unknown ids are left out). Medium chunks have no
+        stored text: theirs is the text of their small chunks."""
+        parsed = []
+        for cid in ids:
+            sid, _, rest = str(cid).partition(":")
+            level, _, num = rest.partition(":")
+            if level in ("s", "m") and num.isdigit():
+                parsed.append((cid, sid, level, int(num)))
+        records = self.store.get_many([p[1] for p in parsed])
+        m = self.config.medium_size
+        out = []
+        for cid, sid, level, num in parsed:
+            rec = records.get(sid)
+            if rec is None:
+                continue
+            if level == "s" and num < rec.n_chunks:
+                out.append(Document(page_content=rec.chunk_text(num), metadata=rec.chunk_metadata(num, m), id=cid))
+            elif level == "m" and num < rec.n_mediums(m):
+                meta = rec.medium_metadata(num, m)
+                out.append(Document(page_content=rec.text[meta["start_index"]:meta["end_index"]], metadata=meta, id=cid))
+        return out
 
     def chunk_range(self, source_id: str, lower: int, upper: int) -> list[tuple[int, int, int, str]]:
-        """Small chunks ``lower..upper`` of a source as ``(index, start, end, text)``,
-        with a metadata-range query (``$eq`` source, ``$gte``/``$lte`` index)."""
-        got = self.collection.get(
-            where={"$and": [
-                {"source_id": {"$eq": source_id}},
-                {"level": {"$eq": "small"}},
-                {"chunk_index": {"$gte": int(lower)}},
-                {"chunk_index": {"$lte": int(upper)}},
-            ]},
-            include=["documents", "metadatas"],
-        )
-        rows = [(m["chunk_index"], m["start_index"], m["end_index"], d or "") for d, m in zip(got["documents"], got["metadatas"])]
-        rows.sort()
-        return rows
+        """Small chunks ``lower..upper`` of a source as ``(index, start, end, text)``."""
+        return [(i, a, b, text) for i, a, b, _, text in self.fetch_ranges([(source_id, lower, upper)])[source_id]]
+
+    def fetch_ranges(self, ranges: Sequence[tuple[str, int, int]], mode: str = "store") -> dict[str, list[tuple]]:
+        """Chunk rows ``(index, start, end, n_tokens, text)`` of several ``(source_id,
+        lower, upper)`` ranges, per source (sorted, deduplicated).
+
+        ``mode="store"`` (default) slices the source record (offset arrays + text, one
+        cached read per source). ``"ids"`` and ``"where"`` first ask Chroma which chunks
+        of the range have vectors (by primary key, or with a metadata-range query
+        ``source_id $eq`` + ``chunk_index $gte/$lte``) and keep only those; the text
+        still comes from the store (Chroma holds none).
+        """
+        if mode not in ("store", "ids", "where"):
+            raise ValueError(f"mode must be 'store', 'ids' or 'where', got {mode!r}")
+        records = self.store.get_many([r[0] for r in ranges])
+        wanted: dict[str, set[int]] = {}
+        for sid, lower, upper in ranges:
+            rec = records.get(sid)
+            if rec is None:
+                continue
+            lo, hi = max(0, int(lower)), min(int(upper), rec.n_chunks - 1)
+            wanted.setdefault(sid, set()).update(range(lo, hi + 1))
+        if mode == "ids":
+            ids = [f"{sid}:s:{i}" for sid, idx in wanted.items() for i in sorted(idx)]
+            got = self.collection.get(ids=ids, include=["metadatas"]) if ids else {"metadatas": []}
+            present = {(m["source_id"], m["chunk_index"]) for m in got["metadatas"]}
+            wanted = {sid: {i for i in idx if (sid, i) in present} for sid, idx in wanted.items()}
+        elif mode == "where":
+            present = set()
+            for sid, lower, upper in ranges:
+                got = self.collection.get(where={"$and": [
+                    {"source_id": {"$eq": sid}},
+                    {"chunk_index": {"$gte": int(lower)}},
+                    {"chunk_index": {"$lte": int(upper)}},
+                ]}, include=["metadatas"])
+                present.update((m["source_id"], m["chunk_index"]) for m in got["metadatas"])
+            wanted = {sid: {i for i in idx if (sid, i) in present} for sid, idx in wanted.items()}
+        out: dict[str, list[tuple]] = {sid: [] for sid, _, _ in ranges}
+        for sid, idx in wanted.items():
+            a = records[sid].arrays
+            text = records[sid].text
+            out[sid] = [(i, int(a[START, i]), int(a[END, i]), int(a[N_TOKENS, i]), text[a[START, i]:a[END, i]])
+                        for i in sorted(idx)]
+        return out
 
     def mediums_covering(self, source_id: str, chunk_index: int) -> list[dict[str, Any]]:
         """Metadata of the medium chunks whose window bounds cover a small chunk."""
-        got = self.collection.get(
-            where={"$and": [
-                {"source_id": {"$eq": source_id}},
-                {"level": {"$eq": "medium"}},
-                {"window_lower_bound": {"$lte": int(chunk_index)}},
-                {"window_upper_bound": {"$gte": int(chunk_index)}},
-            ]},
-            include=["metadatas"],
-        )
-        return sorted(got["metadatas"], key=lambda m: m["medium_index"])
+        rec = self.store.get(source_id)
+        if rec is None:
+            return []
+        m = self.config.medium_size
+        firsts = np.arange(0, rec.n_chunks, m)
+        lo = np.minimum.reduceat(rec.arrays[WIN_LO], firsts)
+        hi = np.maximum.reduceat(rec.arrays[WIN_HI], firsts)
+        js = np.nonzero((lo <= chunk_index) & (hi >= chunk_index))[0]
+        return [rec.medium_metadata(int(j), m) for j in js]
 
     def span_text(self, source_id: str, start: int, end: int, *, lower: int | None = None, upper: int | None = None) -> str:
-        """Exact source text ``[start, end)`` rebuilt from the stored small chunks."""
+        """Exact source text ``[start, end)`` (``lower``/``upper`` are accepted for
+        compatibility and ignored)."""
         if end <= start:
             return ""
-        if lower is None or upper is None:
-            got = self.collection.get(
-                where={"$and": [
-                    {"source_id": {"$eq": source_id}}, {"level": {"$eq": "small"}},
-                    {"end_index": {"$gt": int(start)}}, {"start_index": {"$lt": int(end)}},
-                ]},
-                include=["documents", "metadatas"],
-            )
-            rows = sorted((m["chunk_index"], m["start_index"], m["end_index"], d or "") for d, m in zip(got["documents"], got["metadatas"]))
-        else:
-            rows = self.chunk_range(source_id, lower, upper)
-        return _join_rows(rows, start, end, source_id)
+        rec = self.store.get(source_id)
+        if rec is None:
+            raise LookupError(f"no stored source {source_id!r}")
+        if start < 0 or end > len(rec.text):
+            raise LookupError(f"source {source_id!r} has {len(rec.text)} characters, not {start}:{end}")
+        return rec.text[start:end]
 
     # ------------------------------------------------------------ retrievers
     def bm25_retriever(self, k: int = 20) -> CJKBM25Retriever:
         return CJKBM25Retriever(index=self.bm25, fetch=self.get_chunks, k=k)
 
     def dense_retriever(self, k: int = 20, search_type: str = "mmr", *, fetch_k: int | None = None, lambda_mult: float = 0.5):
+        """Dense retriever over the small-chunk vectors (no metadata filter: the
+        collection holds nothing else), returning hydrated chunk Documents."""
         if search_type not in ("mmr", "similarity"):
             raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
-        kwargs: dict[str, Any] = {"k": k, "filter": {"level": "small"}}
-        if search_type == "mmr":
-            kwargs.update(fetch_k=fetch_k or max(4 * k, 20), lambda_mult=lambda_mult)
-        return self.vectorstore.as_retriever(search_type=search_type, search_kwargs=kwargs)
+        return DenseChunkRetriever(index=self, k=k, search_type=search_type,
+                                   fetch_k=fetch_k or max(4 * k, 20), lambda_mult=lambda_mult)
+
+    def dense_search(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
+                     lambda_mult: float = 0.5) -> list[Document]:
+        """The ``k`` nearest small chunks (cosine), optionally re-ranked with MMR."""
+        n = self.collection.count()
+        if n == 0:
+            return []
+        qvec = np.asarray(self.embedding.embed_query(query), dtype=np.float32)
+        if search_type == "similarity":
+            got = self.collection.query(query_embeddings=[qvec], n_results=min(k, n), include=["distances"])
+            ids = got["ids"][0]
+            scores = [1.0 - float(d) for d in got["distances"][0]]
+        else:
+            fetch_k = min(fetch_k or max(4 * k, 20), n)
+            got = self.collection.query(query_embeddings=[qvec], n_results=fetch_k, include=["embeddings", "distances"])
+            from langchain_core.vectorstores.utils import maximal_marginal_relevance
+
+            embs = np.asarray(got["embeddings"][0], dtype=np.float32)
+            picked = maximal_marginal_relevance(qvec, embs, k=min(k, len(embs)), lambda_mult=lambda_mult)
+            ids = [got["ids"][0][i] for i in picked]
+            scores = [1.0 - float(got["distances"][0][i]) for i in picked]
+        docs = {d.id: d for d in self.get_chunks(ids)}
+        out = []
+        for cid, score in zip(ids, scores):
+            doc = docs.get(cid)
+            if doc is not None:
+                doc.metadata["dense_score"] = score
+                out.append(doc)
+        return out
 
     def hybrid_retriever(self, k: int = 20, *, search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5), c: float = 60.0):
         from .fusion import HybridRetriever
@@ -793,7 +891,7 @@ class SlidingWindowIndex:
         return WindowedParentRetriever(index=self, **kwargs)
 
     def disk_size(self) -> int:
-        """Bytes used on disk by the Chroma data and the BM25 index (local only)."""
+        """Bytes used on disk by the Chroma data, the source store and the BM25 index (local only)."""
         total = 0
         for root in (self.persist_directory, self.bm25_path if self.persist_directory is None else None):
             if root is None or not Path(root).exists():
@@ -808,20 +906,17 @@ class SlidingWindowIndex:
         return f"SlidingWindowIndex({where!r}, collection_name={self.collection_name!r}, config={self.config})"
 
 
-def _join_rows(rows: list[tuple[int, int, int, str]], start: int, end: int, source_id: str) -> str:
-    if not rows:
-        raise LookupError(f"no stored chunks of source {source_id!r} cover {start}:{end}")
-    parts, pos = [], rows[0][1]
-    for _, a, b, text in rows:
-        if a != pos:
-            raise LookupError(
-                f"chunks of source {source_id!r} are not contiguous at offset {pos} "
-                "(index partially written? re-add the document)"
-            )
-        parts.append(text)
-        pos = b
-    joined = "".join(parts)
-    base = rows[0][1]
-    if start < base or end > pos:
-        raise LookupError(f"stored chunks of source {source_id!r} cover {base}:{pos}, not {start}:{end}")
-    return joined[start - base:end - base]
+class DenseChunkRetriever(BaseRetriever):
+    """LangChain retriever for :meth:`SlidingWindowIndex.dense_search`."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index: Any
+    k: int = 20
+    search_type: str = "mmr"
+    fetch_k: int = 80
+    lambda_mult: float = 0.5
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        return self.index.dense_search(query, self.k, search_type=self.search_type, fetch_k=self.fetch_k,
+                                       lambda_mult=self.lambda_mult)
