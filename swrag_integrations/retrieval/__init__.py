@@ -3,7 +3,8 @@
 LangChain first (:class:`SlidingWindowIndex`, :class:`WindowedParentRetriever`,
 :class:`HybridRetriever`, :class:`CJKBM25Retriever`, :class:`MultiQueryFusionRetriever`),
 LlamaIndex counterpart in :mod:`swrag_integrations.retrieval.llama_index`
-(imported lazily: ``from swrag_integrations.retrieval import WindowedLlamaIndexRetriever``).
+(imported lazily: ``from swrag_integrations.retrieval import WindowedLlamaIndexRetriever``,
+``MiniLMLlamaIndexEmbedding``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "HybridRetriever",
     "IndexConfig",
     "MiniLMEmbeddings",
+    "MiniLMLlamaIndexEmbedding",
     "MultiQueryFusionRetriever",
     "SlidingWindowIndex",
     "WindowedLlamaIndexRetriever",
@@ -50,6 +52,7 @@ _LAZY = {
     "default_embeddings": ("embeddings", "default_embeddings"),
     "minilm_model_path": ("embeddings", "minilm_model_path"),
     "WindowedLlamaIndexRetriever": ("llama_index", "WindowedLlamaIndexRetriever"),
+    "MiniLMLlamaIndexEmbedding": ("llama_index", "MiniLMLlamaIndexEmbedding"),
 }
 
 

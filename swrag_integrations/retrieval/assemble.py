@@ -32,6 +32,11 @@ class ContextSpan:
 
     ``focus`` (optional, character offsets) marks what must survive trimming (the
     retrieved hit inside a wider window); trimming keeps the part nearest to it.
+
+    ``boundaries`` (optional, absolute character offsets) are the only places where
+    :func:`assemble_context` may cut the span when it trims it to the budget (e.g. the
+    offsets of the small chunks it is made of), besides its own ``start``/``end``.
+    ``None``: it may be cut at any token boundary.
     """
 
     source_id: str
@@ -43,10 +48,13 @@ class ContextSpan:
     metadata: dict[str, Any] = field(default_factory=dict)
     focus: tuple[int, int] | None = None
     n_tokens: int | None = None
+    boundaries: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.start < 0 or self.end < self.start:
             raise ValueError(f"bad span offsets ({self.start}, {self.end})")
+        if self.boundaries is not None:
+            self.boundaries = tuple(sorted({int(p) for p in self.boundaries if self.start < int(p) < self.end}))
         if len(self.text) != self.end - self.start:
             raise ValueError(
                 f"span text has {len(self.text)} characters but end - start = {self.end - self.start} "
@@ -90,13 +98,18 @@ class ContextSpan:
 
 @dataclass
 class AssembledContext:
-    """The result of :func:`assemble_context`."""
+    """The result of :func:`assemble_context`.
+
+    ``n_tokens`` is the sum of the spans' own token counts; ``text_tokens`` counts
+    :attr:`text` (spans *and* separators), which never exceeds ``budget_tokens``.
+    """
 
     spans: list[ContextSpan]
     n_tokens: int
     budget_tokens: int | None
     truncated: bool
     separator: str = "\n\n"
+    text_tokens: int | None = None
 
     @property
     def text(self) -> str:
@@ -126,13 +139,18 @@ def _as_span(item: Any, position: int) -> ContextSpan:
 
 
 class _Block:
-    """A merged run of one source: [start, end) with its text."""
+    """A merged run of one source: [start, end) with its text.
 
-    __slots__ = ("start", "end", "text", "first", "members")
+    ``cuts``: where the block may be cut when trimmed (absolute offsets; ``None``:
+    at any token boundary).
+    """
 
-    def __init__(self, start: int, end: int, text: str, first: int, member: ContextSpan):
+    __slots__ = ("start", "end", "text", "first", "members", "cuts")
+
+    def __init__(self, start: int, end: int, text: str, first: int, member: ContextSpan, cuts: set[int] | None):
         self.start, self.end, self.text, self.first = start, end, text, first
         self.members = [member]
+        self.cuts = cuts
 
 
 def _uncovered(start: int, end: int, blocks: list[_Block]) -> list[tuple[int, int]]:
@@ -165,9 +183,15 @@ def _insert(blocks: list[_Block], new: _Block) -> None:
                 last.end = block.end
             last.first = min(last.first, block.first)
             last.members.extend(block.members)
+            last.cuts = None if last.cuts is None or block.cuts is None else last.cuts | block.cuts | {block.start}
         else:
             merged.append(block)
     blocks[:] = merged
+
+
+def _touching(blocks: list[_Block], a: int, b: int) -> int:
+    """How many blocks ``[a, b)`` overlaps or touches (it merges with all of them)."""
+    return sum(1 for blk in blocks if blk.start <= b and a <= blk.end)
 
 
 def _cut(text: str, n_tokens: int, keep_tail: bool, encoding_name: str) -> tuple[int, int]:
@@ -194,6 +218,115 @@ def _cut_around(text: str, n_tokens: int, f0: int, f1: int, encoding_name: str) 
     return int(bounds[first]), int(bounds[first + n_tokens])
 
 
+def _fit(
+    text: str,
+    room: int,
+    *,
+    cuts: Sequence[int] | None,
+    focus: tuple[int, int] | None,
+    keep_tail: bool,
+    encoding_name: str,
+) -> tuple[int, int] | None:
+    """The part ``text[c0:c1]`` to keep so that it counts at most ``room`` tokens.
+
+    Offsets are relative to ``text``. ``cuts`` (relative, sorted, inside ``text``)
+    restricts where it may be cut (besides both ends); ``None``: any token boundary.
+    With ``focus`` (relative) the kept part is grown around it, else it is a head (or
+    a tail with ``keep_tail``). ``None`` when nothing non-empty fits.
+    """
+    if room <= 0 or not text:
+        return None
+
+    def n_of(c0: int, c1: int) -> int:
+        return count_tokens(text[c0:c1], encoding_name)
+
+    if n_of(0, len(text)) <= room:
+        return 0, len(text)
+    if cuts is None:
+        want = room
+        while want > 0:  # token arithmetic, then checked by counting the cut text
+            if focus is not None:
+                c0, c1 = _cut_around(text, want, focus[0], focus[1], encoding_name)
+            else:
+                c0, c1 = _cut(text, want, keep_tail, encoding_name)
+            if c1 <= c0:
+                return None
+            got = n_of(c0, c1)
+            if got <= room:
+                return c0, c1
+            want -= max(1, got - room)
+        return None
+    points = [0, *[int(c) for c in cuts if 0 < c < len(text)], len(text)]
+    if focus is not None:
+        f0, f1 = max(0, focus[0]), min(len(text), focus[1])
+        i0 = max(i for i, p in enumerate(points) if p <= f0)
+        i1 = min((i for i, p in enumerate(points) if p >= f1 and i > i0), default=len(points) - 1)
+        if n_of(points[i0], points[i1]) > room:
+            return None
+        grow_left = True
+        while True:  # alternate sides, as long as something fits
+            moved = False
+            for side in ((0, 1) if grow_left else (1, 0)):
+                if side == 0 and i0 > 0 and n_of(points[i0 - 1], points[i1]) <= room:
+                    i0 -= 1
+                    moved = True
+                elif side == 1 and i1 < len(points) - 1 and n_of(points[i0], points[i1 + 1]) <= room:
+                    i1 += 1
+                    moved = True
+            grow_left = not grow_left
+            if not moved:
+                return points[i0], points[i1]
+    if keep_tail:
+        for i in range(1, len(points) - 1):
+            if n_of(points[i], len(text)) <= room:
+                return points[i], len(text)
+        return None
+    for j in range(len(points) - 2, 0, -1):
+        if n_of(0, points[j]) <= room:
+            return 0, points[j]
+    return None
+
+
+def _merge_metadata(lead: ContextSpan, members: Sequence[ContextSpan], start: int, end: int) -> dict[str, Any]:
+    """Metadata of a merged block: the best-ranked member's, made consistent with the
+    block's offsets (hit chunks unioned, chunk bounds widened, best score kept)."""
+    meta = dict(lead.metadata)
+    meta["merged_ranks"] = sorted({m.rank for m in members if m.rank is not None})
+    meta["n_merged"] = len(members)
+    metas = [m.metadata for m in members]
+    hits = [h for md in metas for h in (md.get("hit_chunk_indices") or [])]
+    if any("hit_chunk_indices" in md for md in metas):
+        meta["hit_chunk_indices"] = sorted(set(hits))
+    for key, pick in (("chunk_lower_bound", min), ("chunk_upper_bound", max)):
+        values = [md[key] for md in metas if md.get(key) is not None]
+        if values:
+            meta[key] = pick(values)
+    queries = sorted({md["query_index"] for md in metas if md.get("query_index") is not None})
+    if queries:
+        meta["query_indices"] = queries
+    scores = [m.score for m in members if m.score is not None]
+    if scores:
+        meta["score"] = max(scores)
+    # the hit offsets must lie inside the block: take the best-scored member's that does
+    best = None
+    for m in sorted(members, key=lambda m: (-(m.score if m.score is not None else float("-inf")), m.rank or 0)):
+        if m.focus is not None and start <= m.focus[0] and m.focus[1] <= end:
+            best = m.focus
+            break
+    meta.pop("hit_start_index", None)
+    meta.pop("hit_end_index", None)
+    if best is not None:
+        meta["hit_start_index"], meta["hit_end_index"] = best
+    return meta
+
+
+def _block_focus(members: Sequence[ContextSpan], start: int, end: int) -> tuple[int, int] | None:
+    for m in sorted(members, key=lambda m: m.rank if m.rank is not None else 0):
+        if m.focus is not None and m.focus[0] < end and start < m.focus[1]:
+            return max(start, m.focus[0]), min(end, m.focus[1])
+    return None
+
+
 def assemble_context(
     items: Iterable[ContextSpan | Document | tuple],
     budget_tokens: int | None = 1500,
@@ -203,6 +336,9 @@ def assemble_context(
     max_spans: int | None = None,
 ) -> AssembledContext:
     """Merge spans by offset per source, in rank order, until the token budget is full.
+
+    The budget covers the whole :attr:`AssembledContext.text`, separators included:
+    ``count_tokens(result.text) <= budget_tokens`` always holds.
 
     Args:
         items: spans in rank order (best first): :class:`ContextSpan`, ``Document`` s
@@ -214,21 +350,34 @@ def assemble_context(
         max_spans: stop before a span that would open more than this many merged
             blocks (a span that only extends an existing block is still added).
 
+    A span that does not fit whole is cut: around its ``focus`` if it has one, and
+    only at its ``boundaries`` if it has them (then, if not even the smallest piece
+    around the focus fits and the context is still empty, at token boundaries, so
+    that a budget smaller than one chunk still returns the best hit's middle).
+
     Returns:
         :class:`AssembledContext` whose spans are ordered by the best rank among the
-        items merged into them; each is exact source text ``[start, end)``.
+        items merged into them; each is exact source text ``[start, end)``. A merged
+        span's metadata is its best-ranked item's, with ``hit_chunk_indices`` unioned,
+        ``chunk_lower_bound``/``chunk_upper_bound`` widened over the items, the best
+        ``score`` and hit offsets that lie inside it.
     """
     if budget_tokens is not None and budget_tokens <= 0:
         raise ValueError(f"budget_tokens must be > 0, got {budget_tokens}")
     if max_spans is not None and max_spans <= 0:
         raise ValueError(f"max_spans must be > 0, got {max_spans}")
+    sep_tokens = count_tokens(separator, encoding_name) if separator else 0
     blocks: dict[str, list[_Block]] = {}
-    used = 0
+    content = 0  # tokens of the pieces added
+    n_blocks = 0  # merged blocks over all sources (n_blocks - 1 separators)
     truncated = False
-    n_blocks = 0
+
+    def cost(tokens: int, n: int) -> int:
+        return tokens + sep_tokens * max(0, n - 1)
+
     for position, item in enumerate(items):
         span = _as_span(item, position)
-        if budget_tokens is not None and used >= budget_tokens:
+        if budget_tokens is not None and cost(content, n_blocks) >= budget_tokens:
             truncated = True
             break
         source_blocks = blocks.setdefault(span.source_id, [])
@@ -248,84 +397,114 @@ def assemble_context(
         if span.focus is not None:  # pieces nearest the hit first
             f0, f1 = span.focus
             pieces.sort(key=lambda p: 0 if (p[0] < f1 and f0 < p[1]) else min(abs(p[0] - f1), abs(f0 - p[1])))
+        span_cuts = set(span.boundaries) if span.boundaries is not None else None
         for a, b in pieces:
             piece = span.text[a - span.start : b - span.start]
             n = count_tokens(piece, encoding_name)
-            if budget_tokens is not None and used + n > budget_tokens:
-                remaining = budget_tokens - used
-                truncated = True
-                if remaining <= 0:
-                    break
+            delta = 1 - _touching(source_blocks, a, b)
+            cut = False
+            if budget_tokens is not None and cost(content + n, n_blocks + delta) > budget_tokens:
+                truncated = cut = True
+                focus = None
                 if span.focus is not None and a < span.focus[1] and span.focus[0] < b:
-                    c0, c1 = _cut_around(piece, remaining, span.focus[0] - a, span.focus[1] - a, encoding_name)
-                    if c1 <= c0:
-                        break
-                    a, b, piece = a + c0, a + c1, piece[c0:c1]
-                    n = count_tokens(piece, encoding_name)
-                    used += n
-                    before = len(source_blocks)
-                    _insert(source_blocks, _Block(a, b, piece, position, span))
-                    n_blocks += len(source_blocks) - before
-                    break
+                    focus = (span.focus[0] - a, span.focus[1] - a)
                 if span.focus is not None:
                     keep_tail = b <= span.focus[0]
                 else:
                     keep_tail = any(blk.start == b for blk in source_blocks) and not any(
                         blk.end == a for blk in source_blocks
                     )
-                c0, c1 = _cut(piece, remaining, keep_tail, encoding_name)
-                if c1 <= c0:
+                rel_cuts = None if span_cuts is None else [c - a for c in span_cuts if a < c < b]
+                tries = [rel_cuts]
+                if rel_cuts is not None and n_blocks == 0:
+                    tries.append(None)  # nothing else in the context: a token cut beats nothing
+                fitted = None
+                for cuts in tries:
+                    room = budget_tokens - cost(content, n_blocks + delta)
+                    while fitted is None and room > 0:
+                        got = _fit(piece, room, cuts=cuts, focus=focus, keep_tail=keep_tail, encoding_name=encoding_name)
+                        if got is None:
+                            break
+                        c0, c1 = got
+                        n2 = count_tokens(piece[c0:c1], encoding_name)
+                        excess = cost(content + n2, n_blocks + 1 - _touching(source_blocks, a + c0, a + c1)) - budget_tokens
+                        if excess <= 0:
+                            fitted = (a + c0, a + c1, n2)
+                        else:
+                            room -= excess
+                    if fitted is not None:
+                        break
+                if fitted is None:
                     break
-                a, b, piece = a + c0, a + c1, piece[c0:c1]
-                n = count_tokens(piece, encoding_name)
-            used += n
+                a, b, n = fitted
+                piece = span.text[a - span.start : b - span.start]
+            content += n
             before = len(source_blocks)
-            _insert(source_blocks, _Block(a, b, piece, position, span))
+            block_cuts = None if span_cuts is None else {c for c in span_cuts if a < c < b}
+            _insert(source_blocks, _Block(a, b, piece, position, span, block_cuts))
             n_blocks += len(source_blocks) - before
-            if budget_tokens is not None and used >= budget_tokens:
+            if cut or (budget_tokens is not None and cost(content, n_blocks) >= budget_tokens):
                 break
     # Build the output spans, best-ranked first.
     out_blocks = sorted((blk for bl in blocks.values() for blk in bl), key=lambda blk: blk.first)
     spans: list[ContextSpan] = []
+    cuts_of: list[set[int] | None] = []
     for rank, blk in enumerate(out_blocks, start=1):
         lead = blk.members[0]
         for m in blk.members:
             if m.rank is not None and (lead.rank is None or m.rank < lead.rank):
                 lead = m
-        meta = dict(lead.metadata)
-        meta["merged_ranks"] = sorted({m.rank for m in blk.members if m.rank is not None})
-        meta["n_merged"] = len(blk.members)
         scores = [m.score for m in blk.members if m.score is not None]
-        source_id = lead.source_id
         spans.append(
             ContextSpan(
-                source_id=source_id,
+                source_id=lead.source_id,
                 start=blk.start,
                 end=blk.end,
                 text=blk.text,
                 score=max(scores) if scores else None,
                 rank=rank,
-                metadata=meta,
+                metadata=_merge_metadata(lead, blk.members, blk.start, blk.end),
+                focus=_block_focus(blk.members, blk.start, blk.end),
                 n_tokens=count_tokens(blk.text, encoding_name),
+                boundaries=tuple(blk.cuts) if blk.cuts is not None else None,
             )
         )
-    total = sum(s.n_tokens or 0 for s in spans)
-    # Token counts of merged text can exceed the sum of pieces by a token or two at
-    # the joins; trim the lowest-ranked span to stay within the budget.
-    while budget_tokens is not None and total > budget_tokens and spans:
+        cuts_of.append(blk.cuts)
+    # Token counts of the joined text can differ from the sum of the pieces (tokens
+    # merge at joins and separators): trim the lowest-ranked span (at its allowed cut
+    # points, keeping its hit) until the whole text fits.
+    text_tokens = count_tokens(separator.join(s.text for s in spans), encoding_name)
+    while budget_tokens is not None and text_tokens > budget_tokens and spans:
         last = spans[-1]
-        keep = (last.n_tokens or 0) - (total - budget_tokens)
-        if keep <= 0:
+        room = (last.n_tokens or 0) - (text_tokens - budget_tokens)
+        got = None
+        if room > 0:
+            rel = None if last.boundaries is None else [c - last.start for c in last.boundaries]
+            focus = None if last.focus is None else (last.focus[0] - last.start, last.focus[1] - last.start)
+            got = _fit(last.text, room, cuts=rel, focus=focus, keep_tail=False, encoding_name=encoding_name)
+            if got is None and rel is not None and len(spans) == 1:
+                got = _fit(last.text, room, cuts=None, focus=focus, keep_tail=False, encoding_name=encoding_name)
+        if got is None:
             spans.pop()
         else:
-            c0, c1 = _cut(last.text, keep, False, encoding_name)
+            c0, c1 = got
+            a, b = last.start + c0, last.start + c1
+            meta = dict(last.metadata)
+            if not (a <= meta.get("hit_start_index", a) and meta.get("hit_end_index", b) <= b):
+                meta.pop("hit_start_index", None)
+                meta.pop("hit_end_index", None)
             spans[-1] = ContextSpan(
-                last.source_id, last.start, last.start + c1, last.text[:c1], last.score, last.rank,
-                last.metadata, n_tokens=count_tokens(last.text[:c1], encoding_name),
+                last.source_id, a, b, last.text[c0:c1], last.score, last.rank, meta,
+                focus=None if last.focus is None or max(a, last.focus[0]) >= min(b, last.focus[1])
+                else (max(a, last.focus[0]), min(b, last.focus[1])),
+                n_tokens=count_tokens(last.text[c0:c1], encoding_name),
+                boundaries=last.boundaries,
             )
         truncated = True
-        total = sum(s.n_tokens or 0 for s in spans)
-    return AssembledContext(spans=spans, n_tokens=total, budget_tokens=budget_tokens, truncated=truncated, separator=separator)
+        text_tokens = count_tokens(separator.join(s.text for s in spans), encoding_name)
+    total = sum(s.n_tokens or 0 for s in spans)
+    return AssembledContext(spans=spans, n_tokens=total, budget_tokens=budget_tokens, truncated=truncated,
+                            separator=separator, text_tokens=text_tokens)
 
 
 def merge_spans(items: Sequence[ContextSpan | Document | tuple], **kwargs: Any) -> list[ContextSpan]:

@@ -5,10 +5,14 @@ chunks per query. Stage 2: within each source the hits whose windows overlap or 
 are grouped into one candidate *parent* whose score is the sum of its hits' fused
 scores (so parents, not children, are counted and ranked; ``k`` parents are kept).
 Stage 3: each parent's chunk range ``lower..upper`` is read from the source store
-(offset arrays + the source text stored once), trimmed around its hits to its share
-of the token budget (budget / queries / sources), and all parents are merged by
-character offset (no duplicated text) by :func:`assemble_context` until the budget is
-full. Unused budget goes to the untrimmed windows in rank order.
+(offset arrays + the source text stored once) and, under a token budget, its small
+chunks are chosen by a planner: each (query, source) group first gets its share of
+the budget (budget / queries / sources of the query), then the allowance left unused
+goes to the parents in rank order; within each pass the hit chunks of all parents come
+first (a hit chunk is only dropped when the budget is spent), then the chunks between
+a parent's hits, then its neighbours. The chosen chunks are merged by character offset
+(no duplicated text) by :func:`assemble_context`, whose budget covers the separators
+too. Spans always start and end on small-chunk boundaries.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
-from .assemble import ContextSpan, assemble_context
+from .assemble import ContextSpan, assemble_context, count_tokens
 
 __all__ = ["WindowedParentRetriever", "Candidate"]
 
@@ -65,9 +69,14 @@ class WindowedParentRetriever(BaseRetriever):
 
     Args:
         index: the index.
-        k: number of parents (merged windows) returned, at most.
+        k: number of parents (merged windows) returned, at most. Under a tight budget a
+            parent whose hits lie apart may come back as several pieces (its hit chunks
+            without all the chunks between them), each its own document.
         k_child: small chunks fetched by the hybrid stage per query.
-        budget_tokens: token budget of the whole returned context (``None``: no limit).
+        budget_tokens: token budget of the whole returned context, i.e. of the
+            documents' texts joined by blank lines (``None``: no limit). It is shared
+            among queries and sources, unused shares go to the other parents in rank
+            order, and hit chunks are kept before any other chunk.
         search_type: ``"mmr"`` (default) or ``"similarity"`` for the dense part.
         weights: RRF weights of (BM25, dense).
         rrf_c: the RRF constant.
@@ -83,10 +92,14 @@ class WindowedParentRetriever(BaseRetriever):
             where 40-70 ms (Chroma's local metadata filter costs 35-45 ms even
             without the ``source_id`` clause), hence not the default.
 
-    Returned documents: ``page_content == source_text[start_index:end_index]`` with
-    metadata ``source_id``, ``start_index``, ``end_index``, ``score``, ``rank``,
-    ``n_tokens``, ``hit_chunk_indices``, ``chunk_lower_bound``/``chunk_upper_bound``
-    and the source document's own metadata.
+    Returned documents: ``page_content == source_text[start_index:end_index]``, always
+    starting and ending on small-chunk boundaries (except when the budget is smaller
+    than the best hit chunk: then that chunk's middle), with metadata ``source_id``,
+    ``start_index``, ``end_index``, ``score`` (best of the merged parents), ``rank``,
+    ``n_tokens``, ``hit_chunk_indices`` (the hits inside the span),
+    ``chunk_lower_bound``/``chunk_upper_bound`` (the chunks the span covers),
+    ``hit_start_index``/``hit_end_index``, ``query_index``/``query_indices`` and the
+    source document's own metadata.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -196,7 +209,8 @@ class WindowedParentRetriever(BaseRetriever):
 
     @staticmethod
     def _trim(rows: list[tuple], hits: list[int], best: int, allowance: int | None) -> tuple[int, int]:
-        """Sub-range (positions in rows) around the hits that fits ``allowance`` tokens."""
+        """Sub-range (positions in rows) around the hits that fits ``allowance`` tokens
+        (kept for compatibility; :meth:`expand_parents` plans with :class:`_Planner`)."""
         index_of = {row[0]: pos for pos, row in enumerate(rows)}
         if allowance is None:
             return 0, len(rows) - 1
@@ -225,6 +239,12 @@ class WindowedParentRetriever(BaseRetriever):
                 return lo, hi
 
     def _span(self, cand: Candidate, rows: list[tuple], lo: int, hi: int, rank: int) -> ContextSpan | None:
+        """The chunks ``rows[lo..hi]`` of a parent as one span.
+
+        The span starts and ends on small-chunk boundaries (never on a window's own
+        offsets, which for FFS/DFS/DDS windows fall inside chunks), and may only be cut
+        at chunk boundaries when assembled.
+        """
         if not rows:
             return None
         # rows must be contiguous text
@@ -233,77 +253,113 @@ class WindowedParentRetriever(BaseRetriever):
                 raise LookupError(
                     f"chunks of source {cand.source_id!r} are not contiguous at {a[2]} (partially written index? re-add it)"
                 )
-        start = max(cand.start, rows[lo][1])
-        end = min(cand.end, rows[hi][2])
-        if end <= start:
-            start, end = rows[lo][1], rows[hi][2]
-        text = "".join(r[4] for r in rows[lo:hi + 1])[start - rows[lo][1]: end - rows[lo][1]]
+        start, end = rows[lo][1], rows[hi][2]
+        text = "".join(r[4] for r in rows[lo:hi + 1])
+        inside = {r[0] for r in rows[lo:hi + 1]}
+        hits_inside = [h for h in cand.hits if h[0] in inside]
         best_chunk, _, _, best_meta = cand.best
+        if hits_inside:
+            best_chunk = max(hits_inside, key=lambda h: (h[1], -h[2]))[0]
         meta = {k: v for k, v in best_meta.items() if k not in _CHUNK_KEYS}
-        hit_chunks = sorted({h[0] for h in cand.hits})
         meta.update(
-            hit_chunk_indices=hit_chunks,
+            hit_chunk_indices=sorted({h[0] for h in hits_inside}),
             chunk_lower_bound=rows[lo][0],
             chunk_upper_bound=rows[hi][0],
             expand=self.expand,
             query_index=cand.query_index,
         )
-        hit_row = next((r for r in rows if r[0] == best_chunk), None)
+        hit_row = next((r for r in rows[lo:hi + 1] if r[0] == best_chunk), None)
         focus = (hit_row[1], hit_row[2]) if hit_row is not None else None
         if focus is not None:
             meta["hit_start_index"], meta["hit_end_index"] = focus
-        return ContextSpan(cand.source_id, start, end, text, score=cand.score, rank=rank, metadata=meta, focus=focus)
+        boundaries = tuple(r[1] for r in rows[lo + 1:hi + 1])
+        return ContextSpan(cand.source_id, start, end, text, score=cand.score, rank=rank, metadata=meta, focus=focus,
+                           boundaries=boundaries)
+
+    def _accept(self, order: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates that make up at most ``k`` parents: in rank order, a candidate
+        whose chunk range overlaps or touches an accepted one joins its parent, any
+        other opens a new parent while fewer than ``k`` are open."""
+        ranges: dict[str, list[list[int]]] = {}
+        n_parents = 0
+        accepted = []
+        for cand in order:
+            group = ranges.setdefault(cand.source_id, [])
+            touching = [r for r in group if cand.lower <= r[1] + 1 and r[0] <= cand.upper + 1]
+            if not touching and n_parents >= self.k:
+                continue
+            lo = min([cand.lower, *(r[0] for r in touching)])
+            hi = max([cand.upper, *(r[1] for r in touching)])
+            group[:] = [r for r in group if r not in touching] + [[lo, hi]]
+            n_parents += 1 - len(touching)
+            accepted.append(cand)
+        return accepted
 
     def expand_parents(self, per_query: Sequence[Sequence[Candidate]]) -> list[Document]:
-        """Stage 3: fetch, trim to the budget shares, merge by offset, assemble."""
-        n_queries = max(1, sum(1 for c in per_query if c))
+        """Stage 3: fetch, select chunks within the budget, merge by offset, assemble.
+
+        Under a budget the chunks are chosen by :class:`_Planner`: every (query,
+        source) group first gets its share (budget / queries / sources of the query),
+        then what is left over goes to the parents in rank order; in both passes hit
+        chunks come first (all of them, over all parents), then the chunks between a
+        parent's hits, then its neighbours. A hit chunk is only left out when the
+        budget is spent.
+        """
+        encoding_name = self.index.config.encoding_name
         cache: dict[str, dict[int, tuple]] = {}
         # Interleave the queries' parents by rank (original question first).
-        order: list[tuple[Candidate, int | None]] = []
+        order: list[Candidate] = []
         depth = max((len(c) for c in per_query), default=0)
-        shares: dict[int, int | None] = {}
-        for qi, cands in enumerate(per_query):
-            sources = {c.source_id for c in cands}
-            if self.budget_tokens is None or not sources:
-                shares[qi] = None
-            else:
-                shares[qi] = max(1, self.budget_tokens // (n_queries * len(sources)))
         for depth_i in range(depth):
-            for qi, cands in enumerate(per_query):
+            for cands in per_query:
                 if depth_i < len(cands):
-                    order.append((cands[depth_i], shares[qi]))
-        self._prefetch(cache, [c for c, _ in order])
-        primary: list[ContextSpan] = []
-        fill: list[ContextSpan] = []
-        used_by: dict[tuple[int, str], int] = {}
-        for rank, (cand, share) in enumerate(order, start=1):
-            rows = self._rows(cache, cand)
-            if not rows:
-                continue
-            hits = [h[0] for h in cand.hits]
-            if share is None:
-                lo, hi = 0, len(rows) - 1
-            else:
-                key = (cand.query_index, cand.source_id)
-                left = share - used_by.get(key, 0)
-                lo, hi = self._trim(rows, hits, cand.best[0], max(left, 1))
-                used_by[key] = used_by.get(key, 0) + sum(r[3] for r in rows[lo:hi + 1])
-            span = self._span(cand, rows, lo, hi, rank)
-            if span is not None:
-                primary.append(span)
-            if share is not None:
-                full = self._span(cand, rows, 0, len(rows) - 1, rank)
-                if full is not None:
-                    fill.append(full)
-        assembled = assemble_context(
-            primary + fill, self.budget_tokens, encoding_name=self.index.config.encoding_name, max_spans=self.k
-        )
+                    order.append(cands[depth_i])
+        self._prefetch(cache, order)
+        order = [c for c in self._accept(order) if self._rows(cache, c)]
+        rows_of = {id(c): self._rows(cache, c) for c in order}
+        if self.budget_tokens is None:
+            spans = [self._span(c, rows_of[id(c)], 0, len(rows_of[id(c)]) - 1, rank)
+                     for rank, c in enumerate(order, start=1)]
+            assembled = assemble_context([s for s in spans if s is not None], None, encoding_name=encoding_name)
+        else:
+            budget = self.budget_tokens
+            for _ in range(4):  # re-plan with less if joins/separators made the exact text longer
+                plan = _Planner(order, rows_of, budget, sep_tokens=count_tokens("\n\n", encoding_name)).run()
+                spans = []
+                for rank, cand in enumerate(order, start=1):
+                    rows = rows_of[id(cand)]
+                    mine = [pos for pos, row in enumerate(rows) if plan.get((cand.source_id, row[0])) == id(cand)]
+                    pieces = [self._span(cand, rows, lo, hi, rank) for lo, hi in _runs(rows, mine)]
+                    # a parent cut into pieces (tight budget): the piece with the best hit first
+                    pieces.sort(key=lambda sp: -max((h[1] for h in cand.hits if h[0] in sp.metadata["hit_chunk_indices"]),
+                                                    default=float("-inf")))
+                    spans.extend(pieces)
+                merged = assemble_context(spans, None, encoding_name=encoding_name)
+                excess = count_tokens(merged.text, encoding_name) - self.budget_tokens
+                if excess <= 0 or budget <= 1:
+                    break
+                budget = max(1, budget - excess)
+            assembled = assemble_context(spans, self.budget_tokens, encoding_name=encoding_name)
         docs = []
         for span in assembled.spans:
+            self._fix_metadata(span, cache)
             doc = span.to_document()
             doc.id = f"{span.source_id}:{span.start}-{span.end}"
             docs.append(doc)
         return docs
+
+    @staticmethod
+    def _fix_metadata(span: ContextSpan, cache: dict[str, dict[int, tuple]]) -> None:
+        """Chunk bounds and hit chunks of a (merged, maybe trimmed) span from its offsets."""
+        rows = cache.get(span.source_id, {})
+        inside = [i for i, row in rows.items() if row[0] < span.end and span.start < row[1]]
+        if not inside:
+            return
+        lower, upper = min(inside), max(inside)
+        span.metadata["chunk_lower_bound"], span.metadata["chunk_upper_bound"] = lower, upper
+        if "hit_chunk_indices" in span.metadata:
+            span.metadata["hit_chunk_indices"] = sorted(
+                h for h in set(span.metadata["hit_chunk_indices"]) if lower <= h <= upper)
 
     # ------------------------------------------------------------- entry points
     def retrieve_many(self, queries: Sequence[str], config: dict | None = None) -> list[Document]:
@@ -332,3 +388,127 @@ class WindowedParentRetriever(BaseRetriever):
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
         return await self.aretrieve_many([query], config={"callbacks": run_manager.get_child()})
+
+
+def _runs(rows: Sequence[tuple], positions: Sequence[int]) -> list[tuple[int, int]]:
+    """Maximal runs ``(lo, hi)`` of positions in ``rows`` holding consecutive chunks."""
+    out: list[tuple[int, int]] = []
+    for pos in sorted(positions):
+        if out and pos == out[-1][1] + 1 and rows[pos][0] == rows[pos - 1][0] + 1:
+            out[-1] = (out[-1][0], pos)
+        else:
+            out.append((pos, pos))
+    return out
+
+
+class _Planner:
+    """Chooses the small chunks of the parents that fill a token budget.
+
+    Costs are the chunks' own token counts plus one separator per extra disjoint run;
+    a chunk chosen for one parent is free for every other parent holding it. Pass 1
+    gives each (query, source) group its share of the budget; pass 2 hands what is
+    left to the parents in rank order. Each pass goes layer by layer: the hit chunks
+    of all parents (best hit first), then the chunks between a parent's hits (nearest
+    to its best hit first), then its neighbours (growing both ways from the hits).
+    """
+
+    def __init__(self, order: Sequence[Candidate], rows_of: dict[int, list[tuple]], budget: int, *,
+                 sep_tokens: int = 1) -> None:
+        self.order = list(order)
+        self.rows_of = rows_of
+        self.budget = budget
+        self.sep_tokens = sep_tokens
+        self.owner: dict[tuple[str, int], int] = {}
+        self.content = 0
+        self.runs = 0
+        self.used: dict[tuple[int, str], int] = {}
+        sources: dict[int, set[str]] = {}
+        for cand in self.order:
+            sources.setdefault(cand.query_index, set()).add(cand.source_id)
+        n_queries = max(1, len(sources))
+        self.share = {(q, sid): max(1, budget // (n_queries * len(sids))) for q, sids in sources.items() for sid in sids}
+
+    # ---------------------------------------------------------------- costs
+    def _take(self, cand: Candidate, row: tuple, shared: bool) -> bool:
+        key = (cand.source_id, row[0])
+        if key in self.owner:
+            return True
+        n = int(row[3])
+        delta = 1 - ((cand.source_id, row[0] - 1) in self.owner) - ((cand.source_id, row[0] + 1) in self.owner)
+        if self.content + n + self.sep_tokens * max(0, self.runs + delta - 1) > self.budget:
+            return False
+        group = (cand.query_index, cand.source_id)
+        if shared and self.used.get(group, 0) + n > self.share.get(group, 0):
+            return False
+        self.owner[key] = id(cand)
+        self.content += n
+        self.runs += delta
+        self.used[group] = self.used.get(group, 0) + n
+        return True
+
+    # --------------------------------------------------------------- layers
+    def _hit_positions(self, cand: Candidate) -> list[int]:
+        rows = self.rows_of[id(cand)]
+        pos_of = {row[0]: pos for pos, row in enumerate(rows)}
+        ranked = sorted(cand.hits, key=lambda h: (-h[1], h[2]))
+        return list(dict.fromkeys(pos_of[h[0]] for h in ranked if h[0] in pos_of))
+
+    def _hits(self, cand: Candidate, shared: bool) -> None:
+        rows = self.rows_of[id(cand)]
+        for pos in self._hit_positions(cand):
+            self._take(cand, rows[pos], shared)
+
+    def _selected(self, cand: Candidate, pos: int) -> bool:
+        return (cand.source_id, self.rows_of[id(cand)][pos][0]) in self.owner
+
+    def _gaps(self, cand: Candidate, shared: bool) -> bool:
+        """Fill between the hits; True when the hit range is complete."""
+        rows = self.rows_of[id(cand)]
+        hits = self._hit_positions(cand)
+        if not hits:
+            return False
+        best, lo, hi = hits[0], min(hits), max(hits)
+        for pos in sorted(range(lo, hi + 1), key=lambda p: (abs(p - best), p)):
+            self._take(cand, rows[pos], shared)
+        return all(self._selected(cand, p) for p in range(lo, hi + 1))
+
+    def _neighbours(self, cand: Candidate, shared: bool) -> None:
+        rows = self.rows_of[id(cand)]
+        hits = self._hit_positions(cand)
+        if not hits:
+            return
+        left, right = min(hits) - 1, max(hits) + 1
+        open_left, open_right = left >= 0, right < len(rows)
+        while open_left or open_right:
+            if open_left:
+                if self._take(cand, rows[left], shared):
+                    left -= 1
+                    open_left = left >= 0
+                else:
+                    open_left = False
+            if open_right:
+                if self._take(cand, rows[right], shared):
+                    right += 1
+                    open_right = right < len(rows)
+                else:
+                    open_right = False
+
+    def _pass(self, shared: bool) -> None:
+        for cand in self.order:
+            self._hits(cand, shared)
+        complete = {id(cand): self._gaps(cand, shared) for cand in self.order}
+        for cand in self.order:
+            if complete[id(cand)]:
+                self._neighbours(cand, shared)
+
+    def run(self) -> dict[tuple[str, int], int]:
+        """``{(source_id, chunk_index): id(candidate that took it)}``."""
+        self._pass(shared=True)
+        self._pass(shared=False)
+        if not self.owner and self.order:  # budget below one chunk: keep the best hit, cut later
+            cand = self.order[0]
+            hits = self._hit_positions(cand)
+            if hits:
+                row = self.rows_of[id(cand)][hits[0]]
+                self.owner[(cand.source_id, row[0])] = id(cand)
+        return self.owner

@@ -1,0 +1,159 @@
+"""WindowedParentRetriever stage 3: budget planning over queries/sources, chunk-aligned
+spans and metadata of merged spans."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from swrag_integrations.retrieval import SlidingWindowIndex, WindowedParentRetriever, count_tokens, source_id_for
+
+EN = "".join(
+    f"Linden & Rowe ledger {i}: the schooner Gull{i} carried {['wool', 'tea', 'salt', 'copper'][i % 4]} "
+    f"to Port{i}; its captain was Name{i}. " for i in range(60)
+)
+ZH = "".join(f"第{i}段：城市{i}号以出产{['丝绸', '茶叶', '瓷器'][i % 3]}闻名，市长名叫张{i}。" for i in range(120))
+NOTE = "Short note: Linden & Rowe closed their office in 1901."
+DOCS = [Document(page_content=EN, metadata={"source": "en"}), Document(page_content=ZH, metadata={"source": "zh"}),
+        Document(page_content=NOTE, metadata={"source": "note"})]
+TEXTS = {source_id_for(d): d.page_content for d in DOCS}
+SID_EN, SID_ZH, SID_NOTE = (source_id_for(d) for d in DOCS)
+
+
+def _index(path, **kwargs):
+    idx = SlidingWindowIndex(path, embedding=DeterministicFakeEmbedding(size=8), show_progress=False, **kwargs)
+    idx.add_documents(DOCS)
+    return idx
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return _index(tmp_path_factory.mktemp("parents"))
+
+
+def _hits(index, sid, chunks_scores):
+    """Stage-1 style hit documents (small chunks with fused scores)."""
+    metas = index.chunk_metadata(sid)
+    return [Document(page_content=TEXTS[sid][metas[c]["start_index"]:metas[c]["end_index"]],
+                     metadata={**metas[c], "rrf_score": score}) for c, score in chunks_scores]
+
+
+def _boundaries(index, sid):
+    metas = index.chunk_metadata(sid)
+    return {m["start_index"] for m in metas} | {m["end_index"] for m in metas}
+
+
+def _check_exact(docs, budget=None):
+    for d in docs:
+        m = d.metadata
+        assert d.page_content == TEXTS[m["source_id"]][m["start_index"]:m["end_index"]]
+    if budget is not None:
+        assert count_tokens("\n\n".join(d.page_content for d in docs)) <= budget
+
+
+def test_tight_multi_query_budget_keeps_every_hit_chunk(index):
+    retriever = WindowedParentRetriever(index=index, k=4, budget_tokens=200)
+    metas = index.chunk_metadata(SID_EN)
+    # query 0: one parent with two hits (chunk 6 holds the answer, scored lower);
+    # query 1: another part of the same source. Hits: 3 x 50 tokens, budget 200.
+    per_query = [
+        retriever.rank_parents(_hits(index, SID_EN, [(4, 0.05), (6, 0.03)]), 0),
+        retriever.rank_parents(_hits(index, SID_EN, [(20, 0.04)]), 1),
+    ]
+    docs = retriever.expand_parents(per_query)
+    _check_exact(docs, 200)
+    text = "\n\n".join(d.page_content for d in docs)
+    for chunk in (4, 6, 20):
+        m = metas[chunk]
+        assert EN[m["start_index"]:m["end_index"]] in text, f"hit chunk {chunk} was dropped"
+
+
+def test_unused_share_goes_to_other_groups(index):
+    retriever = WindowedParentRetriever(index=index, k=4, budget_tokens=400)
+    per_query = [
+        retriever.rank_parents(_hits(index, SID_EN, [(10, 0.05)]), 0),  # a 9-chunk parent (~450 tokens)
+        retriever.rank_parents(_hits(index, SID_NOTE, [(0, 0.04)]), 1),  # a one-chunk note: uses little of its half
+    ]
+    docs = retriever.expand_parents(per_query)
+    _check_exact(docs, 400)
+    assert [d.metadata["source_id"] for d in docs] == [SID_EN, SID_NOTE]
+    en_tokens = count_tokens(docs[0].page_content)
+    assert en_tokens > 300  # more than its share of 200: the note's unused share went to it
+    assert en_tokens + count_tokens(NOTE) >= 400 - 60  # less than one chunk left unused
+    bounds = _boundaries(index, SID_EN)
+    assert docs[0].metadata["start_index"] in bounds and docs[0].metadata["end_index"] in bounds
+
+
+def test_merged_span_metadata_matches_its_offsets(index):
+    retriever = WindowedParentRetriever(index=index, k=4, budget_tokens=None)
+    metas = index.chunk_metadata(SID_EN)
+    per_query = [
+        retriever.rank_parents(_hits(index, SID_EN, [(7, 0.05)]), 0),  # window 3..11
+        retriever.rank_parents(_hits(index, SID_EN, [(1, 0.02)]), 1),  # window 0..5
+    ]
+    docs = retriever.expand_parents(per_query)
+    assert len(docs) == 1
+    m = docs[0].metadata
+    assert m["start_index"] == 0
+    lower = next(x["chunk_index"] for x in metas if x["start_index"] <= m["start_index"] < x["end_index"])
+    upper = next(x["chunk_index"] for x in metas if x["start_index"] < m["end_index"] <= x["end_index"])
+    assert (m["chunk_lower_bound"], m["chunk_upper_bound"]) == (lower, upper) == (0, 11)
+    assert m["hit_chunk_indices"] == [1, 7]
+    assert m["score"] == pytest.approx(0.05)
+    assert m["start_index"] <= m["hit_start_index"] < m["hit_end_index"] <= m["end_index"]
+    assert sorted(m["query_indices"]) == [0, 1]
+
+
+@pytest.mark.parametrize("budget", [60, 90, 130, 170, 200, 260, 333, 500, 777])
+def test_spans_start_and_end_on_chunk_boundaries(index, budget):
+    retriever = WindowedParentRetriever(index=index, k=3, budget_tokens=budget)
+    bounds = {SID_EN: _boundaries(index, SID_EN), SID_ZH: _boundaries(index, SID_ZH)}
+    per_query = [
+        retriever.rank_parents(_hits(index, SID_EN, [(5, 0.05), (2, 0.01)]), 0),
+        retriever.rank_parents(_hits(index, SID_EN, [(1, 0.04), (13, 0.02)]) + _hits(index, SID_ZH, [(9, 0.03)]), 1),
+        retriever.rank_parents(_hits(index, SID_ZH, [(30, 0.03)]), 2),
+    ]
+    docs = retriever.expand_parents(per_query)
+    assert docs
+    _check_exact(docs, budget)
+    for d in docs:
+        m = d.metadata
+        assert m["start_index"] in bounds[m["source_id"]], f"span starts mid-chunk: {d.page_content[:20]!r}"
+        assert m["end_index"] in bounds[m["source_id"]]
+        chunk_metas = index.chunk_metadata(m["source_id"])
+        assert chunk_metas[m["chunk_lower_bound"]]["start_index"] == m["start_index"]
+        assert chunk_metas[m["chunk_upper_bound"]]["end_index"] == m["end_index"]
+
+
+def test_budget_below_one_chunk_still_returns_the_hit(index):
+    retriever = WindowedParentRetriever(index=index, k=2, budget_tokens=20)
+    docs = retriever.expand_parents([retriever.rank_parents(_hits(index, SID_EN, [(6, 0.05)]), 0)])
+    assert len(docs) == 1 and 0 < count_tokens(docs[0].page_content) <= 20
+    m = index.chunk_metadata(SID_EN)[6]
+    assert m["start_index"] <= docs[0].metadata["start_index"] < docs[0].metadata["end_index"] <= m["end_index"]
+
+
+@pytest.mark.parametrize("strategy", ["DDS", "DFS"])
+def test_strategy_windows_are_widened_to_chunk_boundaries(tmp_path, strategy):
+    idx = _index(tmp_path / strategy, strategy=strategy, window_size=120, step=2 if strategy == "DDS" else 60)
+    bounds = _boundaries(idx, SID_EN)
+    for budget in (None, 150):
+        retriever = WindowedParentRetriever(index=idx, k=3, budget_tokens=budget)
+        docs = retriever.expand_parents([retriever.rank_parents(_hits(idx, SID_EN, [(9, 0.05), (20, 0.02)]), 0)])
+        assert docs
+        _check_exact(docs, budget)
+        for d in docs:
+            assert d.metadata["start_index"] in bounds and d.metadata["end_index"] in bounds
+
+
+def test_end_to_end_invoke_respects_budget_and_boundaries(index):
+    bounds = {SID_EN: _boundaries(index, SID_EN), SID_ZH: _boundaries(index, SID_ZH)}
+    for budget in (75, 180, 450):
+        retriever = index.as_retriever(k=3, k_child=8, budget_tokens=budget, weights=(1.0, 0.0))
+        docs = retriever.retrieve_many(["captain Name17 schooner", "which ledger carried copper to Port23", "市长名叫张42"])
+        assert docs
+        _check_exact(docs, budget)
+        assert all(d.metadata["start_index"] in bounds[d.metadata["source_id"]] for d in docs)
