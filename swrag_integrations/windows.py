@@ -172,7 +172,9 @@ def token_boundaries(
     boundaries may be equal). The text is encoded once, in blocks of about
     ``block_chars`` characters cut only where the tokenisation cannot change.
     """
-    parts = [np.zeros(1, dtype=np.int64)]
+    # int32 offsets while they fit: half the memory for the largest array kept.
+    dtype = np.int32 if len(text) < 2**31 else np.int64
+    parts = [np.zeros(1, dtype=dtype)]
     pos, length = 0, len(text)
     while pos < length:
         cut = length
@@ -183,7 +185,7 @@ def token_boundaries(
         ends = _block_token_ends(text[pos:cut], encoding_name)
         if pos:
             ends = ends + pos
-        parts.append(ends)
+        parts.append(ends.astype(dtype, copy=False))
         pos = cut
     return np.concatenate(parts)
 
@@ -322,6 +324,8 @@ class _Measure:
         """Largest unit boundary index whose offset is ``<= offset``."""
         if self.bounds is None:
             return np.asarray(offset, dtype=np.int64)
+        # Same dtype as the boundaries, else numpy copies the whole array to search it.
+        offset = np.asarray(offset).astype(self.bounds.dtype, copy=False)
         return np.searchsorted(self.bounds, offset, side="right") - 1
 
 
@@ -410,10 +414,11 @@ class WindowConfig:
         return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
 
     def _raw_batches(self, text: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        measure = _Measure(text, self.unit, self.encoding_name)  # type: ignore[arg-type]
         if self.strategy == "FFS":
-            return _ffs(measure, self.window_size, self.step)
+            return _ffs(_Measure(text, self.unit, self.encoding_name), self.window_size, self.step)  # type: ignore[arg-type]
+        # Delimiters before tokens: their scratch memory is freed before the token array is built.
         ends = self._delims.ends(text)  # type: ignore[union-attr]
+        measure = _Measure(text, self.unit, self.encoding_name)  # type: ignore[arg-type]
         if self.strategy == "DFS":
             return _dfs(measure, ends, self.window_size, self.step)
         return _dds(measure, ends, self.window_size, self.step, self.allow_gaps)
@@ -529,29 +534,31 @@ def _unit_bounds(measure: _Measure, ends: np.ndarray, w: int) -> np.ndarray:
 def _dds(measure: _Measure, ends: np.ndarray, w: int, s: int, allow_gaps: bool) -> Batches:
     bounds = _unit_bounds(measure, ends, w)
     units = bounds.size - 1
-    # For every possible start unit j: the index t of the first boundary at which the
-    # run of units j..t-1 reaches w units (at least one unit).
-    thresholds = measure.offsets(measure.index_at(bounds[:-1]) + w)
-    stop = np.searchsorted(bounds, thresholds, side="left")
-    stop = np.maximum(np.minimum(stop, units), np.arange(1, units + 1))
-    # Fast path: every window holds at least s units, so windows start at 0, s, 2s, ...
-    first = np.arange(0, units, s)
-    last = np.flatnonzero(stop[first] >= units)
-    first = first[: last[0] + 1] if last.size else first
-    if allow_gaps or (last.size and np.all(stop[first[:-1]] >= first[:-1] + s)):
-        yield bounds[first], bounds[stop[first]]
-        return
-    # General case: a window shorter than s units; the next starts where it ends.
-    bound_list, stop_list = bounds.tolist(), stop.tolist()
-    starts, window_ends, j = [], [], 0
+    first_units = np.arange(units)
+    # For every start unit j: the index t of the first boundary where units j..t-1
+    # reach w units (at least one unit).
+    stop = np.searchsorted(bounds, measure.offsets(measure.index_at(bounds[:-1]) + w), side="left")
+    stop = np.maximum(np.minimum(stop, units), first_units + 1)
+    del first_units
+    # Windows start at j, j+s, j+2s, ... as long as each holds at least s units; a
+    # window with fewer units is followed by one that starts where it ends (no gaps).
+    j = 0
     while j < units:
-        t = stop_list[j]
-        starts.append(bound_list[j])
-        window_ends.append(bound_list[t])
-        if t >= units:
-            break
-        j = min(j + s, t)
-    yield np.array(starts, dtype=np.int64), np.array(window_ends, dtype=np.int64)
+        starts = j + s * np.arange(_BATCH, dtype=np.int64)
+        starts = starts[starts < units]
+        t = stop[starts]
+        at_end = t >= units
+        short = np.zeros(starts.size, dtype=bool) if allow_gaps else t < starts + s
+        breaks = np.flatnonzero(at_end | short)
+        if not breaks.size:
+            yield bounds[starts], bounds[t]
+            j = int(starts[-1]) + s
+            continue
+        f = int(breaks[0])
+        yield bounds[starts[: f + 1]], bounds[t[: f + 1]]
+        if at_end[f]:
+            return
+        j = int(t[f])
 
 
 # --------------------------------------------------------------- chunks for adapters
