@@ -1,0 +1,156 @@
+"""Small helpers shared by the context techniques (not public API)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+import numpy as np
+from langchain_core.documents import Document
+
+from ..windows import DEFAULT_ENCODING, get_encoding, token_boundaries
+
+SCORE_KEYS = ("relevance_score", "score", "rrf_score")
+
+
+def unit_normalize(vectors: Any) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    arr = np.asarray(vectors, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return arr / norms
+
+
+def doc_score(doc: Document, key: str | None = None) -> float | None:
+    """The document's retrieval score from its metadata (``key`` or the usual keys)."""
+    meta = doc.metadata or {}
+    for k in ((key,) if key else SCORE_KEYS):
+        value = meta.get(k)
+        if value is not None:
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
+def count_tokens(text: str, encoding_name: str = DEFAULT_ENCODING) -> int:
+    if not text:
+        return 0
+    return len(get_encoding(encoding_name).encode_ordinary(text))
+
+
+def trim_to_tokens(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENCODING) -> tuple[str, bool]:
+    """Cut ``text`` to its first ``max_tokens`` tokens (at a token boundary).
+
+    Returns ``(text, trimmed)``. When a sentence end lies in the second half of what is
+    kept, the cut moves back to it so the header does not stop mid-sentence.
+    """
+    if max_tokens <= 0:
+        return "", bool(text)
+    bounds = token_boundaries(text, encoding_name)
+    n = len(bounds) - 1
+    if n <= max_tokens:
+        return text, False
+    cut = text[: int(bounds[max_tokens])]
+    ends = [m.end() for m in re.finditer(r"[.!?。！？](?=\s|$)|[。！？]", cut)]
+    if ends and ends[-1] >= len(cut) // 2:
+        cut = cut[: ends[-1]]
+    return cut.rstrip(), True
+
+
+def llm_text(result: Any) -> str:
+    """Text of an LLM / chat-model ``invoke`` result."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    content = getattr(result, "content", None)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks
+        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return str(result)
+
+
+def local_core(llm: Any) -> Any:
+    """The :class:`~swrag_integrations.llm.LocalLLM` behind ``llm`` (or ``None``).
+
+    Accepts a ``LocalLLM`` itself or its LangChain / LlamaIndex adapters (``.core``).
+    """
+    from ..llm.core import LocalLLM
+
+    if isinstance(llm, LocalLLM):
+        return llm
+    core = getattr(llm, "core", None)
+    return core if isinstance(core, LocalLLM) else None
+
+
+def model_name_of(llm: Any) -> str:
+    """A stable name of an LLM for cache keys."""
+    core = local_core(llm)
+    if core is not None:
+        info = core.info
+        return f"local:{info.source}|{info.backend}|{info.low_bit}"
+    for attr in ("model_name", "model", "model_id", "repo_id"):
+        value = getattr(llm, attr, None)
+        if isinstance(value, str) and value:
+            return f"{type(llm).__name__}:{value}"
+    params = getattr(llm, "_identifying_params", None)
+    if isinstance(params, dict) and params:
+        try:
+            return f"{type(llm).__name__}:" + json.dumps(params, sort_keys=True, default=str)
+        except Exception:  # noqa: BLE001
+            pass
+    return type(llm).__name__
+
+
+def sentence_pieces(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENCODING) -> list[str]:
+    """Split ``text`` into sentence-ish pieces of at most ``max_tokens`` tokens.
+
+    Sentences (ends at ``. ! ?`` + space, CJK ``。！？``, or newlines) are packed greedily
+    into pieces; a sentence longer than ``max_tokens`` is cut at token boundaries.
+    """
+    text = text or ""
+    if not text.strip():
+        return []
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+", text) if s and s.strip()]
+    pieces: list[str] = []
+    current, current_n = "", 0
+    for sentence in sentences:
+        n = count_tokens(sentence, encoding_name)
+        if n > max_tokens:
+            if current:
+                pieces.append(current)
+                current, current_n = "", 0
+            bounds = token_boundaries(sentence, encoding_name)
+            total = len(bounds) - 1
+            for a in range(0, total, max_tokens):
+                part = sentence[int(bounds[a]) : int(bounds[min(a + max_tokens, total)])]
+                if part.strip():
+                    pieces.append(part)
+            continue
+        if current and current_n + n > max_tokens:
+            pieces.append(current)
+            current, current_n = "", 0
+        current = f"{current} {sentence}" if current else sentence
+        current_n += n
+    if current:
+        pieces.append(current)
+    return [p.strip() for p in pieces if p.strip()]
+
+
+def as_documents(items: Sequence[Any]) -> list[Document]:
+    out = []
+    for item in items:
+        if not isinstance(item, Document):
+            raise TypeError(f"expected langchain Document objects, got {type(item).__name__}")
+        out.append(item)
+    return out

@@ -1,0 +1,202 @@
+"""LlamaIndex faces of the context techniques: thin wrappers, same implementation.
+
+:class:`CompressorNodePostprocessor` runs any LangChain ``BaseDocumentCompressor`` on
+``NodeWithScore`` lists (nodes → ``Document`` → compressor → nodes). Nodes whose text is
+returned unchanged come back as the *same* node objects (reordered, score updated from
+``relevance_score``/``segment_value`` when the compressor wrote one); new texts (RSE
+segments) become new ``TextNode`` s with their metadata and character offsets.
+
+Named shortcuts build the compressor from keyword arguments:
+:class:`DiversityPostprocessor`, :class:`LostInTheMiddlePostprocessor`,
+:class:`RelevantSegmentPostprocessor`, :class:`RerankPostprocessor` (any
+:class:`~.rerank.BaseReranker`). :class:`ContextualHeaderTransform` is the indexing
+side: a LlamaIndex ``TransformComponent`` turning documents into header-annotated chunk
+nodes whose ``context_header`` metadata is part of the embedded text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+from langchain_core.documents import Document
+from langchain_core.documents.compressor import BaseDocumentCompressor
+from llama_index.core.bridge.pydantic import ConfigDict, Field
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import (
+    BaseNode,
+    MetadataMode,
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
+    TransformComponent,
+)
+
+from .headers import ContextualChunkHeaders
+from .ordering import DiversityReranker, LostInTheMiddleReorder
+from .rerank import BaseReranker
+from .rse import RelevantSegmentExtractor
+
+__all__ = [
+    "CompressorNodePostprocessor",
+    "DiversityPostprocessor",
+    "LostInTheMiddlePostprocessor",
+    "RelevantSegmentPostprocessor",
+    "RerankPostprocessor",
+    "ContextualHeaderTransform",
+    "node_to_document",
+    "document_to_text_node",
+]
+
+_SCORE_KEYS = ("relevance_score", "segment_value")
+
+
+def node_to_document(item: NodeWithScore) -> Document:
+    """A ``NodeWithScore`` as a LangChain ``Document`` (id = node id, score in metadata)."""
+    node = item.node
+    meta = dict(node.metadata or {})
+    if item.score is not None and "score" not in meta:
+        meta["score"] = float(item.score)
+    start = getattr(node, "start_char_idx", None)
+    end = getattr(node, "end_char_idx", None)
+    if start is not None and "start_index" not in meta:
+        meta["start_index"] = int(start)
+    if end is not None and "end_index" not in meta:
+        meta["end_index"] = int(end)
+    return Document(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta, id=node.node_id)
+
+
+def document_to_text_node(doc: Document) -> TextNode:
+    """A LangChain ``Document`` as a ``TextNode`` (offsets from ``start_index``/``end_index``)."""
+    meta = dict(doc.metadata or {})
+    node = TextNode(
+        id_=doc.id or f"{meta.get('source_id', 'doc')}:{meta.get('start_index', '')}-{meta.get('end_index', '')}",
+        text=doc.page_content,
+        metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None},
+        start_char_idx=meta.get("start_index"),
+        end_char_idx=meta.get("end_index"),
+    )
+    node.excluded_embed_metadata_keys = [k for k in node.metadata if k != "context_header"]
+    node.metadata_template = "{value}"  # embed text = header + "\n\n" + chunk (text_to_index)
+    node.excluded_llm_metadata_keys = [k for k in node.metadata if k not in ("source", "title")]
+    if meta.get("source_id") is not None:
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=str(meta["source_id"]))
+    return node
+
+
+def _score(doc: Document) -> float | None:
+    for key in _SCORE_KEYS:
+        value = (doc.metadata or {}).get(key)
+        if value is not None:
+            return float(value)
+    return None
+
+
+class CompressorNodePostprocessor(BaseNodePostprocessor):
+    """Any LangChain document compressor as a LlamaIndex node postprocessor.
+
+    Args:
+        compressor: the compressor (reranker, reorder, RSE...).
+        require_query: raise ``ValueError`` when no query is given (rerankers need one).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    compressor: Any = Field(exclude=True)
+    require_query: bool = False
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CompressorNodePostprocessor"
+
+    def _postprocess_nodes(
+        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> List[NodeWithScore]:
+        if not nodes:
+            return []
+        query = query_bundle.query_str if query_bundle is not None else ""
+        if self.require_query and not (query or "").strip():
+            raise ValueError(f"{type(self).__name__} needs a query (query_str or query_bundle)")
+        docs = [node_to_document(n) for n in nodes]
+        by_id = {n.node.node_id: n for n in nodes}
+        out = self.compressor.compress_documents(docs, query)
+        result: list[NodeWithScore] = []
+        for doc in out:
+            original = by_id.get(doc.id or "")
+            score = _score(doc)
+            if original is not None and original.node.get_content(metadata_mode=MetadataMode.NONE) == doc.page_content:
+                result.append(NodeWithScore(node=original.node, score=score if score is not None else original.score))
+            else:
+                result.append(NodeWithScore(node=document_to_text_node(doc), score=score))
+        return result
+
+
+class DiversityPostprocessor(CompressorNodePostprocessor):
+    """:class:`~.ordering.DiversityReranker` for LlamaIndex (keywords go to it)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(compressor=DiversityReranker(**kwargs), require_query=True)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DiversityPostprocessor"
+
+
+class LostInTheMiddlePostprocessor(CompressorNodePostprocessor):
+    """:class:`~.ordering.LostInTheMiddleReorder` for LlamaIndex (no query needed)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(compressor=LostInTheMiddleReorder(**kwargs))
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "LostInTheMiddlePostprocessor"
+
+
+class RelevantSegmentPostprocessor(CompressorNodePostprocessor):
+    """:class:`~.rse.RelevantSegmentExtractor` for LlamaIndex (chunk nodes in, segments out)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(compressor=RelevantSegmentExtractor(**kwargs))
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RelevantSegmentPostprocessor"
+
+
+class RerankPostprocessor(CompressorNodePostprocessor):
+    """Any :class:`~.rerank.BaseReranker` (or LangChain compressor) for LlamaIndex."""
+
+    def __init__(self, reranker: BaseReranker | BaseDocumentCompressor, **kwargs: Any) -> None:
+        super().__init__(compressor=reranker, require_query=True, **kwargs)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RerankPostprocessor"
+
+
+class ContextualHeaderTransform(TransformComponent):
+    """LlamaIndex ``TransformComponent``: documents → chunk nodes with context headers.
+
+    Each input node's text is treated as a whole document and cut by
+    :meth:`~.headers.ContextualChunkHeaders.split`; the returned ``TextNode`` s carry the
+    exact chunk text and offsets, with ``context_header`` in their metadata and
+    included in the embedding text (``MetadataMode.EMBED``), other metadata excluded.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    headers: Any = Field(exclude=True)
+
+    def __init__(self, headers: ContextualChunkHeaders | None = None, **kwargs: Any) -> None:
+        super().__init__(headers=headers if headers is not None else ContextualChunkHeaders(**kwargs))
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> List[BaseNode]:
+        docs = []
+        for node in nodes:
+            meta = dict(node.metadata or {})
+            meta.setdefault("source_id", getattr(node, "ref_doc_id", None) or node.node_id)
+            docs.append(Document(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta))
+        chunks = self.headers.transform_documents(docs)
+        return [document_to_text_node(c) for c in chunks]
