@@ -157,3 +157,45 @@ def test_end_to_end_invoke_respects_budget_and_boundaries(index):
         assert docs
         _check_exact(docs, budget)
         assert all(d.metadata["start_index"] in bounds[d.metadata["source_id"]] for d in docs)
+
+
+def test_defaults_fill_the_budget_instead_of_a_fixed_k(index):
+    retriever = WindowedParentRetriever(index=index)
+    assert retriever.k is None and retriever.k_child == 30
+    assert retriever.search_type == "mmr" and tuple(retriever.weights) == (0.5, 0.5)
+    with pytest.raises(ValueError):
+        WindowedParentRetriever(index=index, k=0)
+    with pytest.raises(ValueError):
+        WindowedParentRetriever(index=index, k_child=None)
+
+
+def test_k_none_keeps_every_parent_that_fits(index):
+    # seven far-apart hits in two sources: seven parents; k=4 keeps four, k=None all
+    en, zh = [(2, 0.05), (14, 0.049), (27, 0.048)], [(5, 0.047), (25, 0.046), (45, 0.045), (60, 0.044)]
+
+    def hit_chunks(retriever):
+        docs = retriever.expand_parents([retriever.rank_parents(_hits(index, SID_EN, en) + _hits(index, SID_ZH, zh), 0)])
+        _check_exact(docs, 1500)
+        return docs, {(d.metadata["source_id"], h) for d in docs for h in d.metadata["hit_chunk_indices"]}
+
+    docs, covered = hit_chunks(WindowedParentRetriever(index=index, k=4, budget_tokens=1500))
+    assert covered == {(SID_EN, 2), (SID_EN, 14), (SID_EN, 27), (SID_ZH, 5)}
+    docs, covered = hit_chunks(WindowedParentRetriever(index=index, budget_tokens=1500))
+    assert covered == {(SID_EN, c) for c, _ in en} | {(SID_ZH, c) for c, _ in zh}
+    assert count_tokens("\n\n".join(d.page_content for d in docs)) > 1500 - 60  # the budget is full
+
+
+def test_weak_sources_do_not_starve_the_best_one(index):
+    # one strong EN parent, two other sources with one weak hit each: with one query the
+    # budget is not split per source, the weak ones keep only their hit chunk
+    retriever = WindowedParentRetriever(index=index, budget_tokens=400)
+    hits = _hits(index, SID_EN, [(10, 0.05), (11, 0.04)]) + _hits(index, SID_ZH, [(40, 0.001)]) \
+        + _hits(index, SID_NOTE, [(0, 0.001)])
+    docs = retriever.expand_parents([retriever.rank_parents(hits, 0)])
+    _check_exact(docs, 400)
+    by_source = {d.metadata["source_id"]: d for d in docs}
+    assert set(by_source) == {SID_EN, SID_ZH, SID_NOTE}
+    zh_chunk = index.chunk_metadata(SID_ZH)[40]
+    assert (by_source[SID_ZH].metadata["start_index"], by_source[SID_ZH].metadata["end_index"]) == (
+        zh_chunk["start_index"], zh_chunk["end_index"])
+    assert count_tokens(by_source[SID_EN].page_content) > 250

@@ -51,9 +51,9 @@ def assemble_by_offset(
 
     Uses :func:`swrag_integrations.retrieval.assemble.assemble_context` (union of
     overlapping/adjacent spans per source, in rank order, last piece cut at a token
-    boundary). That function budgets the pieces' tokens; here the budget is enforced
-    on the final text *including* the separators: if the joined text is longer, the
-    assembly is redone with the budget lowered by the excess.
+    boundary), which enforces the budget on the final text *including* the separators
+    (it trims the lowest-ranked block until the joined text fits), so one call
+    suffices.
 
     Args:
         ranked: ``(source_id, start, end)`` spans, best first.
@@ -69,22 +69,19 @@ def assemble_by_offset(
 
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
-    ranked = list(ranked)
-    inner = budget
-    while inner > 0:
-        items = (
-            (src, max(0, a), min(len(texts[src]), b), texts[src][max(0, a) : min(len(texts[src]), b)])
-            for src, a, b in ranked
-            if min(len(texts[src]), b) > max(0, a)
-        )
-        result = assemble_context(items, inner, encoding_name=encoding_name, separator=separator)
-        text = result.text
-        tokens = count_tokens(text, encoding_name)
-        if tokens <= budget:
-            spans = [(s.source_id, s.start, s.end) for s in result.spans]
-            return AssembledContext(text=text, spans=spans, tokens=tokens)
-        inner -= tokens - budget
-    return AssembledContext(text="", spans=[], tokens=0)
+    if budget == 0:
+        return AssembledContext(text="", spans=[], tokens=0)
+    items = []
+    for src, a, b in ranked:
+        a, b = max(0, a), min(len(texts[src]), b)
+        if b > a:
+            items.append((src, a, b, texts[src][a:b]))
+    result = assemble_context(items, budget, encoding_name=encoding_name, separator=separator)
+    text = result.text
+    tokens = count_tokens(text, encoding_name)
+    if tokens > budget:  # assemble_context guarantees this never happens
+        raise RuntimeError(f"assembled context has {tokens} tokens, budget {budget}")
+    return AssembledContext(text=text, spans=[(s.source_id, s.start, s.end) for s in result.spans], tokens=tokens)
 
 
 def assemble_by_text(

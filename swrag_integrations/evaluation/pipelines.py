@@ -14,6 +14,9 @@ turns that into the budgeted context. Anything with this shape plugs into the ru
 * ``parent``: :class:`swrag_integrations.retrieval.WindowedParentRetriever`: small
   chunks (50 tokens) found by hybrid search (BM25 + MiniLM in Chroma), widened to their
   DDS windows (``window`` units, ``step`` delimiters), merged by offset in the budget.
+  ``window``/``step`` only shape the parents (how far a hit is widened); how much of
+  them is kept is decided by the budget planner, and the number of parents is not
+  capped unless ``k`` is given (the retriever's default fills the budget).
 * ``langchain-stock``: LangChain parts as shipped: ``RecursiveCharacterTextSplitter``
   (same settings as ``rcs``), ``BM25Retriever`` (``str.split`` tokens), Chroma with the
   MiniLM embedder, ``EnsembleRetriever`` (equal weights); chunk texts are concatenated
@@ -275,8 +278,9 @@ class ParentPipeline(Pipeline):
     (small chunks of :data:`PARENT_CHILD_SIZE` units, embedded with the MiniLM model,
     plus BM25; parent windows are DDS windows of ``window`` units and ``step``
     delimiters); the retriever finds small chunks by hybrid search, widens them to
-    their windows and assembles them by offset within the budget. ``k`` (if set) is
-    the number of parents; otherwise the retriever's default.
+    their windows and assembles them by offset within the budget. ``k`` (if set) caps
+    the number of parents; otherwise the retriever's default (``k=None``: as many
+    parents as the budget holds; a fixed 4 left it a third empty on HotpotQA passages).
     """
 
     def __init__(self, sources, config, *, embeddings=None, budget: int = DEFAULT_BUDGET, **kwargs) -> None:
