@@ -193,7 +193,7 @@ def _store_options(parser: argparse.ArgumentParser, default_dir: str | None = ".
 
 
 def _answer_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--k", type=int, default=4, help="windows returned (default: 4)")
+    parser.add_argument("--k", type=int, default=None, help="cap on returned windows (default: as many as fit the budget)")
     parser.add_argument("--budget", type=int, default=1500, help="context budget in tokens (default: 1500)")
     parser.add_argument("--multi-query", action="store_true", help="ask the LLM for query variants and fuse their results")
     parser.add_argument("--retrieval-only", action="store_true", help="print the retrieved windows, do not load the LLM")
