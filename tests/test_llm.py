@@ -251,3 +251,18 @@ def test_partial_character_at_the_token_limit_is_dropped():
 
     assert _complete_chars("灯塔高31米\ufffd") == "灯塔高31米"
     assert _complete_chars("complete") == "complete"
+
+
+def test_importing_ipex_leaves_the_root_logger_alone():
+    import subprocess
+
+    code = (
+        "import logging; from swrag_integrations.llm.loader import _import_ipex; "
+        "root = logging.getLogger(); before = (list(root.handlers), root.level); _import_ipex(); "
+        "import ipex_llm.transformers; "  # really imported in this fresh process
+        "assert (list(root.handlers), root.level) == before, (root.handlers, root.level)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    if "No module named 'ipex_llm'" in result.stderr:
+        pytest.skip("ipex-llm is not installed")
+    assert result.returncode == 0, result.stderr[-2000:]

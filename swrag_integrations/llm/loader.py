@@ -69,9 +69,23 @@ def _resolve_device(device: str) -> str:
 
 
 def _import_ipex() -> Any:
-    """``ipex_llm.transformers.AutoModelForCausalLM`` (raises if ipex-llm is unusable)."""
-    from ipex_llm.transformers import AutoModelForCausalLM
+    """``ipex_llm.transformers.AutoModelForCausalLM`` (raises if ipex-llm is unusable).
 
+    ipex-llm calls ``logging.basicConfig(level=INFO)`` on import, which would make every
+    library's INFO/DEBUG records appear in the user's program; the root logger is
+    restored to what it was.
+    """
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        from ipex_llm.transformers import AutoModelForCausalLM
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
     return AutoModelForCausalLM
 
 
