@@ -28,6 +28,12 @@ examples:
   swrag eval --data ../shared/data/eval/multifieldqa_zh.jsonl --retrieval-only --out results/zh
   swrag eval --data a.jsonl --data b.jsonl --strategies dds,rcs --windows 1024 --steps 3 --out results/ab
   swrag eval --data hotpotqa.jsonl --corpus --split-passages --retrieval-only --out results/hp
+  swrag eval --data qasper.jsonl --strategies dds,rcs --windows 512 --steps 3 --retrieval-only \
+      --diversity --out results/ctx      # also --litm, --rse, --rerank embedding, --autocontext
+
+context steps (see swrag_integrations/evaluation/steps.py): each run's steps are part of the
+record keys (field 'steps' in results.json), so runs with different steps can share --out.
+--rse, --contextual and --autocontext need ffs/dfs/dds/rcs.
 """.format(defaults="; ".join(f"{k} {','.join(v)}" for k, v in DEFAULT_STEPS.items() if v))
 
 
@@ -102,6 +108,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", type=_positive, default=1000, help="bootstrap resamples (default: 1000)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-plots", action="store_true", help="skip Markdown tables and PNG plots")
+    steps = parser.add_argument_group("context steps (swrag_integrations.context)")
+    steps.add_argument("--diversity", nargs="?", const="greedy", default=None, choices=["greedy", "mmr"],
+                       help="re-order the top candidates for diversity (greedy = Haystack's order, default; mmr)")
+    steps.add_argument("--litm", action="store_true",
+                       help="lost-in-the-middle order of the assembled pieces (same text: recall cannot change)")
+    steps.add_argument("--rse", action="store_true", help="relevant segment extraction (ffs/dfs/dds/rcs only)")
+    steps.add_argument("--rerank", choices=["embedding", "llm"], default=None,
+                       help="re-score the top candidates: MiniLM best-piece cosine, or the LLM's P(yes)")
+    headers = steps.add_mutually_exclusive_group()
+    headers.add_argument("--contextual", action="store_true",
+                         help="index header + chunk, one LLM header per chunk (slow; ffs/dfs/dds/rcs only)")
+    headers.add_argument("--autocontext", action="store_true",
+                         help="index header + chunk, one LLM title/summary per document (ffs/dfs/dds/rcs only)")
+    steps.add_argument("--header-doc-tokens", type=_positive, default=6000,
+                       help="document tokens the header LLM reads (default: 6000; AutoContext reads the head)")
+    steps.add_argument("--step-pool", type=_positive, default=None,
+                       help="candidates given to rerank/diversity/RSE (default: 10)")
+    steps.add_argument("--measure-diversity", action="store_true",
+                       help="record context_diversity (mean pairwise cosine distance of the context pieces) "
+                            "without --diversity")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output directory (records.jsonl there is reused: reruns resume)")
     return parser
@@ -129,7 +155,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         args.strategies, args.windows, args.steps or [], unit=args.unit,
         multi_query=(False, True) if args.multi_query else False,
     )
-    need_llm = not args.retrieval_only or args.multi_query
+    need_llm = (not args.retrieval_only or args.multi_query or args.rerank == "llm"
+                or args.contextual or args.autocontext)
     llm = load_llm(args.llm) if need_llm else None
     rows = run_eval(
         args.data, configs, args.out,
@@ -145,12 +172,22 @@ def run_from_args(args: argparse.Namespace) -> int:
         seed=args.seed,
         n_resamples=args.bootstrap,
         reports=not args.no_plots,
+        diversity=args.diversity,
+        litm=args.litm,
+        rse=args.rse,
+        rerank=args.rerank,
+        contextual=args.contextual,
+        autocontext=args.autocontext,
+        step_pool=args.step_pool,
+        header_document_tokens=args.header_doc_tokens,
+        measure_diversity=True if (args.measure_diversity or args.diversity) else None,
     )
     metric = "f1" if not args.retrieval_only else "context_recall"
     print(f"{len(rows)} result rows ({len(configs)} configurations) -> {Path(args.out) / 'results.json'}")
     for row in sorted(rows, key=lambda r: -(r.get(metric) or 0))[:5]:
         step = f"/{row['step']}" if row["step"] else ""
-        print(f"  {row['dataset']:<20} {row['strategy']:>15} {row['window']}{step}{' +MQ' if row['multi_query'] else ''}: "
+        extra = f" +{row['steps']}" if row.get("steps") else ""
+        print(f"  {row['dataset']:<20} {row['strategy']:>15} {row['window']}{step}{' +MQ' if row['multi_query'] else ''}{extra}: "
               f"{metric}={row[metric]:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}] n={row['n']}")
     return 0
 

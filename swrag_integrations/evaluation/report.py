@@ -17,7 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
 
-from .metrics import paired_bootstrap
+from .metrics import bootstrap_ci, paired_bootstrap
 from .pipelines import STRATEGIES
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "plot_multi_query",
     "write_reports",
     "primary_metric",
+    "steps_table",
 ]
 
 
@@ -51,7 +52,7 @@ def _row_sort_key(row: dict):
     strategy = row["strategy"]
     order = STRATEGIES.index(strategy) if strategy in STRATEGIES else len(STRATEGIES)
     return (order, row["window"], -_step_order(row["step"]) if strategy != "dds" else _step_order(row["step"]),
-            row["unit"], row["multi_query"])
+            row["unit"], row["multi_query"], row.get("steps") or "")
 
 
 def _config_label(row: dict) -> tuple[str, str, str]:
@@ -61,6 +62,8 @@ def _config_label(row: dict) -> tuple[str, str, str]:
         strategy += " +MQ"
     if row.get("unit") == "char":
         strategy += " (char)"
+    if row.get("steps"):
+        strategy += f" +{row['steps']}"
     return strategy, str(row["window"]), step
 
 
@@ -104,17 +107,22 @@ def markdown_table(rows: Sequence[dict], metric: str | None = None, *, with_ci: 
     return "\n".join(lines) + "\n"
 
 
+_ID_FIELDS = ("strategy", "window", "step", "unit", "multi_query", "steps")
+
+
 def _config_id(rec: dict) -> tuple:
-    return (rec["strategy"], rec["window"], rec["step"], rec["unit"], rec["multi_query"])
+    return (rec["strategy"], rec["window"], rec["step"], rec["unit"], rec["multi_query"], rec.get("steps") or "")
 
 
 def significance_table(
     records: Sequence[dict], metric: str | None = None, *, seed: int = 0, n_resamples: int = 1000
 ) -> str:
-    """Each configuration minus the RCS baseline of the same window/unit/query mode.
+    """Each configuration minus its baseline.
 
-    Paired bootstrap over the questions both were run on; ``*`` marks a 95% interval
-    that excludes zero.
+    Without context steps the baseline is RCS of the same window/unit/query mode; a
+    configuration run with context steps (``steps``) is compared with the same
+    configuration without steps. Paired bootstrap over the questions both were run on;
+    ``*`` marks a 95% interval that excludes zero.
     """
     if metric is None:
         metric = "f1" if any(r.get("f1") is not None for r in records) else "context_recall"
@@ -124,24 +132,29 @@ def significance_table(
             continue
         by[(rec["dataset"], rec["mode"])][_config_id(rec)][rec["qid"]] = rec[metric]
     lines = [
-        f"Paired bootstrap ({n_resamples} resamples, seed {seed}) of {metric} minus the RCS baseline of the same "
-        "window; `*` = 95% interval excludes 0.\n",
+        f"Paired bootstrap ({n_resamples} resamples, seed {seed}) of {metric} minus the baseline (the RCS of the same "
+        "window; for rows with context steps, the same configuration without steps); `*` = 95% interval excludes 0.\n",
         "| dataset | strategy | window | step | n | diff ×100 | 95% CI | p |",
         "|---|---|---:|---:|---:|---:|---|---:|",
     ]
     rows = 0
     for (dataset, _mode), configs in by.items():
-        for cid in sorted(configs, key=lambda c: _row_sort_key(dict(zip(("strategy", "window", "step", "unit", "multi_query"), c)))):
-            strategy, window, step, unit, mq = cid
-            base = configs.get(("rcs", window, None, unit, mq))
-            if strategy == "rcs" or base is None:
+        for cid in sorted(configs, key=lambda c: _row_sort_key(dict(zip(_ID_FIELDS, c)))):
+            strategy, window, step, unit, mq, steps = cid
+            if steps:
+                base = configs.get((strategy, window, step, unit, mq, ""))
+            else:
+                base = configs.get(("rcs", window, None, unit, mq, ""))
+                if strategy == "rcs":
+                    continue
+            if base is None:
                 continue
             qids = [q for q in configs[cid] if q in base]
             if not qids:
                 continue
             res = paired_bootstrap([configs[cid][q] for q in qids], [base[q] for q in qids], seed=seed, n_resamples=n_resamples)
             mark = "*" if res["significant"] else ""
-            label = _config_label({"strategy": strategy, "window": window, "step": step, "unit": unit, "multi_query": mq})
+            label = _config_label(dict(zip(_ID_FIELDS, cid)))
             lines.append(
                 f"| {dataset} | {label[0]} | {window} | {label[2]} | {len(qids)} | {res['diff'] * 100:+.2f}{mark} | "
                 f"[{res['ci_low'] * 100:+.1f}, {res['ci_high'] * 100:+.1f}] | {res['p']:.3f} |"
@@ -149,6 +162,61 @@ def significance_table(
             rows += 1
     if not rows:
         lines.append("| (no configuration shares questions with an RCS baseline) | | | | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+def steps_table(records: Sequence[dict], metric: str | None = None, *, seed: int = 0, n_resamples: int = 1000) -> str:
+    """Context steps against their baseline (the same configuration without steps).
+
+    One row per (dataset, mode, configuration, steps): mean ×100 with its 95% bootstrap
+    CI, the paired-bootstrap difference to the baseline over the shared questions
+    (``*``: 95% interval excludes 0), the mean ``context_diversity`` (mean pairwise
+    cosine distance of the context pieces, where measured) and the mean context tokens.
+    """
+    if metric is None:
+        metric = "f1" if any(r.get("f1") is not None for r in records) else "context_recall"
+    by: dict[tuple, dict[str, dict[str, dict]]] = defaultdict(lambda: defaultdict(dict))
+    for rec in records:
+        if rec.get(metric) is None:
+            continue
+        cid = (rec["dataset"], rec["mode"], *_config_id(rec)[:5])
+        by[cid][rec.get("steps") or ""][rec["qid"]] = rec
+    lines = [
+        f"{metric} ×100 [95% bootstrap CI]; Δ = paired bootstrap ({n_resamples} resamples, seed {seed}) against the same "
+        "configuration without steps, `*` = 95% interval excludes 0; diversity = mean pairwise cosine distance of "
+        "the context pieces (questions with ≥ 2 pieces).\n",
+        "| dataset | mode | configuration | steps | n | mean ×100 [95% CI] | Δ ×100 [95% CI] | p | diversity | tokens |",
+        "|---|---|---|---|---:|---|---|---:|---:|---:|",
+    ]
+    order = {"": 0}
+    for cid in sorted(by, key=lambda c: (c[0], c[1], _row_sort_key(dict(zip(_ID_FIELDS, c[2:]))))):
+        dataset, mode = cid[:2]
+        label = _config_label(dict(zip(_ID_FIELDS[:5], cid[2:])))
+        config = f"{label[0]} {label[1]}" + (f"/{label[2]}" if label[2] != "-" else "")
+        variants = by[cid]
+        base = variants.get("")
+        for steps in sorted(variants, key=lambda s: (order.get(s, 1), s)):
+            recs = variants[steps]
+            values = [r[metric] for r in recs.values()]
+            mean = sum(values) / len(values)
+            lo, hi = bootstrap_ci(values, seed=seed, n_resamples=n_resamples)
+            delta, p = "–", "–"
+            if steps and base:
+                qids = [q for q in recs if q in base]
+                if qids:
+                    res = paired_bootstrap([recs[q][metric] for q in qids], [base[q][metric] for q in qids],
+                                           seed=seed, n_resamples=n_resamples)
+                    mark = "*" if res["significant"] else ""
+                    delta = f"{res['diff'] * 100:+.2f}{mark} [{res['ci_low'] * 100:+.1f}, {res['ci_high'] * 100:+.1f}]"
+                    p = f"{res['p']:.3f}"
+            div = [r["context_diversity"] for r in recs.values() if r.get("context_diversity") is not None]
+            div_cell = f"{sum(div) / len(div):.3f}" if div else "–"
+            tokens = [r.get("context_tokens") for r in recs.values() if r.get("context_tokens") is not None]
+            tok_cell = f"{sum(tokens) / len(tokens):.0f}" if tokens else "–"
+            lines.append(
+                f"| {dataset} | {mode} | {config} | {steps or 'baseline'} | {len(values)} | {mean * 100:.2f} "
+                f"[{lo * 100:.1f}, {hi * 100:.1f}] | {delta} | {p} | {div_cell} | {tok_cell} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -165,6 +233,8 @@ def plot_heatmaps(rows: Sequence[dict], path: str | os.PathLike, metric: str | N
     """Window × step heatmaps, one panel per (dataset, strategy); returns the PNG path."""
     metric = metric or primary_metric(rows)
     rows = [r for r in rows if not r.get("multi_query") and r.get(metric) is not None]
+    if any(not r.get("steps") for r in rows):  # one cell per configuration: the baseline
+        rows = [r for r in rows if not r.get("steps")]
     if not rows:
         return None
     plt = _pyplot()
@@ -218,7 +288,7 @@ def plot_multi_query(rows: Sequence[dict], path: str | os.PathLike, metric: str 
     for r in rows:
         if r.get(metric) is None:
             continue
-        pairs[(r["dataset"], r["strategy"], r["window"], r["step"], r["unit"])][bool(r["multi_query"])] = r
+        pairs[(r["dataset"], r["strategy"], r["window"], r["step"], r["unit"], r.get("steps") or "")][bool(r["multi_query"])] = r
     pairs = {k: v for k, v in pairs.items() if True in v and False in v}
     if not pairs:
         return None
@@ -268,6 +338,9 @@ def write_reports(out: str | os.PathLike, rows: Sequence[dict], records: Sequenc
     written.append(out / "table.md")
     (out / "significance.md").write_text(significance_table(records, seed=seed, n_resamples=n_resamples), encoding="utf-8")
     written.append(out / "significance.md")
+    if any(r.get("steps") for r in records):
+        (out / "steps.md").write_text(steps_table(records, seed=seed, n_resamples=n_resamples), encoding="utf-8")
+        written.append(out / "steps.md")
     for maker, name in ((plot_heatmaps, "heatmap.png"), (plot_multi_query, "multi_query.png")):
         path = maker(rows, out / name)
         if path is not None:

@@ -35,6 +35,7 @@ from .datasets import (
 )
 from .metrics import bootstrap_ci, context_recall, qa_f1, source_recall, span_hit
 from .pipelines import DEFAULT_STEPS, STRATEGIES, EvalConfig, build_pipeline
+from .steps import ContextSteps, StepTools, add_headers, make_tools, piece_diversity, steps_context
 
 __all__ = [
     "PROMPT_EN",
@@ -61,7 +62,8 @@ RESULT_FIELDS = [
     "dataset", "mode", "strategy", "window", "step", "step_units", "unit", "multi_query", "budget", "k",
     "split_passages", "n", "context_recall", "hit", "f1", "ci_low", "ci_high", "ci_metric",
     "recall_ci_low", "recall_ci_high", "f1_ci_low", "f1_ci_high", "source_recall", "span_hit",
-    "seconds", "chunks", "index_bytes", "context_tokens", "llm",
+    "seconds", "chunks", "index_bytes", "context_tokens", "llm", "steps", "diversity", "litm", "rse", "rerank",
+    "headers", "context_diversity", "context_diversity_n",
 ]
 
 
@@ -241,12 +243,14 @@ class _Run:
     budget: int
     k: int | None
     generate: bool
+    steps: ContextSteps = ContextSteps()
 
     def prefix(self, config: EvalConfig) -> str:
-        return "|".join(
-            [self.dataset, self.mode, "split" if self.split else "whole", str(self.budget), str(self.k),
-             config.key, "gen" if self.generate else "ret"]
-        )
+        parts = [self.dataset, self.mode, "split" if self.split else "whole", str(self.budget), str(self.k),
+                 config.key, "gen" if self.generate else "ret"]
+        if self.steps.label:  # the baseline keeps the keys of runs made before steps existed
+            parts.append(self.steps.label)
+        return "|".join(parts)
 
 
 def _record_key(prefix: str, qid: str) -> str:
@@ -264,11 +268,19 @@ def _question_record(
     query_cache: QueryCache | None,
     llm,
     encoding_name: str,
+    tools: StepTools | None = None,
+    measure_diversity: bool = False,
+    header_report: dict | None = None,
 ) -> dict:
     t0 = time.perf_counter()
     queries = query_cache(example.question) if (config.multi_query and query_cache is not None) else []
-    ctx = pipeline.context(example.question, run.budget, queries)
+    ctx = steps_context(pipeline, example.question, run.steps, tools or StepTools(), run.budget, queries)
     t1 = time.perf_counter()
+    diversity = None
+    if measure_diversity and tools is not None and tools.embeddings is not None:
+        texts = getattr(pipeline, "texts", {})
+        pieces = [texts[s][a:b] for s, a, b in ctx.spans if s in texts]
+        diversity = piece_diversity(pieces, tools.embeddings, encoding_name=encoding_name)
     recall = context_recall(ctx.text, example.answers, example.language)
     prediction, f1 = None, None
     if run.generate:
@@ -323,6 +335,10 @@ def _question_record(
         "generate_seconds": (t2 - t1) if run.generate else 0.0,
         "seconds": index_seconds + (t2 - t0),
         "llm": _llm_name(llm) if run.generate else None,
+        **run.steps.as_record(),
+        "context_pieces": len(ctx.spans),
+        "context_diversity": diversity,
+        "header_report": header_report,
     }
 
 
@@ -367,6 +383,17 @@ def run_eval(
     reports: bool = True,
     encoding_name: str = DEFAULT_ENCODING,
     max_questions: int | None = None,
+    steps: ContextSteps | None = None,
+    diversity: str | bool | None = None,
+    litm: bool = False,
+    rse: bool = False,
+    rerank: str | None = None,
+    contextual: bool = False,
+    autocontext: bool = False,
+    step_pool: int | None = None,
+    measure_diversity: bool | None = None,
+    header_llm=None,
+    header_document_tokens: int = 6000,
 ) -> list[dict]:
     """Evaluate ``configs`` on every dataset file in ``data``; returns the summary rows.
 
@@ -393,6 +420,19 @@ def run_eval(
         reports: write tables and plots too.
         max_questions: stop after computing this many new records (for tests of
             interrupted runs); the outputs are still written.
+        steps: the context-quality steps (:class:`~.steps.ContextSteps`); or give them
+            one by one: ``diversity`` (``True``/``"greedy"`` or ``"mmr"``), ``litm``,
+            ``rse``, ``rerank`` (``"embedding"`` / ``"llm"``), ``contextual`` /
+            ``autocontext`` (index-time chunk headers) and ``step_pool`` (candidates
+            given to rerank / diversity / RSE, default 10). The steps' label is part of
+            every record key and row (field ``steps``; ``""`` = baseline).
+        measure_diversity: record ``context_diversity`` (mean pairwise cosine distance
+            of the context pieces, MiniLM by default) per question; default: on with
+            ``diversity``.
+        header_llm: LLM for ``contextual``/``autocontext`` headers (default ``llm``, else
+            the local model).
+        header_document_tokens: document tokens the header LLM sees (AutoContext: the
+            document's head; contextual: the section holding the chunk).
     """
     if mode not in ("document", "corpus"):
         raise ValueError(f"mode must be 'document' or 'corpus', got {mode!r}")
@@ -402,18 +442,36 @@ def run_eval(
         raise ValueError(f"k must be > 0, got {k}")
     if not configs:
         raise ValueError("the grid is empty")
+    steps = _make_steps(steps, diversity, litm, rse, rerank, contextual, autocontext, step_pool)
+    for config in configs:
+        steps.check(config.strategy)
+    if measure_diversity is None:
+        measure_diversity = bool(steps.diversity)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     generate = not retrieval_only
-    need_llm = generate or any(c.multi_query for c in configs)
+    need_llm = generate or any(c.multi_query for c in configs) or steps.rerank == "llm" or (
+        steps.headers is not None and header_llm is None)
     if need_llm and llm is None:
         llm = load_llm("default")
     elif llm is not None and hasattr(llm, "as_langchain"):
         llm = llm.as_langchain()
-    if embeddings is None and any(c.strategy in ("langchain-stock", "parent") for c in configs):
+    need_embeddings = (any(c.strategy in ("langchain-stock", "parent") for c in configs) or measure_diversity
+                       or steps.diversity or steps.rerank == "embedding")
+    if embeddings is None and need_embeddings:
         from .embeddings import default_embeddings
 
         embeddings = default_embeddings(out / "cache" / "embeddings.sqlite")
+    tools = make_tools(steps, embeddings=embeddings, llm=llm)
+    headerer = None
+    if steps.headers is not None:
+        from ..context import ContextualChunkHeaders
+
+        headerer = ContextualChunkHeaders(
+            header_llm if header_llm is not None else llm, mode=steps.headers,
+            cache_path=out / "cache" / "headers.sqlite", show_progress=False, encoding_name=encoding_name,
+            max_document_tokens=header_document_tokens,
+        )
     query_cache = QueryCache(out / "cache" / "queries.jsonl", llm, n_queries) if need_llm else None
 
     records_path = out / RECORDS_FILE
@@ -423,7 +481,7 @@ def run_eval(
     plan = []
     for name, examples in datasets:
         questions = examples[:limit] if limit is not None else examples
-        run = _Run(name, mode, split_passages, budget, k, generate)
+        run = _Run(name, mode, split_passages, budget, k, generate, steps)
         for config in configs:
             prefix = run.prefix(config)
             pending = [e for e in questions if _record_key(prefix, e.qid) not in done]
@@ -443,16 +501,20 @@ def run_eval(
             if max_questions is not None and computed >= max_questions:
                 break
             bar.set_postfix_str(f"{run.dataset} {config.label}", refresh=False)
-            for index_id, pipe, index_seconds, group in _indexes(run, config, examples, pending, k, embeddings, encoding_name):
+            for index_id, pipe, index_seconds, group in _indexes(run, config, examples, pending, k, embeddings,
+                                                                 encoding_name, headerer):
                 try:
+                    header_report = getattr(pipe, "header_report", None)
                     for example in group:
                         if max_questions is not None and computed >= max_questions:
                             break
                         record = _question_record(
                             run, config, example, pipe, index_id=index_id, index_seconds=index_seconds,
                             query_cache=query_cache, llm=llm, encoding_name=encoding_name,
+                            tools=tools, measure_diversity=measure_diversity, header_report=header_report,
                         )
                         index_seconds = 0.0  # the index cost is charged to its first question
+                        header_report = None
                         record["key"] = _record_key(prefix, example.qid)
                         writer.write(record)
                         computed += 1
@@ -465,26 +527,74 @@ def run_eval(
         writer.close()
         bar.close()
 
+    # The summary covers this grid's questions under *every* step combination found in
+    # the output folder (the baseline and each earlier run with other steps), so the
+    # tables show them side by side.
     wanted = {}
+    bases: dict[str, set[str]] = {}
     for run, config, examples, questions, pending, prefix in plan:
         for e in questions:
             wanted[_record_key(prefix, e.qid)] = None
+        base = _Run(run.dataset, run.mode, run.split, run.budget, run.k, run.generate).prefix(config)
+        bases.setdefault(base, set()).update(e.qid for e in questions)
     records_by_key = {}
+    others = {}
     for row in iter_jsonl(records_path):
-        if row.get("key") in wanted:
-            records_by_key[row["key"]] = row
-    records = [records_by_key[key] for key in wanted if key in records_by_key]
+        key = row.get("key")
+        if not key:
+            continue
+        if key in wanted:
+            records_by_key[key] = row
+            continue
+        prefix, _, qid = key.rpartition("#")
+        base = prefix.rpartition("|")[0] if (row.get("steps") or "") else prefix
+        if qid in bases.get(base, ()):
+            others[key] = row
+    records = [records_by_key[key] for key in wanted if key in records_by_key] + list(others.values())
     rows = summarize(records, seed=seed, n_resamples=n_resamples)
     write_outputs(out, records, rows, reports=reports, seed=seed, n_resamples=n_resamples)
     return rows
 
 
-def _indexes(run: _Run, config: EvalConfig, examples, pending, k, embeddings, encoding_name):
+def _make_steps(steps, diversity, litm, rse, rerank, contextual, autocontext, step_pool) -> ContextSteps:
+    if contextual and autocontext:
+        raise ValueError("choose one of contextual and autocontext")
+    if diversity is True:
+        diversity = "greedy"
+    elif diversity is False:
+        diversity = None
+    given = dict(
+        diversity=diversity, litm=bool(litm), rse=bool(rse), rerank=rerank or None,
+        headers="contextual" if contextual else ("auto" if autocontext else None),
+    )
+    if steps is not None:
+        if any(v for v in given.values()) or step_pool is not None:
+            raise ValueError("give either steps=ContextSteps(...) or the single step options, not both")
+        return steps
+    if step_pool is not None:
+        given["pool"] = step_pool
+    return ContextSteps(**given)
+
+
+def _build(run: _Run, config: EvalConfig, sources, k, embeddings, encoding_name, headerer):
+    pipe = build_pipeline(config, sources, k=k, embeddings=embeddings, budget=run.budget, encoding_name=encoding_name)
+    if headerer is not None:
+        try:
+            if config.unit == "token" and headerer.mode == "contextual":
+                headerer.chunk_size = max(headerer.chunk_size, int(config.window))
+            pipe.header_report = add_headers(pipe, headerer)
+        except BaseException:
+            pipe.close()
+            raise
+    return pipe
+
+
+def _indexes(run: _Run, config: EvalConfig, examples, pending, k, embeddings, encoding_name, headerer=None):
     """Yield ``(index_id, pipeline, build_seconds, questions)`` for the pending questions."""
     if run.mode == "corpus":
         sources = build_corpus(examples, split=run.split)
         t0 = time.perf_counter()
-        pipe = build_pipeline(config, sources, k=k, embeddings=embeddings, budget=run.budget, encoding_name=encoding_name)
+        pipe = _build(run, config, sources, k, embeddings, encoding_name, headerer)
         yield "corpus", pipe, time.perf_counter() - t0, pending
         return
     groups: dict[str, list[Example]] = {}
@@ -493,7 +603,7 @@ def _indexes(run: _Run, config: EvalConfig, examples, pending, k, embeddings, en
     for doc_id, group in groups.items():
         sources = example_sources(group[0], split=run.split)
         t0 = time.perf_counter()
-        pipe = build_pipeline(config, sources, k=k, embeddings=embeddings, budget=run.budget, encoding_name=encoding_name)
+        pipe = _build(run, config, sources, k, embeddings, encoding_name, headerer)
         yield doc_id, pipe, time.perf_counter() - t0, group
 
 
@@ -515,7 +625,7 @@ def summarize(records: Sequence[dict], *, seed: int = 0, n_resamples: int = 1000
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         key = (r["dataset"], r["mode"], r["split_passages"], r["budget"], r["k"], r["strategy"], r["window"],
-               r["step"], r["unit"], r["multi_query"], r["f1"] is not None)
+               r["step"], r["unit"], r["multi_query"], r["f1"] is not None, r.get("steps") or "")
         groups[key].append(r)
     rows = []
     for key, rs in groups.items():
@@ -528,6 +638,7 @@ def summarize(records: Sequence[dict], *, seed: int = 0, n_resamples: int = 1000
             indexes.setdefault(r["index_id"], (r["chunks"], r["index_bytes"]))
         first = rs[0]
         has_f1 = bool(f1)
+        div = [r["context_diversity"] for r in rs if r.get("context_diversity") is not None]
         rows.append(
             {
                 "dataset": first["dataset"],
@@ -559,6 +670,14 @@ def summarize(records: Sequence[dict], *, seed: int = 0, n_resamples: int = 1000
                 "index_bytes": sum(b for _, b in indexes.values()),
                 "context_tokens": _mean(r["context_tokens"] for r in rs),
                 "llm": first.get("llm"),
+                "steps": first.get("steps") or "",
+                "diversity": first.get("diversity"),
+                "litm": bool(first.get("litm")),
+                "rse": bool(first.get("rse")),
+                "rerank": first.get("rerank"),
+                "headers": first.get("headers"),
+                "context_diversity": _mean(div) if div else None,
+                "context_diversity_n": len(div),
             }
         )
     return rows
@@ -566,8 +685,8 @@ def summarize(records: Sequence[dict], *, seed: int = 0, n_resamples: int = 1000
 
 _RECORD_CSV_FIELDS = [
     "dataset", "mode", "strategy", "window", "step", "unit", "multi_query", "budget", "k", "split_passages",
-    "qid", "language", "context_recall", "hit", "f1", "source_recall", "span_hit", "gold_sources_found",
-    "context_tokens", "sources_retrieved", "chunks", "index_bytes", "seconds", "question", "answers", "prediction",
+    "steps", "qid", "language", "context_recall", "hit", "f1", "source_recall", "span_hit", "gold_sources_found",
+    "context_tokens", "context_diversity", "sources_retrieved", "chunks", "index_bytes", "seconds", "question", "answers", "prediction",
 ]
 
 
