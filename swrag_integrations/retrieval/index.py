@@ -32,7 +32,7 @@ import uuid
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -294,6 +294,10 @@ class SlidingWindowIndex:
         unit, delimiters, encoding_name: as in :func:`iter_windows`.
         batch_size: chunks embedded (and written) per batch.
         show_progress: tqdm progress bar while indexing.
+        index_text: optional ``chunk text -> text to index`` used for BM25 and embeddings
+            (e.g. contextual chunk headers: ``lambda t: text_to_index(t, headers.get(t))``
+            with :mod:`swrag_integrations.context`); stored chunks and offsets stay the
+            source's exact text. Pass the same function when reopening the index.
 
     Chunking parameters left at ``None`` are taken from an existing collection; giving
     different ones than those it was built with raises ``ValueError``.
@@ -321,6 +325,7 @@ class SlidingWindowIndex:
         encoding_name: str | None = None,
         batch_size: int = 256,
         show_progress: bool = True,
+        index_text: Callable[[str], str] | None = None,
     ) -> None:
         import chromadb
         from chromadb.config import Settings
@@ -330,6 +335,7 @@ class SlidingWindowIndex:
             raise ValueError(f"batch_size must be > 0, got {batch_size}")
         self.batch_size = batch_size
         self.show_progress = show_progress
+        self.index_text = index_text or (lambda text: text)
         if sum(x is not None for x in (persist_directory, host, client)) > 1:
             raise ValueError("give only one of persist_directory, host or client")
         settings = Settings(anonymized_telemetry=False)
@@ -501,7 +507,7 @@ class SlidingWindowIndex:
         index = BM25Index()
         for rec in self.store.iter_records():
             index.upsert([f"{rec.source_id}:s:{i}" for i in range(rec.n_chunks)],
-                         [rec.chunk_text(i) for i in range(rec.n_chunks)])
+                         [self.index_text(rec.chunk_text(i)) for i in range(rec.n_chunks)])
         return index
 
     def _save_bm25(self, index: BM25Index, state: str) -> None:
@@ -615,7 +621,7 @@ class SlidingWindowIndex:
             self.bm25.delete([f"{p.source_id}:s:{i}" for p, _ in plans
                               for i in range(p.record.n_chunks, old_counts.get(p.source_id, 0))])
             self.bm25.upsert([i for p, _ in plans for i in p.ids()],
-                             [t for p, _ in plans for t in p.texts()])
+                             [self.index_text(t) for p, _ in plans for t in p.texts()])
             self._save_bm25(self.bm25, state)
             self._set_state(state)
         except Exception as exc:
@@ -655,7 +661,9 @@ class SlidingWindowIndex:
         with tqdm(total=len(records), desc="Embedding chunks", unit="chunk", disable=not self.show_progress) as bar:
             for b in range(0, len(records), max_batch):
                 batch = records[b:b + max_batch]
-                embedded = self.embedding.embed_documents([plans[pi][0].record.chunk_text(i) for pi, i in batch])
+                embedded = self.embedding.embed_documents(
+                    [self.index_text(plans[pi][0].record.chunk_text(i)) for pi, i in batch]
+                )
                 if len(embedded) != len(batch):
                     raise ValueError(f"embedding returned {len(embedded)} vectors for {len(batch)} texts")
                 self.collection.upsert(
