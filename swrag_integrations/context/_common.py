@@ -24,6 +24,18 @@ def unit_normalize(vectors: Any) -> np.ndarray:
     return arr / norms
 
 
+def annotated(documents: Sequence[Document], order: Sequence[int], scores: Any, rank_key: str) -> list[Document]:
+    """``documents`` in ``order``, copies with ``relevance_score`` and ``rank_key`` (1-based) set."""
+    out = []
+    for rank, i in enumerate(order, start=1):
+        doc = documents[i]
+        meta = dict(doc.metadata or {})
+        meta["relevance_score"] = float(scores[i])
+        meta[rank_key] = rank
+        out.append(Document(page_content=doc.page_content, metadata=meta, id=doc.id))
+    return out
+
+
 def doc_score(doc: Document, key: str | None = None) -> float | None:
     """The document's retrieval score from its metadata (``key`` or the usual keys)."""
     meta = doc.metadata or {}

@@ -27,7 +27,7 @@ from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, field_validator
 
-from ._common import count_tokens, count_words, doc_score, unit_normalize
+from ._common import annotated, count_tokens, count_words, doc_score, unit_normalize
 from .rerank import BaseReranker, _check_top_n
 
 __all__ = [
@@ -199,15 +199,7 @@ class DiversityReranker(BaseReranker):
             order = greedy_diversity_order(q, vectors, limit)
         else:
             order = mmr_order(q, vectors, self.lambda_mult, limit)
-        relevance = vectors @ q
-        out = []
-        for rank, i in enumerate(order, start=1):
-            doc = documents[i]
-            meta = dict(doc.metadata or {})
-            meta["relevance_score"] = float(relevance[i])
-            meta["diversity_rank"] = rank
-            out.append(Document(page_content=doc.page_content, metadata=meta, id=doc.id))
-        return out
+        return annotated(documents, order, vectors @ q, "diversity_rank")
 
 
 class LostInTheMiddleReorder(BaseDocumentCompressor, BaseDocumentTransformer):

@@ -30,7 +30,7 @@ from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
-from ._common import doc_score, llm_text, local_core, sentence_pieces, unit_normalize
+from ._common import annotated, doc_score, llm_text, local_core, sentence_pieces, unit_normalize
 
 __all__ = [
     "Reranker",
@@ -61,14 +61,7 @@ def _ranked(documents: Sequence[Document], scores: Sequence[float], top_n: int |
     order = sorted(range(len(documents)), key=lambda i: -scores[i])
     if top_n is not None:
         order = order[:top_n]
-    out = []
-    for rank, i in enumerate(order, start=1):
-        doc = documents[i]
-        meta = dict(doc.metadata or {})
-        meta["relevance_score"] = float(scores[i])
-        meta["rerank_rank"] = rank
-        out.append(Document(page_content=doc.page_content, metadata=meta, id=doc.id))
-    return out
+    return annotated(documents, order, scores, "rerank_rank")
 
 
 class BaseReranker(BaseDocumentCompressor, ABC):
