@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from langchain_core.embeddings import Embeddings
 
 from swrag_integrations.evaluation import CachedEmbeddings, EvalConfig, main, run_eval

@@ -5,7 +5,6 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -15,7 +15,6 @@ from langchain_core.language_models.fake import FakeListLLM
 from swrag_integrations.retrieval import (
     MultiQueryFusionRetriever,
     SlidingWindowIndex,
-    WindowedParentRetriever,
     count_tokens,
     load_files,
     source_id_for,

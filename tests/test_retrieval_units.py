@@ -5,7 +5,6 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import asyncio
-import json
 from pathlib import Path
 
 import numpy as np
