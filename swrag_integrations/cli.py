@@ -91,7 +91,13 @@ def _open_index(args: argparse.Namespace, *, must_exist: bool):
 
 
 def _load_llm(args: argparse.Namespace):
+    import warnings
+
     from .llm import load_llama3
+
+    # Third-party noise on every load (the fallback warning of ours stays visible).
+    warnings.filterwarnings("ignore", message="transformers.deepspeed module is deprecated")
+    warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
 
     print(f"loading the LLM ({args.model or 'bundled SmolLM2-135M-Instruct'}, {args.low_bit}, {args.device})...", file=sys.stderr)
     return load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens)
