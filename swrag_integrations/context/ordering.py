@@ -180,20 +180,20 @@ class DiversityReranker(BaseReranker):
             raise ValueError(f"lambda_mult must be in [0, 1], got {value}")
         return value
 
-    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+    def _vectors(self, query: str, documents: Sequence[Document]) -> tuple[Any, Any]:
+        """Unit document vectors and the unit query vector."""
         docs = unit_normalize(self.embeddings.embed_documents([d.page_content for d in documents]))
-        q = unit_normalize(self.embeddings.embed_query(query))[0]
+        return docs, unit_normalize(self.embeddings.embed_query(query))[0]
+
+    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+        docs, q = self._vectors(query, documents)
         return [float(x) for x in docs @ q]
 
     def rerank(self, query: str, documents: Sequence[Document], top_n: int | None = None) -> list[Document]:
-        _check_top_n(top_n)
-        documents = list(documents)
+        documents = self._checked(query, documents, top_n)
         if not documents:
             return []
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
-        vectors = unit_normalize(self.embeddings.embed_documents([d.page_content for d in documents]))
-        q = unit_normalize(self.embeddings.embed_query(query))[0]
+        vectors, q = self._vectors(query, documents)
         limit = top_n if top_n is not None else self.top_n
         if self.strategy == "greedy":
             order = greedy_diversity_order(q, vectors, limit)

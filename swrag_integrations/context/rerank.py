@@ -85,14 +85,19 @@ class BaseReranker(BaseDocumentCompressor, ABC):
     def score(self, query: str, documents: Sequence[Document]) -> list[float]:
         """One relevance score per document (higher is better)."""
 
-    def rerank(self, query: str, documents: Sequence[Document], top_n: int | None = None) -> list[Document]:
-        """Documents best first with ``relevance_score`` / ``rerank_rank`` metadata."""
+    def _checked(self, query: str, documents: Sequence[Document], top_n: int | None) -> list[Document]:
+        """Validate a rerank call; the documents as a list (empty: nothing to rank)."""
         _check_top_n(top_n)
         documents = list(documents)
+        if documents and (not isinstance(query, str) or not query.strip()):
+            raise ValueError("query must be a non-empty string")
+        return documents
+
+    def rerank(self, query: str, documents: Sequence[Document], top_n: int | None = None) -> list[Document]:
+        """Documents best first with ``relevance_score`` / ``rerank_rank`` metadata."""
+        documents = self._checked(query, documents, top_n)
         if not documents:
             return []
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
         scores = self.score(query, documents)
         if len(scores) != len(documents):
             raise ValueError(f"score() returned {len(scores)} scores for {len(documents)} documents")
