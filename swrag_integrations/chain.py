@@ -6,7 +6,6 @@ Both use the method's prompt, in Chinese for Chinese questions.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Sequence
 
 from langchain_core.documents import Document
@@ -14,16 +13,17 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel, RunnablePassthrough
 
+from ._lang import contains_cjk
+
 __all__ = ["PROMPT_EN", "PROMPT_ZH", "prompt_for", "format_context", "build_rag_chain", "build_query_engine"]
 
 PROMPT_EN = "Answer the question based on the following context: {context}; the question is {question}"
 PROMPT_ZH = "请根据以下上下文回答问题：{context}；问题是：{question}"
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def prompt_for(question: str) -> str:
     """The method's prompt template, Chinese when the question contains CJK characters."""
-    return PROMPT_ZH if _CJK.search(question or "") else PROMPT_EN
+    return PROMPT_ZH if contains_cjk(question or "") else PROMPT_EN
 
 
 def format_context(docs: Sequence[Document]) -> str:

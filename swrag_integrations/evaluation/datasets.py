@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from .._lang import contains_cjk
+
 __all__ = [
     "Example",
     "Source",
@@ -90,7 +92,7 @@ def _language(row: dict) -> str:
     if lang:
         return str(lang).lower()
     text = str(row.get("input", "")) + str(row.get("context", ""))[:200]
-    return "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
+    return "zh" if contains_cjk(text) else "en"
 
 
 def load_examples(path: str | Path, limit: int | None = None) -> list[Example]:

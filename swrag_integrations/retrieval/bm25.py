@@ -29,6 +29,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
+from .._lang import HAN, contains_cjk
+
 __all__ = [
     "tokenize",
     "contains_cjk",
@@ -40,11 +42,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Han ideographs (CJK unified, extension A, compatibility, extensions B+).
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
-_HAN_RUN = re.compile(f"[{_HAN}]+")
-_WORD_CHAR = f"[^\\W_{_HAN}]"
-_TOKEN = re.compile(f"([{_HAN}]+)|({_WORD_CHAR}+(?:['’]{_WORD_CHAR}+)*)")
+_WORD_CHAR = f"[^\\W_{HAN}]"
+_TOKEN = re.compile(f"([{HAN}]+)|({_WORD_CHAR}+(?:['’]{_WORD_CHAR}+)*)")
 _WORDLIKE = re.compile(r"[^\W_]")
 
 ENGLISH_STOPWORDS = frozenset(
@@ -73,11 +72,6 @@ def _get_jieba():
                 jieba.initialize()
                 _jieba = jieba
     return _jieba
-
-
-def contains_cjk(text: str) -> bool:
-    """True if ``text`` holds at least one Han character."""
-    return _HAN_RUN.search(text) is not None
 
 
 def tokenize(text: str, *, stopwords: bool | Iterable[str] = True) -> list[str]:
