@@ -271,14 +271,12 @@ def _decode(raw: bytes, path: Path, encoding: str | None, errors: str) -> str:
     bom = _bom(raw)
     wide = bom is not None and bom[1] != "UTF-8"
     if encoding is not None:
-        if _codec_name(encoding) == "utf-8":
-            encoding = "utf-8-sig"
         wide = wide or _is_wide_unicode(encoding)
     if not wide and _looks_binary(raw):
         raise _Skip("binary file", _binary_hint(raw))
 
     if encoding is not None:
-        candidates = [encoding]
+        candidates = ["utf-8-sig" if _codec_name(encoding) == "utf-8" else encoding]  # strip a UTF-8 BOM
         label = encoding
     elif bom is not None:
         candidates = [bom[0]]
@@ -306,7 +304,7 @@ def _decode(raw: bytes, path: Path, encoding: str | None, errors: str) -> str:
             )
         return text
     if encoding is not None:
-        raise _Skip(f"not {encoding} text",
+        raise _Skip(f"not {label} text",
                     "check the encoding, or pass errors='replace' to replace undecodable bytes")
     if bom is not None:
         raise _Skip("binary file", f"starts with a {label} byte-order mark but is not valid {label}")
