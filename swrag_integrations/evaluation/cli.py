@@ -7,16 +7,19 @@ Use :func:`add_arguments` + :func:`run_from_args` to mount it as a subcommand, o
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import re
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .context import DEFAULT_BUDGET
-from .pipelines import DEFAULT_STEPS, STRATEGIES
-from .runner import DEFAULT_WINDOWS, load_llm, make_grid, parse_steps, run_eval
+from .datasets import load_examples
+from .pipelines import DEFAULT_STEPS, STRATEGIES, EvalConfig
+from .runner import DEFAULT_WINDOWS, _make_steps, load_llm, make_grid, parse_steps, run_eval
 
-__all__ = ["add_arguments", "build_parser", "run_from_args", "main"]
+__all__ = ["add_arguments", "build_parser", "run_from_args", "main", "check_llm_spec", "load_llm_arg"]
 
 DEFAULT_STRATEGIES = "ffs,dfs,dds,rcs"
 EPILOG = """\
@@ -101,9 +104,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"context budget in cl100k tokens, same for every configuration (default: {DEFAULT_BUDGET})")
     parser.add_argument("--k", type=_positive, default=None,
                         help="cap on ranked chunks assembled (default: fill the budget; stock retrievers fetch 20)")
-    parser.add_argument("--llm", default="default",
-                        help="'default' (local model, swrag_integrations.llm.load_llama3), 'fake:A|B' "
-                             "(FakeListLLM) or 'module:factory'")
+    parser.add_argument("--llm", default="default", metavar="SPEC",
+                        help="the LLM for answers, query variants, --rerank llm and headers: 'default' (the local "
+                             "model, swrag_integrations.llm.load_llama3), 'fake:A|B' (FakeListLLM with canned "
+                             "answers) or 'module:factory', which IMPORTS the Python module and RUNS factory() "
+                             "(arbitrary code: only name code you trust); it must return a LangChain LLM, chat "
+                             "model or Runnable. Not loaded with --retrieval-only unless a step needs it")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     parser.add_argument("--bootstrap", type=_positive, default=1000, help="bootstrap resamples (default: 1000)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -145,19 +151,113 @@ def build_parser() -> argparse.ArgumentParser:
     return add_arguments(parser)
 
 
-def run_from_args(args: argparse.Namespace) -> int:
-    """Run the grid described by parsed ``args``; prints where the results went."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def check_llm_spec(spec: str | None) -> str:
+    """Check the syntax of an ``--llm`` value without importing or running anything.
+
+    Returns:
+        ``"default"``, ``"fake"`` or ``"factory"``.
+
+    Raises:
+        ValueError: not ``default``, ``fake:...`` or ``module:factory``.
+    """
+    spec = spec or "default"
+    if spec == "default":
+        return "default"
+    if spec.startswith("fake:"):
+        return "fake"
+    module, sep, attr = spec.partition(":")
+    if sep and _DOTTED.match(module) and _DOTTED.match(attr):
+        return "factory"
+    raise ValueError(f"--llm {spec!r}: use 'default', 'fake:ANSWER|ANSWER' or 'module:factory' "
+                     "(a dotted module path, a colon and a callable in it, e.g. mypkg.llms:make_llm)")
+
+
+def load_llm_arg(spec: str | None) -> Any:
+    """The LLM named by an ``--llm`` value; every failure is a ``ValueError``/``TypeError`` naming ``--llm``.
+
+    ``module:factory`` imports ``module`` and calls ``factory()`` (it runs that code);
+    the result (or its ``as_langchain()``) must be a LangChain ``Runnable`` such as an
+    LLM or chat model. ``default`` and ``fake:...`` go to :func:`~.runner.load_llm`.
+
+    Raises:
+        ValueError: bad syntax, the module cannot be imported, it has no such
+            attribute, or importing / calling it raised.
+        TypeError: the attribute is not callable or did not return an LLM.
+    """
+    kind = check_llm_spec(spec)
+    if kind != "factory":
+        return load_llm(spec)
+    module_name, _, attr = str(spec).partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"--llm {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+    except Exception as exc:  # the module's own code failed
+        raise ValueError(f"--llm {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") from exc
+    factory: Any = module
+    for part in attr.split("."):
+        try:
+            factory = getattr(factory, part)
+        except AttributeError:
+            raise ValueError(f"--llm {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
+    if not callable(factory):
+        raise TypeError(f"--llm {spec!r}: {attr!r} is a {type(factory).__name__}, not a callable factory")
+    try:
+        llm = factory()
+    except Exception as exc:
+        raise ValueError(f"--llm {spec!r}: {attr}() raised {type(exc).__name__}: {exc}") from exc
+    if hasattr(llm, "as_langchain"):
+        try:
+            llm = llm.as_langchain()
+        except Exception as exc:
+            raise ValueError(f"--llm {spec!r}: as_langchain() of the factory's result raised "
+                             f"{type(exc).__name__}: {exc}") from exc
+    from langchain_core.runnables import Runnable
+
+    if not isinstance(llm, Runnable):
+        raise TypeError(f"--llm {spec!r}: {attr}() returned {type(llm).__name__}, not a LangChain LLM, chat model "
+                        "or Runnable (nor an object with as_langchain())")
+    return llm
+
+
+def _validate(args: argparse.Namespace) -> list[EvalConfig]:
+    """Check every input and option (no model or ``--llm`` code is loaded); returns the grid."""
+    check_llm_spec(args.llm)
     for path in args.data:
         if not Path(path).is_file():
             raise FileNotFoundError(f"no such dataset file: {path}")
+        try:
+            load_examples(path)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 JSONL ({exc.reason} at byte {exc.start})") from None
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a directory")
     configs = make_grid(
         args.strategies, args.windows, args.steps or [], unit=args.unit,
         multi_query=(False, True) if args.multi_query else False,
     )
+    steps = _make_steps(None, args.diversity, args.litm, args.rse, args.rerank, args.contextual,
+                        args.autocontext, args.step_pool)
+    for config in configs:
+        steps.check(config.strategy)
+    return configs
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run the grid described by parsed ``args``; prints where the results went.
+
+    Every dataset file and option is checked before the LLM is loaded, so a typo
+    fails at once and ``--llm module:factory`` code only runs for a valid run.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    configs = _validate(args)
     need_llm = (not args.retrieval_only or args.multi_query or args.rerank == "llm"
                 or args.contextual or args.autocontext)
-    llm = load_llm(args.llm) if need_llm else None
+    llm = load_llm_arg(args.llm) if need_llm else None
     rows = run_eval(
         args.data, configs, args.out,
         mode="corpus" if args.corpus else "document",
