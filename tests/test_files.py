@@ -449,3 +449,47 @@ def test_result_lists_files_and_roots_for_vanished_file_detection(tmp_path):
     assert result.roots == [folder.resolve(), single.resolve(), (folder / "keep.txt").resolve()]
     assert result.files == [(folder / "bad.txt").resolve(), (folder / "keep.txt").resolve(), single.resolve()]
     assert texts(result) == ["keep", "single"]  # keep.txt given twice: loaded once
+
+
+def test_vanished_sources_are_those_gone_from_under_the_roots(tmp_path):
+    kb = tmp_path / "kb"
+    (kb / "sub").mkdir(parents=True)
+    (kb / "keep.txt").write_text("keep", encoding="utf-8")
+    (kb / "sub" / "deep.txt").write_text("deep", encoding="utf-8")
+    (kb / ".hidden").mkdir()
+    (kb / ".hidden" / "h.txt").write_text("h", encoding="utf-8")
+    elsewhere = tmp_path / "other" / "gone.txt"
+    indexed = [str((kb / name).resolve()) for name in ("keep.txt", "deleted.txt", "sub/deep.txt", ".hidden/h.txt",
+                                                       "sub/renamed.md")] + [str(elsewhere)]
+    result, _ = load(kb)
+    assert result.vanished(indexed) == [indexed[1], indexed[4]]  # not under the roots: not judged
+    shallow, _ = load(kb, recursive=False)
+    assert shallow.vanished(indexed) == [indexed[1], indexed[4]]  # sub/deep.txt still exists
+
+
+def test_gb18030_bytes_that_are_not_plausible_chinese_get_a_gb18030_hint(tmp_path):
+    (tmp_path / "name.txt").write_bytes("张喆".encode("gb18030"))  # 喆 lies outside GB2312
+    result, _ = load(tmp_path)
+    assert skip_reasons(result) == [("name.txt", "not UTF-8 text")]
+    assert result.skipped[0].hint.endswith("if it is Chinese, pass encoding='gb18030' (CLI: --encoding gb18030)")
+    assert texts(load(tmp_path, encoding="gb18030")[0]) == ["张喆"]
+
+
+def test_unreadable_sub_folder_is_skipped_and_its_files_do_not_look_vanished(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("a", encoding="utf-8")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "inside.txt").write_text("inside", encoding="utf-8")
+    real_scandir = os.scandir
+
+    def scandir(path):  # root ignores the mode bits: refuse like the OS would
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(files_mod.os, "scandir", scandir)
+    result, messages = load(tmp_path)
+    assert texts(result) == ["a"]
+    assert result.skipped == [SkippedFile(locked.resolve(), "unreadable folder", "permission denied")]
+    assert len(messages) == 1 and "locked" in messages[0]
+    assert result.vanished([str((locked / "inside.txt").resolve())]) == []

@@ -131,9 +131,10 @@ class LoadResult:
         skipped: the files (and unreadable folders) that were not loaded.
         files: every file with a supported suffix that was considered, loaded or
             skipped, resolved and without duplicates. An indexed source under one of
-            ``roots`` that is not in ``files`` has vanished (deleted or renamed). A
-            skipped file *is* in ``files``, so a file that failed to load this time
-            (say, it is briefly unreadable) does not look deleted.
+            ``roots`` that is not in ``files`` may have vanished (deleted or renamed);
+            :meth:`vanished` makes that test safely. A skipped file *is* in ``files``,
+            so a file that failed to load this time (say, it is briefly unreadable)
+            does not look deleted.
         roots: the given paths, resolved, in the given order.
     """
 
@@ -141,6 +142,31 @@ class LoadResult:
     skipped: list[SkippedFile] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     roots: list[Path] = field(default_factory=list)
+
+    def vanished(self, sources: Iterable[str | os.PathLike[str]]) -> list[str]:
+        """The ``sources`` (e.g. of an index) whose file is gone from under the roots.
+
+        A source counts as vanished when it is one of :attr:`roots` or lies under
+        one, was not considered in this load (not in :attr:`files`), and no longer
+        exists. The existence check keeps what this load could not see: files in an
+        unreadable, hidden or symlinked folder, or below a folder walked with
+        ``recursive=False``.
+
+        Args:
+            sources: ``metadata["source"]`` values (resolved path strings).
+
+        Returns:
+            The vanished sources as strings, in the given order.
+        """
+        considered = {str(path) for path in self.files}
+        gone = []
+        for source in sources:
+            path = Path(source)
+            if str(path) in considered or not any(path == root or path.is_relative_to(root) for root in self.roots):
+                continue
+            if not os.path.lexists(path):
+                gone.append(os.fspath(source))
+        return gone
 
 
 class _Skip(Exception):
@@ -284,12 +310,14 @@ def _decode(raw: bytes, path: Path, encoding: str | None, errors: str) -> str:
     else:
         candidates = ["utf-8", "gb18030"]
         label = "UTF-8"
+    gb_possible = False
     for codec in candidates:
         try:
             text = raw.decode(codec)
         except UnicodeDecodeError:
             continue
-        if codec == "gb18030" and not _plausible_gb(raw):
+        if encoding is None and codec == "gb18030" and not _plausible_gb(raw):
+            gb_possible = True
             continue
         return text
 
@@ -309,6 +337,9 @@ def _decode(raw: bytes, path: Path, encoding: str | None, errors: str) -> str:
     if bom is not None:
         raise _Skip("binary file", f"starts with a {label} byte-order mark but is not valid {label}")
     hint = _encoding_hint(raw)
+    if gb_possible:
+        gb_hint = "if it is Chinese, pass encoding='gb18030' (CLI: --encoding gb18030)"
+        hint = f"{hint}; {gb_hint}" if hint else gb_hint
     if hint is None:
         raise _Skip("binary file", "no text encoding fits")
     raise _Skip("not UTF-8 text", hint)
