@@ -557,7 +557,10 @@ def load_files(
     not followed (no loops); symlinked files are read (``source`` is the target's
     path). A dangling symlink, an unreadable file or folder, or a FIFO/socket/device
     inside a folder is skipped with a warning: one bad entry never aborts a folder.
-    A file reached twice (given twice, or through a symlink) is loaded once.
+    A file reached twice (given twice, or through a symlink) is loaded once. Paths
+    given explicitly are read even when hidden or a symlinked folder; a given file
+    that exists but cannot be read (binary, unreadable, a FIFO...) is skipped like
+    one found in a folder, not raised.
 
     Each skipped file gives one :class:`LoadWarning` naming the file and the reason,
     is listed in :attr:`LoadResult.skipped`, and is passed to ``on_skip``.
