@@ -30,7 +30,8 @@ start: a window never cuts a character, so chunks never contain U+FFFD.
 
 Delimiters are found by one left-to-right scan of the text with the alternatives tried
 longest first (``re.finditer`` semantics): with the defaults, ``"\\n\\n"`` is one
-delimiter, not two ``"\\n"``. The set of delimiter *ends* drives both DFS and DDS.
+delimiter, not two ``"\\n"``. A delimiter matches only where all of it is in the text.
+The set of delimiter *ends* drives both DFS and DDS.
 """
 
 from __future__ import annotations
@@ -255,13 +256,17 @@ class _Delimiters:
             for byte in first_bytes[1:]:
                 is_first |= raw == byte
             cand = np.flatnonzero(is_first)
-            padded = np.concatenate((raw[cand.min() :] if cand.size else raw[:0], np.zeros(longest, dtype=np.uint8)))
-            offset = int(cand.min()) if cand.size else 0
+            offset = int(cand[0]) if cand.size else 0
+            # Zero padding keeps the reads below in bounds; the padding itself never
+            # matches, because a delimiter only counts where all its bytes are in the text.
+            padded = np.concatenate((raw[offset:], np.zeros(longest, dtype=np.uint8)))
+            rel = cand - offset
+            room = raw.size - cand  # bytes of text from each candidate on
             best = np.zeros(cand.size, dtype=np.int64)
             for delim in self.literals:  # longest first: keep the first that matches
-                hit = best == 0
+                hit = (best == 0) & (room >= len(delim))
                 for k, byte in enumerate(delim):
-                    hit &= padded[cand - offset + k] == byte
+                    hit &= padded[rel + k] == byte
                 best[hit] = len(delim)
             keep = best > 0
             cand, best = cand[keep], best[keep]
