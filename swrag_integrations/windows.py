@@ -31,7 +31,11 @@ start: a window never cuts a character, so chunks never contain U+FFFD.
 Delimiters are found by one left-to-right scan of the text with the alternatives tried
 longest first (``re.finditer`` semantics): with the defaults, ``"\\n\\n"`` is one
 delimiter, not two ``"\\n"``. A delimiter matches only where all of it is in the text.
-The set of delimiter *ends* drives both DFS and DDS.
+Regular-expression delimiters (``is_delimiter_regex=True``) are tried in the given order,
+each with its own groups (a backreference keeps its meaning when several are given), and
+each must consume at least one character: one that can match the empty string (a
+lookaround, ``\\b``, ``x*``) would find no delimiter, so it is rejected. The set of
+delimiter *ends* drives both DFS and DDS.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from re import _parser as _re_parser  # the parser behind re.compile (width, group references)
 from typing import Iterator, Literal, NamedTuple, Sequence
 
 import numpy as np
@@ -202,13 +207,56 @@ def count_units(text: str, unit: Unit = "token", encoding_name: str = DEFAULT_EN
 # ----------------------------------------------------------------------- delimiters
 
 
+@lru_cache(maxsize=256)
+def _regex_shape(pattern: re.Pattern) -> tuple[int, bool]:
+    """``(minimum match width, whether it refers to a group)`` of a compiled str pattern.
+
+    A reference is a backreference or a group conditional, numbered or named; both
+    facts come from the parse tree ``re.compile`` itself builds.
+    """
+    tree = _re_parser.parse(pattern.pattern, pattern.flags)
+    refers, stack = False, [tree]
+    while stack and not refers:
+        node = stack.pop()
+        if isinstance(node, _re_parser.SubPattern):
+            for op, av in node.data:
+                refers = refers or op in (_re_parser.GROUPREF, _re_parser.GROUPREF_EXISTS)
+                stack.append(av)
+        elif isinstance(node, (tuple, list)):
+            stack.extend(node)
+    return tree.getwidth()[0], refers
+
+
+def _check_delimiter_pattern(pattern: re.Pattern) -> re.Pattern:
+    """A regex delimiter must match text (str) and consume at least one character."""
+    if not isinstance(pattern.pattern, str):
+        raise TypeError(f"delimiters must be a str pattern, got a {type(pattern.pattern).__name__} pattern: {pattern!r}")
+    if _regex_shape(pattern)[0] == 0:
+        raise ValueError(
+            f"delimiters: {pattern.pattern!r} can match the empty string (a lookaround, \\b, ^, x*, ...), "
+            "and empty matches are no delimiter; a delimiter must consume at least one character, "
+            "e.g. r'\\.' instead of r'(?=\\.)'"
+        )
+    return pattern
+
+
 class _Delimiters:
-    """Finds delimiter ends: the ends of the left-to-right, longest-first matches."""
+    """Finds delimiter ends: the ends of the left-to-right, longest-first matches.
+
+    Literal strings are scanned with numpy (or one escaped alternation, longest first);
+    regular expressions with one alternation ``(?:r1)|(?:r2)|...`` tried in order. When
+    joining would change their meaning (a backreference or group conditional would be
+    renumbered, a group name repeated, an inline global flag moved) the regular
+    expressions are compiled separately and scanned as that same alternation
+    (:meth:`_alternation_ends`), so each keeps its own groups.
+    """
 
     def __init__(self, delimiters: Sequence[str] | re.Pattern | str, is_regex: bool):
         self.literals: tuple[bytes, ...] | None = None
+        self.alternatives: tuple[re.Pattern, ...] | None = None
+        self.pattern: re.Pattern | None
         if isinstance(delimiters, re.Pattern):
-            self.pattern = delimiters
+            self.pattern = _check_delimiter_pattern(delimiters)
             return
         if isinstance(delimiters, str):
             delimiters = [delimiters]
@@ -221,17 +269,29 @@ class _Delimiters:
             if item == "":
                 raise ValueError("delimiters must not contain the empty string")
         if is_regex:
-            body = "|".join(f"(?:{item})" for item in items)
-        else:
-            # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
-            ordered = sorted(set(items), key=len, reverse=True)
-            body = "|".join(re.escape(item) for item in ordered)
-            if not any(_SURROGATE.search(item) for item in ordered):
-                self.literals = tuple(sorted({i.encode("utf-8") for i in ordered}, key=len, reverse=True))
-        try:
-            self.pattern = re.compile(body)
-        except re.error as exc:
-            raise ValueError(f"delimiters do not form a valid regular expression: {exc}") from exc
+            compiled = []
+            for item in items:
+                try:
+                    compiled.append(_check_delimiter_pattern(re.compile(item)))
+                except re.error as exc:
+                    raise ValueError(f"delimiters: {item!r} is not a valid regular expression: {exc}") from exc
+            try:
+                joined: re.Pattern | None = re.compile("|".join(f"(?:{item})" for item in items))
+            except re.error:  # e.g. a group name used twice, or a global flag such as (?i)
+                joined = None
+            if joined is not None and (len(items) == 1 or not any(_regex_shape(p)[1] for p in compiled)):
+                self.pattern = joined
+            elif len(items) == 1:
+                self.pattern = compiled[0]
+            else:
+                self.pattern = None
+                self.alternatives = tuple(compiled)
+            return
+        # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
+        ordered = sorted(set(items), key=len, reverse=True)
+        self.pattern = re.compile("|".join(re.escape(item) for item in ordered))
+        if not any(_SURROGATE.search(item) for item in ordered):
+            self.literals = tuple(sorted({i.encode("utf-8") for i in ordered}, key=len, reverse=True))
 
     def ends(self, text: str) -> np.ndarray:
         """Sorted end offsets of the delimiter matches (left-to-right, non-overlapping)."""
@@ -241,7 +301,34 @@ class _Delimiters:
                 return _leftmost_longest(starts, ends)
             except UnicodeEncodeError:  # lone surrogates: use the regular expression
                 pass
+        if self.alternatives is not None:
+            return np.array(self._alternation_ends(text), dtype=np.int64)
+        assert self.pattern is not None
         return np.fromiter((m.end() for m in self.pattern.finditer(text) if m.end() > m.start()), dtype=np.int64)
+
+    def _alternation_ends(self, text: str) -> list[int]:
+        """Ends of ``re.finditer`` over the alternation of ``self.alternatives``, each with its own groups.
+
+        At each position the first alternative that matches wins, as in one alternation:
+        the next match is the leftmost of every alternative's next match, ties going to
+        the earlier alternative. An alternative is searched again only when the scan has
+        passed the start of its pending match (no alternative matches the empty string).
+        """
+        assert self.alternatives is not None
+        pending = [p.search(text) for p in self.alternatives]
+        out: list[int] = []
+        pos = 0
+        while True:
+            best = None
+            for i, match in enumerate(pending):
+                if match is not None and match.start() < pos:
+                    match = pending[i] = self.alternatives[i].search(text, pos)
+                if match is not None and (best is None or match.start() < best.start()):
+                    best = match
+            if best is None:
+                return out
+            pos = best.end()
+            out.append(pos)
 
     def _longest_at_each_start(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """For every position where a literal delimiter starts: (start, end of the longest)."""
