@@ -36,11 +36,17 @@ each with its own groups (a backreference keeps its meaning when several are giv
 each must consume at least one character: one that can match the empty string (a
 lookaround, ``\\b``, ``x*``) would find no delimiter, so it is rejected. The set of
 delimiter *ends* drives both DFS and DDS.
+
+Parameters are checked once, by :func:`check_parameter` (used by :class:`WindowConfig`
+and, before any coercion, by the LangChain and LlamaIndex adapters): ``window_size`` and
+``step`` are ints from 1 to :data:`MAX_UNITS` (``2**31 - 1``), so every offset is an
+exact ``int``; bad input raises ``TypeError``/``ValueError`` naming the parameter.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence as _SequenceABC
 from dataclasses import dataclass, field
 from functools import lru_cache
 from re import _parser as _re_parser  # the parser behind re.compile (width, group references)
@@ -51,6 +57,7 @@ import numpy as np
 __all__ = [
     "DEFAULT_DELIMITERS",
     "DEFAULT_ENCODING",
+    "MAX_UNITS",
     "STRATEGIES",
     "Span",
     "WindowConfig",
@@ -62,6 +69,7 @@ __all__ = [
     "chunk_metadata",
     "METADATA_KEYS",
     "get_encoding",
+    "check_parameter",
 ]
 
 Strategy = Literal["FFS", "DFS", "DDS"]
@@ -83,6 +91,10 @@ DEFAULT_DELIMITERS: tuple[str, ...] = (
     "，",
     "．",
 )
+
+# Largest window_size and step. Offsets are computed as int64 sums such as start + w
+# and k * s; with w, s < 2**31 every one of them is exact, so spans are exact ints.
+MAX_UNITS = 2**31 - 1
 
 _BATCH = 8192  # windows computed per vectorised batch
 _BLOCK_CHARS = 1 << 20  # characters encoded per tiktoken call in token mode
@@ -200,11 +212,26 @@ def count_units(text: str, unit: Unit = "token", encoding_name: str = DEFAULT_EN
     """Length of ``text`` in ``unit`` (characters, or tiktoken tokens)."""
     if unit == "char":
         return len(text)
-    _check_unit(unit)
+    _check_unit("unit", unit)
     return len(get_encoding(encoding_name).encode_ordinary(text))
 
 
 # ----------------------------------------------------------------------- delimiters
+
+
+def _delimiter_items(delimiters: object) -> list[str]:
+    """``delimiters`` (a str or a sequence of str) as a list; TypeError for anything else."""
+    if isinstance(delimiters, str):
+        return [delimiters]
+    if isinstance(delimiters, (bytes, bytearray, memoryview)) or not isinstance(delimiters, _SequenceABC):
+        raise TypeError(
+            "delimiters must be a str, a list or tuple of str, or a compiled re.Pattern, "
+            f"got {type(delimiters).__name__}"
+        )
+    for index, item in enumerate(delimiters):
+        if not isinstance(item, str):
+            raise TypeError(f"delimiters must be strings, got {type(item).__name__} at index {index}: {item!r}")
+    return list(delimiters)
 
 
 @lru_cache(maxsize=256)
@@ -258,16 +285,11 @@ class _Delimiters:
         if isinstance(delimiters, re.Pattern):
             self.pattern = _check_delimiter_pattern(delimiters)
             return
-        if isinstance(delimiters, str):
-            delimiters = [delimiters]
-        items = list(delimiters)
+        items = _delimiter_items(delimiters)
         if not items:
             raise ValueError("delimiters must not be empty for DFS/DDS")
-        for item in items:
-            if not isinstance(item, str):
-                raise TypeError(f"delimiters must be strings, got {type(item).__name__}")
-            if item == "":
-                raise ValueError("delimiters must not contain the empty string")
+        if "" in items:
+            raise ValueError("delimiters must not contain the empty string")
         if is_regex:
             compiled = []
             for item in items:
@@ -424,17 +446,78 @@ class _Measure:
 # ---------------------------------------------------------------------- the config
 
 
-def _check_positive_int(name: str, value: object) -> int:
+def _check_units(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
+    if value > MAX_UNITS:
+        raise ValueError(f"{name} must be <= {MAX_UNITS} (MAX_UNITS = 2**31 - 1, so offsets stay exact), got {value}")
     return int(value)
 
 
-def _check_unit(unit: object) -> None:
-    if unit not in ("token", "char"):
-        raise ValueError(f"unit must be 'token' or 'char', got {unit!r}")
+def _check_str(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value
+
+
+def _check_strategy(name: str, value: object) -> str:
+    if _check_str(name, value).upper() not in STRATEGIES:
+        raise ValueError(f"{name} must be one of {', '.join(STRATEGIES)}, got {value!r}")
+    return value.upper()  # type: ignore[union-attr]
+
+
+def _check_unit(name: str, value: object) -> str:
+    if _check_str(name, value) not in ("token", "char"):
+        raise ValueError(f"{name} must be 'token' or 'char', got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__}")
+    return bool(value)
+
+
+def _check_delimiters_type(name: str, value: object) -> object:
+    if isinstance(value, re.Pattern):
+        _check_delimiter_pattern(value)
+    elif value is not None:
+        _delimiter_items(value)
+    return value
+
+
+_CHECKS = {
+    "strategy": _check_strategy,
+    "window_size": _check_units,
+    "step": _check_units,
+    "unit": _check_unit,
+    "delimiters": _check_delimiters_type,
+    "is_delimiter_regex": _check_bool,
+    "encoding_name": _check_str,
+    "allow_gaps": _check_bool,
+}
+
+
+def check_parameter(name: str, value: object) -> object:
+    """Validate one :class:`WindowConfig` parameter; return it normalised.
+
+    The one definition of a valid parameter: :class:`WindowConfig` calls it for every
+    field, and the adapters call it on the user's values before any coercion (pydantic
+    would turn ``"8"`` into ``8``), so every entry point accepts the same values and
+    raises the same errors. ``window_size``/``step``: ``int`` (not ``bool``, ``float``
+    or ``str``), ``1 <= value <= MAX_UNITS``; ``strategy``: one of :data:`STRATEGIES`
+    (case-insensitive, returned upper-case); ``unit``: ``"token"`` or ``"char"``;
+    ``encoding_name``: ``str``; ``allow_gaps``/``is_delimiter_regex``: ``bool``;
+    ``delimiters``: ``None``, a ``str``, a sequence of ``str`` or a compiled ``str``
+    pattern that cannot match the empty string (strings are checked further when the
+    DFS/DDS delimiters are built: not empty, valid regular expressions).
+
+    Raises:
+        TypeError / ValueError naming the parameter; KeyError for an unknown name.
+    """
+    return _CHECKS[name](name, value)
 
 
 @dataclass(frozen=True)
@@ -443,18 +526,20 @@ class WindowConfig:
 
     Args:
         strategy: ``"FFS"``, ``"DFS"`` or ``"DDS"`` (case-insensitive).
-        window_size: ``w``, in ``unit``.
-        step: ``s``; in ``unit`` for FFS/DFS, in delimiters (units of text) for DDS.
+        window_size: ``w``, in ``unit``: an ``int`` from 1 to :data:`MAX_UNITS`.
+        step: ``s``; in ``unit`` for FFS/DFS, in delimiters (units of text) for DDS:
+            an ``int`` from 1 to :data:`MAX_UNITS`.
         unit: ``"token"`` (tiktoken) or ``"char"``.
-        delimiters: strings (or regular expressions with ``is_delimiter_regex``), or a
-            compiled pattern. Defaults to :data:`DEFAULT_DELIMITERS`.
+        delimiters: a string or a list/tuple of strings (regular expressions with
+            ``is_delimiter_regex``, each consuming at least one character), or a
+            compiled ``str`` pattern. Defaults to :data:`DEFAULT_DELIMITERS`.
         is_delimiter_regex: treat ``delimiters`` as regular expressions.
         encoding_name: tiktoken encoding for ``unit="token"``.
         allow_gaps: permit FFS/DFS ``step > window_size`` (text between windows is
             then not in any window) and the literal DDS step.
 
     Raises:
-        ValueError / TypeError naming the offending parameter.
+        ValueError / TypeError naming the offending parameter (see :func:`check_parameter`).
     """
 
     strategy: str = "DDS"
@@ -468,12 +553,8 @@ class WindowConfig:
     _delims: _Delimiters | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.strategy, str) or self.strategy.upper() not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        object.__setattr__(self, "strategy", self.strategy.upper())
-        _check_positive_int("window_size", self.window_size)
-        _check_positive_int("step", self.step)
-        _check_unit(self.unit)
+        for name in _CHECKS:  # in field order, so the first bad field is the one reported
+            object.__setattr__(self, name, check_parameter(name, getattr(self, name)))
         if self.strategy in ("FFS", "DFS") and self.step > self.window_size and not self.allow_gaps:
             raise ValueError(
                 f"step ({self.step}) > window_size ({self.window_size}) would leave text "

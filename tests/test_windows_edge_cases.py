@@ -1,13 +1,15 @@
-"""Edge cases of the core's input: delimiter scans at the end of the text, and
-regular-expression delimiters that cannot be joined naively or match the empty string."""
+"""Edge cases of the core's input: delimiter scans at the end of the text, huge windows,
+regular-expression delimiters that cannot be joined naively, and parameter types."""
 
 import re
 
+import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from swrag_integrations.windows import WindowConfig, _Delimiters, iter_windows
+from swrag_integrations import cli
+from swrag_integrations.windows import MAX_UNITS, WindowConfig, _Delimiters, check_parameter, iter_windows
 
 
 def ends(text, delimiters, regex=False):
@@ -41,6 +43,74 @@ def test_literal_delimiter_matches_only_inside_the_text(text, delimiter):
 def test_nul_delimiters_inside_the_text_still_match():
     assert ends("a\x00b\x00\x00c", ["\x00", "\x00\x00"]) == [2, 5]
     assert ends("x\x00x", ["x\x00"]) == [2]
+
+
+# --------------------------------------------------------------- window_size and step bounds
+
+
+@pytest.mark.parametrize("name", ["window_size", "step"])
+@pytest.mark.parametrize("value", [MAX_UNITS + 1, 2**32, 2**62, 2**63 - 1, 2**63, 99999999999999999999])
+def test_window_size_and_step_above_the_maximum_are_rejected(name, value):
+    params = {"strategy": "DDS", "window_size": 8, "step": 2, "unit": "char", name: value}
+    with pytest.raises(ValueError, match=rf"^{name} must be <= {MAX_UNITS} .*got {value}$"):
+        WindowConfig(**params)
+    with pytest.raises(ValueError, match=rf"{name} must be <= {MAX_UNITS}"):
+        list(iter_windows("abc", **params))
+
+
+@pytest.mark.parametrize("name", ["window_size", "step"])
+@pytest.mark.parametrize("value", [True, False, 4.0, 2.0**63, "4", np.float64(4), np.float32(4), np.bool_(True), None, [4]])
+def test_window_size_and_step_must_be_ints(name, value):
+    with pytest.raises(TypeError, match=rf"^{name} must be an int, got {type(value).__name__}$"):
+        WindowConfig(strategy="DDS", unit="char", **{name: value})
+
+
+@pytest.mark.parametrize("strategy", ["FFS", "DFS", "DDS"])
+@pytest.mark.parametrize("unit", ["char", "token"])
+def test_the_maximum_window_gives_exact_int_offsets(strategy, unit):
+    text = "Hello there. General Kenobi, 你好。" * 3
+    spans = list(iter_windows(text, strategy, MAX_UNITS, MAX_UNITS, unit=unit))
+    assert spans == [(0, len(text))]
+    assert all(type(a) is int and type(b) is int for a, b in spans)
+    small_step = list(iter_windows(text, strategy, MAX_UNITS, 1, unit=unit))
+    assert small_step[0] == (0, len(text)) and all(type(x) is int for span in small_step for x in span)
+    gaps = list(iter_windows(text, strategy, 1, MAX_UNITS, unit=unit, allow_gaps=True))
+    assert gaps and gaps[0][0] == 0 and all(type(x) is int for span in gaps for x in span)
+
+
+def test_numpy_ints_are_accepted_and_stored_as_ints():
+    config = WindowConfig("DDS", np.int64(8), np.int32(2), unit="char")
+    assert type(config.window_size) is int and type(config.step) is int
+    assert config == WindowConfig("DDS", 8, 2, unit="char")
+
+
+SIZES = st.one_of(st.integers(1, 12), st.integers(MAX_UNITS - 3, MAX_UNITS))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet="ab .,\n你。é🙂", max_size=60),
+    strategy=st.sampled_from(["FFS", "DFS", "DDS"]),
+    unit=st.sampled_from(["char", "token"]),
+    w=SIZES,
+    s=SIZES,
+)
+def test_spans_are_pairs_of_python_ints_for_any_valid_size(text, strategy, unit, w, s):
+    assume(strategy == "DDS" or s <= w)
+    spans = list(iter_windows(text, strategy, w, s, unit=unit))
+    covered = set()
+    for span in spans:
+        a, b = span
+        assert type(a) is int and type(b) is int
+        assert 0 <= a < b <= len(text)
+        covered.update(range(a, b))
+    assert covered == (set(range(len(text))) if text.strip() else set())
+
+
+def test_cli_split_with_a_huge_window_is_a_usage_error(capsys):
+    assert cli.main(["split", "--window", "99999999999999999999"]) == 2
+    err = capsys.readouterr().err
+    assert f"window_size must be <= {MAX_UNITS}" in err and "Traceback" not in err
 
 
 # ------------------------------------------------- regular expressions joined in one scan
@@ -130,3 +200,44 @@ def test_regex_delimiter_that_can_match_empty_is_rejected(pattern, strategy):
 def test_regex_delimiters_that_consume_are_accepted(pattern):
     WindowConfig("DDS", 8, 1, unit="char", delimiters=[pattern], is_delimiter_regex=True)
     WindowConfig("DFS", 8, 1, unit="char", delimiters=re.compile(pattern))
+
+
+# --------------------------------------------------------------------- delimiters: types
+
+
+BAD_DELIMITER_TYPES = [
+    (123, "got int"),
+    (1.5, "got float"),
+    (b". ", "got bytes"),
+    (bytearray(b". "), "got bytearray"),
+    ({". ", "!"}, "got set"),
+    ({". ": 1}, "got dict"),
+    (iter([". "]), "got list_iterator"),
+    ([". ", 1], "got int at index 1"),
+    ([b". "], "got bytes at index 0"),
+    ((re.compile(r"\."),), "got Pattern at index 0"),
+    ([None], "got NoneType at index 0"),
+    (re.compile(rb"\."), "be a str pattern, got a bytes pattern"),
+]
+
+
+@pytest.mark.parametrize("strategy", ["FFS", "DFS", "DDS"])
+@pytest.mark.parametrize("delimiters,message", BAD_DELIMITER_TYPES)
+def test_delimiters_of_the_wrong_type_raise_type_error(strategy, delimiters, message):
+    with pytest.raises(TypeError, match=rf"^delimiters must .*{re.escape(message)}"):
+        WindowConfig(strategy, 8, 1, unit="char", delimiters=delimiters)
+
+
+@pytest.mark.parametrize("delimiters", [". ", [". "], (". ", "!"), ["a|b"], re.compile(r"\. ")])
+def test_delimiters_of_the_right_type(delimiters):
+    assert list(iter_windows("a. b! c", "DDS", 2, 1, unit="char", delimiters=delimiters))
+
+
+def test_check_parameter_is_the_core_definition():
+    assert check_parameter("strategy", "dds") == "DDS"
+    assert check_parameter("window_size", np.int64(5)) == 5 and type(check_parameter("step", np.int16(5))) is int
+    assert check_parameter("allow_gaps", np.bool_(True)) is True
+    with pytest.raises(TypeError, match="strategy must be a str, got int"):
+        check_parameter("strategy", 1)
+    with pytest.raises(KeyError):
+        check_parameter("no_such_parameter", 1)
