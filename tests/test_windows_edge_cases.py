@@ -1,5 +1,6 @@
 """Edge cases of the core's input: delimiter scans at the end of the text, huge windows,
-regular-expression delimiters that cannot be joined naively, and parameter types."""
+regular-expression delimiters that cannot be joined naively, and parameter types checked
+the same way by the core, the LangChain splitters and the LlamaIndex node parsers."""
 
 import re
 
@@ -9,6 +10,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from swrag_integrations import cli
+from swrag_integrations.langchain import DynamicStepTextSplitter, DynamicWindowTextSplitter, FixedWindowTextSplitter
+from swrag_integrations.llama_index import DynamicStepNodeParser, DynamicWindowNodeParser, FixedWindowNodeParser
 from swrag_integrations.windows import MAX_UNITS, WindowConfig, _Delimiters, check_parameter, iter_windows
 
 
@@ -231,6 +234,92 @@ def test_delimiters_of_the_wrong_type_raise_type_error(strategy, delimiters, mes
 @pytest.mark.parametrize("delimiters", [". ", [". "], (". ", "!"), ["a|b"], re.compile(r"\. ")])
 def test_delimiters_of_the_right_type(delimiters):
     assert list(iter_windows("a. b! c", "DDS", 2, 1, unit="char", delimiters=delimiters))
+
+
+# ------------------------------------------------ the same checks for every entry point
+
+
+BAD_PARAMETERS = [
+    dict(window_size="8"),
+    dict(window_size=8.0),
+    dict(window_size=np.float64(8)),
+    dict(window_size=True),
+    dict(window_size=0),
+    dict(window_size=MAX_UNITS + 1),
+    dict(step=True),
+    dict(step="2"),
+    dict(step=2.0),
+    dict(step=-1),
+    dict(step=2**63),
+    dict(unit=1),
+    dict(unit="CHAR"),
+    dict(unit=None),
+    dict(encoding_name=3),
+    dict(encoding_name=None),
+    dict(allow_gaps="yes"),
+    dict(allow_gaps=1),
+    dict(allow_gaps=None),
+    dict(is_delimiter_regex="yes"),
+    dict(is_delimiter_regex=0),
+    dict(delimiters=123),
+    dict(delimiters=b". "),
+    dict(delimiters=[". ", 1]),
+    dict(delimiters=[r"x*"], is_delimiter_regex=True),
+]
+ADAPTERS = [
+    (FixedWindowTextSplitter, "FFS"),
+    (DynamicWindowTextSplitter, "DFS"),
+    (DynamicStepTextSplitter, "DDS"),
+    (FixedWindowNodeParser, "FFS"),
+    (DynamicWindowNodeParser, "DFS"),
+    (DynamicStepNodeParser, "DDS"),
+]
+
+
+def _core_error(strategy, params):
+    try:
+        WindowConfig(strategy=strategy, **params)
+    except (TypeError, ValueError) as exc:
+        return exc
+    return None
+
+
+@pytest.mark.parametrize("cls,strategy", ADAPTERS)
+@pytest.mark.parametrize("kwargs", BAD_PARAMETERS, ids=lambda kw: repr(kw))
+def test_adapters_reject_what_the_core_rejects_with_the_same_error(cls, strategy, kwargs):
+    params = {"window_size": 16, "step": 2, "unit": "char", **kwargs}
+    expected = _core_error(strategy, params)
+    if expected is None:  # FFS does not use delimiters: neither does the adapter check them
+        assert strategy == "FFS" and "is_delimiter_regex" in kwargs
+        cls(**params)
+        return
+    with pytest.raises(type(expected)) as raised:
+        cls(**params)
+    assert type(raised.value) is type(expected)  # not a pydantic ValidationError
+    assert str(raised.value) == str(expected)
+
+
+@pytest.mark.parametrize("cls,strategy", ADAPTERS[3:])
+def test_llama_index_from_defaults_checks_before_coercion(cls, strategy):
+    with pytest.raises(TypeError, match="window_size must be an int, got str"):
+        cls.from_defaults(window_size="64", step=2)
+    with pytest.raises(TypeError, match="step must be an int, got bool"):
+        cls.from_defaults(window_size=64, step=True)
+
+
+@pytest.mark.parametrize("cls,strategy", ADAPTERS)
+def test_adapters_accept_numpy_ints_and_delimiter_tuples(cls, strategy):
+    splitter = cls(window_size=np.int64(16), step=np.int32(2), unit="char", delimiters=(". ", "!"))
+    assert splitter.window_size == 16 and splitter.step == 2
+    text = "One two. Three four! Five six. Seven."
+    assert splitter.split_text(text) == [text[a:b] for a, b in iter_windows(text, strategy, 16, 2, unit="char", delimiters=(". ", "!"))]
+
+
+def test_llama_index_single_string_delimiter_and_compiled_pattern():
+    parser = DynamicStepNodeParser(window_size=2, step=1, unit="char", delimiters="|")
+    assert parser.delimiters == ["|"] and parser.split_text("a|b|c") == ["a|", "b|", "c"]
+    with pytest.raises(TypeError, match=r"delimiters of a LlamaIndex node parser must be strings.*\.pattern"):
+        DynamicStepNodeParser(window_size=2, step=1, unit="char", delimiters=re.compile(r"\|"))
 
 
 def test_check_parameter_is_the_core_definition():
