@@ -366,14 +366,13 @@ class _Delimiters:
                 is_first |= raw == byte
             cand = np.flatnonzero(is_first)
             offset = int(cand[0]) if cand.size else 0
-            # Zero padding keeps the reads below in bounds; the padding itself never
-            # matches, because a delimiter only counts where all its bytes are in the text.
-            padded = np.concatenate((raw[offset:], np.zeros(longest, dtype=np.uint8)))
+            # The padding keeps the reads below in bounds and never matches: 0xFF is
+            # not a UTF-8 byte, so a delimiter only matches where all of it is in the text.
+            padded = np.concatenate((raw[offset:], np.full(longest, 0xFF, dtype=np.uint8)))
             rel = cand - offset
-            room = raw.size - cand  # bytes of text from each candidate on
             best = np.zeros(cand.size, dtype=np.int64)
             for delim in self.literals:  # longest first: keep the first that matches
-                hit = (best == 0) & (room >= len(delim))
+                hit = best == 0
                 for k, byte in enumerate(delim):
                     hit &= padded[rel + k] == byte
                 best[hit] = len(delim)
