@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Dict, List, Optional, Sequence
 
 from llama_index.core.node_parser.interface import TextSplitter
@@ -21,7 +22,7 @@ from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
 from llama_index.core.utils import get_tqdm_iterable
 from pydantic import Field, PrivateAttr
 
-from .windows import DEFAULT_ENCODING, METADATA_KEYS, WindowConfig, chunk_metadata, iter_chunks
+from .windows import DEFAULT_ENCODING, METADATA_KEYS, WindowConfig, check_parameter, chunk_metadata, iter_chunks
 
 __all__ = [
     "SlidingWindowNodeParser",
@@ -33,6 +34,31 @@ __all__ = [
 
 def _with_keys(keys: List[str]) -> List[str]:
     return list(keys) + [k for k in METADATA_KEYS if k not in keys]
+
+
+_WINDOW_FIELDS = ("window_size", "step", "unit", "delimiters", "is_delimiter_regex", "encoding_name", "allow_gaps")
+
+
+def _checked(data: Dict[str, Any]) -> Dict[str, Any]:
+    """The window parameters in ``data`` validated by the core, before pydantic coerces them.
+
+    Without this, pydantic would accept ``window_size="8"``, ``8.0`` or ``step=True``,
+    which the core (and the LangChain splitters) reject: every entry point accepts the
+    same values and raises the same errors (:func:`~swrag_integrations.windows.check_parameter`).
+    """
+    data = dict(data)
+    for name in _WINDOW_FIELDS:
+        if name in data:
+            data[name] = check_parameter(name, data[name])
+    delimiters = data.get("delimiters")
+    if isinstance(delimiters, str):
+        data["delimiters"] = [delimiters]
+    elif isinstance(delimiters, re.Pattern):
+        raise TypeError(
+            "delimiters of a LlamaIndex node parser must be strings (the parser is serialised), "
+            "got a compiled re.Pattern; pass its .pattern with is_delimiter_regex=True"
+        )
+    return data
 
 
 class SlidingWindowNodeParser(TextSplitter):
@@ -51,7 +77,7 @@ class SlidingWindowNodeParser(TextSplitter):
     _config: WindowConfig = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
+        super().__init__(**_checked(data))
         self._config = WindowConfig(
             strategy=self.strategy,
             window_size=self.window_size,

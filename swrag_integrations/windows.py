@@ -30,14 +30,26 @@ start: a window never cuts a character, so chunks never contain U+FFFD.
 
 Delimiters are found by one left-to-right scan of the text with the alternatives tried
 longest first (``re.finditer`` semantics): with the defaults, ``"\\n\\n"`` is one
-delimiter, not two ``"\\n"``. The set of delimiter *ends* drives both DFS and DDS.
+delimiter, not two ``"\\n"``. A delimiter matches only where all of it is in the text.
+Regular-expression delimiters (``is_delimiter_regex=True``) are tried in the given order,
+each with its own groups (a backreference keeps its meaning when several are given), and
+each must consume at least one character: one that can match the empty string (a
+lookaround, ``\\b``, ``x*``) would find no delimiter, so it is rejected. The set of
+delimiter *ends* drives both DFS and DDS.
+
+Parameters are checked once, by :func:`check_parameter` (used by :class:`WindowConfig`
+and, before any coercion, by the LangChain and LlamaIndex adapters): ``window_size`` and
+``step`` are ints from 1 to :data:`MAX_UNITS` (``2**31 - 1``), so every offset is an
+exact ``int``; bad input raises ``TypeError``/``ValueError`` naming the parameter.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence as _SequenceABC
 from dataclasses import dataclass, field
 from functools import lru_cache
+from re import _parser as _re_parser  # the parser behind re.compile (width, group references)
 from typing import Iterator, Literal, NamedTuple, Sequence
 
 import numpy as np
@@ -45,6 +57,7 @@ import numpy as np
 __all__ = [
     "DEFAULT_DELIMITERS",
     "DEFAULT_ENCODING",
+    "MAX_UNITS",
     "STRATEGIES",
     "Span",
     "WindowConfig",
@@ -56,6 +69,7 @@ __all__ = [
     "chunk_metadata",
     "METADATA_KEYS",
     "get_encoding",
+    "check_parameter",
 ]
 
 Strategy = Literal["FFS", "DFS", "DDS"]
@@ -77,6 +91,10 @@ DEFAULT_DELIMITERS: tuple[str, ...] = (
     "，",
     "．",
 )
+
+# Largest window_size and step. Offsets are computed as int64 sums such as start + w
+# and k * s; with w, s < 2**31 every one of them is exact, so spans are exact ints.
+MAX_UNITS = 2**31 - 1
 
 _BATCH = 8192  # windows computed per vectorised batch
 _BLOCK_CHARS = 1 << 20  # characters encoded per tiktoken call in token mode
@@ -194,43 +212,108 @@ def count_units(text: str, unit: Unit = "token", encoding_name: str = DEFAULT_EN
     """Length of ``text`` in ``unit`` (characters, or tiktoken tokens)."""
     if unit == "char":
         return len(text)
-    _check_unit(unit)
+    _check_unit("unit", unit)
     return len(get_encoding(encoding_name).encode_ordinary(text))
 
 
 # ----------------------------------------------------------------------- delimiters
 
 
+def _delimiter_items(delimiters: object) -> list[str]:
+    """``delimiters`` (a str or a sequence of str) as a list; TypeError for anything else."""
+    if isinstance(delimiters, str):
+        return [delimiters]
+    if isinstance(delimiters, (bytes, bytearray, memoryview)) or not isinstance(delimiters, _SequenceABC):
+        raise TypeError(
+            "delimiters must be a str, a list or tuple of str, or a compiled re.Pattern, "
+            f"got {type(delimiters).__name__}"
+        )
+    for index, item in enumerate(delimiters):
+        if not isinstance(item, str):
+            raise TypeError(f"delimiters must be strings, got {type(item).__name__} at index {index}: {item!r}")
+    return list(delimiters)
+
+
+@lru_cache(maxsize=256)
+def _regex_shape(pattern: re.Pattern) -> tuple[int, bool]:
+    """``(minimum match width, whether it refers to a group)`` of a compiled str pattern.
+
+    A reference is a backreference or a group conditional, numbered or named; both
+    facts come from the parse tree ``re.compile`` itself builds.
+    """
+    tree = _re_parser.parse(pattern.pattern, pattern.flags)
+    refers, stack = False, [tree]
+    while stack and not refers:
+        node = stack.pop()
+        if isinstance(node, _re_parser.SubPattern):
+            for op, av in node.data:
+                refers = refers or op in (_re_parser.GROUPREF, _re_parser.GROUPREF_EXISTS)
+                stack.append(av)
+        elif isinstance(node, (tuple, list)):
+            stack.extend(node)
+    return tree.getwidth()[0], refers
+
+
+def _check_delimiter_pattern(pattern: re.Pattern) -> re.Pattern:
+    """A regex delimiter must match text (str) and consume at least one character."""
+    if not isinstance(pattern.pattern, str):
+        raise TypeError(f"delimiters must be a str pattern, got a {type(pattern.pattern).__name__} pattern: {pattern!r}")
+    if _regex_shape(pattern)[0] == 0:
+        raise ValueError(
+            f"delimiters: {pattern.pattern!r} can match the empty string (a lookaround, \\b, ^, x*, ...), "
+            "and empty matches are no delimiter; a delimiter must consume at least one character, "
+            "e.g. r'\\.' instead of r'(?=\\.)'"
+        )
+    return pattern
+
+
 class _Delimiters:
-    """Finds delimiter ends: the ends of the left-to-right, longest-first matches."""
+    """Finds delimiter ends: the ends of the left-to-right, longest-first matches.
+
+    Literal strings are scanned with numpy (or one escaped alternation, longest first);
+    regular expressions with one alternation ``(?:r1)|(?:r2)|...`` tried in order. When
+    joining would change their meaning (a backreference or group conditional would be
+    renumbered, a group name repeated, an inline global flag moved) the regular
+    expressions are compiled separately and scanned as that same alternation
+    (:meth:`_alternation_ends`), so each keeps its own groups.
+    """
 
     def __init__(self, delimiters: Sequence[str] | re.Pattern | str, is_regex: bool):
         self.literals: tuple[bytes, ...] | None = None
+        self.alternatives: tuple[re.Pattern, ...] | None = None
+        self.pattern: re.Pattern | None
         if isinstance(delimiters, re.Pattern):
-            self.pattern = delimiters
+            self.pattern = _check_delimiter_pattern(delimiters)
             return
-        if isinstance(delimiters, str):
-            delimiters = [delimiters]
-        items = list(delimiters)
+        items = _delimiter_items(delimiters)
         if not items:
             raise ValueError("delimiters must not be empty for DFS/DDS")
-        for item in items:
-            if not isinstance(item, str):
-                raise TypeError(f"delimiters must be strings, got {type(item).__name__}")
-            if item == "":
-                raise ValueError("delimiters must not contain the empty string")
+        if "" in items:
+            raise ValueError("delimiters must not contain the empty string")
         if is_regex:
-            body = "|".join(f"(?:{item})" for item in items)
-        else:
-            # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
-            ordered = sorted(set(items), key=len, reverse=True)
-            body = "|".join(re.escape(item) for item in ordered)
-            if not any(_SURROGATE.search(item) for item in ordered):
-                self.literals = tuple(sorted({i.encode("utf-8") for i in ordered}, key=len, reverse=True))
-        try:
-            self.pattern = re.compile(body)
-        except re.error as exc:
-            raise ValueError(f"delimiters do not form a valid regular expression: {exc}") from exc
+            compiled = []
+            for item in items:
+                try:
+                    compiled.append(_check_delimiter_pattern(re.compile(item)))
+                except re.error as exc:
+                    raise ValueError(f"delimiters: {item!r} is not a valid regular expression: {exc}") from exc
+            try:
+                joined: re.Pattern | None = re.compile("|".join(f"(?:{item})" for item in items))
+            except re.error:  # e.g. a group name used twice, or a global flag such as (?i)
+                joined = None
+            if joined is not None and (len(items) == 1 or not any(_regex_shape(p)[1] for p in compiled)):
+                self.pattern = joined
+            elif len(items) == 1:
+                self.pattern = compiled[0]
+            else:
+                self.pattern = None
+                self.alternatives = tuple(compiled)
+            return
+        # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
+        ordered = sorted(set(items), key=len, reverse=True)
+        self.pattern = re.compile("|".join(re.escape(item) for item in ordered))
+        if not any(_SURROGATE.search(item) for item in ordered):
+            self.literals = tuple(sorted({i.encode("utf-8") for i in ordered}, key=len, reverse=True))
 
     def ends(self, text: str) -> np.ndarray:
         """Sorted end offsets of the delimiter matches (left-to-right, non-overlapping)."""
@@ -240,7 +323,34 @@ class _Delimiters:
                 return _leftmost_longest(starts, ends)
             except UnicodeEncodeError:  # lone surrogates: use the regular expression
                 pass
+        if self.alternatives is not None:
+            return np.array(self._alternation_ends(text), dtype=np.int64)
+        assert self.pattern is not None
         return np.fromiter((m.end() for m in self.pattern.finditer(text) if m.end() > m.start()), dtype=np.int64)
+
+    def _alternation_ends(self, text: str) -> list[int]:
+        """Ends of ``re.finditer`` over the alternation of ``self.alternatives``, each with its own groups.
+
+        At each position the first alternative that matches wins, as in one alternation:
+        the next match is the leftmost of every alternative's next match, ties going to
+        the earlier alternative. An alternative is searched again only when the scan has
+        passed the start of its pending match (no alternative matches the empty string).
+        """
+        assert self.alternatives is not None
+        pending = [p.search(text) for p in self.alternatives]
+        out: list[int] = []
+        pos = 0
+        while True:
+            best = None
+            for i, match in enumerate(pending):
+                if match is not None and match.start() < pos:
+                    match = pending[i] = self.alternatives[i].search(text, pos)
+                if match is not None and (best is None or match.start() < best.start()):
+                    best = match
+            if best is None:
+                return out
+            pos = best.end()
+            out.append(pos)
 
     def _longest_at_each_start(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """For every position where a literal delimiter starts: (start, end of the longest)."""
@@ -255,13 +365,16 @@ class _Delimiters:
             for byte in first_bytes[1:]:
                 is_first |= raw == byte
             cand = np.flatnonzero(is_first)
-            padded = np.concatenate((raw[cand.min() :] if cand.size else raw[:0], np.zeros(longest, dtype=np.uint8)))
-            offset = int(cand.min()) if cand.size else 0
+            offset = int(cand[0]) if cand.size else 0
+            # The padding keeps the reads below in bounds and never matches: 0xFF is
+            # not a UTF-8 byte, so a delimiter only matches where all of it is in the text.
+            padded = np.concatenate((raw[offset:], np.full(longest, 0xFF, dtype=np.uint8)))
+            rel = cand - offset
             best = np.zeros(cand.size, dtype=np.int64)
             for delim in self.literals:  # longest first: keep the first that matches
                 hit = best == 0
                 for k, byte in enumerate(delim):
-                    hit &= padded[cand - offset + k] == byte
+                    hit &= padded[rel + k] == byte
                 best[hit] = len(delim)
             keep = best > 0
             cand, best = cand[keep], best[keep]
@@ -332,17 +445,78 @@ class _Measure:
 # ---------------------------------------------------------------------- the config
 
 
-def _check_positive_int(name: str, value: object) -> int:
+def _check_units(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
+    if value > MAX_UNITS:
+        raise ValueError(f"{name} must be <= {MAX_UNITS} (MAX_UNITS = 2**31 - 1, so offsets stay exact), got {value}")
     return int(value)
 
 
-def _check_unit(unit: object) -> None:
-    if unit not in ("token", "char"):
-        raise ValueError(f"unit must be 'token' or 'char', got {unit!r}")
+def _check_str(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value
+
+
+def _check_strategy(name: str, value: object) -> str:
+    if _check_str(name, value).upper() not in STRATEGIES:
+        raise ValueError(f"{name} must be one of {', '.join(STRATEGIES)}, got {value!r}")
+    return value.upper()  # type: ignore[union-attr]
+
+
+def _check_unit(name: str, value: object) -> str:
+    if _check_str(name, value) not in ("token", "char"):
+        raise ValueError(f"{name} must be 'token' or 'char', got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def _check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__}")
+    return bool(value)
+
+
+def _check_delimiters_type(name: str, value: object) -> object:
+    if isinstance(value, re.Pattern):
+        _check_delimiter_pattern(value)
+    elif value is not None:
+        _delimiter_items(value)
+    return value
+
+
+_CHECKS = {
+    "strategy": _check_strategy,
+    "window_size": _check_units,
+    "step": _check_units,
+    "unit": _check_unit,
+    "delimiters": _check_delimiters_type,
+    "is_delimiter_regex": _check_bool,
+    "encoding_name": _check_str,
+    "allow_gaps": _check_bool,
+}
+
+
+def check_parameter(name: str, value: object) -> object:
+    """Validate one :class:`WindowConfig` parameter; return it normalised.
+
+    The one definition of a valid parameter: :class:`WindowConfig` calls it for every
+    field, and the adapters call it on the user's values before any coercion (pydantic
+    would turn ``"8"`` into ``8``), so every entry point accepts the same values and
+    raises the same errors. ``window_size``/``step``: ``int`` (not ``bool``, ``float``
+    or ``str``), ``1 <= value <= MAX_UNITS``; ``strategy``: one of :data:`STRATEGIES`
+    (case-insensitive, returned upper-case); ``unit``: ``"token"`` or ``"char"``;
+    ``encoding_name``: ``str``; ``allow_gaps``/``is_delimiter_regex``: ``bool``;
+    ``delimiters``: ``None``, a ``str``, a sequence of ``str`` or a compiled ``str``
+    pattern that cannot match the empty string (strings are checked further when the
+    DFS/DDS delimiters are built: not empty, valid regular expressions).
+
+    Raises:
+        TypeError / ValueError naming the parameter; KeyError for an unknown name.
+    """
+    return _CHECKS[name](name, value)
 
 
 @dataclass(frozen=True)
@@ -351,18 +525,20 @@ class WindowConfig:
 
     Args:
         strategy: ``"FFS"``, ``"DFS"`` or ``"DDS"`` (case-insensitive).
-        window_size: ``w``, in ``unit``.
-        step: ``s``; in ``unit`` for FFS/DFS, in delimiters (units of text) for DDS.
+        window_size: ``w``, in ``unit``: an ``int`` from 1 to :data:`MAX_UNITS`.
+        step: ``s``; in ``unit`` for FFS/DFS, in delimiters (units of text) for DDS:
+            an ``int`` from 1 to :data:`MAX_UNITS`.
         unit: ``"token"`` (tiktoken) or ``"char"``.
-        delimiters: strings (or regular expressions with ``is_delimiter_regex``), or a
-            compiled pattern. Defaults to :data:`DEFAULT_DELIMITERS`.
+        delimiters: a string or a list/tuple of strings (regular expressions with
+            ``is_delimiter_regex``, each consuming at least one character), or a
+            compiled ``str`` pattern. Defaults to :data:`DEFAULT_DELIMITERS`.
         is_delimiter_regex: treat ``delimiters`` as regular expressions.
         encoding_name: tiktoken encoding for ``unit="token"``.
         allow_gaps: permit FFS/DFS ``step > window_size`` (text between windows is
             then not in any window) and the literal DDS step.
 
     Raises:
-        ValueError / TypeError naming the offending parameter.
+        ValueError / TypeError naming the offending parameter (see :func:`check_parameter`).
     """
 
     strategy: str = "DDS"
@@ -376,12 +552,8 @@ class WindowConfig:
     _delims: _Delimiters | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.strategy, str) or self.strategy.upper() not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        object.__setattr__(self, "strategy", self.strategy.upper())
-        _check_positive_int("window_size", self.window_size)
-        _check_positive_int("step", self.step)
-        _check_unit(self.unit)
+        for name in _CHECKS:  # in field order, so the first bad field is the one reported
+            object.__setattr__(self, name, check_parameter(name, getattr(self, name)))
         if self.strategy in ("FFS", "DFS") and self.step > self.window_size and not self.allow_gaps:
             raise ValueError(
                 f"step ({self.step}) > window_size ({self.window_size}) would leave text "

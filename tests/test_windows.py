@@ -281,3 +281,28 @@ def test_vectorised_delimiter_scan_across_blocks(monkeypatch):
     monkeypatch.setattr(core, "_BLOCK_CHARS", 7)
     text = "ab\n\n\ncd. ，。x\n\n" * 9 + "é. 你好。\n\n\n\n"
     assert _Delimiters(DEFAULT_DELIMITERS, False).ends(text).tolist() == [m.end() for m in DELIM_RE.finditer(text)]
+
+
+# Literal delimiters over awkward alphabets: NUL (the scan pads with zero bytes),
+# multi-byte characters, delimiters that are prefixes of each other.
+LITERAL_CHARS = ["a", "b", "x", "\x00", "é", "你", "🙂", "\n", "."]
+LITERAL_SETS = st.lists(st.text(alphabet=LITERAL_CHARS, min_size=1, max_size=4), min_size=1, max_size=4)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(data=st.data(), delimiters=LITERAL_SETS, prefixes=st.booleans(), block=st.sampled_from([3, 7, 1 << 20]))
+def test_vectorised_scan_equals_regex_scan_for_any_literals(data, delimiters, prefixes, block):
+    import swrag_integrations.windows as core
+
+    if prefixes:  # every prefix of every delimiter is a delimiter too
+        delimiters = delimiters + [d[:k] for d in delimiters for k in range(1, len(d))]
+    pieces = st.sampled_from(LITERAL_CHARS + delimiters + [d[:-1] for d in delimiters if len(d) > 1])
+    text = data.draw(st.one_of(st.lists(pieces, max_size=40).map("".join), st.text(max_size=40)))
+    fast = _Delimiters(delimiters, False)
+    assert fast.literals is not None
+    reference = re.compile("|".join(re.escape(d) for d in sorted(set(delimiters), key=len, reverse=True)))
+    original, core._BLOCK_CHARS = core._BLOCK_CHARS, block
+    try:
+        assert fast.ends(text).tolist() == [m.end() for m in reference.finditer(text)]
+    finally:
+        core._BLOCK_CHARS = original
