@@ -1,65 +1,77 @@
 """Windowed retrieval: small chunks found precisely, widened to merged windows.
 
-LangChain first (:class:`SlidingWindowIndex`, :class:`WindowedParentRetriever`,
-:class:`HybridRetriever`, :class:`CJKBM25Retriever`, :class:`MultiQueryFusionRetriever`),
-LlamaIndex counterpart in :mod:`swrag_integrations.retrieval.llama_index`
-(imported lazily: ``from swrag_integrations.retrieval import WindowedLlamaIndexRetriever``,
-``MiniLMLlamaIndexEmbedding``).
+Layout (one concern per module; framework-free unless noted):
+
+=================  ===================================================================
+``ids``            source, chunk and vector ids (make + parse)
+``config``         :class:`IndexConfig`: how an index cuts its sources
+``records``        :class:`SourceRecord` (text + chunk offsets) and ``plan_source``
+``sources``        source stores: SQLite, any LangChain byte store, a Chroma collection
+``keyword``        BM25 kept in step with the source store (``bm25``: BM25 + tokenizer)
+``vectors``        the vectors in any LangChain ``VectorStore`` (LangChain)
+``index``          :class:`SlidingWindowIndex`, itself a LangChain ``VectorStore``
+``writer``         add / replace / remove / prune / repair under the writer lock
+``health``         ``status`` and the self-retrieval probe
+``files``          loading .txt/.md/.pdf/.csv without silent loss
+``protocols``      :class:`ChunkIndex`: what the parent retriever needs
+``parents``        hits -> parents -> budgeted spans (the planner)
+``assemble``       merge spans by offset under a token budget
+``fusion``         the one reciprocal-rank fusion
+``search``         LangChain retrievers: BM25, dense, hybrid (LangChain)
+``retriever``      :class:`WindowedParentRetriever` (LangChain)
+``multi_query``    :class:`MultiQueryFusionRetriever` (LangChain)
+``llama_index``    LlamaIndex-native retrievers and embeddings (LlamaIndex)
+``embeddings``     the bundled MiniLM
+=================  ===================================================================
+
+Names are imported lazily, so ``from swrag_integrations.retrieval import assemble_context``
+needs neither LangChain nor LlamaIndex.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from .assemble import AssembledContext, ContextSpan, assemble_context, count_tokens, merge_spans
-from .bm25 import BM25Index, CJKBM25Retriever, contains_cjk, tokenize
-from .fusion import HybridRetriever, doc_key, reciprocal_rank_fusion
-from .index import IndexConfig, SlidingWindowIndex, load_files, source_id_for, source_key
-from .multi_query import MultiQueryFusionRetriever, generate_queries, parse_query_variants
-from .retriever import WindowedParentRetriever
-
-__all__ = [
-    "AssembledContext",
-    "BM25Index",
-    "CJKBM25Retriever",
-    "ContextSpan",
-    "HybridRetriever",
-    "IndexConfig",
-    "MiniLMEmbeddings",
-    "MiniLMLlamaIndexEmbedding",
-    "MultiQueryFusionRetriever",
-    "SlidingWindowIndex",
-    "WindowedLlamaIndexRetriever",
-    "WindowedParentRetriever",
-    "assemble_context",
-    "contains_cjk",
-    "count_tokens",
-    "default_embeddings",
-    "doc_key",
-    "generate_queries",
-    "load_files",
-    "merge_spans",
-    "minilm_model_path",
-    "parse_query_variants",
-    "reciprocal_rank_fusion",
-    "source_id_for",
-    "source_key",
-    "tokenize",
-]
-
 _LAZY = {
-    "MiniLMEmbeddings": ("embeddings", "MiniLMEmbeddings"),
-    "default_embeddings": ("embeddings", "default_embeddings"),
-    "minilm_model_path": ("embeddings", "minilm_model_path"),
-    "WindowedLlamaIndexRetriever": ("llama_index", "WindowedLlamaIndexRetriever"),
-    "MiniLMLlamaIndexEmbedding": ("llama_index", "MiniLMLlamaIndexEmbedding"),
+    "AssembledContext": "assemble", "ContextSpan": "assemble", "assemble_context": "assemble",
+    "count_tokens": "assemble", "merge_spans": "assemble",
+    "BM25Index": "bm25", "contains_cjk": "bm25", "tokenize": "bm25",
+    "IndexConfig": "config",
+    "rrf": "fusion", "doc_key": "fusion", "reciprocal_rank_fusion": "fusion",
+    "ChunkId": "ids", "chunk_id": "ids", "parse_chunk_id": "ids", "source_id_for": "ids", "source_key": "ids",
+    "vector_id": "ids",
+    "SourceRecord": "records", "plan_source": "records",
+    "SourceStore": "sources", "SqliteSourceStore": "sources", "KVSourceStore": "sources",
+    "ChromaByteStore": "sources", "LockTimeout": "sources", "SourceStoreError": "sources",
+    "KeywordIndex": "keyword",
+    "VectorBackend": "vectors", "IndexTextEmbeddings": "vectors", "VectorStoreError": "vectors",
+    "SlidingWindowIndex": "index", "IndexMismatchError": "index", "IndexDamagedError": "index",
+    "validate_collection_name": "index",
+    "IndexReport": "writer", "IndexStatus": "health",
+    "load_files": "files", "LoadResult": "files", "LoadWarning": "files",
+    "ChildHit": "protocols", "ChunkRow": "protocols", "ChunkIndex": "protocols",
+    "Candidate": "parents", "rank_parents": "parents", "expand_parents": "parents",
+    "CJKBM25Retriever": "search", "DenseChunkRetriever": "search", "HybridRetriever": "search",
+    "WindowedParentRetriever": "retriever",
+    "MultiQueryFusionRetriever": "multi_query", "generate_queries": "multi_query",
+    "parse_query_variants": "multi_query",
+    "WindowedLlamaIndexRetriever": "llama_index", "NodeChunkIndex": "llama_index",
+    "MiniLMLlamaIndexEmbedding": "llama_index",
+    "MiniLMEmbeddings": "embeddings", "default_embeddings": "embeddings", "minilm_model_path": "embeddings",
 }
+
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
-        module, attr = _LAZY[name]
-        return getattr(importlib.import_module(f".{module}", __name__), attr)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -12,18 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from langchain_core.documents import Document
-
-from ..windows import DEFAULT_ENCODING, get_encoding, token_boundaries
+from ..windows import DEFAULT_ENCODING, count_units, token_boundaries
 
 __all__ = ["ContextSpan", "AssembledContext", "assemble_context", "merge_spans", "count_tokens"]
 
 
 def count_tokens(text: str, encoding_name: str = DEFAULT_ENCODING) -> int:
-    """Number of tiktoken tokens in ``text`` (special tokens treated as text)."""
-    if not text:
-        return 0
-    return len(get_encoding(encoding_name).encode_ordinary(text))
+    """Tokens of ``text``: :func:`~swrag_integrations.windows.count_units` in token unit
+    (the package's one counter; special tokens count as text)."""
+    return count_units(text, "token", encoding_name) if text else 0
 
 
 @dataclass
@@ -62,7 +59,9 @@ class ContextSpan:
             )
 
     @classmethod
-    def from_document(cls, doc: Document, rank: int | None = None) -> "ContextSpan":
+    def from_document(cls, doc: Any, rank: int | None = None) -> "ContextSpan":
+        """A span from a LangChain ``Document`` with ``source_id`` (or ``source``),
+        ``start_index`` and ``end_index`` metadata."""
         meta = doc.metadata or {}
         source = meta.get("source_id", meta.get("source"))
         if source is None or "start_index" not in meta:
@@ -84,7 +83,10 @@ class ContextSpan:
             focus=focus,
         )
 
-    def to_document(self) -> Document:
+    def to_document(self) -> Any:
+        """This span as a LangChain ``Document`` (offsets, score and rank in its metadata)."""
+        from langchain_core.documents import Document
+
         meta = dict(self.metadata)
         meta.update(source_id=self.source_id, start_index=self.start, end_index=self.end)
         if self.score is not None:
@@ -115,7 +117,17 @@ class AssembledContext:
     def text(self) -> str:
         return self.separator.join(s.text for s in self.spans)
 
-    def to_documents(self) -> list[Document]:
+    @property
+    def offsets(self) -> list[tuple[str, int, int]]:
+        """``(source_id, start, end)`` of the spans, in context order."""
+        return [(s.source_id, s.start, s.end) for s in self.spans]
+
+    @property
+    def sources(self) -> list[str]:
+        """Source ids in context order (each once)."""
+        return list(dict.fromkeys(s.source_id for s in self.spans))
+
+    def to_documents(self) -> list[Any]:
         return [s.to_document() for s in self.spans]
 
 
@@ -124,7 +136,7 @@ def _as_span(item: Any, position: int) -> ContextSpan:
         if item.rank is None:
             item = ContextSpan(**{**item.__dict__, "rank": position + 1})
         return item
-    if isinstance(item, Document):
+    if hasattr(item, "page_content") and hasattr(item, "metadata"):  # a LangChain Document
         span = ContextSpan.from_document(item, rank=None)
         if span.rank is None:
             span.rank = position + 1
@@ -328,7 +340,7 @@ def _block_focus(members: Sequence[ContextSpan], start: int, end: int) -> tuple[
 
 
 def assemble_context(
-    items: Iterable[ContextSpan | Document | tuple],
+    items: Iterable[Any],
     budget_tokens: int | None = 1500,
     *,
     encoding_name: str = DEFAULT_ENCODING,
@@ -375,9 +387,10 @@ def assemble_context(
     def cost(tokens: int, n: int) -> int:
         return tokens + sep_tokens * max(0, n - 1)
 
+    full = False
     for position, item in enumerate(items):
         span = _as_span(item, position)
-        if budget_tokens is not None and cost(content, n_blocks) >= budget_tokens:
+        if full or (budget_tokens is not None and cost(content, n_blocks) >= budget_tokens):
             truncated = True
             break
         source_blocks = blocks.setdefault(span.source_id, [])
@@ -444,6 +457,7 @@ def assemble_context(
             _insert(source_blocks, _Block(a, b, piece, position, span, block_cuts))
             n_blocks += len(source_blocks) - before
             if cut or (budget_tokens is not None and cost(content, n_blocks) >= budget_tokens):
+                full = cut  # a piece had to be cut: the context is full, later (smaller) spans stay out
                 break
     # Build the output spans, best-ranked first.
     out_blocks = sorted((blk for bl in blocks.values() for blk in bl), key=lambda blk: blk.first)
@@ -507,6 +521,6 @@ def assemble_context(
                             separator=separator, text_tokens=text_tokens)
 
 
-def merge_spans(items: Sequence[ContextSpan | Document | tuple], **kwargs: Any) -> list[ContextSpan]:
+def merge_spans(items: Sequence[Any], **kwargs: Any) -> list[ContextSpan]:
     """Union of overlapping/adjacent spans per source, no budget (see :func:`assemble_context`)."""
     return assemble_context(items, None, **kwargs).spans

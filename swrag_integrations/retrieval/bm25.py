@@ -5,10 +5,11 @@
   ``str.split``.
 * :class:`BM25Index` keeps the tokenised corpus as integer ids (so documents can be
   added, replaced and deleted without re-tokenising everything) and builds the
-  ``bm25s`` score matrix lazily. It is saved as ``.npy`` arrays (loaded with
-  ``allow_pickle=False``) plus JSON, written to a temporary directory and swapped in
-  atomically.
-* :class:`CJKBM25Retriever` exposes it as a LangChain retriever.
+  ``bm25s`` score matrix lazily. It is serialised to one ``.npz`` blob (arrays and
+  JSON, loaded with ``allow_pickle=False``; :meth:`BM25Index.to_bytes`), which an index
+  keeps in its source store.
+* Framework-free: the LangChain retriever over it is
+  :class:`~swrag_integrations.retrieval.search.CJKBM25Retriever`.
 """
 
 from __future__ import annotations
@@ -17,17 +18,12 @@ import json
 import logging
 import os
 import re
-import shutil
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, field_validator
 
 from .._lang import HAN, contains_cjk
 
@@ -37,7 +33,6 @@ __all__ = [
     "ENGLISH_STOPWORDS",
     "CHINESE_STOPWORDS",
     "BM25Index",
-    "CJKBM25Retriever",
 ]
 
 logger = logging.getLogger(__name__)
@@ -239,157 +234,97 @@ class BM25Index:
         return [(ids[i], float(scores[i])) for i in top.tolist() if scores[i] > 0]
 
     # ------------------------------------------------------------- persistence
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the index to directory ``path`` atomically (tmp dir + rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def to_bytes(self) -> bytes:
+        """The whole index as one ``.npz`` blob (arrays and JSON only; no pickle anywhere)."""
+        import io
+
         with self._lock:
             bm25 = self._ensure()
-            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-            try:
-                lengths = np.fromiter((t.size for t in self._tokens), dtype=np.int64, count=len(self._tokens))
-                offsets = np.zeros(len(self._tokens) + 1, dtype=np.int64)
-                np.cumsum(lengths, out=offsets[1:])
-                flat = np.concatenate(self._tokens) if self._tokens else np.zeros(0, dtype=np.int32)
-                np.save(tmp / "tokens.npy", flat.astype(np.int32), allow_pickle=False)
-                np.save(tmp / "offsets.npy", offsets, allow_pickle=False)
-                vocab_list = [""] * len(self.vocab)
-                for token, idx in self.vocab.items():
-                    vocab_list[idx] = token
-                with open(tmp / "vocab.json", "w", encoding="utf-8") as fh:
-                    json.dump(vocab_list, fh, ensure_ascii=False)
-                with open(tmp / "ids.json", "w", encoding="utf-8") as fh:
-                    json.dump(self.ids, fh, ensure_ascii=False)
-                if bm25 is not None:
-                    bm25.save(tmp / "bm25s", allow_pickle=False, show_progress=False)
-                meta = {
-                    "format": self.FORMAT_VERSION,
-                    "k1": self.k1,
-                    "b": self.b,
-                    "method": self.method,
-                    "stopwords": self.stopwords,
-                    "n_docs": len(self.ids),
-                }
-                with open(tmp / "meta.json", "w", encoding="utf-8") as fh:
-                    json.dump(meta, fh)
-                old = None
-                if path.exists():
-                    old = path.with_name(f".{path.name}.old-{os.getpid()}-{threading.get_ident()}")
-                    os.replace(path, old)
-                os.replace(tmp, path)
-                if old is not None:
-                    shutil.rmtree(old, ignore_errors=True)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
+            lengths = np.fromiter((t.size for t in self._tokens), dtype=np.int64, count=len(self._tokens))
+            offsets = np.zeros(len(self._tokens) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            flat = np.concatenate(self._tokens) if self._tokens else np.zeros(0, dtype=np.int32)
+            vocab_list = [""] * len(self.vocab)
+            for token, idx in self.vocab.items():
+                vocab_list[idx] = token
+            meta = {"format": self.FORMAT_VERSION, "k1": self.k1, "b": self.b, "method": self.method,
+                    "stopwords": self.stopwords, "n_docs": len(self.ids)}
+            arrays: dict[str, np.ndarray] = {
+                "tokens": flat.astype(np.int32), "offsets": offsets,
+                "vocab": _json_array(vocab_list), "ids": _json_array(self.ids), "meta": _json_array(meta),
+            }
+            if bm25 is not None:  # the score matrix, saved by bm25s itself
+                with tempfile.TemporaryDirectory() as tmp:
+                    bm25.save(tmp, allow_pickle=False, show_progress=False)
+                    for name in sorted(os.listdir(tmp)):
+                        with open(os.path.join(tmp, name), "rb") as fh:
+                            arrays["bm25s/" + name] = np.frombuffer(fh.read(), dtype=np.uint8)
+        out = io.BytesIO()
+        np.savez(out, **arrays)
+        return out.getvalue()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, tokenizer: Callable[[str], list[str]] | None = None) -> "BM25Index":
+        """Load an index written by :meth:`to_bytes` (``allow_pickle=False``)."""
+        import io
+
+        with np.load(io.BytesIO(raw), allow_pickle=False) as data:
+            meta = _from_json_array(data["meta"])
+            if meta.get("format") != cls.FORMAT_VERSION:
+                raise ValueError(f"unsupported BM25 index format {meta.get('format')!r}")
+            index = cls(k1=meta["k1"], b=meta["b"], method=meta["method"], stopwords=meta.get("stopwords", True),
+                        tokenizer=tokenizer)
+            flat, offsets = data["tokens"], data["offsets"]
+            ids, vocab_list = _from_json_array(data["ids"]), _from_json_array(data["vocab"])
+            if len(ids) + 1 != offsets.size or len(ids) != meta["n_docs"] or (offsets.size and offsets[-1] != flat.size):
+                raise ValueError("BM25 index is inconsistent (ids vs offsets)")
+            if flat.size and int(flat.max()) >= len(vocab_list):
+                raise ValueError("BM25 index is inconsistent (token ids past the vocabulary)")
+            index.ids = list(ids)
+            index._row = {doc_id: r for r, doc_id in enumerate(index.ids)}
+            if len(index._row) != len(index.ids):
+                raise ValueError("BM25 index is inconsistent (duplicate ids)")
+            index._tokens = [flat[offsets[i]:offsets[i + 1]] for i in range(len(ids))]
+            index.vocab = {token: i for i, token in enumerate(vocab_list)}
+            files = {name[6:]: data[name].tobytes() for name in data.files if name.startswith("bm25s/")}
+        if files and index.ids:
+            import bm25s
+
+            with tempfile.TemporaryDirectory() as tmp:
+                for name, content in files.items():
+                    with open(os.path.join(tmp, os.path.basename(name)), "wb") as fh:
+                        fh.write(content)
+                bm25 = bm25s.BM25.load(tmp, load_corpus=False, allow_pickle=False)
+            if int(bm25.scores["num_docs"]) != len(index.ids):
+                raise ValueError("BM25 index is inconsistent (score matrix vs documents)")
+            index._bm25 = bm25
+        return index
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write :meth:`to_bytes` to the file ``path`` atomically (temp file + rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(self.to_bytes())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, tokenizer: Callable[[str], list[str]] | None = None) -> "BM25Index":
-        """Load an index written by :meth:`save` (no pickle involved)."""
+        """Load a file written by :meth:`save`."""
         path = Path(path)
-        try:
-            with open(path / "meta.json", encoding="utf-8") as fh:
-                meta = json.load(fh)
-        except FileNotFoundError as exc:
-            raise FileNotFoundError(f"no BM25 index at {path}") from exc
-        if meta.get("format") != cls.FORMAT_VERSION:
-            raise ValueError(f"unsupported BM25 index format {meta.get('format')!r} at {path}")
-        stop = meta.get("stopwords", True)
-        index = cls(k1=meta["k1"], b=meta["b"], method=meta["method"], stopwords=stop, tokenizer=tokenizer)
-        flat = np.load(path / "tokens.npy", allow_pickle=False)
-        offsets = np.load(path / "offsets.npy", allow_pickle=False)
-        with open(path / "vocab.json", encoding="utf-8") as fh:
-            vocab_list = json.load(fh)
-        with open(path / "ids.json", encoding="utf-8") as fh:
-            ids = json.load(fh)
-        if len(ids) + 1 != offsets.size or len(ids) != meta["n_docs"]:
-            raise ValueError(f"BM25 index at {path} is inconsistent (ids vs offsets)")
-        index.ids = list(ids)
-        index._row = {doc_id: r for r, doc_id in enumerate(index.ids)}
-        index._tokens = [flat[offsets[i] : offsets[i + 1]] for i in range(len(ids))]
-        index.vocab = {token: i for i, token in enumerate(vocab_list)}
-        if (path / "bm25s").is_dir() and index.ids:
-            import bm25s
-
-            index._bm25 = bm25s.BM25.load(path / "bm25s", load_corpus=False, allow_pickle=False)
-        return index
+        if not path.is_file():
+            raise FileNotFoundError(f"no BM25 index at {path}")
+        return cls.from_bytes(path.read_bytes(), tokenizer=tokenizer)
 
 
-class CJKBM25Retriever(BaseRetriever):
-    """BM25 retriever with jieba segmentation for Chinese and fast ``bm25s`` scoring.
+def _json_array(value: Any) -> np.ndarray:
+    return np.frombuffer(json.dumps(value, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
 
-    Unlike ``langchain_community.retrievers.BM25Retriever`` (``str.split`` tokens,
-    pure-Python scoring) it handles Chinese and scales to 100k+ chunks. Documents are
-    either kept in memory (:meth:`from_documents` / :meth:`from_texts`) or fetched by id
-    through ``fetch`` (how :class:`~swrag_integrations.retrieval.SlidingWindowIndex`
-    uses it, so chunk texts live only in the vector store).
 
-    Each returned document carries ``metadata["bm25_score"]`` and its ``id``.
-    """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    index: Any
-    docs: dict[str, Document] | None = None
-    fetch: Callable[[list[str]], list[Document]] | None = None
-    k: int = 4
-
-    @field_validator("k")
-    @classmethod
-    def _check_k(cls, value: int) -> int:
-        if value <= 0:
-            raise ValueError(f"k must be > 0, got {value}")
-        return value
-
-    @classmethod
-    def from_documents(cls, documents: Iterable[Document], *, k: int = 4, **bm25_kwargs: Any) -> "CJKBM25Retriever":
-        docs = list(documents)
-        ids = [d.id or str(d.metadata.get("id", "")) or f"doc-{i}" for i, d in enumerate(docs)]
-        if len(set(ids)) != len(ids):
-            raise ValueError("documents must have distinct ids (Document.id)")
-        index = BM25Index(**bm25_kwargs)
-        index.upsert(ids, [d.page_content for d in docs])
-        stored = {i: Document(page_content=d.page_content, metadata=dict(d.metadata), id=i) for i, d in zip(ids, docs)}
-        return cls(index=index, docs=stored, k=k)
-
-    @classmethod
-    def from_texts(
-        cls,
-        texts: Iterable[str],
-        metadatas: Iterable[dict] | None = None,
-        ids: Iterable[str] | None = None,
-        *,
-        k: int = 4,
-        **bm25_kwargs: Any,
-    ) -> "CJKBM25Retriever":
-        texts = list(texts)
-        metas = list(metadatas) if metadatas is not None else [{} for _ in texts]
-        id_list = list(ids) if ids is not None else [f"doc-{i}" for i in range(len(texts))]
-        docs = [Document(page_content=t, metadata=m, id=i) for t, m, i in zip(texts, metas, id_list)]
-        return cls.from_documents(docs, k=k, **bm25_kwargs)
-
-    def search(self, query: str, k: int | None = None) -> list[Document]:
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
-        hits = self.index.search(query, k or self.k)
-        if not hits:
-            return []
-        ids = [h[0] for h in hits]
-        if self.docs is not None:
-            found = {i: self.docs[i] for i in ids if i in self.docs}
-        elif self.fetch is not None:
-            found = {d.id: d for d in self.fetch(ids)}
-        else:
-            raise ValueError("CJKBM25Retriever needs docs or fetch to return documents")
-        out = []
-        for doc_id, score in hits:
-            doc = found.get(doc_id)
-            if doc is None:
-                continue
-            meta = dict(doc.metadata)
-            meta["bm25_score"] = score
-            out.append(Document(page_content=doc.page_content, metadata=meta, id=doc_id))
-        return out
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return self.search(query)
+def _from_json_array(arr: np.ndarray) -> Any:
+    return json.loads(arr.tobytes().decode("utf-8"))

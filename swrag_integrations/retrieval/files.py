@@ -143,6 +143,16 @@ class LoadResult:
     files: list[Path] = field(default_factory=list)
     roots: list[Path] = field(default_factory=list)
 
+    # A LoadResult reads like the list of documents earlier versions returned.
+    def __iter__(self):
+        return iter(self.documents)
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __getitem__(self, item):
+        return self.documents[item]
+
     def vanished(self, sources: Iterable[str | os.PathLike[str]]) -> list[str]:
         """The ``sources`` (e.g. of an index) whose file is gone from under the roots.
 

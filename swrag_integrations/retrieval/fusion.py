@@ -11,18 +11,47 @@ adds ``rrf_score``, ``fused_rank`` and per-list ranks.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Hashable, Sequence
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, field_validator, model_validator
-
-__all__ = ["doc_key", "reciprocal_rank_fusion", "HybridRetriever"]
+__all__ = ["rrf", "doc_key", "reciprocal_rank_fusion"]
 
 
-def doc_key(doc: Document, position: int | None = None) -> Hashable:
+def rrf(
+    ranked_lists: Sequence[Sequence[Hashable]],
+    weights: Sequence[float] | None = None,
+    *,
+    c: float = 60.0,
+) -> list[tuple[Hashable, float, list[int | None]]]:
+    """Weighted reciprocal-rank fusion of ranked keys -- the one RRF of the package.
+
+    ``score(x) = sum_i w_i / (c + rank_i(x))`` with ranks from 1; a list that repeats a
+    key counts its best rank only. Returns ``(key, score, ranks)`` best first (ties keep
+    first-seen order), ``ranks[i]`` being the key's rank in list ``i`` or ``None``.
+    """
+    n = len(ranked_lists)
+    if weights is None:
+        weights = [1.0] * n
+    if len(weights) != n:
+        raise ValueError(f"got {len(weights)} weights for {n} result lists")
+    if any(w < 0 for w in weights):
+        raise ValueError("weights must be >= 0")
+    if c < 0:
+        raise ValueError("c must be >= 0")
+    scores: dict[Hashable, float] = {}
+    ranks: dict[Hashable, list[int | None]] = {}
+    for li, (keys, weight) in enumerate(zip(ranked_lists, weights)):
+        for rank, key in enumerate(keys, start=1):
+            slot = ranks.setdefault(key, [None] * n)
+            if slot[li] is not None:
+                continue
+            slot[li] = rank
+            scores[key] = scores.get(key, 0.0) + weight / (c + rank)
+    order = {key: i for i, key in enumerate(ranks)}
+    ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
+    return [(key, scores[key], ranks[key]) for key in ranked]
+
+
+def doc_key(doc: Any, position: int | None = None) -> Hashable:
     """Identity of a document for de-duplication (never its text)."""
     if doc.id:
         return ("id", doc.id)
@@ -38,125 +67,52 @@ def doc_key(doc: Document, position: int | None = None) -> Hashable:
 
 
 def reciprocal_rank_fusion(
-    result_lists: Sequence[Sequence[Document]],
+    result_lists: Sequence[Sequence[Any]],
     weights: Sequence[float] | None = None,
     *,
     c: float = 60.0,
     k: int | None = None,
     list_names: Sequence[str] | None = None,
-) -> list[Document]:
-    """Fuse ranked lists: ``score(d) = sum_i w_i / (c + rank_i(d))`` (ranks from 1).
+) -> list[Any]:
+    """Fuse ranked lists of LangChain ``Document`` s: ``score(d) = sum_i w_i / (c + rank_i(d))`` (ranks from 1).
 
     Returns new ``Document`` objects (inputs are not mutated), best first, at most
     ``k``. Each carries ``metadata["rrf_score"]``, ``metadata["fused_rank"]`` (1-based)
     and ``metadata["<name>_rank"]`` for every list it appeared in (names default to
     ``list0``, ``list1``...).
     """
-    n = len(result_lists)
-    if weights is None:
-        weights = [1.0] * n
-    if len(weights) != n:
-        raise ValueError(f"got {len(weights)} weights for {n} result lists")
-    if any(w < 0 for w in weights):
-        raise ValueError("weights must be >= 0")
-    if c < 0:
-        raise ValueError("c must be >= 0")
+    from langchain_core.documents import Document
+
     if k is not None and k <= 0:
         raise ValueError(f"k must be > 0, got {k}")
-    names = list(list_names) if list_names is not None else [f"list{i}" for i in range(n)]
-    scores: dict[Hashable, float] = {}
-    docs: dict[Hashable, Document] = {}
+    names = list(list_names) if list_names is not None else [f"list{i}" for i in range(len(result_lists))]
+    keyed: list[list[Hashable]] = []
+    docs: dict[Hashable, Any] = {}
     metas: dict[Hashable, dict[str, Any]] = {}
-    order: dict[Hashable, int] = {}
-    for li, (results, weight) in enumerate(zip(result_lists, weights)):
-        seen_here: set[Hashable] = set()
+    for li, results in enumerate(result_lists):
+        keys = []
         for rank, doc in enumerate(results, start=1):
-            key = doc_key(doc, position=None)
+            key = doc_key(doc)
             if key[0] == "object":
                 key = ("object", li, rank)
-            if key in seen_here:  # a list repeating a document counts once, best rank
-                continue
-            seen_here.add(key)
-            scores[key] = scores.get(key, 0.0) + weight / (c + rank)
+            keys.append(key)
             if key not in docs:
                 docs[key] = doc
                 metas[key] = dict(doc.metadata or {})
-                order[key] = len(order)
             else:
-                meta = metas[key]
                 for mk, mv in (doc.metadata or {}).items():
-                    meta.setdefault(mk, mv)
-            metas[key][f"{names[li]}_rank"] = rank
-    ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
+                    metas[key].setdefault(mk, mv)
+        keyed.append(keys)
+    fused = rrf(keyed, weights, c=c)
     if k is not None:
-        ranked = ranked[:k]
+        fused = fused[:k]
     out = []
-    for pos, key in enumerate(ranked, start=1):
-        doc = docs[key]
+    for pos, (key, score, ranks) in enumerate(fused, start=1):
         meta = metas[key]
-        meta["rrf_score"] = scores[key]
+        for name, rank in zip(names, ranks):
+            if rank is not None:
+                meta[f"{name}_rank"] = rank
+        meta["rrf_score"] = score
         meta["fused_rank"] = pos
-        out.append(Document(page_content=doc.page_content, metadata=meta, id=doc.id))
+        out.append(Document(page_content=docs[key].page_content, metadata=meta, id=docs[key].id))
     return out
-
-
-class HybridRetriever(BaseRetriever):
-    """Runs several retrievers (e.g. BM25 + Chroma) and fuses them by weighted RRF.
-
-    Args:
-        retrievers: the LangChain retrievers to combine.
-        weights: one weight per retriever (default equal).
-        c: the RRF constant (60 as in the original RRF paper).
-        k: how many fused documents to return.
-        names: labels used for the ``<name>_rank`` metadata keys.
-    """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    retrievers: list[BaseRetriever]
-    weights: list[float] | None = None
-    c: float = 60.0
-    k: int = 10
-    names: list[str] | None = None
-
-    @field_validator("k")
-    @classmethod
-    def _check_k(cls, value: int) -> int:
-        if value <= 0:
-            raise ValueError(f"k must be > 0, got {value}")
-        return value
-
-    @model_validator(mode="after")
-    def _check(self) -> "HybridRetriever":
-        if not self.retrievers:
-            raise ValueError("retrievers must not be empty")
-        if self.weights is not None and len(self.weights) != len(self.retrievers):
-            raise ValueError(f"got {len(self.weights)} weights for {len(self.retrievers)} retrievers")
-        if self.names is not None and len(self.names) != len(self.retrievers):
-            raise ValueError("names must match retrievers")
-        return self
-
-    def _names(self) -> list[str]:
-        return self.names or [f"retriever{i}" for i in range(len(self.retrievers))]
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
-        lists = [
-            r.invoke(query, config={"callbacks": run_manager.get_child(tag=f"retriever_{i}")})
-            for i, r in enumerate(self.retrievers)
-        ]
-        return reciprocal_rank_fusion(lists, self.weights, c=self.c, k=self.k, list_names=self._names())
-
-    async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
-        lists = await asyncio.gather(
-            *(
-                r.ainvoke(query, config={"callbacks": run_manager.get_child(tag=f"retriever_{i}")})
-                for i, r in enumerate(self.retrievers)
-            )
-        )
-        return reciprocal_rank_fusion(lists, self.weights, c=self.c, k=self.k, list_names=self._names())

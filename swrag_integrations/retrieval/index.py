@@ -1,71 +1,70 @@
-"""Sliding-window index: small-chunk vectors in Chroma, each source text stored once.
+"""Sliding-window index: small-chunk vectors in any vector store, each source text stored once.
 
-Every source document is cut into *small chunks* (default 50 cl100k tokens, FFS with
-step == size, so they tile the text exactly). Only their vectors go to Chroma, in a
-collection that holds nothing else (so dense search needs no metadata filter), with
-the metadata ``source_id`` and ``chunk_index``. The source text itself, and per chunk
-its offsets, token count and window range (chunk indices ``window_lower_bound`` /
-``window_upper_bound`` and character offsets ``window_start_index`` /
-``window_end_index``), live once per source in a *source store*
-(:mod:`swrag_integrations.retrieval.store`): a SQLite file beside the Chroma data for a
-local ``persist_directory``, or a ``<collection>_sources`` collection on a Chroma
-server / caller-given client. A chunk's text is ``source_text[start:end]``; windows and
-*medium chunks* (``medium_size`` consecutive small chunks, never searched densely) are
-not stored at all but derived from those arrays at query time.
+Every source document is cut into *small chunks* (default 50 cl100k tokens that tile
+the text, see :func:`~.records.plan_source`). Their vectors go to a LangChain
+``VectorStore`` (:class:`~.vectors.VectorBackend`; embedded Chroma by default); the
+source's exact text, its chunks' offsets and their window bounds live once in a
+*source store* (:mod:`.sources`; SQLite by default), the one truth of the index, from
+which the BM25 side index (:class:`~.keyword.KeywordIndex`) is derived. Windows and
+*medium chunks* are never stored: they are ranges of chunks, read at query time.
 
-Ids are deterministic (``<source_id>:s:<i>``) so re-adding a document is a no-op and a
-changed document overwrites its record and vectors (stale vectors are deleted). The
-BM25 index is saved beside the data (``<dir>/bm25/<collection>``) as ``.npy`` + JSON; a
-state token shared with the collection metadata detects a BM25 index that is out of
-date (e.g. after a crash) and rebuilds it from the source store.
+Guarantees (tested in ``tests/test_retrieval_reliability.py``):
+
+* **Only complete sources are served.** A source is written to the source store as
+  ``pending`` first, then its vectors, then it is marked ``complete``; dense and
+  keyword hits of a source that is not complete (or whose vector carries another
+  content hash) are dropped. A write that dies half-way is completed by the next
+  write (from the stored text; the original documents are not needed) or by
+  :meth:`SlidingWindowIndex.repair`.
+* **Many writers, one truth.** Writers serialise on the source store's writer lock
+  (a file lock for a local index, an advisory lease otherwise); every writer replays
+  the store's change log into BM25 before it saves, and readers catch up with the
+  log before every search, so no writer's documents are lost and no reader serves a
+  stale keyword index.
+* **Derived parts are checked.** The BM25 snapshot carries a checksum and the store
+  generation it reflects; vector counts and a self-retrieval probe are checked before
+  the first search (:meth:`SlidingWindowIndex.status` reports them), and re-adding a
+  document whose vectors are missing writes them again.
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import json
 import logging
 import os
 import re
 import uuid
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict
+from langchain_core.vectorstores import VectorStore
 
-from ..windows import DEFAULT_ENCODING, STRATEGIES, get_encoding, iter_windows
-from .bm25 import BM25Index, CJKBM25Retriever
-from .store import END, N_TOKENS, START, WIN_HI, WIN_LO, ChromaSourceStore, SourceRecord, SqliteSourceStore
+from .config import IndexConfig
+from .fusion import rrf
+from .ids import chunk_id, parse_chunk_id, source_id_for, source_key, vector_id
+from .keyword import KeywordIndex
+from .protocols import ChildHit, ChunkRow
+from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
+from .sources import ChromaByteStore, KVSourceStore, SourceStore, SourceStoreError, SqliteSourceStore
+from .vectors import IndexTextEmbeddings, VectorBackend, default_chroma
 
-__all__ = [
-    "SlidingWindowIndex",
-    "DenseChunkRetriever",
-    "IndexConfig",
-    "ChunkRecord",
-    "load_files",
-    "source_key",
-    "source_id_for",
-    "validate_collection_name",
-]
+__all__ = ["SlidingWindowIndex", "IndexMismatchError", "IndexDamagedError", "validate_collection_name", "FORMAT"]
 
 logger = logging.getLogger(__name__)
 
-_FORMAT = 2
+FORMAT = 3
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
-_RESERVED = {
-    "source_id", "level", "chunk_index", "medium_index", "start_index", "end_index", "n_tokens",
-    "window_lower_bound", "window_upper_bound", "window_start_index", "window_end_index",
-    "first_chunk", "last_chunk", "n_chunks", "content_hash", "chunk_id",
-}
-_SUPPORTED_SUFFIXES = (".txt", ".md", ".markdown", ".pdf", ".csv")
+
+
+class IndexMismatchError(ValueError):
+    """The parts given do not belong together (another index's vectors, another embedding...)."""
+
+
+class IndexDamagedError(RuntimeError):
+    """A derived part of the index is damaged; the message names the repair command."""
 
 
 def validate_collection_name(name: str) -> str:
@@ -78,243 +77,62 @@ def validate_collection_name(name: str) -> str:
     return name
 
 
-def source_key(doc: Document) -> str:
-    """The identity of a source document (what decides 'same document, new version').
-
-    ``Document.id`` if set; else ``metadata["source"]`` (plus ``page``/``row`` when
-    present, so pages of one PDF stay apart); else the text itself.
-    """
-    if doc.id:
-        return f"id:{doc.id}"
-    meta = doc.metadata or {}
-    if meta.get("source") not in (None, ""):
-        key = f"source:{meta['source']}"
-        for extra in ("page", "row"):
-            if extra in meta:
-                key += f"#{extra}={meta[extra]}"
-        return key
-    return "text:" + hashlib.sha1(doc.page_content.encode("utf-8", "surrogatepass")).hexdigest()
+def _as_source_store(value: Any) -> SourceStore:
+    if isinstance(value, (SqliteSourceStore, KVSourceStore)):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        return SqliteSourceStore(value)
+    if all(callable(getattr(value, m, None)) for m in ("get_many", "heads", "put", "changes_since")):
+        return value  # a SourceStore of the caller's own
+    return KVSourceStore(value)  # a LangChain byte store (raises TypeError if it is none)
 
 
-def source_id_for(doc: Document) -> str:
-    """Stable 16-hex-digit id of a document's source (hash of :func:`source_key`)."""
-    return hashlib.sha1(source_key(doc).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+class SlidingWindowIndex(VectorStore):
+    """Windowed parent-child index over any LangChain vector store (a ``VectorStore`` itself).
 
-
-# --------------------------------------------------------------------------- files
-
-
-def _read_text(path: Path) -> str:
-    raw = path.read_bytes()
-    for encoding in ("utf-8-sig", "gb18030"):
-        try:
-            return raw.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    return raw.decode("utf-8", errors="replace")
-
-
-def load_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Document]:
-    """Load ``.txt``/``.md`` (one document), ``.pdf`` (pypdf; pages joined by a blank
-    line, one document) and ``.csv`` (one document per row, ``column: value`` lines).
-    Directories are walked recursively for these suffixes."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    files: list[Path] = []
-    for item in paths:
-        path = Path(item)
-        if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.suffix.lower() in _SUPPORTED_SUFFIXES))
-        elif path.is_file():
-            if path.suffix.lower() not in _SUPPORTED_SUFFIXES:
-                raise ValueError(f"unsupported file type {path.suffix!r} ({path}); supported: {', '.join(_SUPPORTED_SUFFIXES)}")
-            files.append(path)
-        else:
-            raise FileNotFoundError(f"no such file or directory: {path}")
-    docs: list[Document] = []
-    for path in files:
-        suffix = path.suffix.lower()
-        source = str(path.resolve())
-        if suffix == ".pdf":
-            from pypdf import PdfReader
-
-            reader = PdfReader(str(path))
-            pages = [(page.extract_text() or "") for page in reader.pages]
-            docs.append(Document(page_content="\n\n".join(pages), metadata={"source": source, "n_pages": len(pages)}))
-        elif suffix == ".csv":
-            with open(path, newline="", encoding="utf-8-sig") as fh:
-                for row_no, row in enumerate(csv.DictReader(fh)):
-                    text = "\n".join(f"{k}: {v}" for k, v in row.items() if k is not None)
-                    docs.append(Document(page_content=text, metadata={"source": source, "row": row_no}))
-        else:
-            docs.append(Document(page_content=_read_text(path), metadata={"source": source}))
-    return docs
-
-
-# -------------------------------------------------------------------------- config
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    """How documents are cut; stored in the collection metadata and checked on reopen."""
-
-    chunk_size: int = 50
-    medium_size: int = 3
-    strategy: str = "chunks"
-    window_size: int = 6
-    step: int = 3
-    unit: str = "token"
-    delimiters: tuple[str, ...] | None = None
-    encoding_name: str = DEFAULT_ENCODING
-
-    def __post_init__(self) -> None:
-        for name in ("chunk_size", "medium_size", "window_size", "step"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        strategy = self.strategy.upper() if isinstance(self.strategy, str) else self.strategy
-        if strategy == "CHUNKS":
-            strategy = "chunks"
-        if strategy not in ("chunks", *STRATEGIES):
-            raise ValueError(f"unknown strategy {self.strategy!r}: use 'chunks' (windows of small chunks), 'FFS', 'DFS' or 'DDS'")
-        object.__setattr__(self, "strategy", strategy)
-        if self.unit not in ("token", "char"):
-            raise ValueError(f"unit must be 'token' or 'char', got {self.unit!r}")
-        if strategy == "chunks" and self.step > self.window_size:
-            raise ValueError(f"step ({self.step}) > window_size ({self.window_size}) would leave chunks outside every window")
-        if self.delimiters is not None:
-            object.__setattr__(self, "delimiters", tuple(self.delimiters))
-        if self.unit == "token":
-            get_encoding(self.encoding_name)
-        if strategy != "chunks":  # validate window parameters early
-            next(iter(iter_windows("x", strategy, self.window_size, self.step, unit=self.unit,
-                                   delimiters=self.delimiters, encoding_name=self.encoding_name)), None)
-
-    @classmethod
-    def resolve(cls, *, strategy=None, window_size=None, step=None, **kwargs: Any) -> "IndexConfig":
-        strategy = strategy or "chunks"
-        chunk_size = kwargs.get("chunk_size") or 50
-        if isinstance(strategy, str) and strategy.lower() == "chunks":
-            window_size = window_size if window_size is not None else 6
-            step = step if step is not None else 3
-        elif isinstance(strategy, str) and strategy.upper() == "DDS":
-            window_size = window_size if window_size is not None else 6 * chunk_size
-            step = step if step is not None else 3
-        else:
-            window_size = window_size if window_size is not None else 6 * chunk_size
-            step = step if step is not None else 3 * chunk_size
-        clean = {k: v for k, v in kwargs.items() if v is not None}
-        return cls(strategy=strategy, window_size=window_size, step=step, **clean)
-
-    def to_json(self) -> str:
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        data["delimiters"] = list(self.delimiters) if self.delimiters is not None else None
-        return json.dumps(data, sort_keys=True, ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, text: str) -> "IndexConfig":
-        data = json.loads(text)
-        if data.get("delimiters") is not None:
-            data["delimiters"] = tuple(data["delimiters"])
-        return cls(**data)
-
-
-@dataclass
-class ChunkRecord:
-    """One planned record (small or medium chunk)."""
-
-    id: str
-    text: str | None
-    metadata: dict[str, Any]
-
-
-@dataclass
-class _Plan:
-    source_id: str
-    content_hash: str
-    record: SourceRecord
-    medium_size: int
-
-    def ids(self) -> list[str]:
-        return [f"{self.source_id}:s:{i}" for i in range(self.record.n_chunks)]
-
-    def texts(self) -> list[str]:
-        return [self.record.chunk_text(i) for i in range(self.record.n_chunks)]
-
-    @property
-    def small(self) -> list[ChunkRecord]:
-        rec = self.record
-        return [ChunkRecord(f"{self.source_id}:s:{i}", rec.chunk_text(i), rec.chunk_metadata(i, self.medium_size))
-                for i in range(rec.n_chunks)]
-
-    @property
-    def medium(self) -> list[ChunkRecord]:
-        rec = self.record
-        return [ChunkRecord(f"{self.source_id}:m:{j}", None, rec.medium_metadata(j, self.medium_size))
-                for j in range(rec.n_mediums(self.medium_size))]
-
-    @property
-    def groups(self) -> list[tuple[int, int]]:  # medium j -> small chunk range [first, last]
-        m, n = self.medium_size, self.record.n_chunks
-        return [(f, min(f + m, n) - 1) for f in range(0, n, m)]
-
-
-def _clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for key, value in (meta or {}).items():
-        if key in _RESERVED or not isinstance(key, str):
-            continue
-        if isinstance(value, (str, bool, int, float)) and not (isinstance(value, float) and not np.isfinite(value)):
-            out[key] = value
-    return out
-
-
-# ---------------------------------------------------------------------------- index
-
-
-class SlidingWindowIndex:
-    """Small chunks + medium chunks + window ranges in Chroma, with a BM25 side index.
+    As a LangChain ``VectorStore`` its documents are *sources*: ``add_documents``
+    indexes whole documents (cut into small chunks), ``delete``/``get_by_ids`` work on
+    source ids, ``similarity_search`` returns merged windows (exact source text), and
+    ``as_retriever`` gives a :class:`~.retriever.WindowedParentRetriever`; it works
+    with LangChain's indexing API (``langchain_core.indexing.index``).
 
     Args:
-        persist_directory: directory for the embedded ``chromadb.PersistentClient``
-            (data in ``<dir>/chroma``, BM25 in ``<dir>/bm25/<collection>``). Default
-            ``.swrag/index`` when neither ``host`` nor ``client`` is given.
-        collection_name: Chroma collection (3-512 chars of ``[A-Za-z0-9._-]``).
-        embedding: any LangChain ``Embeddings``; default the bundled MiniLM.
-        host, port, ssl, headers: use a running Chroma server (``chromadb.HttpClient``).
-        client: an existing chromadb client (then ``bm25_directory`` says where the
-            BM25 index lives; without it BM25 is rebuilt from Chroma on open).
-        bm25_directory: where to persist BM25 (overrides the default location).
-        chunk_size: small-chunk length in ``unit`` (default 50 tokens).
-        medium_size: small chunks per medium chunk (default 3).
-        strategy: ``"chunks"`` (windows of ``window_size`` small chunks moving by
-            ``step`` chunks; default W=6, S=3) or ``"FFS"``/``"DFS"``/``"DDS"``
-            (windows from :func:`~swrag_integrations.windows.iter_windows`, sizes in
-            ``unit``; default 300/150 tokens, DDS step 3 delimiters).
-        unit, delimiters, encoding_name: as in :func:`iter_windows`.
-        batch_size: chunks embedded (and written) per batch.
-        show_progress: tqdm progress bar while indexing.
-        index_text: optional ``chunk text -> text to index`` used for BM25 and embeddings
-            (e.g. contextual chunk headers: ``lambda t: text_to_index(t, headers.get(t))``
-            with :mod:`swrag_integrations.context`); stored chunks and offsets stay the
-            source's exact text. Pass the same function when reopening the index.
-
-    Chunking parameters left at ``None`` are taken from an existing collection; giving
-    different ones than those it was built with raises ``ValueError``.
+        persist_directory: a local folder for the default stores (Chroma in
+            ``<dir>/chroma``, sources in ``<dir>/sources/<collection>.sqlite3``). Default
+            ``.swrag/index`` when no ``vectorstore``, ``host`` or ``client`` is given.
+        vectorstore: any LangChain ``VectorStore`` for the chunk vectors (it embeds
+            the chunk texts with its own embedding; ``embedding`` defaults to it).
+            Needs ``source_store`` or ``persist_directory`` for the sources.
+        source_store: where the sources live: a :class:`~.sources.SourceStore`, a path
+            to a SQLite file, or any LangChain byte store (``LocalFileStore``...).
+        embedding: LangChain ``Embeddings`` for queries (and for the default Chroma);
+            default the bundled MiniLM.
+        collection_name: Chroma collection of the default vector store.
+        host, port, ssl, headers: use a running Chroma server for vectors and sources.
+        client: an existing chromadb client for the default vector store.
+        chunk_size, medium_size, strategy, window_size, step, unit, delimiters,
+            encoding_name: the chunking (:class:`~.config.IndexConfig`); ``None`` takes
+            the stored value of an existing index (different values raise).
+        batch_size: chunks embedded and written per batch.
+        show_progress: tqdm progress bars while indexing.
+        index_text: optional ``chunk text -> text to index`` for BM25 and the default
+            store's embeddings (e.g. contextual headers); stored chunks stay exact.
+        lock_timeout: seconds a writer waits for another one.
     """
 
     def __init__(
         self,
         persist_directory: str | os.PathLike | None = None,
         *,
-        collection_name: str = "swrag",
+        vectorstore: VectorStore | None = None,
+        source_store: Any = None,
         embedding: Embeddings | None = None,
+        collection_name: str = "swrag",
         host: str | None = None,
         port: int | None = None,
         ssl: bool = False,
         headers: dict[str, str] | None = None,
         client: Any = None,
-        bm25_directory: str | os.PathLike | None = None,
         chunk_size: int | None = None,
         medium_size: int | None = None,
         strategy: str | None = None,
@@ -326,605 +144,617 @@ class SlidingWindowIndex:
         batch_size: int = 256,
         show_progress: bool = True,
         index_text: Callable[[str], str] | None = None,
+        lock_timeout: float = 600.0,
     ) -> None:
+        self.collection_name = validate_collection_name(collection_name)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        if sum(x is not None for x in (vectorstore, host, client)) > 1:
+            raise ValueError("give at most one of vectorstore, host or client")
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.lock_timeout = float(lock_timeout)
+        self.index_text = index_text or (lambda text: text)
+        self._custom_index_text = index_text is not None
+        self.server: str | None = None
+        self._client: Any = None
+        root = None
+        if persist_directory is not None or (vectorstore is None and host is None and client is None
+                                             and source_store is None):
+            root = Path(persist_directory if persist_directory is not None else ".swrag/index").expanduser()
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ValueError(f"persist_directory {str(root)!r} cannot be created ({exc})") from exc
+            if not root.is_dir():
+                raise ValueError(f"persist_directory {str(root)!r} is not a directory")
+        self.persist_directory = root
+        if vectorstore is None:
+            self._client = self._chroma_client(root, host, port, ssl, headers, client)
+        self.store = self._open_source_store(source_store, root, vectorstore)
+        try:
+            self._open_rest(vectorstore, embedding, index_text, dict(
+                chunk_size=chunk_size, medium_size=medium_size, strategy=strategy, window_size=window_size,
+                step=step, unit=unit, delimiters=tuple(delimiters) if delimiters is not None else None,
+                encoding_name=encoding_name))
+        except BaseException:
+            if source_store is None:  # ours: do not leave the database open behind a failed open
+                self.store.close()
+            raise
+
+    def _open_rest(self, vectorstore: Any, embedding: Any, index_text: Any, requested: dict[str, Any]) -> None:
+        if embedding is None and vectorstore is None:
+            from .embeddings import default_embeddings
+
+            embedding = default_embeddings()
+        if vectorstore is None:
+            store_embedding = IndexTextEmbeddings(embedding, index_text) if index_text else embedding
+            with self.store.writer_lock(self.lock_timeout):  # two first-time writers must not race to create it
+                vectorstore = self._wrap(lambda: default_chroma(self._client, self.collection_name, store_embedding),
+                                         "open the vector collection")
+        elif index_text is not None:
+            raise ValueError("index_text only applies to the default Chroma store; for your own vectorstore, build it "
+                             "with IndexTextEmbeddings(embedding, index_text) as its embedding")
+        self.vectors = VectorBackend(vectorstore, embedding)
+        self.vectorstore = vectorstore
+        self._embedding_checked = False
+        self._probed = False
+        self.manifest = self._open_manifest(requested)
+        self.index_id: str = self.manifest["index_id"]
+        self.config = IndexConfig.from_json(self.manifest["config"])
+        self.keyword = KeywordIndex(self.store, index_text=self.index_text)
+        self._wrap(self.keyword.load, "load the keyword index")
+
+    # ------------------------------------------------------------------ opening
+    def _chroma_client(self, root: Path | None, host, port, ssl, headers, client) -> Any:
         import chromadb
         from chromadb.config import Settings
 
-        self.collection_name = validate_collection_name(collection_name)
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be > 0, got {batch_size}")
-        self.batch_size = batch_size
-        self.show_progress = show_progress
-        self.index_text = index_text or (lambda text: text)
-        if sum(x is not None for x in (persist_directory, host, client)) > 1:
-            raise ValueError("give only one of persist_directory, host or client")
         settings = Settings(anonymized_telemetry=False)
-        self.persist_directory: Path | None = None
-        self.server: str | None = None
         if client is not None:
-            self.client = client
-        elif host is not None:
+            return client
+        if host is not None:
             port = int(port or 8000)
             self.server = f"{'https' if ssl else 'http'}://{host}:{port}"
             try:
-                self.client = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings)
-                self.client.heartbeat()
+                found = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings)
+                found.heartbeat()
+                return found
             except Exception as exc:  # chromadb raises ValueError / httpx errors
                 raise ConnectionError(
                     f"cannot reach the Chroma server at {self.server} ({exc}). Start one with "
                     f"`chroma run --path DIR --host {host} --port {port}` or check host/port."
                 ) from exc
-        else:
-            root = Path(persist_directory if persist_directory is not None else ".swrag/index")
-            try:
-                root.mkdir(parents=True, exist_ok=True)
-                probe = root / f".write-test-{uuid.uuid4().hex}"
-                probe.write_bytes(b"")
-                probe.unlink()
-            except OSError as exc:
-                raise ValueError(f"persist_directory {str(root)!r} is not a writable directory ({exc})") from exc
-            self.persist_directory = root
-            try:
-                self.client = chromadb.PersistentClient(path=str(root / "chroma"), settings=settings)
-            except Exception as exc:
-                raise ValueError(f"cannot open a Chroma database in {str(root / 'chroma')!r}: {exc}") from exc
-        if bm25_directory is not None:
-            self.bm25_path: Path | None = Path(bm25_directory)
-        elif self.persist_directory is not None:
-            self.bm25_path = self.persist_directory / "bm25" / self.collection_name
-        else:
-            self.bm25_path = None
-
-        requested = dict(
-            chunk_size=chunk_size, medium_size=medium_size, strategy=strategy, window_size=window_size,
-            step=step, unit=unit, delimiters=tuple(delimiters) if delimiters is not None else None,
-            encoding_name=encoding_name,
-        )
-        self.collection = self._open_collection(requested)
-        if self._meta.get("swrag_text") == "file":
-            if self.persist_directory is None:
-                raise ValueError(
-                    f"collection {self.collection_name!r} keeps its texts in the local directory it was built in; "
-                    "open it with persist_directory=<that directory>"
-                )
-            self.store: SqliteSourceStore | ChromaSourceStore = SqliteSourceStore(
-                self.persist_directory / "sources" / f"{self.collection_name}.sqlite3")
-        else:
-            try:
-                self.store = ChromaSourceStore(self.client, self._sources_name())
-            except Exception as exc:
-                raise self._wrap_error(exc, "open the source collection") from exc
-        if embedding is None:
-            from .embeddings import default_embeddings
-
-            embedding = default_embeddings()
-        self.embedding = embedding
-        from langchain_chroma import Chroma
-
-        # Plain LangChain view of the chunk vectors (its documents have no text: texts
-        # live in ``self.store``; use :meth:`dense_retriever` for hydrated results).
-        self.vectorstore = Chroma(
-            collection_name=self.collection_name,
-            embedding_function=embedding,
-            client=self.client,
-            create_collection_if_not_exists=False,
-        )
-        self.bm25 = self._open_bm25()
-
-    def _sources_name(self) -> str:
-        return validate_collection_name(self.collection_name + "_sources")
-
-    # ------------------------------------------------------------ collection
-    def _open_collection(self, requested: dict[str, Any]):
-        from chromadb.errors import NotFoundError
-
+        assert root is not None
         try:
-            collection = self.client.get_collection(self.collection_name, embedding_function=None)
-        except (NotFoundError, ValueError):
-            collection = None
+            return chromadb.PersistentClient(path=str(root / "chroma"), settings=settings)
         except Exception as exc:
-            raise self._wrap_error(exc, "open the collection") from exc
-        if collection is not None:
-            meta = collection.metadata or {}
-            stored = meta.get("swrag_config")
-            if stored is None:
-                raise ValueError(
-                    f"collection {self.collection_name!r} exists but was not created by SlidingWindowIndex; "
-                    "choose another collection_name"
-                )
-            if meta.get("swrag_format") != _FORMAT:
-                raise ValueError(
-                    f"collection {self.collection_name!r} was built by an older version of SlidingWindowIndex "
-                    f"(format {meta.get('swrag_format')!r}, now {_FORMAT}); delete it and index the documents again"
-                )
-            self.config = IndexConfig.from_json(stored)
-            given = {k: v for k, v in requested.items() if v is not None}
-            if given.get("strategy") is not None:
-                given["strategy"] = IndexConfig.resolve(strategy=given["strategy"]).strategy
-            mismatched = {k: (v, getattr(self.config, k)) for k, v in given.items() if getattr(self.config, k) != v}
-            if mismatched:
-                detail = ", ".join(f"{k}={v!r} (index has {s!r})" for k, (v, s) in mismatched.items())
-                raise ValueError(
-                    f"collection {self.collection_name!r} was built with other chunking parameters: {detail}. "
-                    "Leave them unset to reuse the stored ones, or use a new collection_name."
-                )
-            self._meta = dict(meta)
-            return collection
-        self.config = IndexConfig.resolve(**requested)
-        self._meta = {
-            "swrag_config": self.config.to_json(), "swrag_format": _FORMAT, "swrag_state": "empty",
-            "swrag_text": "file" if self.persist_directory is not None else "chroma",
+            raise ValueError(f"cannot open a Chroma database in {str(root / 'chroma')!r}: {exc}") from exc
+
+    def _open_source_store(self, source_store: Any, root: Path | None, vectorstore: Any) -> SourceStore:
+        if source_store is not None:
+            return _as_source_store(source_store)
+        if root is not None:
+            path = root / "sources" / f"{self.collection_name}.sqlite3"
+            from .migrate import migrate_if_needed
+
+            migrate_if_needed(root, self.collection_name, self._client)
+            return SqliteSourceStore(path)
+        if vectorstore is not None:
+            raise ValueError("give source_store= (a SourceStore, a SQLite path or a LangChain byte store such as "
+                             "LocalFileStore) or persist_directory= to keep the source texts")
+        name = validate_collection_name(self.collection_name + "_sources")
+        return KVSourceStore(self._wrap(lambda: ChromaByteStore(self._client, name), "open the source collection"))
+
+    def _open_manifest(self, requested: dict[str, Any]) -> dict[str, Any]:
+        manifest = self._wrap(self.store.get_meta, "read the index manifest")
+        if not manifest:
+            with self._writing():
+                manifest = self.store.get_meta()
+                if not manifest:
+                    return self._create_manifest(requested)
+        if manifest.get("format") != FORMAT:
+            raise IndexMismatchError(f"the index was written in format {manifest.get('format')!r}; this version reads "
+                                     f"format {FORMAT}: index the files again into a new directory")
+        config = IndexConfig.from_json(manifest["config"])
+        mismatched = config.mismatches(requested)
+        if mismatched:
+            detail = ", ".join(f"{k}={v!r} (index has {s!r})" for k, (v, s) in mismatched.items())
+            raise ValueError(f"this index was built with other chunking parameters: {detail}. "
+                             "Leave them unset to reuse the stored ones, or use a new index.")
+        self._check_pairing(manifest)
+        return manifest
+
+    def _create_manifest(self, requested: dict[str, Any]) -> dict[str, Any]:
+        heads = self.store.heads()
+        held = self.vectors.count()
+        if heads:
+            raise IndexMismatchError(f"the source store {self.store!r} holds {len(heads)} sources but no index manifest; "
+                                     "it was not written by SlidingWindowIndex")
+        if held:
+            raise IndexMismatchError(
+                f"the vector store ({self.vectors.kind}) already holds {held} vectors, but the source store "
+                f"{self.store!r} is empty: its source texts are lost or it belongs to another index. Use an empty "
+                "vector store (another collection), or restore the source store"
+                + (f" (a local index: move {self.persist_directory} away and index the files again)"
+                   if self.persist_directory else ""))
+        manifest = {
+            "format": FORMAT, "index_id": uuid.uuid4().hex, "config": IndexConfig.resolve(**requested).to_json(),
+            "embedding": {"name": _embedding_name(self.vectors.embedding), "dim": None},
+            "vectors": {"kind": self.vectors.kind, "collection": self.collection_name},
         }
-        if self._meta["swrag_text"] == "chroma":
-            self._sources_name()  # the derived name must be valid too
-        try:
-            return self.client.create_collection(
-                self.collection_name,
-                metadata=self._meta,
-                configuration={"hnsw": {"space": "cosine"}},
-                embedding_function=None,
-            )
-        except Exception as exc:
-            raise self._wrap_error(exc, "create the collection") from exc
+        self.store.set_meta(manifest)
+        return manifest
 
-    def _wrap_error(self, exc: Exception, action: str) -> Exception:
-        if self.server is not None:
-            text = str(exc).lower()
-            if "connect" in text or "connection" in text or type(exc).__name__ in ("ConnectError", "ConnectTimeout", "ReadTimeout"):
-                return ConnectionError(f"Chroma server at {self.server} did not answer while trying to {action}: {exc}")
-        return exc
-
-    def _set_state(self, state: str) -> None:
-        self._meta["swrag_state"] = state
-        self.collection.modify(metadata=dict(self._meta))
-
-    def _stored_state(self) -> str:
-        try:
-            collection = self.client.get_collection(self.collection_name, embedding_function=None)
-            return (collection.metadata or {}).get("swrag_state", "")
-        except Exception:
-            return ""
-
-    # ------------------------------------------------------------------ BM25
-    def _open_bm25(self) -> BM25Index:
-        state = self._stored_state()
-        if self.bm25_path is not None and (self.bm25_path / "meta.json").is_file():
-            try:
-                index = BM25Index.load(self.bm25_path)
-                with open(self.bm25_path / "state.json", encoding="utf-8") as fh:
-                    saved_state = json.load(fh).get("state")
-                if saved_state == state and not state.startswith("dirty"):
-                    return index
-                logger.warning("BM25 index at %s is out of date; rebuilding it from the source store", self.bm25_path)
-            except Exception as exc:  # unreadable / partial: rebuild
-                logger.warning("BM25 index at %s unreadable (%s); rebuilding it from the source store", self.bm25_path, exc)
-        index = self._rebuild_bm25()
-        if self.bm25_path is not None and len(index):
-            self._save_bm25(index, state)
-        return index
-
-    def _rebuild_bm25(self) -> BM25Index:
-        index = BM25Index()
-        for rec in self.store.iter_records():
-            index.upsert([f"{rec.source_id}:s:{i}" for i in range(rec.n_chunks)],
-                         [self.index_text(rec.chunk_text(i)) for i in range(rec.n_chunks)])
-        return index
-
-    def _save_bm25(self, index: BM25Index, state: str) -> None:
-        if self.bm25_path is None:
+    def _check_pairing(self, manifest: dict[str, Any]) -> None:
+        """The vectors sampled from complete sources must carry this index's id."""
+        if not self.vectors.can_get:
             return
-        index.save(self.bm25_path)
-        tmp = self.bm25_path / "state.json.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"state": state}, fh)
-        os.replace(tmp, self.bm25_path / "state.json")
+        heads = self.store.heads()
+        sample = [sid for sid, h in sorted(heads.items()) if h.state == "complete" and h.n_chunks][:5]
+        if not sample:
+            return
+        ids = [vector_id(chunk_id(sid, 0)) for sid in sample]
+        found = self._wrap(lambda: self.vectors.present(ids), "read vectors")
+        foreign = [m.get("swrag_index") for m in found.values() if m.get("swrag_index") != manifest["index_id"]]
+        if foreign:
+            raise IndexMismatchError(
+                f"the vector store ({self.vectors.kind}) holds vectors of another index ({foreign[0]!r}), not of the "
+                f"index whose sources are in {self.store!r}: pass the vector store this index was built with")
 
-    # -------------------------------------------------------------- planning
-    def plan(self, doc: Document) -> _Plan:
-        """Cut one document into its small and medium chunk records (no I/O)."""
-        cfg = self.config
-        text = doc.page_content
-        sid = source_id_for(doc)
-        content_hash = hashlib.sha1(
-            (cfg.to_json() + "\x00" + text).encode("utf-8", "surrogatepass")
-        ).hexdigest()[:16]
-        spans = list(iter_windows(text, "FFS", cfg.chunk_size, cfg.chunk_size, unit=cfg.unit, encoding_name=cfg.encoding_name))
-        n = len(spans)
-        starts = np.fromiter((s.start for s in spans), dtype=np.int64, count=n)
-        ends = np.fromiter((s.end for s in spans), dtype=np.int64, count=n)
-        # exact cl100k-style token count of each chunk on its own (used for budgets)
-        encoding = get_encoding(cfg.encoding_name)
-        n_tokens = np.fromiter(
-            (len(t) for t in encoding.encode_ordinary_batch([text[a:b] for a, b in spans])), dtype=np.int64, count=n
-        )
-        # window bounds of each small chunk (union of the windows holding it)
-        idx = np.arange(n, dtype=np.int64)
-        if cfg.strategy == "chunks":
-            w, s = cfg.window_size, cfg.step
-            n_windows = 1 if n <= w else -(-(n - w) // s) + 1
-            k_min = np.maximum(0, -(-(idx - w + 1) // s))
-            k_max = np.minimum(idx // s, n_windows - 1)
-            lower = k_min * s
-            upper = np.minimum(k_max * s + w, n) - 1
-            win_start, win_end = starts[lower], ends[upper]
-        else:
-            win_start = starts.copy()
-            win_end = ends.copy()
-            for ws, we in iter_windows(text, cfg.strategy, cfg.window_size, cfg.step, unit=cfg.unit,
-                                       delimiters=cfg.delimiters, encoding_name=cfg.encoding_name):
-                c_lo = int(np.searchsorted(starts, ws, side="right")) - 1
-                c_hi = int(np.searchsorted(starts, we, side="left")) - 1
-                if c_hi < c_lo:
-                    continue
-                sl = slice(max(c_lo, 0), c_hi + 1)
-                np.minimum(win_start[sl], ws, out=win_start[sl])
-                np.maximum(win_end[sl], we, out=win_end[sl])
-            lower = np.searchsorted(starts, win_start, side="right") - 1
-            upper = np.searchsorted(starts, win_end, side="left") - 1
-        arrays = np.stack([starts, ends, n_tokens, lower, upper, win_start, win_end]).astype(np.int64)
-        record = SourceRecord(sid, content_hash, text, arrays, _clean_metadata(doc.metadata), complete=False)
-        return _Plan(sid, content_hash, record, self.config.medium_size)
+    def _wrap(self, fn: Callable[[], Any], action: str) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            if self.server is not None:
+                text = str(exc).lower()
+                if "connect" in text or type(exc).__name__ in ("ConnectError", "ConnectTimeout", "ReadTimeout"):
+                    raise ConnectionError(f"Chroma server at {self.server} did not answer while trying to "
+                                          f"{action}: {exc}") from exc
+            raise
 
-    # ---------------------------------------------------------------- adding
-    def add_documents(self, documents: Iterable[Document]) -> dict[str, int]:
-        """Index documents; returns counts ``added``, ``replaced``, ``unchanged``,
-        ``skipped_empty``, ``chunks``.
+    # ------------------------------------------------------------------ checks
+    def _writing(self):
+        return self.store.writer_lock(self.lock_timeout)
 
-        Re-adding an unchanged document writes nothing. A document whose text changed
-        (same :func:`source_key`) has its record and chunk vectors overwritten and its
-        stale vectors deleted. Each source is written to the source store first (text,
-        offsets; marked incomplete), then to BM25, then its vectors to Chroma, then
-        marked complete: if writing fails half-way, adding the same documents again
-        completes the job.
+    def check_embedding(self) -> None:
+        """Raise :class:`IndexMismatchError` when the embedding's dimension differs from
+        the one the index was built with (records it on the first write)."""
+        if self._embedding_checked:
+            return
+        dim = len(self.vectors.embedding.embed_query("dimension probe"))
+        stored = (self.manifest.get("embedding") or {}).get("dim")
+        name = _embedding_name(self.vectors.embedding)
+        if stored is not None and int(stored) != dim:
+            raise IndexMismatchError(
+                f"this index was built with {stored}-dimensional embeddings "
+                f"({self.manifest['embedding'].get('name')}); the embedding given now ({name}) makes {dim}: pass the "
+                "embedding the index was built with, or index into a new directory")
+        self._embedding_dim = dim
+        self._embedding_checked = True
+
+    def _record_embedding(self) -> None:
+        """Store the embedding's dimension in the manifest (first write; lock held)."""
+        self.check_embedding()
+        if (self.manifest.get("embedding") or {}).get("dim") is None:
+            self.manifest = dict(self.store.get_meta())
+            self.manifest["embedding"] = {"name": _embedding_name(self.vectors.embedding), "dim": self._embedding_dim}
+            self.store.set_meta(self.manifest)
+
+    def _before_search(self) -> None:
+        self.check_embedding()
+        if not self._probed:
+            from .health import probe_vectors
+
+            problem = probe_vectors(self)
+            if problem:
+                raise IndexDamagedError(f"{problem}; run `swrag repair` (or SlidingWindowIndex.repair()) on "
+                                        f"{self.persist_directory or self.store!r}")
+            self._probed = True
+
+    # ------------------------------------------------------------------ writing
+    def index_documents(self, documents: Iterable[Document], *, ids: Sequence[str] | None = None,
+                        prune: bool | str = False, remove_origins: Iterable[str] | None = None) -> Any:
+        """Index documents; returns an :class:`~.writer.IndexReport`.
+
+        Re-adding an unchanged document writes nothing (unless its vectors are
+        missing); a changed one (same :func:`~.ids.source_key`) replaces its record and
+        vectors; an empty one removes the previous version of that source. ``ids`` gives
+        each document's identity (as ``Document.id``).
+
+        Args:
+            prune: ``"origins"`` (or ``True``): for every file (``metadata["source"]``)
+                in this batch, remove that file's sources not in the batch (e.g. CSV rows
+                or PDF pages that disappeared); ``"all"``: remove every source not in the
+                batch.
+            remove_origins: also remove the sources of these files (``metadata["source"]``
+                values) that are not in the batch, e.g. files deleted from a re-indexed folder.
         """
-        docs = list(documents)
-        if not docs:
-            raise ValueError("no documents to add")
-        for doc in docs:
-            if not isinstance(doc, Document):
-                raise TypeError(f"expected langchain Document objects, got {type(doc).__name__}")
-        usable = [d for d in docs if d.page_content and not d.page_content.isspace()]
-        skipped = len(docs) - len(usable)
-        if not usable:
-            raise ValueError(f"all {len(docs)} documents are empty (no text to index)")
-        if skipped:
-            warnings.warn(f"skipped {skipped} empty document(s)", stacklevel=2)
-        by_sid: dict[str, Document] = {}
-        for doc in usable:  # same source twice in one call: the last one wins
-            by_sid[source_id_for(doc)] = doc
-        try:
-            existing = self.store.status(list(by_sid))
-        except Exception as exc:
-            raise self._wrap_error(exc, "read existing sources") from exc
-        plans: list[tuple[_Plan, bool]] = []
-        unchanged = replaced = 0
-        for sid, doc in by_sid.items():
-            old = existing.get(sid)
-            plan = self.plan(doc)
-            if old is not None and old == (plan.content_hash, True):
-                unchanged += 1
-                continue
-            if old is not None:
-                replaced += 1
-            plans.append((plan, old is not None))
-        stats = {
-            "added": len(plans) - replaced, "replaced": replaced, "unchanged": unchanged,
-            "skipped_empty": skipped, "chunks": sum(p.record.n_chunks for p, _ in plans),
-        }
-        if not plans:
-            return stats
-        state = uuid.uuid4().hex
-        try:
-            self._set_state("dirty-" + state)
-            old_counts = self.store.n_chunks_of([p.source_id for p, had in plans if had]) if replaced else {}
-            self.store.put([p.record for p, _ in plans])
-            self.bm25.delete([f"{p.source_id}:s:{i}" for p, _ in plans
-                              for i in range(p.record.n_chunks, old_counts.get(p.source_id, 0))])
-            self.bm25.upsert([i for p, _ in plans for i in p.ids()],
-                             [self.index_text(t) for p, _ in plans for t in p.texts()])
-            self._save_bm25(self.bm25, state)
-            self._set_state(state)
-        except Exception as exc:
-            # the store may hold part of the new sources: make BM25 agree with it again
-            try:
-                self.bm25 = self._rebuild_bm25()
-            except Exception:  # server gone: leave the state dirty, rebuilt on reopen
-                pass
-            raise self._wrap_error(exc, "write sources") from exc
-        try:
-            self._write(plans)
-        except Exception as exc:
-            raise self._wrap_error(exc, "write chunk vectors") from exc
-        return stats
+        from .writer import write_documents
 
-    def add_texts(self, texts: Iterable[str], metadatas: Iterable[dict] | None = None) -> dict[str, int]:
+        docs = list(documents)
+        if ids is not None:
+            ids = list(ids)
+            if len(ids) != len(docs):
+                raise ValueError(f"got {len(ids)} ids for {len(docs)} documents")
+            docs = [Document(page_content=d.page_content, metadata=dict(d.metadata or {}), id=str(i))
+                    for d, i in zip(docs, ids)]
+        return write_documents(self, docs, prune=prune, remove_origins=remove_origins)
+
+    def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
+                  encoding: str | None = None, errors: str = "strict") -> Any:
+        """Load files (:func:`~.files.load_files`) and index them.
+
+        With ``prune`` (default) the index then mirrors the given paths: sources of files
+        that were deleted, emptied, or can no longer be read faithfully (skipped, with a
+        warning) are removed, as are CSV rows and PDF pages that disappeared; files the
+        walk does not look at (hidden or symlinked folders) keep their sources while
+        they exist. Returns an :class:`~.writer.IndexReport` (``skipped_files`` lists
+        what was not loaded and why).
+        """
+        from .files import load_files
+
+        loaded = load_files(paths, encoding=encoding, errors=errors)
+        if not loaded.files:
+            raise ValueError("no indexable files (.txt, .md, .markdown, .pdf, .csv) under the given paths")
+        remove: list[str] = []
+        if prune:
+            origins = sorted({h.origin for h in self.store.heads().values() if h.origin})
+            remove = loaded.vanished(origins) + [str(s.path) for s in loaded.skipped]
+        report = self.index_documents(loaded.documents, prune="origins" if prune else False, remove_origins=remove)
+        report.skipped_files = [(str(s.path), s.reason) for s in loaded.skipped]
+        return report
+
+    def add_documents(self, documents: list[Document], ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+        """LangChain ``VectorStore.add_documents``: index whole documents; returns their ids.
+
+        The id of a document is ``ids[i]`` or ``Document.id`` if given (and then
+        ``delete``/``get_by_ids`` take it), else its source id. ``batch_size`` is
+        accepted (the index batches by itself); other keywords raise ``TypeError``.
+        """
+        _only(kwargs, {"batch_size"}, "add_documents")
+        docs = list(documents)
+        if ids is None:
+            ids = [d.id for d in docs] if all(d.id for d in docs) else None
+        report = self.index_documents(docs, ids=ids)
+        return list(ids) if ids is not None else report.ids
+
+    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None,
+                  **kwargs: Any) -> list[str]:
+        """LangChain ``VectorStore.add_texts``: one source per text."""
         texts = list(texts)
         metas = list(metadatas) if metadatas is not None else [{} for _ in texts]
         if len(metas) != len(texts):
             raise ValueError(f"got {len(metas)} metadatas for {len(texts)} texts")
-        return self.add_documents([Document(page_content=t, metadata=dict(m)) for t, m in zip(texts, metas)])
+        return self.add_documents([Document(page_content=t, metadata=dict(m or {})) for t, m in zip(texts, metas)],
+                                  ids=ids, **kwargs)
 
-    def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike]) -> dict[str, int]:
-        """Load (see :func:`load_files`) and index files."""
-        return self.add_documents(load_files(paths))
+    def _resolve_ids(self, ids: Sequence[str]) -> list[str]:
+        """Source ids for ids given to :meth:`add_documents` (user ids) or source ids."""
+        heads = self.store.heads([str(i) for i in ids])
+        out = []
+        for value in ids:
+            value = str(value)
+            out.append(value if value in heads else source_id_for(f"id:{value}"))
+        return out
 
-    def _write(self, plans: list[tuple[_Plan, bool]]) -> None:
-        from tqdm.auto import tqdm
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """LangChain ``VectorStore.delete``: remove sources (by the ids :meth:`add_documents`
+        returned, or source ids). ``ids=None`` raises (use :meth:`reset`)."""
+        from .writer import remove_sources
 
-        max_batch = self.batch_size
-        try:
-            max_batch = min(max_batch, int(self.client.get_max_batch_size()))
-        except Exception:
-            pass
-        records = [(pi, i) for pi, (p, _) in enumerate(plans) for i in range(p.record.n_chunks)]
-        remaining = {pi: p.record.n_chunks for pi, (p, _) in enumerate(plans)}
-        with tqdm(total=len(records), desc="Embedding chunks", unit="chunk", disable=not self.show_progress) as bar:
-            for b in range(0, len(records), max_batch):
-                batch = records[b:b + max_batch]
-                embedded = self.embedding.embed_documents(
-                    [self.index_text(plans[pi][0].record.chunk_text(i)) for pi, i in batch]
-                )
-                if len(embedded) != len(batch):
-                    raise ValueError(f"embedding returned {len(embedded)} vectors for {len(batch)} texts")
-                self.collection.upsert(
-                    ids=[f"{plans[pi][0].source_id}:s:{i}" for pi, i in batch],
-                    embeddings=np.asarray(embedded, dtype=np.float32),
-                    metadatas=[{"source_id": plans[pi][0].source_id, "chunk_index": i} for pi, i in batch],
-                )
-                done = []
-                for pi, _ in batch:
-                    remaining[pi] -= 1
-                    if remaining[pi] == 0:
-                        done.append(pi)
-                for pi in done:
-                    plan, had = plans[pi]
-                    if had:  # vectors of chunks past the new end are stale
-                        self.collection.delete(where={"$and": [
-                            {"source_id": {"$eq": plan.source_id}}, {"chunk_index": {"$gte": plan.record.n_chunks}}]})
-                if done:
-                    self.store.mark_complete([plans[pi][0].source_id for pi in done])
-                bar.update(len(batch))
+        _only(kwargs, set(), "delete")
+        if ids is None:
+            raise ValueError("ids must be given (SlidingWindowIndex.reset() removes everything)")
+        remove_sources(self, self._resolve_ids(ids))
+        return True
 
-    # --------------------------------------------------------------- removal
     def delete_source(self, source: str | Document) -> int:
-        """Remove a source (a :func:`source_id_for` id or a Document); returns the
-        number of small chunks it had (0 if unknown)."""
-        sid = source_id_for(source) if isinstance(source, Document) else str(source)
-        n = self.store.n_chunks_of([sid]).get(sid)
-        if n is None:
+        """Remove one source (a source id, an id given at add time, or a Document); returns
+        the number of small chunks it had (0 if unknown)."""
+        from .writer import remove_sources
+
+        sid = source_id_for(source) if isinstance(source, Document) else self._resolve_ids([source])[0]
+        head = self.store.heads([sid]).get(sid)
+        if head is None:
             return 0
-        state = uuid.uuid4().hex
-        self._set_state("dirty-" + state)
-        self.collection.delete(where={"source_id": {"$eq": sid}})
-        self.store.delete([sid])
-        self.bm25.delete([f"{sid}:s:{i}" for i in range(n)])
-        self._save_bm25(self.bm25, state)
-        self._set_state(state)
-        return n
+        remove_sources(self, [sid])
+        return head.n_chunks
+
+    def repair(self, *, deep: bool = False) -> Any:
+        """Complete or remove unfinished sources, write missing vectors, rebuild a damaged
+        vector collection and the keyword index from the source store; returns an
+        :class:`~.writer.IndexReport`."""
+        from .writer import repair
+
+        return repair(self, deep=deep)
+
+    def status(self, *, deep: bool = False) -> Any:
+        """Health of every part (:class:`~.health.IndexStatus`); ``deep`` checks every
+        vector id and the source store's integrity too."""
+        from .health import index_status
+
+        return index_status(self, deep=deep)
 
     def reset(self) -> None:
-        """Delete all data of this collection (keeps its configuration)."""
-        self.client.delete_collection(self.collection_name)
-        self._meta["swrag_state"] = "empty"
-        self.collection = self.client.create_collection(
-            self.collection_name, metadata=dict(self._meta), configuration={"hnsw": {"space": "cosine"}},
-            embedding_function=None,
-        )
-        self.store.clear()
-        from langchain_chroma import Chroma
+        """Remove every source and vector (keeps the configuration)."""
+        from .writer import remove_sources
 
-        self.vectorstore = Chroma(collection_name=self.collection_name, embedding_function=self.embedding,
-                                  client=self.client, create_collection_if_not_exists=False)
-        self.bm25 = BM25Index()
-        self._save_bm25(self.bm25, "empty")
+        remove_sources(self, sorted(self.store.heads()))
 
-    # ---------------------------------------------------------------- reading
+    # ------------------------------------------------------------------ reading
+    @property
+    def embeddings(self) -> Embeddings:
+        """The query embedding (LangChain ``VectorStore.embeddings``)."""
+        return self.vectors.embedding
+
+    @property
+    def encoding_name(self) -> str:
+        return self.config.encoding_name
+
     def count(self, level: str | None = "small") -> int:
-        """Small chunks (``"small"``), derived medium chunks (``"medium"``) or stored
-        vectors (``None``; only small chunks have vectors)."""
+        """Small chunks (``"small"``) or derived medium chunks (``"medium"``) of the
+        complete sources, or vectors held by the store (``None``; ``-1`` if unknown)."""
         if level is None:
-            return self.collection.count()
-        counts = self.store.n_chunks_of(None)
+            n = self.vectors.count()
+            return -1 if n is None else n
+        heads = [h for h in self.store.heads().values() if h.state == "complete"]
         if level == "small":
-            return sum(counts.values())
+            return sum(h.n_chunks for h in heads)
         if level == "medium":
             m = self.config.medium_size
-            return sum(-(-n // m) for n in counts.values())
+            return sum(-(-h.n_chunks // m) for h in heads)
         raise ValueError(f"level must be 'small', 'medium' or None, got {level!r}")
 
-    def source_ids(self) -> list[str]:
-        return self.store.ids()
+    def source_ids(self, *, include_incomplete: bool = False) -> list[str]:
+        heads = self.store.heads()
+        return sorted(s for s, h in heads.items() if include_incomplete or h.state == "complete")
+
+    def _record(self, source_id: str) -> SourceRecord | None:
+        rec = self.store.get_many([source_id]).get(source_id)
+        return rec if rec is not None and rec.complete else None
 
     def source_text(self, source_id: str) -> str:
-        rec = self.store.get(source_id)
+        rec = self._record(source_id)
         if rec is None:
             raise LookupError(f"no source {source_id!r} in the index")
         return rec.text
 
     def chunk_metadata(self, source_id: str) -> list[dict[str, Any]]:
         """Metadata of all small chunks of a source (chunk order)."""
-        rec = self.store.get(source_id)
+        rec = self._record(source_id)
         if rec is None:
             return []
         return [rec.chunk_metadata(i, self.config.medium_size) for i in range(rec.n_chunks)]
 
-    def get_chunks(self, ids: Sequence[str]) -> list[Document]:
-        """Small/medium chunk records by id (``<sid>:s:<i>`` / ``<sid>:m:<j>``), as
-        Documents (order of ``ids``; unknown ids are left out). Medium chunks have no
-        stored text: theirs is the text of their small chunks."""
-        parsed = []
-        for cid in ids:
-            sid, _, rest = str(cid).partition(":")
-            level, _, num = rest.partition(":")
-            if level in ("s", "m") and num.isdigit():
-                parsed.append((cid, sid, level, int(num)))
-        records = self.store.get_many([p[1] for p in parsed])
-        m = self.config.medium_size
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """LangChain ``VectorStore.get_by_ids``: the source documents (whole text)."""
+        sids = self._resolve_ids(list(ids))
+        records = self.store.get_many(sids)
         out = []
-        for cid, sid, level, num in parsed:
+        for given, sid in zip(ids, sids):
             rec = records.get(sid)
-            if rec is None:
-                continue
-            if level == "s" and num < rec.n_chunks:
-                out.append(Document(page_content=rec.chunk_text(num), metadata=rec.chunk_metadata(num, m), id=cid))
-            elif level == "m" and num < rec.n_mediums(m):
-                meta = rec.medium_metadata(num, m)
-                out.append(Document(page_content=rec.text[meta["start_index"]:meta["end_index"]], metadata=meta, id=cid))
+            if rec is not None and rec.complete:
+                out.append(Document(page_content=rec.text, metadata={**rec.metadata, "source_id": sid}, id=str(given)))
         return out
 
-    def chunk_range(self, source_id: str, lower: int, upper: int) -> list[tuple[int, int, int, str]]:
-        """Small chunks ``lower..upper`` of a source as ``(index, start, end, text)``."""
-        return [(i, a, b, text) for i, a, b, _, text in self.fetch_ranges([(source_id, lower, upper)])[source_id]]
+    def get_chunks(self, ids: Sequence[str]) -> list[Document]:
+        """Small/medium chunks by chunk id (``<sid>:s:<i>`` / ``<sid>:m:<j>``), as Documents
+        (order of ``ids``; unknown ids and incomplete sources are left out)."""
+        parsed = [(cid, p) for cid in ids if (p := parse_chunk_id(cid)) is not None]
+        records = self.store.get_many([p.source_id for _, p in parsed])
+        m = self.config.medium_size
+        out = []
+        for cid, p in parsed:
+            rec = records.get(p.source_id)
+            if rec is None or not rec.complete:
+                continue
+            if p.level == "s" and p.index < rec.n_chunks:
+                out.append(Document(page_content=rec.chunk_text(p.index), metadata=rec.chunk_metadata(p.index, m),
+                                    id=str(cid)))
+            elif p.level == "m" and p.index < rec.n_mediums(m):
+                meta = rec.medium_metadata(p.index, m)
+                out.append(Document(page_content=rec.text[meta["start_index"]:meta["end_index"]], metadata=meta,
+                                    id=str(cid)))
+        return out
 
-    def fetch_ranges(self, ranges: Sequence[tuple[str, int, int]], mode: str = "store") -> dict[str, list[tuple]]:
-        """Chunk rows ``(index, start, end, n_tokens, text)`` of several ``(source_id,
-        lower, upper)`` ranges, per source (sorted, deduplicated).
-
-        ``mode="store"`` (default) slices the source record (offset arrays + text, one
-        cached read per source). ``"ids"`` and ``"where"`` first ask Chroma which chunks
-        of the range have vectors (by primary key, or with a metadata-range query
-        ``source_id $eq`` + ``chunk_index $gte/$lte``) and keep only those; the text
-        still comes from the store (Chroma holds none).
-        """
-        if mode not in ("store", "ids", "where"):
-            raise ValueError(f"mode must be 'store', 'ids' or 'where', got {mode!r}")
+    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
+        """Rows of chunk ranges ``(source_id, lower, upper)`` (see :class:`~.protocols.ChunkIndex`)."""
         records = self.store.get_many([r[0] for r in ranges])
         wanted: dict[str, set[int]] = {}
         for sid, lower, upper in ranges:
             rec = records.get(sid)
-            if rec is None:
+            if rec is None or not rec.complete:
                 continue
             lo, hi = max(0, int(lower)), min(int(upper), rec.n_chunks - 1)
             wanted.setdefault(sid, set()).update(range(lo, hi + 1))
-        if mode == "ids":
-            ids = [f"{sid}:s:{i}" for sid, idx in wanted.items() for i in sorted(idx)]
-            got = self.collection.get(ids=ids, include=["metadatas"]) if ids else {"metadatas": []}
-            present = {(m["source_id"], m["chunk_index"]) for m in got["metadatas"]}
-            wanted = {sid: {i for i in idx if (sid, i) in present} for sid, idx in wanted.items()}
-        elif mode == "where":
-            present = set()
-            for sid, lower, upper in ranges:
-                got = self.collection.get(where={"$and": [
-                    {"source_id": {"$eq": sid}},
-                    {"chunk_index": {"$gte": int(lower)}},
-                    {"chunk_index": {"$lte": int(upper)}},
-                ]}, include=["metadatas"])
-                present.update((m["source_id"], m["chunk_index"]) for m in got["metadatas"])
-            wanted = {sid: {i for i in idx if (sid, i) in present} for sid, idx in wanted.items()}
-        out: dict[str, list[tuple]] = {sid: [] for sid, _, _ in ranges}
+        out: dict[str, list[ChunkRow]] = {sid: [] for sid, _, _ in ranges}
         for sid, idx in wanted.items():
-            a = records[sid].arrays
-            text = records[sid].text
-            out[sid] = [(i, int(a[START, i]), int(a[END, i]), int(a[N_TOKENS, i]), text[a[START, i]:a[END, i]])
+            a, text = records[sid].arrays, records[sid].text
+            out[sid] = [ChunkRow(i, int(a[START, i]), int(a[END, i]), int(a[N_TOKENS, i]), text[a[START, i]:a[END, i]])
                         for i in sorted(idx)]
         return out
 
-    def mediums_covering(self, source_id: str, chunk_index: int) -> list[dict[str, Any]]:
-        """Metadata of the medium chunks whose window bounds cover a small chunk."""
-        rec = self.store.get(source_id)
+    def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
+        """Chunk and character range of the medium chunks whose windows cover a small chunk."""
+        rec = self._record(source_id)
         if rec is None:
-            return []
+            return None
         m = self.config.medium_size
         firsts = np.arange(0, rec.n_chunks, m)
         lo = np.minimum.reduceat(rec.arrays[WIN_LO], firsts)
         hi = np.maximum.reduceat(rec.arrays[WIN_HI], firsts)
         js = np.nonzero((lo <= chunk_index) & (hi >= chunk_index))[0]
-        return [rec.medium_metadata(int(j), m) for j in js]
+        if not js.size:
+            return None
+        metas = [rec.medium_metadata(int(j), m) for j in js]
+        return (min(x["first_chunk"] for x in metas), max(x["last_chunk"] for x in metas),
+                min(x["start_index"] for x in metas), max(x["end_index"] for x in metas))
 
-    def span_text(self, source_id: str, start: int, end: int, *, lower: int | None = None, upper: int | None = None) -> str:
-        """Exact source text ``[start, end)`` (``lower``/``upper`` are accepted for
-        compatibility and ignored)."""
+    def span_text(self, source_id: str, start: int, end: int) -> str:
+        """Exact source text ``[start, end)``."""
         if end <= start:
             return ""
-        rec = self.store.get(source_id)
-        if rec is None:
-            raise LookupError(f"no stored source {source_id!r}")
-        if start < 0 or end > len(rec.text):
-            raise LookupError(f"source {source_id!r} has {len(rec.text)} characters, not {start}:{end}")
-        return rec.text[start:end]
+        text = self.source_text(source_id)
+        if start < 0 or end > len(text):
+            raise LookupError(f"source {source_id!r} has {len(text)} characters, not {start}:{end}")
+        return text[start:end]
 
-    # ------------------------------------------------------------ retrievers
-    def bm25_retriever(self, k: int = 20) -> CJKBM25Retriever:
-        return CJKBM25Retriever(index=self.bm25, fetch=self.get_chunks, k=k)
+    # ------------------------------------------------------------------ search
+    def bm25_search(self, query: str, k: int = 20) -> list[tuple[str, float]]:
+        """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only)."""
+        return self.keyword.search(query, k)
 
-    def dense_retriever(self, k: int = 20, search_type: str = "mmr", *, fetch_k: int | None = None, lambda_mult: float = 0.5):
-        """Dense retriever over the small-chunk vectors (no metadata filter: the
-        collection holds nothing else), returning hydrated chunk Documents."""
+    def dense_ids(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
+                  lambda_mult: float = 0.5) -> list[str]:
+        """Chunk ids of the ``k`` nearest small chunks (optionally MMR), best first,
+        only chunks whose vector matches a complete source's current text."""
         if search_type not in ("mmr", "similarity"):
             raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
-        return DenseChunkRetriever(index=self, k=k, search_type=search_type,
-                                   fetch_k=fetch_k or max(4 * k, 20), lambda_mult=lambda_mult)
+        self._before_search()
+        qvec = self.vectors.embed_query(query)
+        docs = self._wrap(lambda: self.vectors.search(qvec, k, mmr=search_type == "mmr",
+                                                      fetch_k=fetch_k or max(4 * k, 20), lambda_mult=lambda_mult),
+                          "search the vectors")
+        heads = self.store.heads(sorted({str(d.metadata.get("source_id")) for d in docs}))
+        out = []
+        for doc in docs:
+            meta = doc.metadata or {}
+            head = heads.get(str(meta.get("source_id")))
+            if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
+                continue  # a vector of a source being rewritten, or of an old version
+            out.append(chunk_id(str(meta["source_id"]), int(meta["chunk_index"])))
+        return out
 
     def dense_search(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
                      lambda_mult: float = 0.5) -> list[Document]:
-        """The ``k`` nearest small chunks (cosine), optionally re-ranked with MMR."""
-        n = self.collection.count()
-        if n == 0:
-            return []
-        qvec = np.asarray(self.embedding.embed_query(query), dtype=np.float32)
-        if search_type == "similarity":
-            got = self.collection.query(query_embeddings=[qvec], n_results=min(k, n), include=["distances"])
-            ids = got["ids"][0]
-            scores = [1.0 - float(d) for d in got["distances"][0]]
-        else:
-            fetch_k = min(fetch_k or max(4 * k, 20), n)
-            got = self.collection.query(query_embeddings=[qvec], n_results=fetch_k, include=["embeddings", "distances"])
-            from langchain_core.vectorstores.utils import maximal_marginal_relevance
+        """The ``k`` nearest small chunks as Documents (``metadata["dense_rank"]``)."""
+        docs = self.get_chunks(self.dense_ids(query, k, search_type=search_type, fetch_k=fetch_k,
+                                              lambda_mult=lambda_mult))
+        for rank, doc in enumerate(docs, start=1):
+            doc.metadata["dense_rank"] = rank
+        return docs
 
-            embs = np.asarray(got["embeddings"][0], dtype=np.float32)
-            picked = maximal_marginal_relevance(qvec, embs, k=min(k, len(embs)), lambda_mult=lambda_mult)
-            ids = [got["ids"][0][i] for i in picked]
-            scores = [1.0 - float(got["distances"][0][i]) for i in picked]
-        docs = {d.id: d for d in self.get_chunks(ids)}
-        out = []
-        for cid, score in zip(ids, scores):
-            doc = docs.get(cid)
-            if doc is not None:
-                doc.metadata["dense_score"] = score
-                out.append(doc)
-        return out
+    def search_children(self, query: str, k: int, *, search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5),
+                        rrf_c: float = 60.0) -> list[ChildHit]:
+        """Stage 1 of the windowed parent retriever: BM25 and dense hits fused by weighted
+        RRF (see :class:`~.protocols.ChunkIndex`)."""
+        from .parents import check_query
 
-    def hybrid_retriever(self, k: int = 20, *, search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5), c: float = 60.0):
-        from .fusion import HybridRetriever
+        check_query(query)
+        if k <= 0:
+            raise ValueError(f"k must be > 0, got {k}")
+        if len(weights) != 2:
+            raise ValueError(f"weights must be (bm25, dense), got {weights!r}")
+        bm25 = self.keyword.search(query, k) if weights[0] > 0 else []
+        dense = self.dense_ids(query, k, search_type=search_type) if weights[1] > 0 else []
+        fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
+        bm25_score = dict(bm25)
+        parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
+        records = self.store.get_many(sorted({p.source_id for _, p, _, _ in parsed if p is not None}))
+        m = self.config.medium_size
+        hits = []
+        for cid, p, score, ranks in parsed:
+            rec = records.get(p.source_id) if p is not None else None
+            if rec is None or not rec.complete or p.index >= rec.n_chunks:
+                continue
+            meta = rec.chunk_metadata(p.index, m)
+            meta.update(rrf_score=score, fused_rank=len(hits) + 1)
+            if ranks[0] is not None:
+                meta.update(bm25_rank=ranks[0], bm25_score=bm25_score[cid])
+            if ranks[1] is not None:
+                meta["dense_rank"] = ranks[1]
+            hits.append(ChildHit(p.source_id, p.index, score, len(hits) + 1, meta["window_lower_bound"],
+                                 meta["window_upper_bound"], meta["window_start_index"], meta["window_end_index"],
+                                 meta["start_index"], meta["end_index"], meta))
+        return hits
 
-        return HybridRetriever(
-            retrievers=[self.bm25_retriever(k), self.dense_retriever(k, search_type)],
-            weights=list(weights), c=c, k=k, names=["bm25", "dense"],
-        )
+    # --------------------------------------------------------- LangChain faces
+    def bm25_retriever(self, k: int = 20):
+        """LangChain retriever over the BM25 side index (small chunks)."""
+        from .search import CJKBM25Retriever
+
+        return CJKBM25Retriever(index=self.keyword, fetch=self.get_chunks, k=k)
+
+    def dense_retriever(self, k: int = 20, search_type: str = "mmr", *, fetch_k: int | None = None,
+                        lambda_mult: float = 0.5):
+        """LangChain retriever over the chunk vectors (hydrated small chunks)."""
+        from .search import DenseChunkRetriever
+
+        if search_type not in ("mmr", "similarity"):
+            raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
+        return DenseChunkRetriever(index=self, k=k, search_type=search_type, fetch_k=fetch_k,
+                                   lambda_mult=lambda_mult)
+
+    def hybrid_retriever(self, k: int = 20, *, search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5),
+                         c: float = 60.0):
+        """BM25 + dense small-chunk retriever fused by weighted RRF."""
+        from .search import HybridRetriever
+
+        return HybridRetriever(retrievers=[self.bm25_retriever(k), self.dense_retriever(k, search_type)],
+                               weights=list(weights), c=c, k=k, names=["bm25", "dense"])
 
     def as_retriever(self, **kwargs: Any):
-        """A :class:`~swrag_integrations.retrieval.WindowedParentRetriever` on this index."""
+        """A :class:`~.retriever.WindowedParentRetriever` on this index.
+
+        Takes the retriever's fields as keywords, and like a ``VectorStore``
+        ``search_kwargs={"k": ..., ...}`` and ``search_type`` (``"mmr"`` or
+        ``"similarity"``: the dense part). Unknown keywords raise ``TypeError``.
+        """
         from .retriever import WindowedParentRetriever
 
-        return WindowedParentRetriever(index=self, **kwargs)
+        options = dict(kwargs.pop("search_kwargs", None) or {})
+        if "search_type" in kwargs:
+            options["search_type"] = kwargs.pop("search_type")
+        options.update(kwargs)
+        return WindowedParentRetriever(index=self, **options)
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        """The ``k`` best merged windows for ``query`` (:class:`~.retriever.WindowedParentRetriever`)."""
+        return self.as_retriever(k=k, **kwargs).invoke(query)
+
+    def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        return [(d, float(d.metadata.get("score", 0.0))) for d in self.similarity_search(query, k, **kwargs)]
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        return lambda score: score
+
+    @classmethod
+    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, *,
+                   ids: list[str] | None = None, **kwargs: Any) -> "SlidingWindowIndex":
+        """Build an index (``kwargs`` go to the constructor) and add ``texts``."""
+        index = cls(embedding=embedding, **kwargs)
+        if texts:
+            index.add_texts(texts, metadatas, ids=ids)
+        return index
 
     def disk_size(self) -> int:
-        """Bytes used on disk by the Chroma data, the source store and the BM25 index (local only)."""
-        total = 0
-        for root in (self.persist_directory, self.bm25_path if self.persist_directory is None else None):
-            if root is None or not Path(root).exists():
-                continue
-            for path in Path(root).rglob("*"):
-                if path.is_file():
-                    total += path.stat().st_size
-        return total
+        """Bytes used on disk by a local index (vectors, sources, keyword index)."""
+        root = self.persist_directory
+        if root is None or not root.exists():
+            return 0
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
     def __repr__(self) -> str:
-        where = self.server or (str(self.persist_directory) if self.persist_directory else "client")
-        return f"SlidingWindowIndex({where!r}, collection_name={self.collection_name!r}, config={self.config})"
+        where = self.server or (str(self.persist_directory) if self.persist_directory else repr(self.store))
+        return (f"SlidingWindowIndex({where!r}, collection_name={self.collection_name!r}, "
+                f"vectors={self.vectors.kind}, config={self.config})")
 
 
-class DenseChunkRetriever(BaseRetriever):
-    """LangChain retriever for :meth:`SlidingWindowIndex.dense_search`."""
+def _only(kwargs: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(kwargs) - allowed)
+    if unknown:
+        raise TypeError(f"{where}() got unexpected keyword argument(s) {', '.join(unknown)}"
+                        + (f"; it accepts {', '.join(sorted(allowed))}" if allowed else ""))
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    index: Any
-    k: int = 20
-    search_type: str = "mmr"
-    fetch_k: int = 80
-    lambda_mult: float = 0.5
+def _embedding_name(embedding: Any) -> str:
+    for attr in ("model_path", "model_name", "model"):
+        value = getattr(embedding, attr, None)
+        if isinstance(value, (str, os.PathLike)) and str(value):
+            return f"{type(embedding).__name__}:{Path(str(value)).name}"
+    return type(embedding).__name__
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return self.index.dense_search(query, self.k, search_type=self.search_type, fetch_k=self.fetch_k,
-                                       lambda_mult=self.lambda_mult)
+
+def warn_once(message: str) -> None:
+    warnings.warn(message, stacklevel=3)

@@ -1,88 +1,221 @@
-"""LlamaIndex face of the windowed retriever (a thin wrapper, same logic).
+"""LlamaIndex faces of windowed retrieval: native nodes in, ``NodeWithScore`` out.
 
-``WindowedLlamaIndexRetriever`` is a ``llama_index.core.retrievers.BaseRetriever``
-returning ``NodeWithScore`` whose node text is the merged window text and whose
-metadata is the LangChain document's metadata (``source_id``, ``start_index``,
-``end_index``...). It wraps any LangChain retriever, normally a
-:class:`~swrag_integrations.retrieval.WindowedParentRetriever` (or a
-:class:`~swrag_integrations.retrieval.MultiQueryFusionRetriever` around one).
-
-``MiniLMLlamaIndexEmbedding`` is the bundled MiniLM as a LlamaIndex ``BaseEmbedding``:
-a thin adapter over :class:`~swrag_integrations.retrieval.MiniLMEmbeddings` (by default
-the process-wide shared instance, so the model is loaded once for both frameworks).
+* :class:`WindowedLlamaIndexRetriever` -- a LlamaIndex ``BaseRetriever`` running the
+  framework-free planner (:mod:`.parents`) over a :class:`~.index.SlidingWindowIndex`
+  or over a native ``VectorStoreIndex`` built with the package's node parsers, and
+  returning ``NodeWithScore`` made straight from the core's spans (no LangChain types
+  on that path). It can also wrap any LangChain retriever (``retriever=``).
+* :class:`NodeChunkIndex` -- the :class:`~.protocols.ChunkIndex` of a
+  ``VectorStoreIndex``: the exact ``start_char_idx``/``end_char_idx`` of a document's
+  nodes cut it into elementary pieces (the union of all node boundaries) that tile
+  the covered text, so overlapping windows are merged by offset and budgeted exactly
+  like the package's own small chunks.
+* :class:`MiniLMLlamaIndexEmbedding` -- the bundled MiniLM as a LlamaIndex embedding.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
 
-from langchain_core.documents import Document
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import PrivateAttr
 
-__all__ = ["WindowedLlamaIndexRetriever", "MiniLMLlamaIndexEmbedding", "document_to_node"]
+from ..convert import document_to_node, span_to_node
+from ..windows import DEFAULT_ENCODING, count_units
+from .parents import check_query, spans_for
+from .protocols import ChildHit, ChunkIndex, ChunkRow
+
+__all__ = ["WindowedLlamaIndexRetriever", "NodeChunkIndex", "MiniLMLlamaIndexEmbedding"]
 
 
-def document_to_node(doc: Document, rank: int) -> NodeWithScore:
-    """A LangChain ``Document`` as a LlamaIndex ``NodeWithScore`` (text unchanged)."""
-    meta = {k: v for k, v in (doc.metadata or {}).items()}
-    node_id = doc.id or f"{meta.get('source_id', 'doc')}:{meta.get('start_index', rank)}-{meta.get('end_index', '')}"
-    node = TextNode(
-        id_=str(node_id),
-        text=doc.page_content,
-        metadata=meta,
-        start_char_idx=meta.get("start_index"),
-        end_char_idx=meta.get("end_index"),
-        excluded_embed_metadata_keys=list(meta),
-        excluded_llm_metadata_keys=[k for k in meta if k not in ("source", "title")],
-    )
-    if meta.get("source_id") is not None:
-        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=str(meta["source_id"]))
-    score = meta.get("score", meta.get("rrf_score"))
-    return NodeWithScore(node=node, score=float(score) if score is not None else None)
+@dataclass
+class _Tiling:
+    """A document's covered text cut at every node boundary."""
+
+    rows: list[ChunkRow]
+    node_range: dict[str, tuple[int, int]]  # node id -> (first row, last row)
+    order: list[str]  # node ids by start offset
+
+
+class NodeChunkIndex:
+    """:class:`~.protocols.ChunkIndex` over a LlamaIndex ``VectorStoreIndex``.
+
+    Args:
+        index: a ``VectorStoreIndex`` whose nodes carry exact ``start_char_idx``/
+            ``end_char_idx`` and a source document (``ref_doc_id``), e.g. built with
+            :class:`~swrag_integrations.llama_index.DynamicStepNodeParser`.
+        retriever: the first stage (default ``index.as_retriever(similarity_top_k=k)``).
+        neighbors: widen each hit node by this many neighbouring nodes on each side
+            (0: the node itself; its overlap with other hits is still merged).
+        encoding_name: tiktoken encoding of budgets.
+
+    A document's other nodes are read from ``index.docstore`` (a ``VectorStoreIndex``
+    over a text-storing vector store needs ``store_nodes_override=True`` for that);
+    when they are not there, only the retrieved nodes themselves are used.
+    """
+
+    def __init__(self, index: Any, *, retriever: Any = None, neighbors: int = 0,
+                 encoding_name: str = DEFAULT_ENCODING) -> None:
+        if isinstance(neighbors, bool) or not isinstance(neighbors, int) or neighbors < 0:
+            raise ValueError(f"neighbors must be an int >= 0, got {neighbors!r}")
+        if retriever is None and not hasattr(index, "as_retriever"):
+            raise TypeError(f"index must be a LlamaIndex VectorStoreIndex (or pass retriever=), got {type(index).__name__}")
+        self.index = index
+        self.retriever = retriever
+        self.neighbors = neighbors
+        self._encoding_name = encoding_name
+        self._tilings: dict[str, _Tiling] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def encoding_name(self) -> str:
+        return self._encoding_name
+
+    def _retrieve(self, query: str, k: int) -> list[NodeWithScore]:
+        retriever = self.retriever
+        if retriever is None:
+            retriever = self.index.as_retriever(similarity_top_k=k)
+        elif hasattr(retriever, "similarity_top_k"):
+            retriever.similarity_top_k = k
+        return list(retriever.retrieve(QueryBundle(query_str=query)))[:k]
+
+    def _doc_nodes(self, ref_doc_id: str, seen: Sequence[Any]) -> list[Any]:
+        docstore = getattr(self.index, "docstore", None)
+        nodes: list[Any] = []
+        if docstore is not None:
+            info = docstore.get_ref_doc_info(ref_doc_id)
+            if info is not None and info.node_ids:
+                nodes = [n for n in docstore.get_nodes(list(info.node_ids), raise_error=False) if n is not None]
+        return nodes or list(seen)
+
+    def _tiling(self, ref_doc_id: str, seen: Sequence[Any]) -> _Tiling:
+        with self._lock:
+            got = self._tilings.get(ref_doc_id)
+            if got is not None and all(n.node_id in got.node_range for n in seen):
+                return got
+        nodes = [n for n in self._doc_nodes(ref_doc_id, seen) if n.start_char_idx is not None and n.end_char_idx is not None]
+        nodes.sort(key=lambda n: (n.start_char_idx, n.end_char_idx))
+        cuts = sorted({p for n in nodes for p in (n.start_char_idx, n.end_char_idx)})
+        rows: list[ChunkRow] = []
+        for a, b in zip(cuts, cuts[1:]):
+            cover = next((n for n in nodes if n.start_char_idx <= a and b <= n.end_char_idx), None)
+            if cover is None:
+                continue  # text no node holds (only retrieved nodes are known)
+            text = cover.get_content()[a - cover.start_char_idx:b - cover.start_char_idx]
+            rows.append(ChunkRow(len(rows), a, b, count_units(text, "token", self._encoding_name), text))
+        starts = {row.start: row.index for row in rows}
+        ends = {row.end: row.index for row in rows}
+        tiling = _Tiling(rows, {n.node_id: (starts[n.start_char_idx], ends[n.end_char_idx]) for n in nodes
+                                if n.end_char_idx > n.start_char_idx}, [n.node_id for n in nodes])
+        with self._lock:
+            self._tilings[ref_doc_id] = tiling
+        return tiling
+
+    def search_children(self, query: str, k: int, *, search_type: str = "similarity",
+                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0) -> list[ChildHit]:
+        """The retrieved nodes as hits on their pieces (a node's score is split evenly)."""
+        found = self._retrieve(check_query(query), k)
+        by_doc: dict[str, list[Any]] = {}
+        for item in found:
+            node = item.node
+            if node.start_char_idx is None or node.end_char_idx is None or not node.ref_doc_id:
+                raise ValueError(f"node {node.node_id!r} has no exact offsets or source document: build the index "
+                                 "with the package's node parsers (e.g. DynamicStepNodeParser)")
+            by_doc.setdefault(node.ref_doc_id, []).append(node)
+        hits: list[ChildHit] = []
+        for rank, item in enumerate(found, start=1):
+            node = item.node
+            tiling = self._tiling(node.ref_doc_id, by_doc[node.ref_doc_id])
+            lo, hi = tiling.node_range[node.node_id]
+            pos = tiling.order.index(node.node_id)
+            around = tiling.order[max(0, pos - self.neighbors):pos + self.neighbors + 1]
+            w_lo = min(tiling.node_range[n][0] for n in around)
+            w_hi = max(tiling.node_range[n][1] for n in around)
+            score = 1.0 / (rrf_c + rank)
+            meta = {**{k: v for k, v in (node.metadata or {}).items() if isinstance(v, (str, int, float, bool))},
+                    "node_id": node.node_id, "node_score": item.score}
+            for i in range(lo, hi + 1):
+                row = tiling.rows[i]
+                hits.append(ChildHit(node.ref_doc_id, i, score / (hi - lo + 1), rank, w_lo, w_hi,
+                                     tiling.rows[w_lo].start, tiling.rows[w_hi].end, row.start, row.end, dict(meta)))
+        return hits
+
+    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
+        out: dict[str, list[ChunkRow]] = {}
+        for sid, lower, upper in ranges:
+            tiling = self._tilings.get(sid)
+            rows = out.setdefault(sid, [])
+            if tiling is not None:
+                rows.extend(tiling.rows[max(0, lower):upper + 1])
+        return {sid: sorted({r.index: r for r in rows}.values()) for sid, rows in out.items()}
+
+    def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
+        return None
 
 
 class WindowedLlamaIndexRetriever(BaseRetriever):
-    """Use a LangChain (windowed) retriever from LlamaIndex.
+    """Windowed parent retrieval as a LlamaIndex retriever.
 
     Args:
-        retriever: a LangChain retriever, e.g. ``SlidingWindowIndex.as_retriever()``.
-        index: alternatively a :class:`SlidingWindowIndex`; ``retriever_kwargs`` then
-            go to ``index.as_retriever``.
+        index: a :class:`~.index.SlidingWindowIndex`, a ``VectorStoreIndex`` built with
+            the package's node parsers (wrapped in :class:`NodeChunkIndex`), or any
+            :class:`~.protocols.ChunkIndex`.
+        retriever: instead of ``index``, any LangChain retriever (its documents are
+            converted to nodes), e.g. a ``MultiQueryFusionRetriever``.
+        k, k_child, budget_tokens, search_type, weights, rrf_c, expand: as in
+            :class:`~.retriever.WindowedParentRetriever` (``k_child``: nodes fetched
+            from a ``VectorStoreIndex``, default 10).
+        neighbors: for a ``VectorStoreIndex``: neighbouring nodes added to each hit's window.
     """
 
-    def __init__(self, retriever: Any = None, *, index: Any = None, callback_manager=None, **retriever_kwargs: Any) -> None:
+    def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = None, k_child: int | None = None,
+                 budget_tokens: int | None = 1500, search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5),
+                 rrf_c: float = 60.0, expand: str = "window", neighbors: int = 0, callback_manager: Any = None) -> None:
         if (retriever is None) == (index is None):
-            raise ValueError("give exactly one of retriever or index")
-        if retriever is None:
-            retriever = index.as_retriever(**retriever_kwargs)
-        elif retriever_kwargs:
-            raise ValueError("retriever keyword arguments are only used together with index=")
+            raise ValueError("give exactly one of index or retriever")
+        for name, value in (("k", k), ("k_child", k_child), ("budget_tokens", budget_tokens)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if index is not None and not isinstance(index, ChunkIndex):
+            index = NodeChunkIndex(index, neighbors=neighbors)
+            k_child = k_child or 10
+            search_type = "similarity"
+        self._chunk_index = index
         self._lc_retriever = retriever
+        self._options = dict(k=k, k_child=k_child or 30, budget_tokens=budget_tokens, search_type=search_type,
+                             weights=tuple(weights), rrf_c=rrf_c, expand=expand)
         super().__init__(callback_manager=callback_manager)
 
     @property
-    def langchain_retriever(self) -> Any:
-        return self._lc_retriever
+    def chunk_index(self) -> Any:
+        return self._chunk_index
 
-    @staticmethod
-    def _query(query_bundle: QueryBundle) -> str:
-        query = query_bundle.query_str
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
-        return query
+    def _nodes(self, query: str) -> list[NodeWithScore]:
+        o = self._options
+        hits = self._chunk_index.search_children(query, o["k_child"], search_type=o["search_type"],
+                                                 weights=o["weights"], rrf_c=o["rrf_c"])
+        spans = spans_for([hits], self._chunk_index, budget_tokens=o["budget_tokens"], k=o["k"], expand=o["expand"])
+        return [span_to_node(s) for s in spans]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        docs = self._lc_retriever.invoke(self._query(query_bundle))
-        return [document_to_node(d, i) for i, d in enumerate(docs, start=1)]
+        query = check_query(query_bundle.query_str)
+        if self._lc_retriever is not None:
+            return [document_to_node(d, with_score=True) for d in self._lc_retriever.invoke(query)]
+        return self._nodes(query)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        docs = await self._lc_retriever.ainvoke(self._query(query_bundle))
-        return [document_to_node(d, i) for i, d in enumerate(docs, start=1)]
+        query = check_query(query_bundle.query_str)
+        if self._lc_retriever is not None:
+            return [document_to_node(d, with_score=True) for d in await self._lc_retriever.ainvoke(query)]
+        return await asyncio.to_thread(self._nodes, query)
+
+
 
 
 class MiniLMLlamaIndexEmbedding(BaseEmbedding):

@@ -24,6 +24,8 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
 from .fusion import reciprocal_rank_fusion
+from .parents import check_query
+from .search import call_options
 
 __all__ = ["DEFAULT_PROMPT", "parse_query_variants", "generate_queries", "agenerate_queries", "MultiQueryFusionRetriever"]
 
@@ -192,7 +194,7 @@ class MultiQueryFusionRetriever(BaseRetriever):
     Documents carry ``metadata["queries"]`` (the queries used) when fused here.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     retriever: BaseRetriever
     llm: Any
@@ -219,42 +221,42 @@ class MultiQueryFusionRetriever(BaseRetriever):
     def generate_queries(self, question: str) -> list[str]:
         return generate_queries(self.llm, question, self.n_variants, prompt=self.prompt)
 
-    def _fuse(self, queries: Sequence[str], lists: Sequence[Sequence[Document]]) -> list[Document]:
+    def _fuse(self, queries: Sequence[str], lists: Sequence[Sequence[Document]], k: int | None) -> list[Document]:
         fused = reciprocal_rank_fusion(
-            lists, c=self.rrf_c, k=self.k, list_names=[f"query{i}" for i in range(len(lists))]
+            lists, c=self.rrf_c, k=k, list_names=[f"query{i}" for i in range(len(lists))]
         )
         for doc in fused:
             doc.metadata["queries"] = list(queries)
         return fused
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                **kwargs: Any) -> list[Document]:
+        k = call_options(kwargs, {"k": self.k}, "MultiQueryFusionRetriever.invoke()")["k"]
+        check_query(query)
         queries = self.generate_queries(query)
         config = {"callbacks": run_manager.get_child()}
-        if hasattr(self.retriever, "retrieve_many"):
-            docs = self.retriever.retrieve_many(queries, config=config)
+        if hasattr(self.retriever, "retrieve_many"):  # one budget shared by all queries, k counted once
+            docs = self.retriever.retrieve_many(queries, config=config, **({"k": k} if k else {}))
             for doc in docs:
                 doc.metadata["queries"] = list(queries)
-            return docs[: self.k] if self.k else docs
+            return docs[:k] if k else docs
         if len(queries) == 1:
             lists = [self.retriever.invoke(queries[0], config=config)]
         else:
             with ThreadPoolExecutor(max_workers=min(self.max_workers, len(queries))) as pool:
                 lists = list(pool.map(lambda q: self.retriever.invoke(q, config=config), queries))
-        return self._fuse(queries, lists)
+        return self._fuse(queries, lists, k)
 
-    async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       **kwargs: Any) -> list[Document]:
+        k = call_options(kwargs, {"k": self.k}, "MultiQueryFusionRetriever.ainvoke()")["k"]
+        check_query(query)
         queries = await agenerate_queries(self.llm, query, self.n_variants, prompt=self.prompt)
         config = {"callbacks": run_manager.get_child()}
         if hasattr(self.retriever, "aretrieve_many"):
-            docs = await self.retriever.aretrieve_many(queries, config=config)
+            docs = await self.retriever.aretrieve_many(queries, config=config, **({"k": k} if k else {}))
             for doc in docs:
                 doc.metadata["queries"] = list(queries)
-            return docs[: self.k] if self.k else docs
+            return docs[:k] if k else docs
         lists = await asyncio.gather(*(self.retriever.ainvoke(q, config=config) for q in queries))
-        return self._fuse(queries, lists)
+        return self._fuse(queries, lists, k)

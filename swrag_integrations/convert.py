@@ -1,0 +1,90 @@
+"""The one conversion between LangChain ``Document`` s and LlamaIndex nodes.
+
+Both directions keep the text unchanged and the exact offsets: ``start_index``/
+``end_index`` metadata <-> ``start_char_idx``/``end_char_idx``, and the source
+identity: ``metadata["source_id"]`` <-> the node's ``SOURCE`` relationship (its
+``ref_doc_id``). Spans from the framework-free core (:class:`~.retrieval.assemble.ContextSpan`)
+become nodes without passing through LangChain. Each framework is imported only when
+its side of a conversion is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["document_to_node", "node_to_document", "span_to_node", "SCORE_KEYS"]
+
+SCORE_KEYS = ("relevance_score", "segment_value", "score", "rrf_score")
+
+
+def _scalar_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None}
+
+
+def _node(node_id: str, text: str, meta: dict[str, Any], start: Any, end: Any, source_id: Any) -> Any:
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+
+    node = TextNode(id_=node_id, text=text, metadata=meta,
+                    start_char_idx=None if start is None else int(start),
+                    end_char_idx=None if end is None else int(end))
+    # the metadata describes the text; none of it is part of what gets embedded or read,
+    # except a contextual header (embedded: header + "\n\n" + chunk) and the source name
+    node.excluded_embed_metadata_keys = [k for k in meta if k != "context_header"]
+    node.excluded_llm_metadata_keys = [k for k in meta if k not in ("source", "title")]
+    if "context_header" in meta:
+        node.metadata_template = "{value}"
+    if source_id is not None:
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=str(source_id))
+    return node
+
+
+def document_to_node(doc: Any, *, score: float | None = None, with_score: bool = False) -> Any:
+    """A LangChain ``Document`` as a ``TextNode`` (or ``NodeWithScore`` with ``with_score``)."""
+    meta = _scalar_metadata(dict(doc.metadata or {}))
+    node_id = doc.id or f"{meta.get('source_id', 'doc')}:{meta.get('start_index', '')}-{meta.get('end_index', '')}"
+    node = _node(str(node_id), doc.page_content, meta, meta.get("start_index"), meta.get("end_index"),
+                 meta.get("source_id"))
+    if not with_score:
+        return node
+    from llama_index.core.schema import NodeWithScore
+
+    if score is None:
+        score = next((float(meta[k]) for k in SCORE_KEYS if meta.get(k) is not None), None)
+    return NodeWithScore(node=node, score=score)
+
+
+def span_to_node(span: Any) -> Any:
+    """A core :class:`~.retrieval.assemble.ContextSpan` as a ``NodeWithScore`` (exact offsets)."""
+    from llama_index.core.schema import NodeWithScore
+
+    meta = _scalar_metadata({**span.metadata, "source_id": span.source_id, "start_index": span.start,
+                             "end_index": span.end, "score": span.score, "rank": span.rank})
+    meta.update(hit_chunk_indices=",".join(map(str, span.metadata.get("hit_chunk_indices") or [])))
+    node = _node(f"{span.source_id}:{span.start}-{span.end}", span.text, meta, span.start, span.end, span.source_id)
+    return NodeWithScore(node=node, score=span.score)
+
+
+def node_to_document(item: Any) -> Any:
+    """A ``NodeWithScore`` (or a node) as a LangChain ``Document``.
+
+    The id is the node id; the score goes to ``metadata["score"]``; offsets to
+    ``start_index``/``end_index``; the source to ``source_id`` (from the metadata, else
+    the node's ``ref_doc_id``), so nodes from the package's node parsers work wherever
+    a chunk needs its source (e.g. relevant segment extraction).
+    """
+    from langchain_core.documents import Document
+    from llama_index.core.schema import MetadataMode
+
+    node = getattr(item, "node", item)
+    score = getattr(item, "score", None) if item is not node else None
+    meta = dict(node.metadata or {})
+    if score is not None and "score" not in meta:
+        meta["score"] = float(score)
+    start, end = getattr(node, "start_char_idx", None), getattr(node, "end_char_idx", None)
+    if start is not None and "start_index" not in meta:
+        meta["start_index"] = int(start)
+    if end is not None and "end_index" not in meta:
+        meta["end_index"] = int(end)
+    if meta.get("source_id") is None and getattr(node, "ref_doc_id", None):
+        meta["source_id"] = str(node.ref_doc_id)
+    return Document(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta, id=node.node_id)

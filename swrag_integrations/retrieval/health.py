@@ -1,0 +1,148 @@
+"""Health of an index: every derived part checked against the source store.
+
+:func:`probe_vectors` is the self-retrieval probe: a few complete chunks, embedded
+with the store's own embedding, must find themselves (or a chunk with the same text)
+among their nearest neighbours. It catches a vector collection that lost its search
+structure while still counting its vectors (e.g. Chroma with its HNSW files deleted
+answers every query with nothing). :func:`index_status` gathers counts, states and
+probes into an :class:`IndexStatus` for ``swrag status``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .ids import chunk_id, vector_id
+from .vectors import doc_vector_id
+
+if TYPE_CHECKING:
+    from .index import SlidingWindowIndex
+
+__all__ = ["IndexStatus", "index_status", "probe_vectors"]
+
+PROBES = 8
+
+
+def _sample(index: "SlidingWindowIndex", n: int) -> list[tuple[str, int]]:
+    """Up to ``n`` chunks spread over the complete sources (deterministic)."""
+    heads = sorted((sid, h) for sid, h in index.store.heads().items() if h.state == "complete" and h.n_chunks)
+    if not heads:
+        return []
+    step = max(1, len(heads) // n)
+    return [(sid, (j * 7) % h.n_chunks) for j, (sid, h) in enumerate(heads[::step][:n])]
+
+
+def probe_vectors(index: "SlidingWindowIndex", n: int = PROBES) -> str | None:
+    """``None`` when sampled chunks find themselves by vector search, else the problem."""
+    sample = _sample(index, n)
+    if not sample:
+        return None
+    held = index.vectors.count()
+    if held == 0:
+        return f"the vector store ({index.vectors.kind}) is empty but the index has complete sources"
+    records = index.store.get_many(sorted({sid for sid, _ in sample}))
+    texts = [records[sid].chunk_text(i) for sid, i in sample]
+    embed = index.vectors.store.embeddings or index.vectors.embedding
+    vectors = embed.embed_documents(texts)
+    found = 0
+    for (sid, i), text, vec in zip(sample, texts, vectors):
+        docs = index.vectors.search(vec, 5)
+        want = vector_id(chunk_id(sid, i))
+        if any(doc_vector_id(d) == want or d.page_content == text for d in docs):
+            found += 1
+    if found * 2 <= len(sample):  # allow near-duplicates crowding some out; not most
+        return (f"only {found} of {len(sample)} sampled chunks find themselves in the vector store "
+                f"({index.vectors.kind}): its search structure is damaged or holds other vectors")
+    return None
+
+
+@dataclass
+class IndexStatus:
+    """What ``swrag status`` prints; ``healthy`` is False when anything needs a repair."""
+
+    location: str
+    index_id: str
+    config: dict[str, Any]
+    vector_store: str
+    sources: int = 0
+    complete: int = 0
+    incomplete: list[dict[str, Any]] = field(default_factory=list)
+    chunks: int = 0
+    vectors: int | None = None
+    vector_problems: list[str] = field(default_factory=list)
+    keyword_documents: int = 0
+    keyword_generation: int = 0
+    store_generation: int = 0
+    keyword_problems: list[str] = field(default_factory=list)
+    store_problems: list[str] = field(default_factory=list)
+    embedding: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        return not (self.incomplete or self.vector_problems or self.keyword_problems or self.store_problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["healthy"] = self.healthy
+        return out
+
+    def lines(self) -> list[str]:
+        ok = "ok" if self.healthy else "NEEDS REPAIR (run `swrag repair`)"
+        out = [f"index {self.location} ({self.index_id[:8]}): {ok}",
+               f"  sources: {self.sources} ({self.complete} complete), small chunks: {self.chunks}",
+               f"  vectors: {'unknown' if self.vectors is None else self.vectors} in {self.vector_store}",
+               f"  keyword index: {self.keyword_documents} chunks at generation {self.keyword_generation} "
+               f"(source store at {self.store_generation})",
+               f"  embedding: {self.embedding.get('name')} ({self.embedding.get('dim')} dimensions)"]
+        for item in self.incomplete:
+            out.append(f"  incomplete: {item['source_id']} ({item['state']}) {item.get('origin') or ''}".rstrip())
+        for problem in self.vector_problems + self.keyword_problems + self.store_problems:
+            out.append(f"  problem: {problem}")
+        return out
+
+
+def index_status(index: "SlidingWindowIndex", *, deep: bool = False) -> IndexStatus:
+    """Counts, states and checks of every part of ``index`` (reads only)."""
+    from .writer import _missing_vectors
+
+    heads = index.store.heads()
+    complete = {sid: h for sid, h in heads.items() if h.state == "complete"}
+    status = IndexStatus(
+        location=str(index.persist_directory or index.server or index.store), index_id=index.index_id,
+        config=__import__("json").loads(index.config.to_json()), vector_store=index.vectors.kind,
+        sources=len(heads), complete=len(complete),
+        incomplete=[{"source_id": sid, "state": h.state, "origin": h.origin}
+                    for sid, h in sorted(heads.items()) if h.state != "complete"],
+        chunks=sum(h.n_chunks for h in complete.values()), vectors=index.vectors.count(),
+        embedding=dict(index.manifest.get("embedding") or {}),
+    )
+    if status.vectors is not None and status.vectors != status.chunks + sum(
+            h.n_chunks for h in heads.values() if h.state != "complete"):
+        if status.vectors < status.chunks:
+            status.vector_problems.append(f"{status.chunks - status.vectors} vector(s) missing "
+                                          f"({status.vectors} held for {status.chunks} chunks)")
+    try:
+        index.check_embedding()
+    except ValueError as exc:
+        status.vector_problems.append(str(exc))
+    else:
+        problem = probe_vectors(index)
+        if problem:
+            status.vector_problems.append(problem)
+        if deep:
+            lost = _missing_vectors(index, sorted(complete), force=True)
+            if lost:
+                status.vector_problems.append(f"{len(lost)} source(s) lack some of their vectors")
+    status.store_generation = index.store.generation()
+    index.keyword.refresh()
+    status.keyword_generation = index.keyword.generation
+    status.keyword_documents = len(index.keyword)
+    if index.keyword.rebuilt:
+        status.keyword_problems.append("the stored keyword index was missing, damaged or out of date "
+                                       "(rebuilt in memory; `swrag repair` saves it)")
+    if len(index.keyword) != status.chunks:
+        status.keyword_problems.append(f"keyword index holds {len(index.keyword)} chunks, sources {status.chunks}")
+    if deep:
+        status.store_problems.extend(index.store.check())
+    return status

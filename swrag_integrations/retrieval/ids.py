@@ -1,0 +1,91 @@
+"""Identities: of a source document, of its small chunks, and of their vectors.
+
+One definition each, used everywhere:
+
+* :func:`source_key` -- what decides "same document, new version" (``Document.id``,
+  else ``metadata["source"]`` plus ``page``/``row``, else the text);
+* :func:`source_id_for` -- the 16-hex-digit id of a source (hash of its key);
+* :func:`chunk_id` / :func:`parse_chunk_id` -- ``"<source_id>:s:<i>"`` for small
+  chunk ``i`` (``"<source_id>:m:<j>"`` for the derived medium chunk ``j``);
+* :func:`vector_id` -- the id a chunk's vector has in the vector store: a UUID derived
+  from the chunk id, because some stores (Qdrant) accept only UUIDs or integers.
+
+Framework-free: a "document" is anything with ``id``, ``metadata`` and
+``page_content`` attributes (a LangChain ``Document`` is one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any, NamedTuple
+
+__all__ = ["source_key", "source_id_for", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id", "content_hash"]
+
+# A fixed namespace: the same chunk id gives the same vector id in every process.
+_VECTOR_NAMESPACE = uuid.UUID("6f2b1f5e-0c7d-4d8e-9a51-5a1e6f0d2c31")
+LEVELS = {"s": "small", "m": "medium"}
+
+
+def source_key(doc: Any) -> str:
+    """The identity of a source document.
+
+    ``Document.id`` if set; else ``metadata["source"]`` (plus ``page``/``row`` when
+    present, so the pages of one PDF and the rows of one CSV stay apart); else the
+    text itself (then every edit makes a new source).
+    """
+    doc_id = getattr(doc, "id", None)
+    if doc_id:
+        return f"id:{doc_id}"
+    meta = getattr(doc, "metadata", None) or {}
+    if meta.get("source") not in (None, ""):
+        key = f"source:{meta['source']}"
+        for extra in ("page", "row"):
+            if extra in meta:
+                key += f"#{extra}={meta[extra]}"
+        return key
+    return "text:" + _sha1(getattr(doc, "page_content", ""))
+
+
+def source_id_for(doc_or_key: Any) -> str:
+    """Stable 16-hex-digit id of a source: a document, or a key from :func:`source_key`."""
+    key = doc_or_key if isinstance(doc_or_key, str) else source_key(doc_or_key)
+    return _sha1(key)[:16]
+
+
+def content_hash(text: str, config_json: str) -> str:
+    """Hash of a source's text under an index configuration (changes when either does)."""
+    return _sha1(config_json + "\x00" + text)[:16]
+
+
+def chunk_id(source_id: str, index: int, level: str = "s") -> str:
+    """``"<source_id>:s:<index>"`` (small chunk) or ``":m:"`` (medium chunk)."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be 's' or 'm', got {level!r}")
+    return f"{source_id}:{level}:{int(index)}"
+
+
+class ChunkId(NamedTuple):
+    """A parsed chunk id."""
+
+    source_id: str
+    level: str  # "s" or "m"
+    index: int
+
+
+def parse_chunk_id(value: Any) -> ChunkId | None:
+    """The parts of a chunk id, or ``None`` if ``value`` is not one."""
+    sid, sep1, rest = str(value).partition(":")
+    level, sep2, num = rest.partition(":")
+    if not (sid and sep1 and sep2) or level not in LEVELS or not num.isdigit():
+        return None
+    return ChunkId(sid, level, int(num))
+
+
+def vector_id(chunk: str) -> str:
+    """The vector-store id of a chunk: ``uuid5`` of its chunk id (valid in every store)."""
+    return str(uuid.uuid5(_VECTOR_NAMESPACE, chunk))
+
+
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -1,0 +1,73 @@
+"""What the windowed parent retriever needs from an index (typed, framework-free).
+
+:class:`ChunkIndex` is satisfied by :class:`~.index.SlidingWindowIndex` and by the
+LlamaIndex adapter over a native ``VectorStoreIndex``
+(:class:`~.llama_index.NodeChunkIndex`); :mod:`.parents` and both frameworks'
+retrievers only use these members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol, Sequence, runtime_checkable
+
+__all__ = ["ChildHit", "ChunkRow", "ChunkIndex"]
+
+
+class ChunkRow(NamedTuple):
+    """One small chunk of a source: ``text == source_text[start:end]``."""
+
+    index: int
+    start: int
+    end: int
+    n_tokens: int
+    text: str
+
+
+@dataclass
+class ChildHit:
+    """A small chunk found by the first stage, with the window it widens to.
+
+    ``lower``/``upper`` are the chunk indices of its window, ``window_start``/
+    ``window_end`` its character offsets; ``score`` is the fused (RRF) score and
+    ``rank`` its 1-based rank; ``metadata`` the chunk's metadata (the source's own keys
+    plus ``source_id``, ``chunk_index``, ``start_index``, ``end_index``, per-ranker ranks).
+    """
+
+    source_id: str
+    chunk_index: int
+    score: float
+    rank: int
+    lower: int
+    upper: int
+    window_start: int
+    window_end: int
+    start: int
+    end: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ChunkIndex(Protocol):
+    """The index interface of :class:`~.retriever.WindowedParentRetriever`."""
+
+    @property
+    def encoding_name(self) -> str:
+        """tiktoken encoding of the token counts and budgets."""
+        ...
+
+    def search_children(self, query: str, k: int, *, search_type: str = "mmr",
+                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0) -> list[ChildHit]:
+        """The ``k`` best small chunks for ``query`` (fused ranking), best first; only
+        chunks of sources that are completely indexed."""
+        ...
+
+    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
+        """Rows of the chunk ranges ``(source_id, lower, upper)`` (inclusive), per source,
+        sorted and de-duplicated; unknown sources map to ``[]``."""
+        ...
+
+    def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
+        """``(lower, upper, start, end)`` of the medium chunks whose windows cover a
+        small chunk (``None`` when the index has none)."""
+        ...

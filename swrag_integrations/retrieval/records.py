@@ -1,0 +1,205 @@
+"""A source as the index keeps it: its text once, and per small chunk a row of offsets.
+
+:class:`SourceRecord` holds a source's exact text and an int array of shape
+``(7, n_chunks)`` -- start, end, token count, window lower/upper chunk bound, window
+start/end character offset -- so a chunk is ``text[start:end]`` and a window is a
+range of chunks; nothing else about a chunk is stored. :func:`plan_source` builds the
+record of a document under an :class:`~.config.IndexConfig`.
+
+A record has a *state*: ``"pending"`` while its vectors are being written,
+``"complete"`` once every derived part holds it (only complete sources are served),
+``"deleting"`` while it is being removed. ``id_span`` is the number of chunk ids whose
+vectors may exist in the vector store (the largest chunk count written since the
+record was last complete), so a crashed replace or delete knows what to clean up.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..windows import get_encoding, iter_windows
+from .config import IndexConfig
+from .ids import chunk_id, content_hash, source_id_for
+
+__all__ = ["SourceRecord", "plan_source", "clean_metadata", "STATES",
+           "START", "END", "N_TOKENS", "WIN_LO", "WIN_HI", "WIN_START", "WIN_END"]
+
+# rows of SourceRecord.arrays
+START, END, N_TOKENS, WIN_LO, WIN_HI, WIN_START, WIN_END = range(7)
+STATES = ("pending", "complete", "deleting")
+MAX_OFFSET = 2**31 - 1  # arrays are stored as int32
+
+# metadata keys the index sets itself on chunks (a source's own keys of these names are dropped)
+RESERVED = frozenset({
+    "source_id", "level", "chunk_index", "medium_index", "start_index", "end_index", "n_tokens",
+    "window_lower_bound", "window_upper_bound", "window_start_index", "window_end_index",
+    "first_chunk", "last_chunk", "n_chunks", "content_hash", "chunk_id", "swrag_index",
+})
+_MAGIC = b"SWRS1"
+
+
+def clean_metadata(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """The user metadata an index keeps: str/int/float/bool values, reserved keys dropped."""
+    out = {}
+    for key, value in (meta or {}).items():
+        if not isinstance(key, str) or key in RESERVED:
+            continue
+        if isinstance(value, (str, bool, int)) or (isinstance(value, float) and np.isfinite(value)):
+            out[key] = value
+    return out
+
+
+@dataclass
+class SourceRecord:
+    """One source: its text, content hash, per-chunk arrays, metadata and state."""
+
+    source_id: str
+    content_hash: str
+    text: str
+    arrays: np.ndarray
+    metadata: dict[str, Any] = field(default_factory=dict)
+    state: str = "complete"
+    id_span: int = 0
+
+    def __post_init__(self) -> None:
+        if self.state not in STATES:
+            raise ValueError(f"state must be one of {STATES}, got {self.state!r}")
+        self.id_span = max(int(self.id_span), self.n_chunks)
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.arrays.shape[1])
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    @property
+    def origin(self) -> str | None:
+        """The file (``metadata["source"]``) the record came from, if any."""
+        value = self.metadata.get("source")
+        return None if value in (None, "") else str(value)
+
+    def chunk_ids(self, upto: int | None = None) -> list[str]:
+        return [chunk_id(self.source_id, i) for i in range(self.n_chunks if upto is None else upto)]
+
+    def chunk_text(self, i: int) -> str:
+        return self.text[int(self.arrays[START, i]):int(self.arrays[END, i])]
+
+    def chunk_metadata(self, i: int, medium_size: int) -> dict[str, Any]:
+        a = self.arrays
+        meta = dict(self.metadata)
+        meta.update(
+            source_id=self.source_id, level="small", chunk_index=int(i), start_index=int(a[START, i]),
+            end_index=int(a[END, i]), n_tokens=int(a[N_TOKENS, i]), window_lower_bound=int(a[WIN_LO, i]),
+            window_upper_bound=int(a[WIN_HI, i]), window_start_index=int(a[WIN_START, i]),
+            window_end_index=int(a[WIN_END, i]), medium_index=int(i) // medium_size, n_chunks=self.n_chunks,
+            content_hash=self.content_hash, chunk_id=chunk_id(self.source_id, i),
+        )
+        return meta
+
+    def medium_metadata(self, j: int, medium_size: int) -> dict[str, Any]:
+        a = self.arrays
+        first = int(j) * medium_size
+        last = min(first + medium_size, self.n_chunks) - 1
+        sl = slice(first, last + 1)
+        meta = dict(self.metadata)
+        meta.update(
+            source_id=self.source_id, level="medium", medium_index=int(j), first_chunk=first, last_chunk=last,
+            start_index=int(a[START, first]), end_index=int(a[END, last]), n_tokens=int(a[N_TOKENS, sl].sum()),
+            window_lower_bound=int(a[WIN_LO, sl].min()), window_upper_bound=int(a[WIN_HI, sl].max()),
+            window_start_index=int(a[WIN_START, sl].min()), window_end_index=int(a[WIN_END, sl].max()),
+            n_chunks=self.n_chunks, content_hash=self.content_hash, chunk_id=chunk_id(self.source_id, j, "m"),
+        )
+        return meta
+
+    def n_mediums(self, medium_size: int) -> int:
+        return -(-self.n_chunks // medium_size)
+
+    # ------------------------------------------------------------- packing
+    def arrays_bytes(self) -> bytes:
+        if self.arrays.size and int(self.arrays.max()) > MAX_OFFSET:
+            raise ValueError(f"source {self.source_id!r} is too long for the index (offsets > {MAX_OFFSET})")
+        return np.ascontiguousarray(self.arrays, dtype="<i4").tobytes()
+
+    @staticmethod
+    def arrays_from_bytes(raw: bytes, n_chunks: int) -> np.ndarray:
+        arr = np.frombuffer(raw, dtype="<i4").astype(np.int64)
+        if arr.size != 7 * n_chunks:
+            raise ValueError(f"chunk arrays hold {arr.size} values, expected {7 * n_chunks}")
+        return arr.reshape(7, n_chunks)
+
+    def header(self) -> dict[str, Any]:
+        return {"source_id": self.source_id, "content_hash": self.content_hash, "state": self.state,
+                "id_span": self.id_span, "n_chunks": self.n_chunks, "metadata": self.metadata}
+
+    def to_bytes(self) -> bytes:
+        """One self-describing blob (no pickle): magic, JSON header, int32 arrays, UTF-8 text."""
+        head = json.dumps(self.header(), ensure_ascii=False).encode("utf-8")
+        return b"".join((_MAGIC, struct.pack("<I", len(head)), head, self.arrays_bytes(),
+                         self.text.encode("utf-8", "surrogatepass")))
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> "SourceRecord":
+        if raw[:5] != _MAGIC:
+            raise ValueError("not a source record (bad magic)")
+        (n,) = struct.unpack("<I", raw[5:9])
+        head = json.loads(raw[9:9 + n].decode("utf-8"))
+        pos = 9 + n
+        size = 7 * 4 * int(head["n_chunks"])
+        arrays = cls.arrays_from_bytes(raw[pos:pos + size], int(head["n_chunks"]))
+        text = raw[pos + size:].decode("utf-8", "surrogatepass")
+        return cls(head["source_id"], head["content_hash"], text, arrays, head.get("metadata") or {},
+                   head.get("state", "complete"), int(head.get("id_span", 0)))
+
+
+def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
+    """Cut one document into its small-chunk rows (no I/O); the record is ``pending``.
+
+    Small chunks are FFS pieces of ``chunk_size`` units with step == size, so they tile
+    the text exactly. Each chunk's window bounds are the union of the windows that hold
+    it: windows of ``window_size`` chunks moving by ``step`` chunks (``"chunks"``), or
+    the FFS/DFS/DDS windows of the text mapped onto the chunks they touch.
+    """
+    text = doc.page_content
+    sid = source_id_for(doc)
+    cfg = config
+    spans = list(iter_windows(text, "FFS", cfg.chunk_size, cfg.chunk_size, unit=cfg.unit,
+                              encoding_name=cfg.encoding_name))
+    n = len(spans)
+    starts = np.fromiter((s.start for s in spans), dtype=np.int64, count=n)
+    ends = np.fromiter((s.end for s in spans), dtype=np.int64, count=n)
+    # exact token count of each chunk on its own (used for budgets)
+    encoding = get_encoding(cfg.encoding_name)
+    n_tokens = np.fromiter(
+        (len(t) for t in encoding.encode_ordinary_batch([text[a:b] for a, b in spans])), dtype=np.int64, count=n
+    )
+    idx = np.arange(n, dtype=np.int64)
+    if cfg.strategy == "chunks":
+        w, s = cfg.window_size, cfg.step
+        n_windows = 1 if n <= w else -(-(n - w) // s) + 1
+        k_min = np.maximum(0, -(-(idx - w + 1) // s))
+        k_max = np.minimum(idx // s, n_windows - 1)
+        lower = k_min * s
+        upper = np.minimum(k_max * s + w, n) - 1
+        win_start, win_end = starts[lower], ends[upper]
+    else:
+        win_start, win_end = starts.copy(), ends.copy()
+        for ws, we in cfg.window_config().spans(text):
+            c_lo = int(np.searchsorted(starts, ws, side="right")) - 1
+            c_hi = int(np.searchsorted(starts, we, side="left")) - 1
+            if c_hi < c_lo:
+                continue
+            sl = slice(max(c_lo, 0), c_hi + 1)
+            np.minimum(win_start[sl], ws, out=win_start[sl])
+            np.maximum(win_end[sl], we, out=win_end[sl])
+        lower = np.searchsorted(starts, win_start, side="right") - 1
+        upper = np.searchsorted(starts, win_end, side="left") - 1
+    arrays = np.stack([starts, ends, n_tokens, lower, upper, win_start, win_end]).astype(np.int64)
+    meta = clean_metadata(getattr(doc, "metadata", None))
+    return SourceRecord(sid, content_hash(text, cfg.to_json()), text, arrays, meta, state="pending")

@@ -1,0 +1,198 @@
+"""The vectors of an index, in any LangChain ``VectorStore``.
+
+:class:`VectorBackend` is the small surface the index uses -- add, delete, look up by
+id, search by vector, count -- over whatever store the user runs. Each small chunk is
+one LangChain ``Document`` in the store: its exact text as ``page_content`` (so the
+store is a normal LangChain store: ``similarity_search`` returns real chunks), and the
+metadata ``source_id``, ``chunk_index``, ``start_index``, ``end_index``,
+``content_hash``, ``chunk_id``, ``swrag_index`` plus the source's own scalar metadata.
+Its id in the store is :func:`~.ids.vector_id` of the chunk id (a UUID, accepted by
+every store). The store embeds the texts itself, with its own embedding.
+
+Per-store capabilities (tested: embedded Chroma, Chroma server, ``InMemoryVectorStore``,
+FAISS, Qdrant local mode):
+
+============================ =============================================================
+capability                   without it
+============================ =============================================================
+``delete(ids)``              the index refuses to replace or delete sources (clear error)
+``get_by_ids``               deletes try every id (FAISS: must exist), vector checks skip
+``max_marginal_relevance..`` MMR falls back to plain similarity (one warning)
+count (Chroma/FAISS/memory/  health checks compare per source instead of in total
+Qdrant known)
+============================ =============================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, Sequence
+
+from langchain_core.embeddings import Embeddings
+
+__all__ = ["VectorBackend", "default_chroma", "VectorStoreError", "IndexTextEmbeddings", "doc_vector_id"]
+
+logger = logging.getLogger(__name__)
+
+
+class VectorStoreError(RuntimeError):
+    """The vector store cannot do what the index needs (the message says what and why)."""
+
+
+def doc_vector_id(doc: Any) -> str | None:
+    """The vector id of a chunk document a store returned (stores differ: some set
+    ``Document.id``, Qdrant puts it in ``metadata["_id"]``); derived from the chunk id
+    stored in the metadata when present."""
+    from .ids import vector_id
+
+    meta = doc.metadata or {}
+    if meta.get("chunk_id"):
+        return vector_id(str(meta["chunk_id"]))
+    value = doc.id if doc.id is not None else meta.get("_id", meta.get("id"))
+    return None if value is None else str(value)
+
+
+def _overrides(obj: Any, name: str) -> bool:
+    """True when ``obj``'s class implements ``name`` itself (not VectorStore's default)."""
+    from langchain_core.vectorstores import VectorStore
+
+    impl = getattr(type(obj), name, None)
+    return impl is not None and impl is not getattr(VectorStore, name, None)
+
+
+class VectorBackend:
+    """An index's view of a LangChain ``VectorStore``.
+
+    Args:
+        store: the vector store (its ``embeddings`` embed chunk texts at ``add``).
+        embedding: the embedding used for queries; default ``store.embeddings``.
+    """
+
+    def __init__(self, store: Any, embedding: Any = None) -> None:
+        from langchain_core.vectorstores import VectorStore
+
+        if not isinstance(store, VectorStore):
+            raise TypeError(f"vectorstore must be a LangChain VectorStore, got {type(store).__name__}")
+        self.store = store
+        try:
+            own = store.embeddings
+        except Exception:  # noqa: BLE001 - some stores raise instead of returning None
+            own = None
+        self.embedding = embedding if embedding is not None else own
+        if self.embedding is None:
+            raise ValueError(f"{type(store).__name__} exposes no embeddings: pass embedding= (the one the store uses)")
+        self.kind = type(store).__name__
+        self.can_delete = _overrides(store, "delete")
+        self.can_get = _overrides(store, "get_by_ids")
+        self.can_mmr = _overrides(store, "max_marginal_relevance_search_by_vector")
+        self._warned_mmr = False
+
+    def __repr__(self) -> str:
+        return f"VectorBackend({self.kind})"
+
+    # ------------------------------------------------------------ writing
+    def add(self, documents: Sequence[Any], ids: Sequence[str]) -> None:
+        """Add (or overwrite) chunk documents under the given vector ids."""
+        if not documents:
+            return
+        got = self.store.add_documents(list(documents), ids=list(ids))
+        if got is not None and len(got) != len(ids):
+            raise VectorStoreError(f"{self.kind}.add_documents stored {len(got)} of {len(ids)} vectors")
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete these vector ids where present; returns how many were asked to go."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return 0
+        if not self.can_delete:
+            raise VectorStoreError(f"{self.kind} cannot delete vectors by id, so sources cannot be replaced or removed; "
+                                   "use a store that implements delete(ids)")
+        if self.can_get:  # some stores (FAISS) refuse ids they do not hold
+            ids = list(self.present(ids))
+            if not ids:
+                return 0
+        for b in range(0, len(ids), 1000):
+            ok = self.store.delete(ids=ids[b:b + 1000])
+            if ok is False:
+                raise VectorStoreError(f"{self.kind}.delete failed")
+        return len(ids)
+
+    # ------------------------------------------------------------ reading
+    def present(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``{vector_id: metadata}`` of the given ids that the store holds."""
+        if not self.can_get:
+            raise VectorStoreError(f"{self.kind} cannot look vectors up by id")
+        out: dict[str, dict[str, Any]] = {}
+        ids = list(ids)
+        for b in range(0, len(ids), 500):
+            for doc in self.store.get_by_ids(ids[b:b + 500]):
+                vid = doc_vector_id(doc)
+                if vid is not None:
+                    out[vid] = dict(doc.metadata or {})
+        return out
+
+    def count(self) -> int | None:
+        """Vectors in the store, where the store can tell (else ``None``)."""
+        store = self.store
+        try:
+            if hasattr(store, "_collection") and hasattr(store._collection, "count"):  # Chroma
+                return int(store._collection.count())
+            if hasattr(store, "index") and hasattr(store.index, "ntotal"):  # FAISS
+                return int(store.index.ntotal)
+            if type(store).__name__ == "InMemoryVectorStore":
+                return len(store.store)
+            if hasattr(store, "client") and hasattr(store, "collection_name") and hasattr(store.client, "count"):
+                return int(store.client.count(store.collection_name, exact=True).count)  # Qdrant
+        except Exception as exc:  # noqa: BLE001 - a count is advisory
+            logger.debug("could not count vectors in %s: %s", self.kind, exc)
+        return None
+
+    def search(self, vector: Sequence[float], k: int, *, mmr: bool = False, fetch_k: int | None = None,
+               lambda_mult: float = 0.5) -> list[Any]:
+        """The ``k`` nearest chunk documents of a query vector, best first (MMR optional)."""
+        vec = [float(x) for x in vector]
+        if mmr and self.can_mmr:
+            return self.store.max_marginal_relevance_search_by_vector(
+                vec, k=k, fetch_k=max(k, fetch_k or 4 * k), lambda_mult=lambda_mult)
+        if mmr and not self._warned_mmr:
+            warnings.warn(f"{self.kind} has no MMR search; using plain similarity", stacklevel=3)
+            self._warned_mmr = True
+        return self.store.similarity_search_by_vector(vec, k=k)
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self.embedding.embed_query(text))
+
+
+def default_chroma(client: Any, collection_name: str, embedding: Any) -> Any:
+    """The default store: a ``langchain_chroma.Chroma`` collection with cosine distance."""
+    from langchain_chroma import Chroma
+
+    return Chroma(collection_name=collection_name, embedding_function=embedding, client=client,
+                  collection_configuration={"hnsw": {"space": "cosine"}},
+                  collection_metadata={"swrag_role": "vectors"})
+
+
+class IndexTextEmbeddings(Embeddings):
+    """Embeds ``index_text(text)`` for documents (e.g. a chunk with its contextual header)
+    and queries as they are, so a store keeps exact chunk texts but searches the indexed ones.
+
+    Args:
+        base: the embeddings to wrap.
+        index_text: ``chunk text -> text to embed``.
+    """
+
+    def __init__(self, base: Embeddings, index_text: Any) -> None:
+        self.base = base
+        self.index_text = index_text
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.base.embed_documents([self.index_text(t) for t in texts])
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.base.embed_query(text)
+
+    def __getattr__(self, name: str) -> Any:  # model_path etc. of the wrapped embeddings
+        if name in ("base", "index_text"):
+            raise AttributeError(name)
+        return getattr(self.base, name)
