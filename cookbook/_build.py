@@ -390,7 +390,7 @@ from swrag_integrations.retrieval import SlidingWindowIndex
 index = SlidingWindowIndex(
     WORK / "index", collection_name="cookbook", chunk_size=20, window_size=4, step=2, show_progress=False
 )
-print(index.add_documents(documents))
+print(index.index_documents(documents).summary())
 print(index.config)
 print(f"{index.count()} small chunks, {index.count('medium')} medium chunks, {len(index.source_ids())} sources")
 '''),
@@ -406,10 +406,11 @@ from swrag_integrations.retrieval import WindowedParentRetriever
 retriever = WindowedParentRetriever(index=index, k=3, k_child=4, budget_tokens=300)
 question = "What was the revenue of Linden & Rowe in 2023?"
 
-for rank, hit in enumerate(retriever.find_chunks(question), 1):
+for hit in retriever.find_chunks(question):  # stage 1: small chunks with their fused ranks
     m = hit.metadata
-    print(f"{rank}. {Path(m['source']).name:<24} chunk {m['chunk_index']:>2}  bm25 #{m.get('bm25_rank', '-')!s:<2} "
-          f"dense #{m.get('dense_rank', '-')!s:<2} rrf={m['rrf_score']:.4f}  {hit.page_content[:45]!r}")
+    text = index.span_text(hit.source_id, hit.start, hit.end)
+    print(f"{hit.rank}. {Path(m['source']).name:<24} chunk {hit.chunk_index:>2}  bm25 #{m.get('bm25_rank', '-')!s:<2} "
+          f"dense #{m.get('dense_rank', '-')!s:<2} rrf={hit.score:.4f}  {text[:45]!r}")
 '''),
     md("""
     ## Stages 2-3: hits widened to windows, merged by offset

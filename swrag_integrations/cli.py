@@ -2,6 +2,8 @@
 
 Subcommands:
     index   index files or folders (txt/md/pdf/csv) into a persistent store
+    status  the health of every part of an index
+    repair  make vectors and keyword index agree with the stored sources again
     ask     answer a question from the index with the local LLM, citing sources
     demo    the main job: index the bundled sample and answer questions end to end
     split   print the sliding windows of a file (or the bundled sample)
@@ -21,6 +23,7 @@ from .windows import WindowConfig, iter_chunks
 
 EXIT_USAGE = 2
 EXIT_INPUT = 3
+EXIT_UNHEALTHY = 4
 
 
 def sample_path() -> Path:
@@ -77,8 +80,12 @@ def _open_index(args: argparse.Namespace, *, must_exist: bool):
     from .retrieval import SlidingWindowIndex
 
     persist = Path(args.persist_dir).expanduser()
-    if args.host is None and must_exist and not persist.is_dir():
-        raise FileNotFoundError(f"no index at {persist}: run `swrag index PATH...` first (or pass --persist-dir)")
+    if args.host is None and must_exist:
+        store = persist / "sources" / f"{args.collection}.sqlite3"
+        if not persist.is_dir() or not store.is_file():
+            raise FileNotFoundError(f"no index at {persist}" + ("" if args.collection == "swrag" else
+                                    f" (collection {args.collection!r})") +
+                                    ": run `swrag index PATH...` first (or pass --persist-dir)")
     return SlidingWindowIndex(
         None if args.host else persist,
         collection_name=args.collection,
@@ -87,6 +94,7 @@ def _open_index(args: argparse.Namespace, *, must_exist: bool):
         strategy=getattr(args, "strategy", None),
         window_size=getattr(args, "window", None),
         step=getattr(args, "step", None),
+        lock_timeout=getattr(args, "lock_timeout", 600.0),
     )
 
 
@@ -131,19 +139,39 @@ def _print_answer(result: dict) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .retrieval import load_files
-
     for raw in args.paths:
-        if not Path(raw).exists():
+        if not Path(raw).exists() and not Path(raw).is_symlink():
             raise FileNotFoundError(f"no such file or directory: {raw}")
-    documents = load_files(args.paths)
-    if not documents:
-        raise ValueError("no indexable files (.txt, .md, .pdf, .csv) found")
     index = _open_index(args, must_exist=False)
-    counts = index.add_documents(documents)
-    print(", ".join(f"{k}: {v}" for k, v in counts.items()))
+    report = index.add_files(args.paths, prune=not args.keep_missing, encoding=args.encoding, errors=args.errors)
+    print(report.summary())
+    for note in report.notes:
+        print(f"note: {note}")
     print(f"index: {index.count()} small chunks from {len(index.source_ids())} sources")
     return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    import json
+
+    index = _open_index(args, must_exist=True)
+    status = index.status(deep=args.deep)
+    if args.json:
+        print(json.dumps(status.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(status.lines()))
+    return 0 if status.healthy else EXIT_UNHEALTHY
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    index = _open_index(args, must_exist=True)
+    report = index.repair(deep=args.deep)
+    print(f"repaired: {report.repaired} source(s), removed unfinished: {report.removed}")
+    for note in report.notes:
+        print(f"note: {note}")
+    status = index.status()
+    print("\n".join(status.lines()))
+    return 0 if status.healthy else EXIT_UNHEALTHY
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -166,8 +194,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         args.persist_dir = str(default_cache_dir() / "demo-index")
     index = _open_index(args, must_exist=False)
-    counts = index.add_documents(load_files([sample_path()]))
-    print(f"indexed {sample_path().name}: " + ", ".join(f"{k}: {v}" for k, v in counts.items()) + "\n")
+    report = index.index_documents(load_files([sample_path()]).documents)
+    print(f"indexed {sample_path().name}: {report.summary()}\n")
     llm = None if args.retrieval_only else _load_llm(args)
     for question in args.question or DEMO_QUESTIONS:
         _print_answer(_answer(index, question, args, llm))
@@ -196,6 +224,8 @@ def _store_options(parser: argparse.ArgumentParser, default_dir: str | None = ".
     parser.add_argument("--collection", default="swrag", help="Chroma collection name (default: swrag)")
     parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
     parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
+    parser.add_argument("--lock-timeout", type=float, default=600.0,
+                        help="seconds to wait while another process writes to the index (default: 600)")
 
 
 def _answer_options(parser: argparse.ArgumentParser) -> None:
@@ -235,13 +265,39 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--question", action="append", help="ask this instead of the built-in questions (repeatable)")
     demo.set_defaults(func=cmd_demo)
 
-    index = sub.add_parser("index", help="index files or folders", description="Index .txt, .md, .pdf and .csv files (folders are searched recursively). Re-indexing is idempotent.")
+    index = sub.add_parser(
+        "index", help="index files or folders",
+        description="Index .txt, .md, .pdf and .csv files (folders are searched recursively). Re-indexing is "
+                    "idempotent; files that vanished or became empty under the given paths are removed from the "
+                    "index (CSV rows and PDF pages too), unless --keep-missing. Files that cannot be read "
+                    "faithfully (binary, not UTF-8/UTF-16/GB18030, broken PDF) are skipped with a warning.")
     index.add_argument("paths", nargs="+", help="files or folders")
     _store_options(index)
+    index.add_argument("--encoding", default=None, help="decode text and CSV files with this encoding (e.g. latin-1)")
+    index.add_argument("--errors", choices=["strict", "replace"], default="strict",
+                       help="'replace' indexes undecodable bytes as U+FFFD instead of skipping the file (lossy)")
+    index.add_argument("--keep-missing", action="store_true",
+                       help="do not remove sources of files that are gone or empty under the given paths")
     index.add_argument("--strategy", choices=["FFS", "DFS", "DDS"], type=str.upper, default=None, help="window strategy (default: small chunks with W=6/S=3 windows)")
     index.add_argument("--window", type=int, default=None, help="window size in tokens for --strategy")
     index.add_argument("--step", type=int, default=None, help="step for --strategy")
     index.set_defaults(func=cmd_index)
+
+    status = sub.add_parser("status", help="health of an index",
+                            description="Print the index's sources, unfinished writes and the health of its vectors "
+                                        "and keyword index. Exit code 4 when a repair is needed.")
+    _store_options(status)
+    status.add_argument("--deep", action="store_true", help="also check every vector id and the source store's integrity")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(func=cmd_status)
+
+    repair = sub.add_parser("repair", help="repair an index from its stored sources",
+                            description="Finish interrupted writes, write missing vectors, rebuild a damaged vector "
+                                        "collection and the keyword index, all from the source store (the files "
+                                        "are not needed).")
+    _store_options(repair)
+    repair.add_argument("--deep", action="store_true", help="check every source's vectors, not only the counts")
+    repair.set_defaults(func=cmd_repair)
 
     ask = sub.add_parser("ask", help="answer a question from the index", description="Answer a question from the index with the local LLM and cite the source windows.")
     ask.add_argument("question", help="the question")
@@ -265,28 +321,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"swrag: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``swrag`` command; returns the exit code (never raises for bad input).
+
+    Exit codes: 0 ok, 2 bad usage or input, 3 missing file/index, server down, damaged
+    or locked index, 4 ``status``/``repair``: the index needs a repair, 1 an unexpected
+    error (``SWRAG_DEBUG=1`` prints its traceback).
+    """
+    import os
+    import sqlite3
+    import warnings
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    warnings.showwarning = _show_warning
     try:
         return args.func(args)
     except BrokenPipeError:  # output piped into `head` and the like
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+    except KeyboardInterrupt:
+        print("swrag: interrupted", file=sys.stderr)
+        return 130
+    except (FileNotFoundError, IsADirectoryError, PermissionError, NotADirectoryError) as exc:
         print(f"swrag: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    except ConnectionError as exc:
+    except (ConnectionError, TimeoutError, sqlite3.DatabaseError) as exc:
         print(f"swrag: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError, LookupError) as exc:
         print(f"swrag: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, never a traceback
+        from .retrieval.index import IndexDamagedError
+        from .retrieval.sources import SourceStoreError
+
+        if isinstance(exc, (IndexDamagedError, SourceStoreError)):
+            print(f"swrag: error: {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        if os.environ.get("SWRAG_DEBUG"):
+            raise
+        print(f"swrag: error: unexpected {type(exc).__name__}: {exc} (set SWRAG_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

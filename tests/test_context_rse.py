@@ -176,7 +176,7 @@ def test_bad_input():
         return [(i, OFFSETS[i][0] + (1 if i == 4 else 0), OFFSETS[i][1], CHUNKS[i][1:] if i == 4 else CHUNKS[i])
                 for i in range(lo, hi + 1)]
 
-    with pytest.raises(LookupError, match="contiguous"):
+    with pytest.raises(LookupError, match="gap"):
         flat(irrelevant_chunk_penalty=0.2, chunks=gappy).extract([hit(3), hit(5)])
     with pytest.raises(TypeError):
         RelevantSegmentExtractor(chunks=42)

@@ -180,18 +180,18 @@ def test_assembled_context_never_exceeds_budget(budget):
             ranked.append((src, start, min(len(TEXT), start + rng.randrange(5, 2000))))
         ctx = assemble_by_offset(ranked, texts, budget)
         assert count_tokens(ctx.text) <= budget
-        assert ctx.tokens == count_tokens(ctx.text)
-        for src, a, b in ctx.spans:  # exact source text
+        assert ctx.text_tokens == count_tokens(ctx.text)
+        for src, a, b in ctx.offsets:  # exact source text
             assert texts[src][a:b] in ctx.text
-        stock = assemble_by_text([texts[s][a:b] for s, a, b in ranked], budget)
+        stock = assemble_by_text([texts[s][a:b] for s, a, b in ranked], budget, spans=ranked)
         assert count_tokens(stock.text) <= budget
 
 
 def test_assembly_merges_overlaps_by_offset():
     texts = {"a": TEXT}
     ctx = assemble_by_offset([("a", 0, 200), ("a", 100, 300), ("a", 300, 350)], texts, 10_000)
-    assert ctx.spans == [("a", 0, 350)]  # overlapping and touching spans form one block
+    assert ctx.offsets == [("a", 0, 350)]  # overlapping and touching spans form one block
     assert ctx.text == TEXT[:350]
     # the stock assembly pays for the overlap twice
-    stock = assemble_by_text([TEXT[0:200], TEXT[100:300]], 10_000)
+    stock = assemble_by_text([TEXT[0:200], TEXT[100:300]], 10_000, spans=[("a", 0, 200), ("a", 100, 300)])
     assert count_tokens(stock.text) > count_tokens(TEXT[:300])

@@ -18,6 +18,7 @@ from swrag_integrations.retrieval import (
     count_tokens,
     load_files,
     source_id_for,
+    vector_id,
 )
 
 EN = " ".join(
@@ -54,12 +55,16 @@ def _all_chunks(idx):
 
 def test_chunks_and_window_metadata(index):
     got = _all_chunks(index)
-    assert len(got["ids"]) == index.count("small") == index.count(None) == index.collection.count()
-    # Chroma holds only small-chunk vectors with lean metadata, no text
-    raw = index.collection.get(include=["documents", "metadatas"])
-    assert sorted(raw["ids"]) == sorted(got["ids"])
-    assert all(d is None for d in raw["documents"])
-    assert all(set(m) == {"source_id", "chunk_index"} for m in raw["metadatas"])
+    assert len(got["ids"]) == index.count("small") == index.count(None) == index.vectorstore._collection.count()
+    # the vector store is a normal LangChain store: each small chunk's exact text + offsets, under a UUID id
+    raw = index.vectorstore._collection.get(include=["documents", "metadatas"])
+    assert sorted(raw["ids"]) == sorted(vector_id(i) for i in got["ids"])
+    by_chunk = {m["chunk_id"]: (d, m) for d, m in zip(raw["documents"], raw["metadatas"])}
+    for cid, text in zip(got["ids"], got["documents"]):
+        doc, meta = by_chunk[cid]
+        assert doc == text and meta["swrag_index"] == index.index_id
+        assert {"source_id", "chunk_index", "start_index", "end_index", "content_hash"} <= set(meta)
+    assert index.vectorstore.similarity_search("Port7 wool", k=1)[0].page_content  # texts are there
     texts = _texts()
     for rid, text, meta in zip(got["ids"], got["documents"], got["metadatas"]):
         source = texts[meta["source_id"]]
@@ -79,8 +84,8 @@ def test_chunks_and_window_metadata(index):
         meta = doc.metadata
         assert meta["last_chunk"] - meta["first_chunk"] <= 2
         assert doc.page_content == EN[meta["start_index"]:meta["end_index"]]
-    covering = index.mediums_covering(sid0, 4)
-    assert covering and all(m["window_lower_bound"] <= 4 <= m["window_upper_bound"] for m in covering)
+    lower, upper, start, end = index.medium_range(sid0, 4)
+    assert lower <= 4 <= upper and EN[start:end]
     # the chunk windows match the W=6, S=3 definition
     meta = {m["chunk_index"]: m for m in got["metadatas"] if m["source_id"] == source_id_for(DOCS[0])}
     assert (meta[4]["window_lower_bound"], meta[4]["window_upper_bound"]) == (0, 8)
@@ -88,21 +93,22 @@ def test_chunks_and_window_metadata(index):
 
 
 def test_idempotent_re_add_and_changed_document(index):
-    ids_before = sorted(index.collection.get(include=[])["ids"])
-    stats = index.add_documents(DOCS)
+    collection = index.vectorstore._collection
+    ids_before = sorted(collection.get(include=[])["ids"])
+    stats = index.index_documents(DOCS)
     assert stats["unchanged"] == 2 and stats["chunks"] == 0
-    assert sorted(index.collection.get(include=[])["ids"]) == ids_before
+    assert sorted(collection.get(include=[])["ids"]) == ids_before
     n_before = len(index.chunk_metadata(source_id_for(DOCS[0])))
     shorter = Document(page_content=EN[: len(EN) // 3] + " NEWWORD appears here.", metadata={"source": "en.txt", "title": "Ports"})
-    stats = index.add_documents([shorter])
+    stats = index.index_documents([shorter])
     assert stats["replaced"] == 1
     sid = source_id_for(shorter)
-    got = index.collection.get(where={"source_id": sid}, include=["metadatas"])
+    got = collection.get(where={"source_id": sid}, include=["metadatas"])
     n = len(index.chunk_metadata(sid))
     assert n < n_before
     assert sorted(m["chunk_index"] for m in got["metadatas"]) == list(range(n))  # no stale vectors left
     assert index.source_text(sid) == shorter.page_content
-    assert len(index.bm25) == index.count("small")
+    assert len(index.keyword) == index.count("small")
     hits = index.bm25_retriever(3).invoke("NEWWORD")
     assert hits and hits[0].metadata["source_id"] == sid
     assert index.bm25_retriever(3).invoke("Port150") == []  # old text gone from BM25
@@ -146,11 +152,6 @@ def test_budget_and_expand_modes(index):
             m = d.metadata
             assert d.page_content == texts[m["source_id"]][m["start_index"]:m["end_index"]]
         assert any("Name87" in d.page_content for d in docs)
-    by_store = index.as_retriever(k=3, k_child=8).invoke("mayor Name87")
-    for mode in ("ids", "where"):
-        other = index.as_retriever(k=3, k_child=8, fetch_mode=mode).invoke("mayor Name87")
-        assert [(d.page_content, d.metadata["start_index"]) for d in by_store] == [
-            (d.page_content, d.metadata["start_index"]) for d in other]
     plain = index.as_retriever(k=1, k_child=1, expand="chunk", search_type="similarity", weights=(1.0, 0.0))
     assert count_tokens(plain.invoke("Name87")[0].page_content) <= 52
 
@@ -165,11 +166,14 @@ def test_reopen_gives_same_results(tmp_path):
     again = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
     assert again.config.chunk_size == 50
     assert [(d.page_content, d.metadata["start_index"]) for d in again.as_retriever(k=3).invoke(query)] == first
-    assert again.add_documents(DOCS)["unchanged"] == 2
-    # a stale BM25 state (crash after writing Chroma) is detected and rebuilt
-    (path / "bm25" / "swrag" / "state.json").write_text('{"state": "old"}')
+    assert again.index_documents(DOCS)["unchanged"] == 2
+    # a damaged BM25 snapshot is detected (checksum) and rebuilt from the source store
+    blob = bytearray(again.store.get_blob("bm25"))
+    blob[-10] ^= 0xFF
+    again.store.put_blob("bm25", bytes(blob))
     rebuilt = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
-    assert sorted(rebuilt.bm25.ids) == sorted(again.bm25.ids)
+    assert sorted(rebuilt.keyword.bm25.ids) == sorted(again.keyword.bm25.ids)
+    assert rebuilt.keyword.rebuilt and not rebuilt.status().healthy
     with pytest.raises(ValueError, match="chunking parameters"):
         SlidingWindowIndex(path, embedding=fake(), chunk_size=80)
 
@@ -191,14 +195,15 @@ def test_failed_add_is_resumable(tmp_path):
     idx = SlidingWindowIndex(path, embedding=flaky, show_progress=False, batch_size=32)
     with pytest.raises(RuntimeError, match="went away"):
         idx.add_documents(DOCS)
-    assert len(idx.bm25) == idx.count("small")  # BM25 agrees with what Chroma holds
-    stats = idx.add_documents(DOCS)  # resume
-    assert stats["added"] + stats["replaced"] >= 1
+    assert len(idx.keyword) == idx.count("small")  # BM25 holds exactly the complete sources
+    stats = idx.index_documents(DOCS)  # resume
+    assert stats["added"] + stats["replaced"] + stats["repaired"] >= 1
     clean = SlidingWindowIndex(tmp_path / "clean", embedding=fake(), show_progress=False)
     clean.add_documents(DOCS)
-    assert sorted(idx.collection.get(include=[])["ids"]) == sorted(clean.collection.get(include=[])["ids"])
+    assert sorted(idx.vectorstore._collection.get(include=[])["ids"]) == sorted(
+        clean.vectorstore._collection.get(include=[])["ids"])
     reopened = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
-    assert len(reopened.bm25) == reopened.count("small")
+    assert len(reopened.keyword) == reopened.count("small")
 
 
 @pytest.mark.parametrize("strategy", ["FFS", "DFS", "DDS"])
@@ -221,7 +226,7 @@ def test_bad_input_errors(tmp_path, index):
         SlidingWindowIndex(tmp_path / "x", embedding=fake(), strategy="XYZ")
     blocker = tmp_path / "file"
     blocker.write_text("not a dir")
-    with pytest.raises(ValueError, match="writable"):
+    with pytest.raises(ValueError, match="cannot be created"):
         SlidingWindowIndex(blocker / "sub", embedding=fake())
     with pytest.raises(ValueError, match="collection_name"):
         SlidingWindowIndex(tmp_path / "y", embedding=fake(), collection_name="ab")
@@ -229,8 +234,8 @@ def test_bad_input_errors(tmp_path, index):
         SlidingWindowIndex(tmp_path / "y", embedding=fake(), collection_name="a" * 513)
     with pytest.raises(ValueError, match="no documents"):
         index.add_documents([])
-    with pytest.raises(ValueError, match="empty"):
-        index.add_documents([Document(page_content="  \n")])
+    with pytest.warns(UserWarning, match="empty"):
+        assert index.index_documents([Document(page_content="  \n")]).skipped_empty == 1
     with pytest.warns(UserWarning, match="empty"):
         index.add_documents([Document(page_content=""), DOCS[0]])
     retriever = index.as_retriever()
@@ -282,7 +287,7 @@ def test_files(tmp_path):
         writer.writerow(["city", "export"])
         writer.writerow(["Lyon", "silk"])
         writer.writerow(["Kyoto", "tea"])
-    docs = load_files(tmp_path)
+    docs = load_files(tmp_path).documents
     assert len(docs) == 4 and {d.metadata.get("row") for d in docs} == {None, 0, 1}
     idx = SlidingWindowIndex(tmp_path / "store", embedding=fake(), show_progress=False)
     stats = idx.add_files([tmp_path / "a.txt", tmp_path / "b.md", tmp_path / "c.csv"])
@@ -328,7 +333,7 @@ def test_pdf_file_is_loaded_and_indexed(tmp_path):
     from pypdf import PdfReader
 
     assert "Isle3" in PdfReader(str(pdf)).pages[3].extract_text()
-    docs = load_files(tmp_path)
+    docs = load_files(tmp_path).documents
     assert len(docs) == 1 and docs[0].metadata["n_pages"] == 6
     text = docs[0].page_content
     assert all(f"Isle{p}" in text for p in range(6)) and "\n\n" in text  # pages joined by a blank line

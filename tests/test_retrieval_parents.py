@@ -9,7 +9,8 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex, WindowedParentRetriever, count_tokens, source_id_for
+from swrag_integrations.retrieval import ChildHit, SlidingWindowIndex, WindowedParentRetriever, count_tokens, source_id_for
+from swrag_integrations.retrieval.parents import expand_parents, rank_parents
 
 EN = "".join(
     f"Linden & Rowe ledger {i}: the schooner Gull{i} carried {['wool', 'tea', 'salt', 'copper'][i % 4]} "
@@ -35,10 +36,24 @@ def index(tmp_path_factory):
 
 
 def _hits(index, sid, chunks_scores):
-    """Stage-1 style hit documents (small chunks with fused scores)."""
+    """Stage-1 style hits (small chunks with fused scores, ranked as given)."""
     metas = index.chunk_metadata(sid)
-    return [Document(page_content=TEXTS[sid][metas[c]["start_index"]:metas[c]["end_index"]],
-                     metadata={**metas[c], "rrf_score": score}) for c, score in chunks_scores]
+    out = []
+    for rank, (c, score) in enumerate(chunks_scores, start=1):
+        m = {**metas[c], "rrf_score": score}
+        out.append(ChildHit(sid, c, score, rank, m["window_lower_bound"], m["window_upper_bound"],
+                            m["window_start_index"], m["window_end_index"], m["start_index"], m["end_index"], m))
+    return out
+
+
+def rank(retriever, hits, query_index=0):
+    return rank_parents(hits, retriever.index, query_index=query_index, expand=retriever.expand)
+
+
+def expand(retriever, per_query):
+    spans = expand_parents(per_query, retriever.index, budget_tokens=retriever.budget_tokens, k=retriever.k,
+                           expand=retriever.expand)
+    return [s.to_document() for s in spans]
 
 
 def _boundaries(index, sid):
@@ -60,10 +75,10 @@ def test_tight_multi_query_budget_keeps_every_hit_chunk(index):
     # query 0: one parent with two hits (chunk 6 holds the answer, scored lower);
     # query 1: another part of the same source. Hits: 3 x 50 tokens, budget 200.
     per_query = [
-        retriever.rank_parents(_hits(index, SID_EN, [(4, 0.05), (6, 0.03)]), 0),
-        retriever.rank_parents(_hits(index, SID_EN, [(20, 0.04)]), 1),
+        rank(retriever, _hits(index, SID_EN, [(4, 0.05), (6, 0.03)]), 0),
+        rank(retriever, _hits(index, SID_EN, [(20, 0.04)]), 1),
     ]
-    docs = retriever.expand_parents(per_query)
+    docs = expand(retriever, per_query)
     _check_exact(docs, 200)
     text = "\n\n".join(d.page_content for d in docs)
     for chunk in (4, 6, 20):
@@ -74,10 +89,10 @@ def test_tight_multi_query_budget_keeps_every_hit_chunk(index):
 def test_unused_share_goes_to_other_groups(index):
     retriever = WindowedParentRetriever(index=index, k=4, budget_tokens=400)
     per_query = [
-        retriever.rank_parents(_hits(index, SID_EN, [(10, 0.05)]), 0),  # a 9-chunk parent (~450 tokens)
-        retriever.rank_parents(_hits(index, SID_NOTE, [(0, 0.04)]), 1),  # a one-chunk note: uses little of its half
+        rank(retriever, _hits(index, SID_EN, [(10, 0.05)]), 0),  # a 9-chunk parent (~450 tokens)
+        rank(retriever, _hits(index, SID_NOTE, [(0, 0.04)]), 1),  # a one-chunk note: uses little of its half
     ]
-    docs = retriever.expand_parents(per_query)
+    docs = expand(retriever, per_query)
     _check_exact(docs, 400)
     assert [d.metadata["source_id"] for d in docs] == [SID_EN, SID_NOTE]
     en_tokens = count_tokens(docs[0].page_content)
@@ -91,10 +106,10 @@ def test_merged_span_metadata_matches_its_offsets(index):
     retriever = WindowedParentRetriever(index=index, k=4, budget_tokens=None)
     metas = index.chunk_metadata(SID_EN)
     per_query = [
-        retriever.rank_parents(_hits(index, SID_EN, [(7, 0.05)]), 0),  # window 3..11
-        retriever.rank_parents(_hits(index, SID_EN, [(1, 0.02)]), 1),  # window 0..5
+        rank(retriever, _hits(index, SID_EN, [(7, 0.05)]), 0),  # window 3..11
+        rank(retriever, _hits(index, SID_EN, [(1, 0.02)]), 1),  # window 0..5
     ]
-    docs = retriever.expand_parents(per_query)
+    docs = expand(retriever, per_query)
     assert len(docs) == 1
     m = docs[0].metadata
     assert m["start_index"] == 0
@@ -112,11 +127,11 @@ def test_spans_start_and_end_on_chunk_boundaries(index, budget):
     retriever = WindowedParentRetriever(index=index, k=3, budget_tokens=budget)
     bounds = {SID_EN: _boundaries(index, SID_EN), SID_ZH: _boundaries(index, SID_ZH)}
     per_query = [
-        retriever.rank_parents(_hits(index, SID_EN, [(5, 0.05), (2, 0.01)]), 0),
-        retriever.rank_parents(_hits(index, SID_EN, [(1, 0.04), (13, 0.02)]) + _hits(index, SID_ZH, [(9, 0.03)]), 1),
-        retriever.rank_parents(_hits(index, SID_ZH, [(30, 0.03)]), 2),
+        rank(retriever, _hits(index, SID_EN, [(5, 0.05), (2, 0.01)]), 0),
+        rank(retriever, _hits(index, SID_EN, [(1, 0.04), (13, 0.02)]) + _hits(index, SID_ZH, [(9, 0.03)]), 1),
+        rank(retriever, _hits(index, SID_ZH, [(30, 0.03)]), 2),
     ]
-    docs = retriever.expand_parents(per_query)
+    docs = expand(retriever, per_query)
     assert docs
     _check_exact(docs, budget)
     for d in docs:
@@ -130,7 +145,7 @@ def test_spans_start_and_end_on_chunk_boundaries(index, budget):
 
 def test_budget_below_one_chunk_still_returns_the_hit(index):
     retriever = WindowedParentRetriever(index=index, k=2, budget_tokens=20)
-    docs = retriever.expand_parents([retriever.rank_parents(_hits(index, SID_EN, [(6, 0.05)]), 0)])
+    docs = expand(retriever, [rank(retriever, _hits(index, SID_EN, [(6, 0.05)]), 0)])
     assert len(docs) == 1 and 0 < count_tokens(docs[0].page_content) <= 20
     m = index.chunk_metadata(SID_EN)[6]
     assert m["start_index"] <= docs[0].metadata["start_index"] < docs[0].metadata["end_index"] <= m["end_index"]
@@ -142,7 +157,7 @@ def test_strategy_windows_are_widened_to_chunk_boundaries(tmp_path, strategy):
     bounds = _boundaries(idx, SID_EN)
     for budget in (None, 150):
         retriever = WindowedParentRetriever(index=idx, k=3, budget_tokens=budget)
-        docs = retriever.expand_parents([retriever.rank_parents(_hits(idx, SID_EN, [(9, 0.05), (20, 0.02)]), 0)])
+        docs = expand(retriever, [rank(retriever, _hits(idx, SID_EN, [(9, 0.05), (20, 0.02)]), 0)])
         assert docs
         _check_exact(docs, budget)
         for d in docs:
@@ -174,7 +189,7 @@ def test_k_none_keeps_every_parent_that_fits(index):
     en, zh = [(2, 0.05), (14, 0.049), (27, 0.048)], [(5, 0.047), (25, 0.046), (45, 0.045), (60, 0.044)]
 
     def hit_chunks(retriever):
-        docs = retriever.expand_parents([retriever.rank_parents(_hits(index, SID_EN, en) + _hits(index, SID_ZH, zh), 0)])
+        docs = expand(retriever, [rank(retriever, _hits(index, SID_EN, en) + _hits(index, SID_ZH, zh), 0)])
         _check_exact(docs, 1500)
         return docs, {(d.metadata["source_id"], h) for d in docs for h in d.metadata["hit_chunk_indices"]}
 
@@ -191,7 +206,7 @@ def test_weak_sources_do_not_starve_the_best_one(index):
     retriever = WindowedParentRetriever(index=index, budget_tokens=400)
     hits = _hits(index, SID_EN, [(10, 0.05), (11, 0.04)]) + _hits(index, SID_ZH, [(40, 0.001)]) \
         + _hits(index, SID_NOTE, [(0, 0.001)])
-    docs = retriever.expand_parents([retriever.rank_parents(hits, 0)])
+    docs = expand(retriever, [rank(retriever, hits, 0)])
     _check_exact(docs, 400)
     by_source = {d.metadata["source_id"]: d for d in docs}
     assert set(by_source) == {SID_EN, SID_ZH, SID_NOTE}

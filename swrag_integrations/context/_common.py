@@ -8,8 +8,10 @@ from typing import Any, Sequence
 
 import numpy as np
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 
-from ..windows import DEFAULT_ENCODING, get_encoding, token_boundaries
+from ..retrieval.assemble import count_tokens
+from ..windows import DEFAULT_ENCODING, token_boundaries
 
 SCORE_KEYS = ("relevance_score", "score", "rrf_score")
 
@@ -51,12 +53,6 @@ def doc_score(doc: Document, key: str | None = None) -> float | None:
 
 def count_words(text: str) -> int:
     return len(text.split())
-
-
-def count_tokens(text: str, encoding_name: str = DEFAULT_ENCODING) -> int:
-    if not text:
-        return 0
-    return len(get_encoding(encoding_name).encode_ordinary(text))
 
 
 def trim_to_tokens(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENCODING) -> tuple[str, bool]:
@@ -166,3 +162,44 @@ def as_documents(items: Sequence[Any]) -> list[Document]:
             raise TypeError(f"expected langchain Document objects, got {type(item).__name__}")
         out.append(item)
     return out
+
+
+def as_embeddings(value: Any) -> Any:
+    """LangChain ``Embeddings`` from a LangChain or a LlamaIndex embedding model.
+
+    A LlamaIndex ``BaseEmbedding`` (e.g. ``Settings.embed_model``) is wrapped so the
+    context steps accept either framework's models; anything else is returned as is.
+    """
+    if hasattr(value, "embed_documents") and hasattr(value, "embed_query"):
+        return value
+    if hasattr(value, "get_text_embedding_batch") and hasattr(value, "get_query_embedding"):
+        return _LlamaIndexEmbeddings(value)
+    return value
+
+
+def llama_index_default_embeddings() -> Any:
+    """``llama_index.core.Settings.embed_model`` as LangChain ``Embeddings`` if one is set
+    (never triggers LlamaIndex's default OpenAI model), else ``None``."""
+    from llama_index.core import Settings
+
+    model = getattr(Settings, "_embed_model", None)
+    return None if model is None else as_embeddings(model)
+
+
+class _LlamaIndexEmbeddings(Embeddings):
+    """A LlamaIndex ``BaseEmbedding`` with LangChain's ``Embeddings`` interface."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [list(v) for v in self.model.get_text_embedding_batch(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self.model.get_query_embedding(text))
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return self.embed_query(text)

@@ -33,6 +33,7 @@ from llama_index.core.schema import (
     TransformComponent,
 )
 
+from ..convert import document_to_node, node_to_document
 from .headers import ContextualChunkHeaders
 from .ordering import DiversityReranker, LostInTheMiddleReorder
 from .rerank import BaseReranker
@@ -46,43 +47,10 @@ __all__ = [
     "RerankPostprocessor",
     "ContextualHeaderTransform",
     "node_to_document",
-    "document_to_text_node",
+    "document_to_node",
 ]
 
 _SCORE_KEYS = ("relevance_score", "segment_value")
-
-
-def node_to_document(item: NodeWithScore) -> Document:
-    """A ``NodeWithScore`` as a LangChain ``Document`` (id = node id, score in metadata)."""
-    node = item.node
-    meta = dict(node.metadata or {})
-    if item.score is not None and "score" not in meta:
-        meta["score"] = float(item.score)
-    start = getattr(node, "start_char_idx", None)
-    end = getattr(node, "end_char_idx", None)
-    if start is not None and "start_index" not in meta:
-        meta["start_index"] = int(start)
-    if end is not None and "end_index" not in meta:
-        meta["end_index"] = int(end)
-    return Document(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta, id=node.node_id)
-
-
-def document_to_text_node(doc: Document) -> TextNode:
-    """A LangChain ``Document`` as a ``TextNode`` (offsets from ``start_index``/``end_index``)."""
-    meta = dict(doc.metadata or {})
-    node = TextNode(
-        id_=doc.id or f"{meta.get('source_id', 'doc')}:{meta.get('start_index', '')}-{meta.get('end_index', '')}",
-        text=doc.page_content,
-        metadata={k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool)) or v is None},
-        start_char_idx=meta.get("start_index"),
-        end_char_idx=meta.get("end_index"),
-    )
-    node.excluded_embed_metadata_keys = [k for k in node.metadata if k != "context_header"]
-    node.metadata_template = "{value}"  # embed text = header + "\n\n" + chunk (text_to_index)
-    node.excluded_llm_metadata_keys = [k for k in node.metadata if k not in ("source", "title")]
-    if meta.get("source_id") is not None:
-        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=str(meta["source_id"]))
-    return node
 
 
 def _score(doc: Document) -> float | None:
@@ -128,14 +96,25 @@ class CompressorNodePostprocessor(BaseNodePostprocessor):
             if original is not None and original.node.get_content(metadata_mode=MetadataMode.NONE) == doc.page_content:
                 result.append(NodeWithScore(node=original.node, score=score if score is not None else original.score))
             else:
-                result.append(NodeWithScore(node=document_to_text_node(doc), score=score))
+                result.append(NodeWithScore(node=document_to_node(doc), score=score))
         return result
 
 
 class DiversityPostprocessor(CompressorNodePostprocessor):
-    """:class:`~.ordering.DiversityReranker` for LlamaIndex (keywords go to it)."""
+    """:class:`~.ordering.DiversityReranker` for LlamaIndex (keywords go to it).
+
+    ``embeddings`` may be a LlamaIndex embedding model; left out, ``Settings.embed_model``
+    is used when one is set.
+    """
 
     def __init__(self, **kwargs: Any) -> None:
+        if kwargs.get("embeddings") is None:
+            from ._common import llama_index_default_embeddings
+
+            kwargs["embeddings"] = llama_index_default_embeddings()
+            if kwargs["embeddings"] is None:
+                raise ValueError("DiversityPostprocessor needs embeddings= (LangChain or LlamaIndex) "
+                                 "or llama_index.core.Settings.embed_model")
         super().__init__(compressor=DiversityReranker(**kwargs), require_query=True)
 
     @classmethod
@@ -199,4 +178,4 @@ class ContextualHeaderTransform(TransformComponent):
             meta.setdefault("source_id", getattr(node, "ref_doc_id", None) or node.node_id)
             docs.append(Document(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta))
         chunks = self.headers.transform_documents(docs)
-        return [document_to_text_node(c) for c in chunks]
+        return [document_to_node(c) for c in chunks]

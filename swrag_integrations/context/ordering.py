@@ -170,6 +170,13 @@ class DiversityReranker(BaseReranker):
     """
 
     embeddings: Embeddings
+
+    @field_validator("embeddings", mode="before")
+    @classmethod
+    def _any_framework(cls, value: Any) -> Any:
+        from ._common import as_embeddings
+
+        return as_embeddings(value)
     strategy: Literal["greedy", "mmr"] = "greedy"
     lambda_mult: float = 0.5
 

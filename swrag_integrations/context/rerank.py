@@ -121,6 +121,13 @@ class EmbeddingReranker(BaseReranker):
     """
 
     embeddings: Embeddings
+
+    @field_validator("embeddings", mode="before")
+    @classmethod
+    def _any_framework(cls, value: Any) -> Any:
+        from ._common import as_embeddings
+
+        return as_embeddings(value)
     piece_tokens: int = 128
     aggregate: Literal["max", "mean", "max_mean"] = "max"
 

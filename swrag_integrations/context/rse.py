@@ -214,6 +214,16 @@ class _Group:
     blocked: np.ndarray
 
 
+def _join(rows: Sequence[ChunkRow]) -> str:
+    """The exact text of consecutive chunks: tiling chunks concatenated, overlapping
+    windows (e.g. nodes of the package's node parsers) merged by offset."""
+    parts, end = [], None
+    for _i, start, stop, text in rows:
+        parts.append(text if end is None else text[max(0, end - start):])
+        end = stop if end is None else max(end, stop)
+    return "".join(parts)
+
+
 def _normalise_rows(rows: Iterable[Any]) -> list[ChunkRow]:
     out: list[ChunkRow] = []
     for row in rows:
@@ -275,8 +285,9 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
         if self.budget_tokens is not None and self.budget_tokens <= 0:
             raise ValueError(f"budget_tokens must be > 0 or None, got {self.budget_tokens}")
         self.params  # validates the overrides
-        if self.chunks is not None and not (hasattr(self.chunks, "chunk_range") or callable(self.chunks)):
-            raise TypeError("chunks must be a SlidingWindowIndex (chunk_range) or a callable(source_id, lo, hi)")
+        if self.chunks is not None and not (hasattr(self.chunks, "chunk_rows") or callable(self.chunks)):
+            raise TypeError("chunks must be an index with chunk_rows (a SlidingWindowIndex) or a "
+                            "callable(source_id, lo, hi)")
         return self
 
     @property
@@ -352,8 +363,11 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
                     f"segment {lo}..{hi} of source {source_id!r} needs chunks that were not retrieved "
                     "(or lack start_index/end_index); pass chunks=<SlidingWindowIndex or callable>"
                 )
-            fetch = self.chunks.chunk_range if hasattr(self.chunks, "chunk_range") else self.chunks
-            for row in _normalise_rows(fetch(source_id, lo, hi)):
+            if hasattr(self.chunks, "chunk_rows"):
+                got = [(r.index, r.start, r.end, r.text) for r in self.chunks.chunk_rows([(source_id, lo, hi)])[source_id]]
+            else:
+                got = self.chunks(source_id, lo, hi)
+            for row in _normalise_rows(got):
                 if lo <= row[0] <= hi:
                     rows.setdefault(row[0], row)
         ordered = [rows.get(i) for i in range(lo, hi + 1)]
@@ -361,10 +375,10 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
             absent = [lo + k for k, r in enumerate(ordered) if r is None]
             raise LookupError(f"chunks {absent} of source {source_id!r} could not be fetched")
         for prev, cur in zip(ordered, ordered[1:]):
-            if prev[2] != cur[1]:
+            if not prev[1] <= cur[1] <= prev[2]:  # tiling chunks touch; overlapping windows overlap
                 raise LookupError(
-                    f"chunks {prev[0]} and {cur[0]} of source {source_id!r} are not contiguous "
-                    f"({prev[2]} != {cur[1]}): cannot build an exact segment"
+                    f"chunks {prev[0]} and {cur[0]} of source {source_id!r} leave a gap or go backwards "
+                    f"({prev[2]} -> {cur[1]}): cannot build an exact segment"
                 )
         for row in ordered:
             if len(row[3]) != row[2] - row[1]:
@@ -412,21 +426,21 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
             rows = self._fetch(g.source_id, lo, hi, known)
             token_counts = [count_tokens(r[3], self.encoding_name) for r in rows]
             values = g.values[a:b]
-            text = "".join(r[3] for r in rows)
+            text = _join(rows)
             n_tokens = count_tokens(text, self.encoding_name)
             if tokens_left is not None and n_tokens > tokens_left:
                 sub = _best_within(values, token_counts, tokens_left)
                 if sub is None or sub[2] < params.minimum_value - 1e-12:
                     continue
                 lo_k, hi_k = sub[0], sub[1]  # rows[lo_k:hi_k]
-                text = "".join(r[3] for r in rows[lo_k:hi_k])
+                text = _join(rows[lo_k:hi_k])
                 n_tokens = count_tokens(text, self.encoding_name)
                 while n_tokens > tokens_left and hi_k - lo_k > 1:  # joins can add a token
                     if values[hi_k - 1] <= values[lo_k]:
                         hi_k -= 1
                     else:
                         lo_k += 1
-                    text = "".join(r[3] for r in rows[lo_k:hi_k])
+                    text = _join(rows[lo_k:hi_k])
                     n_tokens = count_tokens(text, self.encoding_name)
                 if n_tokens > tokens_left:
                     continue

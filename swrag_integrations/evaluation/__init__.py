@@ -34,7 +34,7 @@ from .metrics import (
     source_recall,
     span_hit,
 )
-from .pipelines import DEFAULT_STEPS, STRATEGIES, EvalConfig, Pipeline, build_pipeline
+from .pipelines import DEFAULT_STEPS, EVAL_STRATEGIES, EvalConfig, Pipeline, build_pipeline
 from .report import markdown_table, plot_heatmaps, plot_multi_query, significance_table, write_reports
 from .runner import (
     PROMPT_EN,
@@ -60,7 +60,7 @@ __all__ = [
     "Passage",
     "Pipeline",
     "QueryCache",
-    "STRATEGIES",
+    "EVAL_STRATEGIES",
     "Source",
     "add_arguments",
     "answer_tokens",

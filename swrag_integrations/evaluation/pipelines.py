@@ -41,7 +41,7 @@ from .context import DEFAULT_BUDGET, AssembledContext, assemble_by_offset, assem
 from .datasets import Source
 
 __all__ = [
-    "STRATEGIES",
+    "EVAL_STRATEGIES",
     "DEFAULT_STEPS",
     "EvalConfig",
     "Pipeline",
@@ -54,7 +54,7 @@ __all__ = [
     "STOCK_DEFAULT_K",
 ]
 
-STRATEGIES = ("ffs", "dfs", "dds", "rcs", "parent", "langchain-stock")
+EVAL_STRATEGIES = ("ffs", "dfs", "dds", "rcs", "parent", "langchain-stock")
 # The method's defaults: FFS/DFS steps are fractions of the window, DDS steps count
 # delimiters; ``parent`` windows are DDS windows (step in delimiters).
 DEFAULT_STEPS: dict[str, tuple[str, ...]] = {
@@ -74,7 +74,7 @@ class EvalConfig:
     """One point of the grid.
 
     Args:
-        strategy: one of :data:`STRATEGIES`.
+        strategy: one of :data:`EVAL_STRATEGIES`.
         window: window / chunk size in ``unit``.
         step: label: a fraction ``"1/4"`` of the window (ffs, dfs), a
             delimiter count ``"3"`` (dds, parent), an absolute ``"=128"`` step in units
@@ -90,8 +90,8 @@ class EvalConfig:
     multi_query: bool = False
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.strategy not in EVAL_STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(EVAL_STRATEGIES)}, got {self.strategy!r}")
         if self.unit not in ("token", "char"):
             raise ValueError(f"unit must be 'token' or 'char', got {self.unit!r}")
         if int(self.window) <= 0:
@@ -176,18 +176,11 @@ def chunk_spans(text: str, config: EvalConfig, *, encoding_name: str = DEFAULT_E
 
 
 def rrf_spans(lists: Sequence[Sequence[tuple[str, int, int]]], c: float = 60.0) -> list[tuple[str, int, int]]:
-    """Reciprocal-rank fusion of ranked span lists (identity = exact span)."""
-    scores: dict[tuple[str, int, int], float] = {}
-    first: dict[tuple[str, int, int], int] = {}
-    for ranked in lists:
-        seen = set()
-        for rank, span in enumerate(ranked, 1):
-            if span in seen:
-                continue
-            seen.add(span)
-            scores[span] = scores.get(span, 0.0) + 1.0 / (c + rank)
-            first.setdefault(span, len(first))
-    return sorted(scores, key=lambda s: (-scores[s], first[s]))
+    """Reciprocal-rank fusion of ranked span lists (identity = exact span), by
+    :func:`swrag_integrations.retrieval.fusion.rrf`."""
+    from ..retrieval.fusion import rrf
+
+    return [span for span, _score, _ranks in rrf(lists, c=c)]
 
 
 # ---------------------------------------------------------------------- pipelines
@@ -285,6 +278,8 @@ class ParentPipeline(Pipeline):
 
     def __init__(self, sources, config, *, embeddings=None, budget: int = DEFAULT_BUDGET, **kwargs) -> None:
         super().__init__(sources, config, **kwargs)
+        import tempfile
+
         import chromadb
         from chromadb.config import Settings
         from langchain_core.documents import Document
@@ -297,7 +292,9 @@ class ParentPipeline(Pipeline):
             embeddings = default_embeddings()
         self._client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
         self._name = f"swrag-eval-parent-{uuid.uuid4().hex[:12]}"
+        self._dir = tempfile.TemporaryDirectory(prefix="swrag-eval-")
         self.index = SlidingWindowIndex(
+            self._dir.name,
             client=self._client,
             collection_name=self._name,
             embedding=embeddings,
@@ -311,8 +308,9 @@ class ParentPipeline(Pipeline):
         )
         docs = [Document(page_content=s.text, id=s.source_id, metadata={"eval_source": s.source_id}) for s in self.sources]
         self._ids = {source_id_for(d): d.id for d in docs}
-        counts = self.index.add_documents(docs) if docs else {}
-        self.chunks = int(counts.get("chunks", self.index.count("small")))
+        if docs:
+            self.index.index_documents(docs)
+        self.chunks = self.index.count("small")
         self.budget = budget
         options = {"budget_tokens": budget}
         if self.k is not None:
@@ -320,9 +318,10 @@ class ParentPipeline(Pipeline):
         self.retriever = self.index.as_retriever(**options)
         dim = len(embeddings.embed_query("dimension probe"))
         self.index_bytes = (
-            sum(len(s.text.encode("utf-8")) for s in self.sources)  # small-chunk texts (they tile the sources)
+            # the source texts (source store) and the small-chunk texts beside their vectors (they tile the sources)
+            2 * sum(len(s.text.encode("utf-8")) for s in self.sources)
             + self.index.count(None) * dim * 4
-            + _bm25_bytes(self.index.bm25)
+            + _bm25_bytes(self.index.keyword.bm25)
         )
 
     def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
@@ -340,6 +339,8 @@ class ParentPipeline(Pipeline):
             self._client.delete_collection(self._name)
         except Exception:  # already gone
             pass
+        self.index.store.close()
+        self._dir.cleanup()
 
 
 class LangChainStockPipeline(Pipeline):

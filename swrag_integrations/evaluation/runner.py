@@ -34,7 +34,7 @@ from .datasets import (
     load_examples,
 )
 from .metrics import bootstrap_ci, context_recall, qa_f1, source_recall, span_hit
-from .pipelines import DEFAULT_STEPS, STRATEGIES, EvalConfig, build_pipeline
+from .pipelines import DEFAULT_STEPS, EVAL_STRATEGIES, EvalConfig, build_pipeline
 from .steps import ContextSteps, StepTools, add_headers, make_tools, piece_diversity, steps_context
 
 __all__ = [
@@ -121,7 +121,7 @@ def make_grid(
     """All configurations of the grid.
 
     Args:
-        strategies: names from :data:`~.pipelines.STRATEGIES`.
+        strategies: names from :data:`~.pipelines.EVAL_STRATEGIES`.
         windows: window sizes.
         steps: step labels (see :func:`parse_steps`); a strategy that gets none of
             its kind uses the method's defaults (:data:`~.pipelines.DEFAULT_STEPS`).
@@ -134,8 +134,8 @@ def make_grid(
     modes = [multi_query] if isinstance(multi_query, bool) else list(multi_query)
     grid = []
     for strategy in strategies:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+        if strategy not in EVAL_STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(EVAL_STRATEGIES)}")
         for window in windows:
             for step in _steps_for(strategy, steps):
                 for mq in modes:
@@ -279,7 +279,7 @@ def _question_record(
     diversity = None
     if measure_diversity and tools is not None and tools.embeddings is not None:
         texts = getattr(pipeline, "texts", {})
-        pieces = [texts[s][a:b] for s, a, b in ctx.spans if s in texts]
+        pieces = [texts[s][a:b] for s, a, b in ctx.offsets if s in texts]
         diversity = piece_diversity(pieces, tools.embeddings, encoding_name=encoding_name)
     recall = context_recall(ctx.text, example.answers, example.language)
     prediction, f1 = None, None
@@ -298,7 +298,7 @@ def _question_record(
     s_hit = None
     if spans:
         doc_id = example_sources(example, split=False)[0].source_id
-        s_hit = 1.0 if span_hit(ctx.spans, doc_id, spans) else 0.0
+        s_hit = 1.0 if span_hit(ctx.offsets, doc_id, spans) else 0.0
     return {
         "key": None,  # filled by the caller
         "dataset": run.dataset,
@@ -321,8 +321,8 @@ def _question_record(
         "hit": 1.0 if recall >= 1.0 else 0.0,
         "f1": f1,
         "prediction": prediction,
-        "context_tokens": ctx.tokens,
-        "spans": [list(s) for s in ctx.spans],
+        "context_tokens": ctx.text_tokens,
+        "spans": [list(s) for s in ctx.offsets],
         "sources_retrieved": len(retrieved_sources),
         "gold_sources_found": source_recall(retrieved_sources, gold) if multi_source else None,
         "source_recall": s_recall,

@@ -62,7 +62,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..windows import DEFAULT_ENCODING
-from .context import DEFAULT_BUDGET, SEPARATOR, AssembledContext, assemble_by_offset, assemble_by_text, count_tokens
+from .context import DEFAULT_BUDGET, SEPARATOR, AssembledContext, assemble_by_offset, assemble_by_text, context_from_spans
 
 __all__ = [
     "ContextSteps",
@@ -339,8 +339,8 @@ def litm_context(ctx: AssembledContext, texts: Mapping[str, str], separator: str
     if len(ctx.spans) < 3:
         return ctx
     spans = [ctx.spans[i] for i in litm_order(len(ctx.spans))]
-    text = separator.join(_span_text(texts, s) for s in spans)
-    return AssembledContext(text=text, spans=spans, tokens=count_tokens(text, encoding_name))
+    return context_from_spans(spans, ctx.budget_tokens, separator=separator, truncated=ctx.truncated,
+                              encoding_name=encoding_name)
 
 
 @dataclass

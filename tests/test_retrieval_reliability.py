@@ -1,0 +1,294 @@
+"""Reliability of the index: many writers, crashes, damage, stale data (issue: reliability)."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from swrag_integrations.cli import main as cli_main
+from swrag_integrations.retrieval import IndexDamagedError, IndexMismatchError, SlidingWindowIndex, SourceStoreError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fake(size=16):
+    return DeterministicFakeEmbedding(size=size)
+
+
+def mk(path, **kw):
+    return SlidingWindowIndex(path, embedding=fake(kw.pop("size", 16)), show_progress=False, **kw)
+
+
+def corpus(n=12, words=160):
+    rng = random.Random(n)
+    vocab = [f"w{i}" for i in range(400)]
+    return [Document(page_content=f"Doc{d} " + " ".join(rng.choice(vocab) for _ in range(words)) + f". End of doc{d}.",
+                     metadata={"source": f"doc{d}.txt"}) for d in range(n)]
+
+
+def forget_clients():
+    """Chroma keeps one client per path in the process: drop them, as a new process would."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()
+
+
+def snapshot(idx):
+    """Everything observable of an index: sources, states, vector ids and BM25 ids."""
+    heads = idx.store.heads()
+    vectors = sorted(idx.vectorstore._collection.get(include=[])["ids"])
+    return ({sid: (h.content_hash, h.state, h.n_chunks) for sid, h in heads.items()}, vectors,
+            sorted(idx.keyword.bm25.ids))
+
+
+# ------------------------------------------------------------------ many writers
+
+
+def test_two_writers_keep_each_others_documents(tmp_path):
+    a, b = mk(tmp_path), mk(tmp_path)
+    a.add_texts(["red lighthouse"], [{"source": "a.txt"}])
+    b.add_texts(["Zebras graze near the quarry."], [{"source": "b.txt"}])
+    a.add_texts(["Copper exported"], [{"source": "c.txt"}])
+    again = mk(tmp_path)
+    assert len(again.source_ids()) == 3 and len(again.keyword) == again.count("small") == 3
+    assert [d.metadata["source"] for d in again.bm25_retriever(2).invoke("zebras quarry")] == ["b.txt"]
+    # the reader that was open all along sees the other writer's document too (it catches up)
+    assert [d.metadata["source"] for d in a.bm25_retriever(2).invoke("zebras quarry")] == ["b.txt"]
+    assert again.index_documents([Document(page_content="Zebras graze near the quarry.",
+                                           metadata={"source": "b.txt"})])["unchanged"] == 1
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from swrag_integrations.retrieval import SlidingWindowIndex
+    path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    idx = SlidingWindowIndex(path, embedding=DeterministicFakeEmbedding(size=16), show_progress=False, batch_size=8)
+    for i in range(n):
+        idx.add_texts([f"writer {tag} document {i} mentions zz{tag}{i} " * 20], [{"source": f"{tag}{i}.txt"}])
+    print("done")
+""")
+
+
+def _run(script, *args, env=None):
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})))
+
+
+def test_concurrent_first_time_writers_in_separate_processes(tmp_path):
+    path = tmp_path / "fresh"  # does not exist yet: both create it
+    procs = [_run(WRITER, path, tag, 6) for tag in ("a", "b")]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+    idx = mk(path)
+    assert len(idx.source_ids()) == 12
+    assert len(idx.keyword) == idx.count("small") == idx.count(None)
+    for tag in ("a", "b"):
+        hits = idx.bm25_retriever(1).invoke(f"zz{tag}5")
+        assert hits and hits[0].metadata["source"] == f"{tag}5.txt"
+    assert idx.status().healthy
+
+
+# ------------------------------------------------------------ crashes (kill -9)
+
+
+KILLED = textwrap.dedent("""
+    import os, sys
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    sys.path.insert(0, sys.argv[3])
+    from test_retrieval_reliability import corpus
+    from swrag_integrations.retrieval import SlidingWindowIndex
+
+    class Dying(DeterministicFakeEmbedding):
+        def embed_documents(self, texts):
+            budget = int(os.environ["SWRAG_DIE_AFTER"])
+            os.environ["SWRAG_DIE_AFTER"] = str(budget - 1)
+            if budget <= 0:
+                os.kill(os.getpid(), 9)
+            return super().embed_documents(texts)
+
+    idx = SlidingWindowIndex(sys.argv[1], embedding=Dying(size=16), show_progress=False, batch_size=16)
+    idx.index_documents(corpus(int(sys.argv[2])))
+""")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_writer_killed_at_a_random_point_is_completed_by_the_next_write(tmp_path, seed):
+    docs = corpus(10)
+    clean = mk(tmp_path / "clean", batch_size=16)
+    clean.index_documents(docs)
+    path = tmp_path / "crashed"
+    mk(path, batch_size=16).index_documents(corpus(3))  # an earlier, finished write
+    die_after = random.Random(seed).randrange(0, 12)
+    proc = _run(KILLED, path, 10, Path(__file__).parent, env={"SWRAG_DIE_AFTER": str(die_after)})
+    proc.communicate(timeout=300)
+    assert proc.returncode in (-signal.SIGKILL, 0)
+    survivor = mk(path, batch_size=16)
+    # never served half-written: every served source is complete, BM25 holds exactly them
+    served = set(survivor.source_ids())
+    assert {d.metadata["source_id"] for d in survivor.bm25_retriever(50).invoke("w1 w2 w3 w4 doc1")} <= served
+    assert len(survivor.keyword) == survivor.count("small")
+    if proc.returncode != 0:
+        assert survivor.status().incomplete or survivor.count("small") <= clean.count("small")
+    # the next write (here with a different document set) finishes what was left
+    report = survivor.index_documents(docs[:2])
+    assert not survivor.status().incomplete
+    survivor.index_documents(docs)
+    assert snapshot(survivor) == snapshot(clean), f"die_after={die_after}, report={report}"
+    assert not any(p.name.startswith((".swrag.tmp", ".swrag.old")) for p in path.rglob("*"))
+
+
+# ------------------------------------------------------------------ stale data
+
+
+def test_emptied_and_deleted_files_and_shrunk_csv_are_forgotten(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("Kestrels nest on the north tower. " * 10)
+    (folder / "empty.txt").write_text("Ospreys fish in the bay. " * 10)
+    (folder / "gone.txt").write_text("Herons wade in the marsh. " * 10)
+    (folder / "rows.csv").write_text("city,export\n" + "".join(f"City{i},good{i}\n" for i in range(5)))
+    idx = mk(tmp_path / "store")
+    assert idx.add_files(folder)["added"] == 8
+    (folder / "empty.txt").write_text("")
+    (folder / "gone.txt").unlink()
+    (folder / "rows.csv").write_text("city,export\nCity0,good0\nCity1,good1\n")
+    report = idx.add_files(folder)
+    assert report["removed"] == 5 and report["unchanged"] == 3
+    assert idx.bm25_retriever(3).invoke("ospreys") == [] and idx.bm25_retriever(3).invoke("herons") == []
+    assert idx.bm25_retriever(3).invoke("City3") == []
+    assert not any("Ospreys" in d.page_content for d in idx.as_retriever(weights=(1.0, 0.0)).invoke("ospreys bay"))
+    assert len(idx.source_ids()) == 3
+
+
+def test_a_file_that_can_no_longer_be_read_loses_its_old_text(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Albatross glide over the southern ocean. " * 8)
+    idx = mk(tmp_path / "store")
+    idx.add_files(folder)
+    (folder / "a.txt").write_bytes("café ça".encode("latin-1") * 20)  # not UTF-8 any more
+    with pytest.warns(UserWarning, match="a.txt"):
+        report = idx.add_files(folder)
+    assert report["removed"] == 1 and report.skipped_files
+    assert idx.source_ids() == []
+
+
+def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path):
+    idx = mk(tmp_path)
+    idx.index_documents(corpus(2))
+    # simulate a writer that died after writing a source's record (before its vectors)
+    from swrag_integrations.retrieval import plan_source
+
+    rec = plan_source(Document(page_content="Pelicans dive for sardines. " * 12, metadata={"source": "p.txt"}),
+                      idx.config)
+    idx.store.put([rec])
+    reader = mk(tmp_path)
+    assert [i["state"] for i in reader.status().incomplete] == ["pending"]
+    assert reader.bm25_retriever(3).invoke("pelicans sardines") == []
+    assert not any("Pelicans" in d.page_content for d in reader.as_retriever().invoke("pelicans sardines"))
+    assert rec.source_id not in reader.source_ids()
+    assert cli_main(["status", "--persist-dir", str(tmp_path)]) == 4
+    reader.repair()
+    assert reader.status().healthy and rec.source_id in reader.source_ids()
+    assert reader.bm25_retriever(1).invoke("pelicans sardines")[0].metadata["source"] == "p.txt"
+
+
+# -------------------------------------------------------------------- damage
+
+
+def test_lost_vector_collection_is_detected_and_rebuilt_by_re_adding(tmp_path):
+    docs = corpus(4)
+    idx = mk(tmp_path)
+    idx.index_documents(docs)
+    n = idx.count("small")
+    del idx
+    forget_clients()
+    shutil.rmtree(tmp_path / "chroma")
+    broken = mk(tmp_path)
+    with pytest.raises(IndexDamagedError, match="swrag repair"):
+        broken.as_retriever().invoke("w1 w2")
+    assert not broken.status().healthy
+    report = broken.index_documents(docs)  # re-adding repairs instead of "unchanged"
+    assert report["repaired"] == 4 and report["unchanged"] == 0
+    assert broken.count(None) == n and broken.status().healthy
+    assert mk(tmp_path).as_retriever().invoke("w1 w2")
+
+
+def test_damaged_search_structure_is_found_by_the_probe_and_repaired(tmp_path):
+    idx = mk(tmp_path, batch_size=512)
+    idx.index_documents(corpus(30, words=1500))  # > 1000 vectors: Chroma persists its HNSW files
+    assert idx.count("small") > 1000
+    del idx
+    forget_clients()
+    for segment in (tmp_path / "chroma").iterdir():
+        if segment.is_dir():  # Chroma's HNSW files: the vectors stay in its SQLite log
+            shutil.rmtree(segment)
+    damaged = mk(tmp_path)
+    problem = " ".join(damaged.status().vector_problems)
+    assert "find themselves" in problem
+    with pytest.raises(IndexDamagedError):
+        damaged.as_retriever().invoke("w5 w7")
+    report = damaged.repair()
+    assert any("rebuilt" in n for n in report.notes)
+    forget_clients()
+    fixed = mk(tmp_path)
+    assert fixed.status().healthy and fixed.as_retriever().invoke("w5 w7")
+
+
+def test_lost_source_store_is_an_error_not_an_empty_index(tmp_path, capsys):
+    idx = mk(tmp_path)
+    idx.index_documents(corpus(2))
+    store = tmp_path / "sources" / "swrag.sqlite3"
+    del idx
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(store) + suffix).unlink(missing_ok=True)
+    with pytest.raises(IndexMismatchError, match="source texts are lost"):
+        mk(tmp_path)
+    for suffix in ("-wal", "-shm"):
+        Path(str(store) + suffix).unlink(missing_ok=True)
+    store.write_bytes(b"")  # zeroed
+    with pytest.raises(IndexMismatchError, match="vectors"):
+        mk(tmp_path)
+    store.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(SourceStoreError, match="not a readable SQLite"):
+        mk(tmp_path)
+    assert cli_main(["ask", "anything", "--persist-dir", str(tmp_path), "--retrieval-only"]) == 3
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_another_embedding_gets_a_clear_error(tmp_path, capsys):
+    idx = mk(tmp_path, size=32)
+    idx.index_documents(corpus(2))
+    other = mk(tmp_path, size=8)
+    with pytest.raises(IndexMismatchError, match="32-dimensional"):
+        other.as_retriever().invoke("w1")
+    with pytest.raises(IndexMismatchError, match="32-dimensional"):
+        other.index_documents(corpus(3))
+    assert mk(tmp_path, size=32).count("small") == idx.count("small")  # nothing was lost
+    # the CLI (bundled 384-d MiniLM) on an index built with 32-d vectors: a message, exit 2
+    assert cli_main(["ask", "w1 w2", "--persist-dir", str(tmp_path), "--retrieval-only"]) == 2
+    assert "32-dimensional" in capsys.readouterr().err
+
+
+def test_vectors_of_another_index_are_refused(tmp_path):
+    a = mk(tmp_path / "a")
+    a.index_documents(corpus(2))
+    b = mk(tmp_path / "b")
+    b.index_documents(corpus(2))
+    with pytest.raises(IndexMismatchError, match="another index"):
+        SlidingWindowIndex(vectorstore=a.vectorstore, source_store=b.store, show_progress=False)
