@@ -6,11 +6,13 @@
 imported lazily so that loading does not require both frameworks.
 """
 
+from .cache import CacheRebuildWarning
 from .core import END_OF_TURN_TOKENS, LoadInfo, LocalLLM
 from .gguf_convert import bundled_gguf_path, convert_gguf_to_hf, ensure_hf_checkpoint
 from .loader import LLMFallbackWarning, LOW_BIT_FORMATS, default_cache_dir, load_llama3
 
 __all__ = [
+    "CacheRebuildWarning",
     "END_OF_TURN_TOKENS",
     "LLMFallbackWarning",
     "LOW_BIT_FORMATS",

@@ -37,8 +37,9 @@ class LoadInfo:
     device: str
     low_bit: str | None = None
     load_seconds: float = 0.0
-    from_cache: bool = False  # low-bit model read back with ``load_low_bit``
+    from_cache: bool = False  # low-bit model read from an existing cache entry
     cache_path: str | None = None
+    cache_status: str = ""  # "hit", "written", "rebuilt", "disabled", "not written" ("" without ipex-llm)
     converted_gguf: bool = False  # GGUF -> transformers conversion ran during this load
     notes: list[str] = field(default_factory=list)
 
