@@ -317,6 +317,8 @@ def _read_low_bit(auto_model: Any, path: Path, kwargs: dict[str, Any], trust_rem
     from transformers import AutoTokenizer
 
     local = {k: v for k, v in kwargs.items() if k not in _FETCH_ONLY_KWARGS}
+    if local.get("torch_dtype") == "auto":  # ipex-llm 2.2's load_low_bit fails on the string; "auto" is its default
+        del local["torch_dtype"]
     model = auto_model.load_low_bit(str(path), **local)
     return model, AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code)
 
