@@ -215,6 +215,18 @@ def test_uncached_quantisation_matches_the_cached_model(llm, cache_root):
 
 
 @pytest.mark.slow
+def test_prefix_cache_with_the_low_bit_model(llm):
+    """The IPEX-LLM model takes the shared-prefix path too (its own KV cache class). Its
+    low-bit kernels are not batch-invariant, so only sanity is checked here; exact
+    equality with generate() is tested with fp32 in test_llm_prefix.py."""
+    cache = llm.prefix_cache("A fact: Paris is the capital of France.\n")
+    answers = [cache.generate(q) for q in (QUESTION, "Which city is the capital of France?")]
+    assert cache.passes == 1 and cache.reused == 2
+    assert all("paris" in a.lower() for a in answers)
+    assert llm.generate_with_prefix("A fact: Paris is the capital of France.\n", [QUESTION]) == answers[:1]
+
+
+@pytest.mark.slow
 def test_fallback_without_ipex(llm, cache_root, monkeypatch):
     monkeypatch.setitem(sys.modules, "ipex_llm", None)
     monkeypatch.setitem(sys.modules, "ipex_llm.transformers", None)
