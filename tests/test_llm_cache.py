@@ -289,3 +289,20 @@ def test_options_that_change_the_weights_are_part_of_the_key(tiny_dir, tiny_cach
     other = _load(tiny_dir, copy, low_bit="asym_int4")
     assert other.info.cache_status == "written" and other.info.cache_path != str(entry)
     assert _load(tiny_dir, copy).info.cache_path == str(entry)
+
+
+@pytest.mark.slow
+def test_unwritable_cache_still_returns_the_model(tiny_dir, tiny_cached, tmp_path, monkeypatch):
+    from swrag_integrations.llm import loader
+
+    root, cold = tiny_cached
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(loader, "write_manifest", full_disk)
+    with pytest.warns(RuntimeWarning, match="not written"):
+        llm = _load(tiny_dir, tmp_path / "cache")
+    assert llm.info.cache_status == "not written" and llm.info.cache_path is None
+    assert _logits(llm).equal(_logits(cold))
+    assert list((tmp_path / "cache" / "low-bit").iterdir()) == []  # nothing half-written left

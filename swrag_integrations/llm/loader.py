@@ -378,21 +378,30 @@ def _load_ipex(auto_model: Any, source: _Source, low_bit: str, use_cache: bool, 
         entry = source.cache_root / "low-bit" / entry_name(f"{source.label}-{low_bit}", key)
     assert entry is not None
 
-    with staging_dir(entry) as tmp:
-        model.save_low_bit(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
-        in_memory = model_fingerprint(model, tokenizer)
-        del model, tokenizer
-        gc.collect()
-        # Serve the model read back from the entry: first and later loads are the same model.
-        model, tokenizer = _read_low_bit(auto_model, tmp, kwargs, trust_remote_code)
-        fingerprint = model_fingerprint(model, tokenizer)
-        drift = max((abs(a - b) for a, b in zip(in_memory["top_logits"], fingerprint["top_logits"])), default=0.0)
-        if in_memory["top_ids"] != fingerprint["top_ids"] or drift > 0:
-            info.notes.append(f"the quantised model and its saved copy differ (probe |dlogit| up to {drift:.4f}); "
-                              "the saved copy is used")
-        write_manifest(tmp, key, fingerprint=fingerprint, in_memory_probe_drift=drift, source=source.target)
-        publish(tmp, entry)
+    try:
+        with staging_dir(entry) as tmp:
+            model.save_low_bit(str(tmp))
+            tokenizer.save_pretrained(str(tmp))
+            in_memory = model_fingerprint(model, tokenizer)
+            model = tokenizer = None
+            gc.collect()
+            # Serve the model read back from the entry: first and later loads are the same model.
+            model, tokenizer = _read_low_bit(auto_model, tmp, kwargs, trust_remote_code)
+            fingerprint = model_fingerprint(model, tokenizer)
+            drift = max((abs(a - b) for a, b in zip(in_memory["top_logits"], fingerprint["top_logits"])), default=0.0)
+            if in_memory["top_ids"] != fingerprint["top_ids"] or drift > 0:
+                info.notes.append(f"the quantised model and its saved copy differ (probe |dlogit| up to {drift:.4f}); "
+                                  "the saved copy is used")
+            write_manifest(tmp, key, fingerprint=fingerprint, in_memory_probe_drift=drift, source=source.target)
+            publish(tmp, entry)
+    except OSError as exc:  # disk full, read-only cache, ...: the model itself is fine
+        if model is None:
+            raise
+        message = f"low-bit cache entry {entry} not written: {exc}"
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        info.notes.append(message)
+        info.cache_status = "not written"
+        return model, tokenizer
     info.cache_path = str(entry)
     info.cache_status = info.cache_status or "written"
     return model, tokenizer
