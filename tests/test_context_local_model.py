@@ -27,12 +27,13 @@ DOC = Document(page_content=(
 
 
 @pytest.fixture(scope="module")
-def fp32_llm():
+def fp32_llm(tmp_path_factory):
     from swrag_integrations.llm import load_llama3
 
     import torch
 
-    llm = load_llama3(backend="transformers", max_new_tokens=12)
+    # a private cache: never reads (or depends on) ~/.cache/swrag
+    llm = load_llama3(backend="transformers", max_new_tokens=12, cache_dir=tmp_path_factory.mktemp("swrag-cache"))
     with torch.no_grad():  # warm-up, so that the timings below compare like with like
         llm.model(input_ids=torch.tensor([llm.encode("Hello")]))
     return llm
@@ -66,10 +67,12 @@ def test_kv_prefix_reuse_matches_plain_calls_and_runs_the_document_once(fp32_llm
         del model.forward
     n = len(out_kv)
     assert n >= 3
-    prefix_ids, suffixes = cached._local_prompt_ids(
-        fp32_llm, cached.document_prompt.format(document=DOC.page_content), [d.page_content for d in out_kv])
-    prefix = len(prefix_ids)
-    assert all(len(s) < prefix for s in suffixes)
+    max_words = max(10, int(cached.max_header_tokens * 0.7))
+    prompt = fp32_llm.prefix_cache(cached.document_prompt.format(document=DOC.page_content))
+    prefix = len(prompt.prefix_ids)
+    suffixes = [prompt.prompt_ids(cached.chunk_prompt.format(chunk=d.page_content, max_words=max_words))[prefix:]
+                for d in out_kv]
+    assert all(0 < len(s) < prefix for s in suffixes)
     # the document prefix runs through the model once with the cache, once per chunk without
     assert sum(1 for x in kv_lengths if x >= prefix) == 1
     assert sum(1 for x in plain_lengths if x >= prefix) == n

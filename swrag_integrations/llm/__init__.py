@@ -2,15 +2,20 @@
 
 ``load_llama3()`` returns a :class:`LocalLLM`: one generation core with
 ``.as_langchain()`` (a ``langchain_core`` ``LLM``) and ``.as_llamaindex()`` (a LlamaIndex
-``CustomLLM``) as thin wrappers. The framework wrappers live in :mod:`.adapters` and are
-imported lazily so that loading does not require both frameworks.
+``CustomLLM``) as thin wrappers, and ``.prefix_cache()`` / ``.generate_with_prefix()`` for
+many prompts sharing one long prefix (the prefix runs through the model once). The
+framework wrappers live in :mod:`.adapters` and are imported lazily so that loading does
+not require both frameworks. Converted and low-bit models are cached on disk with checked,
+content-keyed entries (:mod:`.cache`).
 """
 
-from .core import END_OF_TURN_TOKENS, LoadInfo, LocalLLM
+from .cache import CacheRebuildWarning
+from .core import END_OF_TURN_TOKENS, LoadInfo, LocalLLM, PrefixCache
 from .gguf_convert import bundled_gguf_path, convert_gguf_to_hf, ensure_hf_checkpoint
 from .loader import LLMFallbackWarning, LOW_BIT_FORMATS, default_cache_dir, load_llama3
 
 __all__ = [
+    "CacheRebuildWarning",
     "END_OF_TURN_TOKENS",
     "LLMFallbackWarning",
     "LOW_BIT_FORMATS",
@@ -18,6 +23,7 @@ __all__ = [
     "LlamaIndexLLM",
     "LoadInfo",
     "LocalLLM",
+    "PrefixCache",
     "bundled_gguf_path",
     "convert_gguf_to_hf",
     "default_cache_dir",

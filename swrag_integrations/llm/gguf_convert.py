@@ -10,23 +10,46 @@ this module does it by hand with the ``gguf`` package:
   wrapped in :class:`transformers.PreTrainedTokenizerFast`, with bos/eos/chat template
   taken from the GGUF metadata.
 
-The result is written once to a cache directory and reused afterwards.
+The result is written once to a cache directory and reused afterwards. The directory's
+name and manifest carry a key made of the GGUF file's SHA-256 and size,
+:data:`CONVERTER_VERSION` and the versions of the libraries that shape the output, so a
+new release of the GGUF (even one with the same path, size and mtime), a changed
+converter or a new ``transformers``/``tokenizers`` gets its own checkpoint. Every use
+re-checks the files against the manifest (see :mod:`.cache`); an entry that fails is
+rebuilt with a :class:`~.cache.CacheRebuildWarning`.
+
+The weights are stored as float16 (the config says so): load them with an explicit
+``torch_dtype`` (the loader uses float32). With ``torch_dtype="auto"`` transformers and
+ipex-llm build the model in float16, and the rotary-embedding cos/sin tables are then
+computed in float16 too (see :mod:`.loader`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
-import shutil
-import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .cache import (
+    CacheRebuildWarning,
+    check_entry,
+    entry_name,
+    library_versions,
+    memo_sha256,
+    publish,
+    staging_dir,
+    write_manifest,
+)
+
 BUNDLED_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_DONE_MARKER = ".swrag_complete"
+CONVERTER_VERSION = 2
+"""Bump whenever this module would write a different checkpoint for the same GGUF file."""
+# Libraries whose versions shape the converted checkpoint (dequantisation, serialisation).
+CONVERTER_LIBRARIES = ("gguf", "numpy", "torch", "transformers", "tokenizers")
 
 # GGUF tensor name suffix -> HF parameter name suffix (inside ``model.layers.N.``).
 _LAYER_NAMES = {
@@ -184,11 +207,47 @@ def _build_config(reader: Any, tied: bool) -> Any:
     )
 
 
-def convert_gguf_to_hf(gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+def gguf_identity(gguf_path: str | os.PathLike[str], memo_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """What identifies a GGUF file's contents: its SHA-256 and size (name and path do not).
+
+    ``memo_dir`` memoises the hash by the file's stat identity (see :func:`.cache.memo_sha256`).
+    """
+    gguf_path = Path(gguf_path)
+    if not gguf_path.is_file():
+        raise FileNotFoundError(f"GGUF file not found: {gguf_path}")
+    return {"sha256": memo_sha256(gguf_path, memo_dir), "size": gguf_path.stat().st_size}
+
+
+def hf_checkpoint_key(gguf_path: str | os.PathLike[str], memo_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Cache key of the converted checkpoint: GGUF identity, converter and library versions."""
+    return {
+        "kind": "gguf-to-hf",
+        "gguf": gguf_identity(gguf_path, memo_dir),
+        "converter": CONVERTER_VERSION,
+        "versions": library_versions(*CONVERTER_LIBRARIES),
+    }
+
+
+def gguf_cache_key(gguf_path: str | os.PathLike[str], memo_dir: str | os.PathLike[str] | None = None) -> str:
+    """Cache directory name for a GGUF file: ``<stem>-<hash of hf_checkpoint_key>``."""
+    gguf_path = Path(gguf_path)
+    return entry_name(gguf_path.stem, hf_checkpoint_key(gguf_path, memo_dir))
+
+
+def hf_checkpoint_dir(gguf_path: str | os.PathLike[str], cache_dir: str | os.PathLike[str]) -> Path:
+    """Where :func:`ensure_hf_checkpoint` keeps the checkpoint of ``gguf_path`` (may not exist yet)."""
+    cache_dir = Path(cache_dir)
+    return cache_dir / "hf-from-gguf" / gguf_cache_key(gguf_path, cache_dir / "file-hashes")
+
+
+def convert_gguf_to_hf(
+    gguf_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, key: dict[str, Any] | None = None
+) -> Path:
     """Write a transformers Llama checkpoint (fp16 safetensors) + tokenizer for ``gguf_path``.
 
-    The directory is written under a temporary name and renamed at the end, so a crashed
-    conversion never leaves a half-written checkpoint behind.
+    The directory is built under a temporary name, gets a manifest (``key`` — by default
+    :func:`hf_checkpoint_key` — and the checksums of its files) and is renamed into place
+    at the end, so a crashed conversion never leaves a checkpoint that looks complete.
     """
     import gguf
     import torch
@@ -197,6 +256,7 @@ def convert_gguf_to_hf(gguf_path: str | os.PathLike[str], out_dir: str | os.Path
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     if not gguf_path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {gguf_path}")
+    key = key if key is not None else hf_checkpoint_key(gguf_path)
     reader = gguf.GGUFReader(str(gguf_path))
     tied = not any(t.name == "output.weight" for t in reader.tensors)
     config = _build_config(reader, tied)
@@ -212,35 +272,28 @@ def convert_gguf_to_hf(gguf_path: str | os.PathLike[str], out_dir: str | os.Path
         model.tie_weights()
     tokenizer = _build_tokenizer(reader)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".", dir=out_dir.parent))
-    os.chmod(tmp, 0o755)
-    try:
+    with staging_dir(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        (tmp / _DONE_MARKER).write_text(str(gguf_path))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        write_manifest(tmp, key, source=str(gguf_path))
+        publish(tmp, out_dir)
     return out_dir
 
 
-def gguf_cache_key(gguf_path: Path) -> str:
-    """Stable cache directory name for a GGUF file (name + size + mtime)."""
-    stat = gguf_path.stat()
-    digest = hashlib.sha1(f"{gguf_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return f"{gguf_path.stem}-{digest.hexdigest()[:10]}"
-
-
 def ensure_hf_checkpoint(gguf_path: str | os.PathLike[str], cache_dir: str | os.PathLike[str]) -> tuple[Path, bool]:
-    """Return ``(checkpoint_dir, converted_now)``, converting ``gguf_path`` only when not cached."""
-    gguf_path = Path(gguf_path)
-    if not gguf_path.is_file():
-        raise FileNotFoundError(f"GGUF file not found: {gguf_path}")
-    out_dir = Path(cache_dir) / "hf-from-gguf" / gguf_cache_key(gguf_path)
-    if (out_dir / _DONE_MARKER).is_file():
+    """Return ``(checkpoint_dir, converted_now)``, converting ``gguf_path`` only when needed.
+
+    A cached checkpoint is used only if its manifest's key matches this GGUF file and
+    library set and its files still match their recorded checksums; otherwise it is
+    converted again (with a :class:`~.cache.CacheRebuildWarning` when a directory was there).
+    """
+    gguf_path, cache_dir = Path(gguf_path), Path(cache_dir)
+    key = hf_checkpoint_key(gguf_path, cache_dir / "file-hashes")
+    out_dir = cache_dir / "hf-from-gguf" / entry_name(gguf_path.stem, key)
+    problem = check_entry(out_dir, key)
+    if problem is None:
         return out_dir, False
-    return convert_gguf_to_hf(gguf_path, out_dir), True
+    if problem != "missing":
+        warnings.warn(f"converted checkpoint {out_dir} is unusable: {problem}; converting {gguf_path.name} again",
+                      CacheRebuildWarning, stacklevel=2)
+    return convert_gguf_to_hf(gguf_path, out_dir, key=key), True

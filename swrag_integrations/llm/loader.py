@@ -6,23 +6,73 @@
 
 ``load_llama3("meta-llama/Meta-Llama-3-8B-Instruct", device="xpu")`` or a local directory
 or ``.gguf`` file work the same way.
+
+The low-bit cache
+-----------------
+IPEX-LLM quantises a checkpoint when it loads it (``from_pretrained(...,
+load_in_low_bit=...)``); ``save_low_bit`` / ``load_low_bit`` keep the result so that the
+next load skips the work. Entries live under ``<cache>/low-bit/`` (see :mod:`.cache`):
+
+* **Key.** An entry's directory name and manifest carry a key made of the source's
+  identity (a GGUF file's SHA-256 and size plus the converter version; a local
+  directory's path and the SHA-256 of each of its files; a hub id with its revision and
+  the commit it resolved to), ``low_bit``, ``trust_remote_code``, the ``from_pretrained``
+  options that can change the weights, and the versions of ipex-llm, torch,
+  transformers, tokenizers and accelerate. A different model or setup never maps to an
+  existing entry; a directory whose manifest holds another key is rebuilt.
+* **Atomic writes.** Entries are built in a hidden temporary sibling and renamed into
+  place once complete; the manifest, written last, is what makes an entry count.
+* **Checked loads.** On load the entry's files are compared with the sizes and SHA-256
+  recorded in the manifest, and the loaded model must reproduce the recorded
+  *fingerprint*: the tokenizer's ids for a fixed probe text, its rendered chat prompt, and
+  the top-16 next-token logits of the probe (within :data:`FINGERPRINT_ATOL`). Any
+  mismatch rebuilds the entry with a :class:`~.cache.CacheRebuildWarning`.
+* **First load == cached load.** A cold load quantises, writes the entry, and then serves
+  the model *read back from that entry*, so the first and every later load run the very
+  same model (identical logits). The fingerprint of the in-memory quantised model is
+  compared with the read-back one and any difference is reported in ``LoadInfo.notes``.
+
+Why the dtype is fixed. The checkpoint converted from the bundled GGUF declares
+``torch_dtype: float16``. With ipex-llm's default ``torch_dtype="auto"`` the cold path built
+the model in float16 — so the rotary-embedding cos/sin tables were computed and rounded
+to float16 (|error| up to 2.4e-4) before ipex-llm cast the non-quantised modules to
+float32 — while ``load_low_bit`` read the saved config (float32) and computed them in
+float32. Same weights (all 213 tensors bit-identical), different RoPE tables: next-token
+logits differed by up to 1.07 and greedy answers diverged on long prompts (the demo's
+first question came out as garbled Chinese on the cold load only). The loader now passes
+``torch_dtype=torch.float32`` (unless given), which makes the in-memory quantised model
+and the ``load_low_bit`` one bit-identical (max |Δlogit| = 0.0); the read-back rule above
+guarantees it for any other setting too.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import re
-import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .cache import (
+    CacheRebuildWarning,
+    canonical,
+    check_entry,
+    discard,
+    entry_name,
+    library_versions,
+    memo_sha256,
+    publish,
+    read_manifest,
+    staging_dir,
+    write_manifest,
+)
 from .core import LoadInfo, LocalLLM
-from .gguf_convert import bundled_gguf_path, ensure_hf_checkpoint
+from .gguf_convert import bundled_gguf_path, ensure_hf_checkpoint, hf_checkpoint_dir, hf_checkpoint_key
 
 DEVICES = ("cpu", "xpu", "auto")
 BACKENDS = ("auto", "ipex", "transformers")
@@ -33,7 +83,21 @@ LOW_BIT_FORMATS = (
     "q2_k", "q4_k", "q5_k", "q6_k", "gguf_iq2_xxs", "gguf_iq2_xs", "gguf_iq1_s", "gguf_iq1_m",
     "gguf_q4k_s", "gguf_q4k_m", "sym_int4_rtn", "sym_int8_rtn", "asym_int4_rtn", "woq_int4",
 )
-_DONE_MARKER = ".swrag_complete"
+LOW_BIT_CACHE_FORMAT = 2
+"""Bump when the layout or meaning of low-bit cache entries changes."""
+# Libraries whose versions change what ``save_low_bit`` writes or ``load_low_bit`` rebuilds.
+LOW_BIT_LIBRARIES = ("ipex-llm", "torch", "transformers", "tokenizers", "accelerate")
+FINGERPRINT_PROBE = "The lighthouse keeper wrote in 1874: Paris, fog, \u706f\u5854\u9ad831\u7c73."
+"""Text whose token ids and next-token logits identify a cached model (English, digits, CJK)."""
+FINGERPRINT_TOP_K = 16
+FINGERPRINT_ATOL = 0.05
+"""Largest accepted |Δlogit| at the recorded top-k ids. Reloading the same entry is
+bit-identical here (any thread count); quantising with float16 RoPE tables instead
+moves these logits by 0.37, a different model by far more."""
+# from_pretrained options that say where/how to fetch files or how much memory to use, not
+# what the weights are: not part of the key, not passed when reading a cache entry.
+_FETCH_ONLY_KWARGS = ("cache_dir", "token", "use_auth_token", "local_files_only", "force_download",
+                      "resume_download", "proxies", "revision", "subfolder", "low_cpu_mem_usage")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
@@ -89,59 +153,258 @@ def _import_ipex() -> Any:
     return AutoModelForCausalLM
 
 
-def _resolve_source(model: str | os.PathLike[str] | None, cache_root: Path) -> tuple[str, bool]:
-    """Return ``(path or hub id to load, gguf_converted_now)``."""
+@dataclass
+class _Source:
+    """A model to load: a ``.gguf`` file, a transformers directory or a hub id."""
+
+    kind: str  # "gguf", "dir" or "hub"
+    target: str  # GGUF path, directory path or hub id
+    cache_root: Path
+    hub_kwargs: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return Path(self.target).stem if self.kind == "gguf" else Path(self.target).name or self.target
+
+    @property
+    def memo_dir(self) -> Path:
+        return self.cache_root / "file-hashes"
+
+    def planned_path(self) -> str:
+        """What transformers loads (the converted checkpoint for a GGUF), without converting."""
+        return str(hf_checkpoint_dir(self.target, self.cache_root)) if self.kind == "gguf" else self.target
+
+    def load_path(self) -> tuple[str, bool]:
+        """``(path or hub id for from_pretrained, gguf_converted_now)``; converts a GGUF if needed."""
+        if self.kind == "gguf":
+            path, converted = ensure_hf_checkpoint(self.target, self.cache_root)
+            return str(path), converted
+        return self.target, False
+
+    def identity(self) -> dict[str, Any] | None:
+        """What identifies the weights and tokenizer; ``None`` for a hub revision not in the local HF cache."""
+        if self.kind == "gguf":
+            key = hf_checkpoint_key(self.target, self.memo_dir)
+            return {"kind": "gguf", "gguf": key["gguf"], "converter": key["converter"],
+                    "converter_versions": key["versions"]}
+        if self.kind == "dir":
+            root = Path(self.target)
+            folders = [root] + ([root / self.hub_kwargs["subfolder"]] if self.hub_kwargs.get("subfolder") else [])
+            files = {
+                p.relative_to(root).as_posix(): memo_sha256(p, self.memo_dir)
+                for folder in folders
+                for p in sorted(folder.iterdir())
+                if p.is_file() and not p.name.startswith(".")
+            }
+            return {"kind": "dir", "path": str(root), "files": files}
+        return _hub_identity(self.target, self.hub_kwargs)
+
+
+def _hub_identity(repo_id: str, hub_kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """Hub id, requested revision and the commit it resolves to in the local HF cache."""
+    revision = hub_kwargs.get("revision") or "main"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        filename = "/".join(filter(None, [hub_kwargs.get("subfolder"), "config.json"]))
+        found = try_to_load_from_cache(repo_id, filename, cache_dir=hub_kwargs.get("cache_dir"), revision=revision)
+    except Exception:  # noqa: BLE001 - no hub library, bad cache dir: treat as unresolved
+        found = None
+    if not isinstance(found, str):
+        return None
+    snapshot = Path(found).parent
+    if hub_kwargs.get("subfolder"):
+        snapshot = snapshot.parent
+    return {"kind": "hub", "id": repo_id, "revision": revision, "commit": snapshot.name,
+            "subfolder": hub_kwargs.get("subfolder")}
+
+
+def _resolve_source(model: str | os.PathLike[str] | None, cache_root: Path, model_kwargs: dict[str, Any]) -> _Source:
+    hub_kwargs = {k: model_kwargs[k] for k in ("revision", "subfolder", "cache_dir") if model_kwargs.get(k)}
     if model is None:
-        path, converted = ensure_hf_checkpoint(bundled_gguf_path(), cache_root)
-        return str(path), converted
+        return _Source("gguf", str(bundled_gguf_path()), cache_root, {})
     text = os.fspath(model)
     path = Path(text).expanduser()
     if path.is_file() and path.suffix == ".gguf":
-        converted_path, converted = ensure_hf_checkpoint(path, cache_root)
-        return str(converted_path), converted
+        return _Source("gguf", str(path.resolve()), cache_root, {})
     if path.is_dir():
-        if not (path / "config.json").is_file():
+        if not (path / "config.json").is_file() and not (
+                hub_kwargs.get("subfolder") and (path / hub_kwargs["subfolder"] / "config.json").is_file()):
             raise ValueError(f"{path} is not a transformers model directory (no config.json)")
-        return str(path.resolve()), False
+        return _Source("dir", str(path.resolve()), cache_root, hub_kwargs)
     if path.exists():
         raise ValueError(f"{path} is neither a model directory nor a .gguf file")
     if text.endswith(".gguf") or text.startswith((".", "/", "~")) or not _HUB_ID.match(text):
         raise ValueError(f"model path does not exist: {text}")
-    return text, False  # a hub id: resolved by transformers (HF cache / offline settings apply)
+    return _Source("hub", text, cache_root, hub_kwargs)  # resolved by transformers (HF cache / offline settings apply)
 
 
-def _low_bit_cache_path(cache_root: Path, source: str, low_bit: str) -> Path:
-    name = re.sub(r"[^\w.-]+", "_", Path(source).name or source)[-60:]
-    digest = hashlib.sha1(f"{source}|{low_bit}".encode()).hexdigest()[:10]
-    return cache_root / "low-bit" / f"{name}-{low_bit}-{digest}"
+def _low_bit_key(identity: dict[str, Any], low_bit: str, trust_remote_code: bool,
+                 model_kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "ipex-low-bit",
+        "format": LOW_BIT_CACHE_FORMAT,
+        "source": identity,
+        "low_bit": low_bit,
+        "trust_remote_code": bool(trust_remote_code),
+        "options": canonical({k: v for k, v in model_kwargs.items() if k not in _FETCH_ONLY_KWARGS}),
+        "versions": library_versions(*LOW_BIT_LIBRARIES),
+    }
 
 
-def _load_ipex(auto_model: Any, source: str, low_bit: str, cache_path: Path | None,
-               trust_remote_code: bool, model_kwargs: dict[str, Any]) -> tuple[Any, Any, bool]:
-    """Low-bit model + tokenizer; read from / written to ``cache_path`` when given."""
+# ------------------------------------------------------------------ fingerprints
+def _probe_logits(model: Any, ids: Sequence[int]) -> Any:
+    """Float32 next-token logits after ``ids`` (on the model's device, returned on CPU)."""
+    import torch
+
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([list(ids)], device=device))
+    return out.logits[0, -1].float().cpu()
+
+
+def _chat_probe(tokenizer: Any) -> str | None:
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                             add_generation_prompt=True)
+    return hashlib.sha256(rendered.encode()).hexdigest()
+
+
+def model_fingerprint(model: Any, tokenizer: Any) -> dict[str, Any]:
+    """What a cache entry must reproduce on load: tokenizer behaviour and probe logits.
+
+    ``probe_ids``: the tokenizer's ids for :data:`FINGERPRINT_PROBE`; ``chat_sha256``: hash
+    of a rendered one-message chat prompt; ``vocab``: tokenizer size; ``top_ids`` /
+    ``top_logits``: the :data:`FINGERPRINT_TOP_K` largest next-token logits after the probe.
+    """
+    ids = [int(i) for i in tokenizer(FINGERPRINT_PROBE)["input_ids"]]
+    logits = _probe_logits(model, ids)
+    values, top = logits.topk(min(FINGERPRINT_TOP_K, logits.numel()))
+    return {
+        "probe_ids": ids,
+        "chat_sha256": _chat_probe(tokenizer),
+        "vocab": len(tokenizer),
+        "top_ids": [int(i) for i in top],
+        "top_logits": [float(v) for v in values],
+    }
+
+
+def fingerprint_problem(model: Any, tokenizer: Any, recorded: Any, atol: float = FINGERPRINT_ATOL) -> str | None:
+    """Why ``model``/``tokenizer`` differ from a recorded :func:`model_fingerprint` (``None``: they match)."""
+    if not isinstance(recorded, dict) or not recorded.get("top_ids"):
+        return "no fingerprint recorded"
+    ids = [int(i) for i in tokenizer(FINGERPRINT_PROBE)["input_ids"]]
+    if ids != recorded.get("probe_ids"):
+        return "the tokenizer encodes the probe text differently"
+    if len(tokenizer) != recorded.get("vocab") or _chat_probe(tokenizer) != recorded.get("chat_sha256"):
+        return "the tokenizer's vocabulary or chat template differs"
+    logits = _probe_logits(model, ids)
+    top = [int(i) for i in recorded["top_ids"]]
+    if max(top) >= logits.numel():
+        return "the model's vocabulary is smaller than recorded"
+    now = logits[top]
+    drift = float((now - logits.new_tensor(recorded["top_logits"])).abs().max())
+    if drift > atol:
+        return f"probe logits differ by up to {drift:.4f} (tolerance {atol})"
+    if float(logits.max() - now[0]) > atol:
+        return "the most likely next token of the probe changed"
+    return None
+
+
+# ------------------------------------------------------------------ loading
+def _read_low_bit(auto_model: Any, path: Path, kwargs: dict[str, Any], trust_remote_code: bool) -> tuple[Any, Any]:
     from transformers import AutoTokenizer
 
-    common = {"trust_remote_code": trust_remote_code, **model_kwargs}
-    if cache_path is not None and (cache_path / _DONE_MARKER).is_file():
-        model = auto_model.load_low_bit(str(cache_path), **common)
-        return model, AutoTokenizer.from_pretrained(str(cache_path), trust_remote_code=trust_remote_code), True
+    local = {k: v for k, v in kwargs.items() if k not in _FETCH_ONLY_KWARGS}
+    if local.get("torch_dtype") == "auto":  # ipex-llm 2.2's load_low_bit fails on the string; "auto" is its default
+        del local["torch_dtype"]
+    model = auto_model.load_low_bit(str(path), **local)
+    return model, AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code)
 
-    model = auto_model.from_pretrained(source, load_in_low_bit=low_bit, **common)
-    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-    if cache_path is not None:
-        cache_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=cache_path.name + ".", dir=cache_path.parent))
-        try:
+
+def _load_ipex(auto_model: Any, source: _Source, low_bit: str, use_cache: bool, trust_remote_code: bool,
+               model_kwargs: dict[str, Any], info: LoadInfo) -> tuple[Any, Any]:
+    """Low-bit model + tokenizer: from a checked cache entry, or quantised (and cached).
+
+    Fills ``info.from_cache``, ``info.cache_path``, ``info.cache_status``,
+    ``info.converted_gguf`` and ``info.notes``.
+    """
+    import torch
+    from transformers import AutoTokenizer
+
+    kwargs = {"trust_remote_code": trust_remote_code, **model_kwargs}
+    kwargs.setdefault("torch_dtype", torch.float32)  # see the module docstring
+    key_kwargs = {**model_kwargs, "torch_dtype": kwargs["torch_dtype"]}
+    tokenizer_kwargs = {k: model_kwargs[k] for k in ("revision", "subfolder", "cache_dir") if model_kwargs.get(k)}
+
+    entry: Path | None = None
+    key: dict[str, Any] | None = None
+    if use_cache:
+        identity = source.identity()
+        if identity is not None:
+            key = _low_bit_key(identity, low_bit, trust_remote_code, key_kwargs)
+            entry = source.cache_root / "low-bit" / entry_name(f"{source.label}-{low_bit}", key)
+            problem = check_entry(entry, key)
+            if problem is None:
+                model, tokenizer = _read_low_bit(auto_model, entry, kwargs, trust_remote_code)
+                problem = fingerprint_problem(model, tokenizer, (read_manifest(entry) or {}).get("fingerprint"))
+                if problem is None:
+                    info.from_cache, info.cache_path, info.cache_status = True, str(entry), "hit"
+                    return model, tokenizer
+                problem = f"the loaded model does not match the recorded fingerprint: {problem}"
+                del model, tokenizer
+                gc.collect()
+            if problem != "missing":
+                message = f"low-bit cache entry {entry} is unusable: {problem}; rebuilding it"
+                warnings.warn(message, CacheRebuildWarning, stacklevel=3)
+                info.notes.append(message)
+                discard(entry)
+                info.cache_status = "rebuilt"
+
+    path, info.converted_gguf = source.load_path()
+    model = auto_model.from_pretrained(path, load_in_low_bit=low_bit, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **tokenizer_kwargs)
+    if not use_cache:
+        info.cache_status = "disabled"
+        return model, tokenizer
+    if key is None:  # a hub revision that only this load brought into the HF cache
+        identity = source.identity()
+        if identity is None:
+            info.cache_status = "not written"
+            info.notes.append(f"could not resolve the commit of {source.target!r}; low-bit cache not written")
+            return model, tokenizer
+        key = _low_bit_key(identity, low_bit, trust_remote_code, key_kwargs)
+        entry = source.cache_root / "low-bit" / entry_name(f"{source.label}-{low_bit}", key)
+    assert entry is not None
+
+    try:
+        with staging_dir(entry) as tmp:
             model.save_low_bit(str(tmp))
             tokenizer.save_pretrained(str(tmp))
-            (tmp / _DONE_MARKER).write_text(source)
-            os.chmod(tmp, 0o755)
-            if cache_path.exists():
-                shutil.rmtree(cache_path)
-            tmp.rename(cache_path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return model, tokenizer, False
+            in_memory = model_fingerprint(model, tokenizer)
+            model = tokenizer = None
+            gc.collect()
+            # Serve the model read back from the entry: first and later loads are the same model.
+            model, tokenizer = _read_low_bit(auto_model, tmp, kwargs, trust_remote_code)
+            fingerprint = model_fingerprint(model, tokenizer)
+            drift = max((abs(a - b) for a, b in zip(in_memory["top_logits"], fingerprint["top_logits"])), default=0.0)
+            if in_memory["top_ids"] != fingerprint["top_ids"] or drift > 0:
+                info.notes.append(f"the quantised model and its saved copy differ (probe |dlogit| up to {drift:.4f}); "
+                                  "the saved copy is used")
+            write_manifest(tmp, key, fingerprint=fingerprint, in_memory_probe_drift=drift, source=source.target)
+            publish(tmp, entry)
+    except OSError as exc:  # disk full, read-only cache, ...: the model itself is fine
+        if model is None:
+            raise
+        message = f"low-bit cache entry {entry} not written: {exc}"
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        info.notes.append(message)
+        info.cache_status = "not written"
+        return model, tokenizer
+    info.cache_path = str(entry)
+    info.cache_status = info.cache_status or "written"
+    return model, tokenizer
 
 
 def _load_transformers(source: str, device: str, trust_remote_code: bool,
@@ -151,7 +414,8 @@ def _load_transformers(source: str, device: str, trust_remote_code: bool,
 
     kwargs = {"torch_dtype": torch.float32 if device == "cpu" else torch.float16, **model_kwargs}
     model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=trust_remote_code, **kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    tokenizer_kwargs = {k: model_kwargs[k] for k in ("revision", "subfolder", "cache_dir") if model_kwargs.get(k)}
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **tokenizer_kwargs)
     return model, tokenizer
 
 
@@ -182,18 +446,23 @@ def load_llama3(
         low_bit: IPEX-LLM weight format (``"sym_int8"`` default; ``"sym_int4"`` visibly
             degrades the answers of the 135M default model).
         cache_dir: root of the GGUF-conversion and low-bit caches; defaults to
-            ``$SWRAG_CACHE`` or ``~/.cache/swrag``. Entries are keyed by model path / hub
-            id and low_bit; delete the entry to rebuild it after changing a model in place.
+            ``$SWRAG_CACHE`` or ``~/.cache/swrag``. Entries are keyed by the source's
+            contents (file hashes / hub commit), the options and the library versions, and
+            checked on every load (see the module docstring); a stale, corrupted or
+            half-written entry is rebuilt with a :class:`~.cache.CacheRebuildWarning`.
         backend: ``"auto"`` (IPEX-LLM, else transformers with a warning), ``"ipex"``
             (IPEX-LLM or an error) or ``"transformers"`` (plain fp32 on CPU).
         use_low_bit_cache: save the converted low-bit model with ``save_low_bit`` and
-            reload it with ``load_low_bit`` next time.
+            reload it with ``load_low_bit`` next time. The first load already serves the
+            model read back from the new entry, so every load gives the same outputs.
         trust_remote_code: passed to transformers; off by default.
         max_new_tokens, temperature, repetition_penalty: decoding defaults (greedy when
             ``temperature`` is 0).
         system_prompt: system message added to chat-templated prompts.
         stop: stop strings applied to every call (besides eos / ``<|eot_id|>`` tokens).
-        **model_kwargs: extra ``from_pretrained`` keyword arguments.
+        **model_kwargs: extra ``from_pretrained`` keyword arguments (part of the cache key
+            unless they only say where to fetch files). The IPEX-LLM path uses
+            ``torch_dtype=torch.float32`` unless ``torch_dtype`` is given.
 
     Returns:
         A :class:`LocalLLM`; ``.as_langchain()`` / ``.as_llamaindex()`` give framework LLMs.
@@ -208,7 +477,7 @@ def load_llama3(
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
 
     started = time.perf_counter()
-    source, converted = _resolve_source(model, cache_root)
+    source = _resolve_source(model, cache_root, model_kwargs)
     notes: list[str] = []
     auto_model = None
     if backend != "transformers":
@@ -223,18 +492,14 @@ def load_llama3(
             target = "cpu"
 
     if auto_model is not None:
-        cache_path = _low_bit_cache_path(cache_root, source, low_bit) if use_low_bit_cache else None
-        loaded, tokenizer, from_cache = _load_ipex(
-            auto_model, source, low_bit, cache_path, trust_remote_code, model_kwargs
-        )
-        info = LoadInfo(source=source, backend="ipex-llm", device=target, low_bit=low_bit,
-                        from_cache=from_cache, cache_path=str(cache_path) if cache_path else None)
+        info = LoadInfo(source=source.planned_path(), backend="ipex-llm", device=target, low_bit=low_bit, notes=notes)
+        loaded, tokenizer = _load_ipex(auto_model, source, low_bit, use_low_bit_cache, trust_remote_code,
+                                       model_kwargs, info)
     else:
-        loaded, tokenizer = _load_transformers(source, target, trust_remote_code, model_kwargs)
-        info = LoadInfo(source=source, backend="transformers", device=target)
+        path, converted = source.load_path()
+        loaded, tokenizer = _load_transformers(path, target, trust_remote_code, model_kwargs)
+        info = LoadInfo(source=path, backend="transformers", device=target, converted_gguf=converted, notes=notes)
     loaded = loaded.to(target).eval()
-    info.converted_gguf = converted
-    info.notes = notes
     info.load_seconds = time.perf_counter() - started
     return LocalLLM(
         loaded,
