@@ -1,27 +1,24 @@
 """swrag-integrations: sliding-window RAG for LangChain and LlamaIndex.
 
-The splitters are importable from the top level; retrieval, the local LLM and the
-evaluation live in the subpackages ``retrieval``, ``llm`` and ``evaluation``.
+The framework-free core (``swrag_integrations.windows``: FFS/DFS/DDS windows as exact
+spans) needs only numpy and tiktoken. The LangChain splitters are importable from the
+top level (``from swrag_integrations import DynamicStepTextSplitter``; needs the
+``[langchain]`` extra), the LlamaIndex node parsers from
+``swrag_integrations.llama_index`` (``[llama-index]``); retrieval, the local LLM and
+the evaluation live in the subpackages ``retrieval``, ``llm`` and ``evaluation``.
+Names are imported on first use, so importing the package pulls in no framework.
 """
 
-from .langchain import (
-    DDSTextSplitter,
-    DFSTextSplitter,
-    DynamicStepTextSplitter,
-    DynamicWindowTextSplitter,
-    FFSTextSplitter,
-    FixedWindowTextSplitter,
-    SlidingWindowTextSplitter,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from .windows import DEFAULT_DELIMITERS, Span, WindowConfig, iter_windows
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = [
-    "DEFAULT_DELIMITERS",
-    "Span",
-    "WindowConfig",
-    "iter_windows",
+_SPLITTERS = (
     "SlidingWindowTextSplitter",
     "FixedWindowTextSplitter",
     "DynamicWindowTextSplitter",
@@ -29,4 +26,22 @@ __all__ = [
     "FFSTextSplitter",
     "DFSTextSplitter",
     "DDSTextSplitter",
-]
+)
+
+__all__ = ["DEFAULT_DELIMITERS", "Span", "WindowConfig", "iter_windows", *_SPLITTERS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SPLITTERS:
+        try:
+            module = importlib.import_module(".langchain", __name__)
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ImportError(f"{name} needs LangChain: pip install 'swrag-integrations[langchain]' ({exc})") from exc
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_SPLITTERS))

@@ -83,3 +83,37 @@ def test_contextual_header_transform_embeds_the_header():
         "About the greek letters.\n\n" + first.get_content(metadata_mode=MetadataMode.NONE))
     assert first.metadata["source_id"] == "doc-1"
     assert (first.start_char_idx, first.end_char_idx) == (first.metadata["start_index"], first.metadata["end_index"])
+
+
+def test_postprocessors_take_native_llama_index_nodes_and_embeddings():
+    """Nodes straight from the package's node parsers (source = ref_doc_id, overlapping
+    windows) and a LlamaIndex embedding model, without any LangChain object given."""
+    from llama_index.core import Settings
+    from llama_index.core.embeddings import MockEmbedding
+
+    from swrag_integrations.llama_index import FixedWindowNodeParser
+
+    text = " ".join(f"Sentence {i} is about harbour number {i}." for i in range(40))
+    nodes = FixedWindowNodeParser(window_size=60, step=30, unit="char").get_nodes_from_documents(
+        [LIDocument(text=text, id_="doc-7")])
+    hits = [NodeWithScore(node=nodes[i], score=1.0 - i / 100) for i in (3, 4, 5, 9)]
+    from llama_index.core.storage.docstore import SimpleDocumentStore
+
+    docstore = SimpleDocumentStore()
+    docstore.add_documents(nodes)
+    out = RelevantSegmentPostprocessor(chunks=docstore, budget_tokens=None, score_normalization="rank").postprocess_nodes(
+        hits, query_str="harbour")
+    assert out
+    for item in out:  # segments made of overlapping windows are merged by offset, exact text
+        node = item.node
+        assert node.get_content(metadata_mode=MetadataMode.NONE) == text[node.start_char_idx:node.end_char_idx]
+    previous = getattr(Settings, "_embed_model", None)
+    try:
+        Settings.embed_model = MockEmbedding(embed_dim=8)
+        got = DiversityPostprocessor(top_n=2).postprocess_nodes(hits, query_str="harbour")  # Settings.embed_model
+        assert len(got) == 2
+        got = DiversityPostprocessor(embeddings=MockEmbedding(embed_dim=8), top_n=3).postprocess_nodes(
+            hits, query_str="harbour")
+        assert len(got) == 3
+    finally:
+        Settings._embed_model = previous

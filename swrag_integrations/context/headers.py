@@ -54,6 +54,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from langchain_core.documents import BaseDocumentTransformer, Document
 from langchain_core.embeddings import Embeddings
 
+from ..retrieval.ids import chunk_id, source_id_for
+from ..retrieval.records import plan_source
 from ..windows import DEFAULT_ENCODING, iter_windows
 from ._common import count_tokens, llm_text, local_core, model_name_of, trim_to_tokens
 
@@ -276,11 +278,10 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
     # --------------------------------------------------------------- chunking
     def split(self, document: Document) -> list[Document]:
         """The document's chunks (exact text and offsets), without headers."""
-        if self.index is not None:
-            plan = self.index.plan(document)
-            return [Document(page_content=r.text, metadata=dict(r.metadata), id=r.id) for r in plan.small]
-        from ..retrieval.index import source_id_for
-
+        if self.index is not None:  # the index's own small chunks
+            rec = plan_source(document, self.index.config)
+            return [Document(page_content=rec.chunk_text(i), metadata=rec.chunk_metadata(i, self.index.config.medium_size),
+                             id=chunk_id(rec.source_id, i)) for i in range(rec.n_chunks)]
         text = document.page_content
         sid = (document.metadata or {}).get("source_id") or source_id_for(document)
         out = []
@@ -288,7 +289,7 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
         for i, (a, b) in enumerate(spans):
             meta = dict(document.metadata or {})
             meta.update(source_id=sid, chunk_index=i, start_index=int(a), end_index=int(b))
-            out.append(Document(page_content=text[a:b], metadata=meta, id=f"{sid}:s:{i}"))
+            out.append(Document(page_content=text[a:b], metadata=meta, id=chunk_id(sid, i)))
         return out
 
     # -------------------------------------------------------------- public API

@@ -134,14 +134,42 @@ class LostInTheMiddlePostprocessor(CompressorNodePostprocessor):
 
 
 class RelevantSegmentPostprocessor(CompressorNodePostprocessor):
-    """:class:`~.rse.RelevantSegmentExtractor` for LlamaIndex (chunk nodes in, segments out)."""
+    """:class:`~.rse.RelevantSegmentExtractor` for LlamaIndex (chunk nodes in, segments out).
+
+    Nodes from the package's node parsers work as they are (their source is their
+    ``ref_doc_id``, their position ``chunk_index``; overlapping windows are merged by
+    offset). ``chunks`` may also be a LlamaIndex index or docstore holding the nodes:
+    segments can then span nodes that were not retrieved.
+    """
 
     def __init__(self, **kwargs: Any) -> None:
+        chunks = kwargs.get("chunks")
+        docstore = getattr(chunks, "docstore", chunks)
+        if chunks is not None and hasattr(docstore, "get_ref_doc_info"):
+            kwargs["chunks"] = _docstore_rows(docstore)
         super().__init__(compressor=RelevantSegmentExtractor(**kwargs))
 
     @classmethod
     def class_name(cls) -> str:
         return "RelevantSegmentPostprocessor"
+
+
+def _docstore_rows(docstore: Any) -> Any:
+    """``(source_id, lo, hi) -> [(chunk_index, start, end, text)]`` from a LlamaIndex docstore."""
+
+    def rows(source_id: str, lo: int, hi: int) -> list[tuple[int, int, int, str]]:
+        info = docstore.get_ref_doc_info(source_id)
+        if info is None:
+            return []
+        out = []
+        for node in docstore.get_nodes(list(info.node_ids), raise_error=False):
+            index = (node.metadata or {}).get("chunk_index") if node is not None else None
+            if index is not None and lo <= int(index) <= hi and node.start_char_idx is not None:
+                out.append((int(index), node.start_char_idx, node.end_char_idx,
+                            node.get_content(metadata_mode=MetadataMode.NONE)))
+        return sorted(out)
+
+    return rows
 
 
 class RerankPostprocessor(CompressorNodePostprocessor):
