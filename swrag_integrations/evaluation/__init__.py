@@ -34,7 +34,7 @@ from .metrics import (
     source_recall,
     span_hit,
 )
-from .pipelines import DEFAULT_STEPS, EVAL_STRATEGIES, EvalConfig, Pipeline, build_pipeline
+from .pipelines import PIPELINES, EvalConfig, Pipeline, PipelineSpec, build_pipeline, register_pipeline
 from .report import markdown_table, plot_heatmaps, plot_multi_query, significance_table, write_reports
 from .runner import (
     PROMPT_EN,
@@ -52,7 +52,9 @@ __all__ = [
     "AssembledContext",
     "CachedEmbeddings",
     "DEFAULT_BUDGET",
-    "DEFAULT_STEPS",
+    "PIPELINES",
+    "PipelineSpec",
+    "register_pipeline",
     "EvalConfig",
     "Example",
     "PROMPT_EN",
@@ -60,7 +62,6 @@ __all__ = [
     "Passage",
     "Pipeline",
     "QueryCache",
-    "EVAL_STRATEGIES",
     "Source",
     "add_arguments",
     "answer_tokens",

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from .context import DEFAULT_BUDGET
 from .datasets import load_examples
-from .pipelines import DEFAULT_STEPS, EVAL_STRATEGIES, EvalConfig
+from .pipelines import PIPELINES, EvalConfig
 from .runner import DEFAULT_WINDOWS, _make_steps, load_llm, make_grid, parse_steps, run_eval
 
 __all__ = ["add_arguments", "build_parser", "run_from_args", "main", "check_llm_spec", "load_llm_arg"]
@@ -37,7 +37,7 @@ examples:
 context steps (see swrag_integrations/evaluation/steps.py): each run's steps are part of the
 record keys (field 'steps' in results.json), so runs with different steps can share --out.
 --rse, --contextual and --autocontext need ffs/dfs/dds/rcs.
-""".format(defaults="; ".join(f"{k} {','.join(v)}" for k, v in DEFAULT_STEPS.items() if v))
+""".format(defaults="; ".join(f"{k} {','.join(v)}" for k, v in ((n, p.default_steps) for n, p in PIPELINES.items()) if v))
 
 
 def _csv_list(text: str) -> list[str]:
@@ -46,9 +46,9 @@ def _csv_list(text: str) -> list[str]:
 
 def _strategies(text: str) -> list[str]:
     items = [s.lower() for s in _csv_list(text)]
-    bad = [s for s in items if s not in EVAL_STRATEGIES]
+    bad = [s for s in items if s not in PIPELINES]
     if bad or not items:
-        raise argparse.ArgumentTypeError(f"unknown strategy {bad or text!r}; choose from {','.join(EVAL_STRATEGIES)}")
+        raise argparse.ArgumentTypeError(f"unknown strategy {bad or text!r}; choose from {','.join(PIPELINES)}")
     return items
 
 
@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--data", action="append", required=True, metavar="FILE.jsonl",
                         help="LongBench-format JSONL (repeatable); the dataset name is the file stem")
     parser.add_argument("--strategies", type=_strategies, default=_strategies(DEFAULT_STRATEGIES),
-                        help=f"comma-separated, from {','.join(EVAL_STRATEGIES)} (default: {DEFAULT_STRATEGIES})")
+                        help=f"comma-separated, from {','.join(PIPELINES)} (default: {DEFAULT_STRATEGIES})")
     parser.add_argument("--windows", type=_windows, default=list(DEFAULT_WINDOWS),
                         help="window sizes in --unit (default: 512,1024,2048)")
     parser.add_argument("--steps", type=_steps, default=None,

@@ -43,6 +43,9 @@ from .datasets import Source
 __all__ = [
     "EVAL_STRATEGIES",
     "DEFAULT_STEPS",
+    "PIPELINES",
+    "PipelineSpec",
+    "register_pipeline",
     "EvalConfig",
     "Pipeline",
     "SpanBM25Pipeline",
@@ -54,17 +57,73 @@ __all__ = [
     "STOCK_DEFAULT_K",
 ]
 
-EVAL_STRATEGIES = ("ffs", "dfs", "dds", "rcs", "parent", "langchain-stock")
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A strategy of ``swrag eval``: how to build it and what its step means.
+
+    Args:
+        builder: ``"module:Class"`` (relative to this package, or absolute) called as
+            ``Class(sources, config, k=, embeddings=, budget=, encoding_name=, **extra)``.
+        step_kind: ``"fraction"`` (FFS/DFS: a fraction of the window, or ``=N`` units),
+            ``"count"`` (delimiters, or another integer parameter) or ``None`` (no step).
+        default_steps: the steps used when the grid gives none of this kind.
+        needs_embeddings: the pipeline embeds (the runner then sets up the cached MiniLM).
+        description: one line for ``swrag eval --help``.
+    """
+
+    builder: str
+    step_kind: str | None = None
+    default_steps: tuple[str, ...] = ()
+    needs_embeddings: bool = False
+    description: str = ""
+
+
 # The method's defaults: FFS/DFS steps are fractions of the window, DDS steps count
-# delimiters; ``parent`` windows are DDS windows (step in delimiters).
-DEFAULT_STEPS: dict[str, tuple[str, ...]] = {
-    "ffs": ("1/2", "1/4", "1/8"),
-    "dfs": ("1/2", "1/4", "1/8"),
-    "dds": ("2", "3", "5"),
-    "parent": ("3",),
-    "rcs": (),
-    "langchain-stock": (),
+# delimiters; ``parent`` windows are DDS windows (step in delimiters). Other modules add
+# strategies with :func:`register_pipeline` (an entry here names them lazily).
+PIPELINES: dict[str, PipelineSpec] = {
+    "ffs": PipelineSpec(".pipelines:SpanBM25Pipeline", "fraction", ("1/2", "1/4", "1/8"),
+                        description="FFS windows ranked by CJK BM25, merged by offset"),
+    "dfs": PipelineSpec(".pipelines:SpanBM25Pipeline", "fraction", ("1/2", "1/4", "1/8"),
+                        description="DFS windows ranked by CJK BM25, merged by offset"),
+    "dds": PipelineSpec(".pipelines:SpanBM25Pipeline", "count", ("2", "3", "5"),
+                        description="DDS windows ranked by CJK BM25, merged by offset"),
+    "rcs": PipelineSpec(".pipelines:SpanBM25Pipeline", None,
+                        description="RecursiveCharacterTextSplitter chunks ranked by CJK BM25, merged by offset"),
+    "parent": PipelineSpec(".pipelines:ParentPipeline", "count", ("3",), needs_embeddings=True,
+                           description="the windowed parent retriever (SlidingWindowIndex defaults)"),
+    "langchain-stock": PipelineSpec(".pipelines:LangChainStockPipeline", None, needs_embeddings=True,
+                                    description="LangChain as shipped: RCS, str.split BM25 + Chroma, EnsembleRetriever"),
+    # the strongest peers, built from the frameworks' shipped parts (evaluation/anchors.py)
+    "langchain-ensemble": PipelineSpec(".anchors:LangChainEnsemblePipeline", None, needs_embeddings=True,
+                                       description="LangChain EnsembleRetriever: jieba-aware BM25Retriever + Chroma over RCS"),
+    "llamaindex-window": PipelineSpec(".anchors:LlamaIndexSentenceWindowPipeline", None, needs_embeddings=True,
+                                      description="LlamaIndex sentence-window retrieval + metadata replacement"),
+    "langchain-parent": PipelineSpec(".anchors:LangChainParentDocumentPipeline", None, needs_embeddings=True,
+                                     description="LangChain ParentDocumentRetriever (small chunks, parent chunks)"),
+    # corpus-structure methods over the same windows
+    "raptor": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorPipeline", None, needs_embeddings=True,
+                           description="RAPTOR summary tree over the index's chunks (collapsed tree)"),
+    "hipporag": PipelineSpec("swrag_integrations.graph.evaluation:HippoRAGPipeline", None, needs_embeddings=True,
+                             description="HippoRAG: passage-phrase graph, personalized PageRank"),
+    "graphrag-local": PipelineSpec("swrag_integrations.graph.evaluation:GraphRAGLocalPipeline", None,
+                                   needs_embeddings=True, description="GraphRAG local search over Leiden communities"),
 }
+
+
+def register_pipeline(name: str, spec: PipelineSpec) -> None:
+    """Add a strategy to ``swrag eval`` (``name`` lower-case, no ``|`` or ``,``)."""
+    if not name or name != name.lower() or any(c in name for c in "|, "):
+        raise ValueError(f"invalid strategy name {name!r}")
+    PIPELINES[name] = spec
+
+
+def __getattr__(name: str):  # EVAL_STRATEGIES / DEFAULT_STEPS follow the registry
+    if name == "EVAL_STRATEGIES":
+        return tuple(PIPELINES)
+    if name == "DEFAULT_STEPS":
+        return {k: v.default_steps for k, v in PIPELINES.items()}
+    raise AttributeError(name)
 STOCK_DEFAULT_K = 20  # candidates fetched by the stock retrievers when ``k`` is None
 PARENT_CHILD_SIZE = {"token": 50, "char": 200}  # small-chunk size of ``parent``
 
@@ -90,13 +149,13 @@ class EvalConfig:
     multi_query: bool = False
 
     def __post_init__(self) -> None:
-        if self.strategy not in EVAL_STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(EVAL_STRATEGIES)}, got {self.strategy!r}")
+        if self.strategy not in PIPELINES:
+            raise ValueError(f"strategy must be one of {', '.join(PIPELINES)}, got {self.strategy!r}")
         if self.unit not in ("token", "char"):
             raise ValueError(f"unit must be 'token' or 'char', got {self.unit!r}")
         if int(self.window) <= 0:
             raise ValueError(f"window must be > 0, got {self.window}")
-        if self.strategy in ("rcs", "langchain-stock"):
+        if PIPELINES[self.strategy].step_kind is None:
             object.__setattr__(self, "step", None)
         elif self.step is None:
             raise ValueError(f"strategy {self.strategy} needs a step")
@@ -109,7 +168,7 @@ class EvalConfig:
         if self.step is None:
             return None
         label = str(self.step)
-        if self.strategy in ("dds", "parent"):
+        if PIPELINES[self.strategy].step_kind == "count":
             value = int(label.lstrip("="))
         elif label.startswith("="):
             value = int(label[1:])
@@ -195,12 +254,14 @@ class Pipeline:
     assembly = "offset"
 
     def __init__(self, sources: Sequence[Source], config: EvalConfig, *, k: int | None = None,
-                 encoding_name: str = DEFAULT_ENCODING) -> None:
+                 encoding_name: str = DEFAULT_ENCODING, embeddings=None, budget: int = DEFAULT_BUDGET) -> None:
         self.sources = list(sources)
         self.texts = {s.source_id: s.text for s in self.sources}
         self.config = config
         self.k = k
         self.encoding_name = encoding_name
+        self.embeddings = embeddings
+        self.budget = budget
         self.chunks = 0
         self.index_bytes = 0
 
@@ -277,7 +338,7 @@ class ParentPipeline(Pipeline):
     """
 
     def __init__(self, sources, config, *, embeddings=None, budget: int = DEFAULT_BUDGET, **kwargs) -> None:
-        super().__init__(sources, config, **kwargs)
+        super().__init__(sources, config, embeddings=embeddings, budget=budget, **kwargs)
         import tempfile
 
         import chromadb
@@ -349,7 +410,7 @@ class LangChainStockPipeline(Pipeline):
     assembly = "text"
 
     def __init__(self, sources, config, *, embeddings=None, **kwargs) -> None:
-        super().__init__(sources, config, **kwargs)
+        super().__init__(sources, config, embeddings=embeddings, **kwargs)
         import chromadb
         from chromadb.config import Settings
         from langchain_chroma import Chroma
@@ -427,9 +488,10 @@ def build_pipeline(
     budget: int = DEFAULT_BUDGET,
     encoding_name: str = DEFAULT_ENCODING,
 ) -> Pipeline:
-    """Index ``sources`` for ``config`` and return the pipeline."""
-    if config.strategy in ("ffs", "dfs", "dds", "rcs"):
-        return SpanBM25Pipeline(sources, config, k=k, encoding_name=encoding_name)
-    if config.strategy == "parent":
-        return ParentPipeline(sources, config, k=k, embeddings=embeddings, budget=budget, encoding_name=encoding_name)
-    return LangChainStockPipeline(sources, config, k=k, embeddings=embeddings, encoding_name=encoding_name)
+    """Index ``sources`` for ``config`` and return the pipeline (see :data:`PIPELINES`)."""
+    import importlib
+
+    spec = PIPELINES[config.strategy]
+    module, _, cls = spec.builder.partition(":")
+    target = getattr(importlib.import_module(module, package=__package__), cls)
+    return target(sources, config, k=k, embeddings=embeddings, budget=budget, encoding_name=encoding_name)

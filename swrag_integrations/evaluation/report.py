@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .metrics import bootstrap_ci, paired_bootstrap
-from .pipelines import EVAL_STRATEGIES
+from .pipelines import PIPELINES
 
 __all__ = [
     "markdown_table",
@@ -50,7 +50,8 @@ def _step_order(step) -> float:
 
 def _row_sort_key(row: dict):
     strategy = row["strategy"]
-    order = EVAL_STRATEGIES.index(strategy) if strategy in EVAL_STRATEGIES else len(EVAL_STRATEGIES)
+    names = list(PIPELINES)
+    order = names.index(strategy) if strategy in names else len(names)
     return (order, row["window"], -_step_order(row["step"]) if strategy != "dds" else _step_order(row["step"]),
             row["unit"], row["multi_query"], row.get("steps") or "")
 
@@ -241,7 +242,7 @@ def plot_heatmaps(rows: Sequence[dict], path: str | os.PathLike, metric: str | N
     import numpy as np
 
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    strategies = [s for s in EVAL_STRATEGIES if any(r["strategy"] == s for r in rows)]
+    strategies = [s for s in PIPELINES if any(r["strategy"] == s for r in rows)]
     fig, axes = plt.subplots(
         len(datasets), len(strategies), figsize=(2.6 * len(strategies) + 1, 2.3 * len(datasets) + 0.8), squeeze=False, layout="constrained"
     )

@@ -34,7 +34,7 @@ from .datasets import (
     load_examples,
 )
 from .metrics import bootstrap_ci, context_recall, qa_f1, source_recall, span_hit
-from .pipelines import DEFAULT_STEPS, EVAL_STRATEGIES, EvalConfig, build_pipeline
+from .pipelines import PIPELINES, EvalConfig, build_pipeline
 from .steps import ContextSteps, StepTools, add_headers, make_tools, piece_diversity, steps_context
 
 __all__ = [
@@ -101,13 +101,14 @@ def parse_steps(text: str | None) -> list[str]:
 
 
 def _steps_for(strategy: str, steps: Sequence[str]) -> list[str | None]:
-    if strategy in ("rcs", "langchain-stock"):
+    spec = PIPELINES[strategy]
+    if spec.step_kind is None:
         return [None]
-    if strategy in ("dds", "parent"):
+    if spec.step_kind == "count":
         mine = [s for s in steps if "/" not in s and not s.startswith("=")]
     else:
         mine = [s for s in steps if "/" in s or s.startswith("=")]
-    return list(mine or DEFAULT_STEPS[strategy])
+    return list(mine or spec.default_steps)
 
 
 def make_grid(
@@ -121,10 +122,10 @@ def make_grid(
     """All configurations of the grid.
 
     Args:
-        strategies: names from :data:`~.pipelines.EVAL_STRATEGIES`.
+        strategies: names from :data:`~.pipelines.PIPELINES`.
         windows: window sizes.
         steps: step labels (see :func:`parse_steps`); a strategy that gets none of
-            its kind uses the method's defaults (:data:`~.pipelines.DEFAULT_STEPS`).
+            its kind uses the method's defaults (``PipelineSpec.default_steps``).
         unit: ``"token"`` or ``"char"``.
         multi_query: ``False``, ``True`` or e.g. ``(False, True)`` for both.
     """
@@ -134,8 +135,8 @@ def make_grid(
     modes = [multi_query] if isinstance(multi_query, bool) else list(multi_query)
     grid = []
     for strategy in strategies:
-        if strategy not in EVAL_STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(EVAL_STRATEGIES)}")
+        if strategy not in PIPELINES:
+            raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(PIPELINES)}")
         for window in windows:
             for step in _steps_for(strategy, steps):
                 for mq in modes:
@@ -456,7 +457,7 @@ def run_eval(
         llm = load_llm("default")
     elif llm is not None and hasattr(llm, "as_langchain"):
         llm = llm.as_langchain()
-    need_embeddings = (any(c.strategy in ("langchain-stock", "parent") for c in configs) or measure_diversity
+    need_embeddings = (any(PIPELINES[c.strategy].needs_embeddings for c in configs) or measure_diversity
                        or steps.diversity or steps.rerank == "embedding")
     if embeddings is None and need_embeddings:
         from .embeddings import default_embeddings
