@@ -585,6 +585,21 @@ class WindowConfig:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
 
+    def unit_bounds(self, text: str) -> np.ndarray:
+        """The DDS *units* of ``text`` as boundaries ``B`` (``B[0] = 0``, ``B[-1] = len(text)``):
+        the delimiter-split pieces (each keeping its delimiter), a piece longer than
+        ``window_size`` cut into ``window_size`` pieces. ``text[B[i]:B[i+1]]`` tile the
+        text; whitespace-only text gives ``[0, len(text)]``."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if self._delims is None:
+            raise ValueError("unit_bounds needs delimiters: use strategy 'DFS' or 'DDS'")
+        if not text:
+            return np.zeros(1, dtype=np.int64)
+        ends = self._delims.ends(text)
+        bounds = _unit_bounds(_Measure(text, self.unit, self.encoding_name), ends, self.window_size)  # type: ignore[arg-type]
+        return np.asarray(bounds, dtype=np.int64)
+
     def _raw_batches(self, text: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         if self.strategy == "FFS":
             return _ffs(_Measure(text, self.unit, self.encoding_name), self.window_size, self.step)  # type: ignore[arg-type]

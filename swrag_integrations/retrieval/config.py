@@ -18,8 +18,11 @@ class IndexConfig:
     """The chunking of an index.
 
     Args:
-        chunk_size: small-chunk length in ``unit`` (small chunks tile the text: FFS with
-            step == size).
+        chunk_size: small-chunk length in ``unit`` (small chunks tile the text).
+        child: the shape of the small chunks: ``"fixed"`` (FFS pieces of ``chunk_size``
+            units, step == size) or ``"sentence"`` (runs of whole delimiter units --
+            sentences, clauses -- packed up to ``chunk_size`` units; a longer unit is cut
+            at ``chunk_size``).
         medium_size: small chunks per derived medium chunk.
         strategy: ``"chunks"`` (windows of ``window_size`` small chunks moving by
             ``step`` chunks) or ``"FFS"``/``"DFS"``/``"DDS"`` (windows from
@@ -31,6 +34,7 @@ class IndexConfig:
     """
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
+    child: str = "fixed"
     medium_size: int = 3
     strategy: str = "chunks"
     window_size: int = 6
@@ -52,6 +56,8 @@ class IndexConfig:
                 f"unknown strategy {self.strategy!r}: use 'chunks' (windows of small chunks), 'FFS', 'DFS' or 'DDS'"
             )
         object.__setattr__(self, "strategy", strategy)
+        if self.child not in ("fixed", "sentence"):
+            raise ValueError(f"child must be 'fixed' or 'sentence', got {self.child!r}")
         if self.unit not in ("token", "char"):
             raise ValueError(f"unit must be 'token' or 'char', got {self.unit!r}")
         if strategy == "chunks" and self.step > self.window_size:
@@ -62,8 +68,15 @@ class IndexConfig:
             object.__setattr__(self, "delimiters", tuple(self.delimiters))
         if self.unit == "token":
             get_encoding(self.encoding_name)
+        if self.child == "sentence":
+            self.child_config()
         if strategy != "chunks":  # the window parameters are checked by the core, once
             self.window_config()
+
+    def child_config(self) -> WindowConfig:
+        """The DDS units the ``"sentence"`` children are packed from."""
+        return WindowConfig(strategy="DDS", window_size=self.chunk_size, step=1, unit=self.unit,
+                            delimiters=self.delimiters, encoding_name=self.encoding_name)
 
     def window_config(self) -> WindowConfig:
         """The :class:`~swrag_integrations.windows.WindowConfig` of FFS/DFS/DDS windows."""
@@ -110,6 +123,7 @@ class IndexConfig:
     @classmethod
     def from_json(cls, text: str) -> "IndexConfig":
         data = json.loads(text)
+        data.setdefault("child", "fixed")
         if data.get("delimiters") is not None:
             data["delimiters"] = tuple(data["delimiters"])
         return cls(**data)

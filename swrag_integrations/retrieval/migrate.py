@@ -125,9 +125,10 @@ def _upgrade(root: Path, name: str, old_name: str, client: Any, con: sqlite3.Con
         con.execute("ALTER TABLE sources RENAME TO sources_v2")
         for sql in SqliteSourceStore._SCHEMA:
             con.execute(sql)
-        con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
             (r.source_id, r.content_hash, r.state, r.id_span, r.n_chunks, r.origin,
-             json.dumps(r.metadata, ensure_ascii=False), r.arrays_bytes(), r.text) for r in records.values()])
+             json.dumps(r.metadata, ensure_ascii=False), r.arrays_bytes(), r.windows_bytes(), r.text)
+            for r in records.values()])
         con.execute("INSERT OR REPLACE INTO meta VALUES ('manifest', ?)", (json.dumps(manifest, sort_keys=True),))
         con.execute("INSERT OR REPLACE INTO meta VALUES ('generation', '1')")
         con.execute("DROP TABLE sources_v2")

@@ -6,6 +6,9 @@ start/end character offset -- so a chunk is ``text[start:end]`` and a window is 
 range of chunks; nothing else about a chunk is stored. :func:`plan_source` builds the
 record of a document under an :class:`~.config.IndexConfig`.
 
+``windows`` lists the source's windows as chunk ranges ``(lower, upper)`` (inclusive):
+the units windows are ranked as (:meth:`~.keyword.KeywordIndex.search_windows`).
+
 A record has a *state*: ``"pending"`` while its vectors are being written,
 ``"complete"`` once every derived part holds it (only complete sources are served),
 ``"deleting"`` while it is being removed. ``id_span`` is the number of chunk ids whose
@@ -65,11 +68,16 @@ class SourceRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     state: str = "complete"
     id_span: int = 0
+    windows: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.state not in STATES:
             raise ValueError(f"state must be one of {STATES}, got {self.state!r}")
         self.id_span = max(int(self.id_span), self.n_chunks)
+        if self.windows is None:  # one window per distinct child window range
+            pairs = np.unique(np.stack([self.arrays[WIN_LO], self.arrays[WIN_HI]]), axis=1) if self.n_chunks else \
+                np.zeros((2, 0), dtype=np.int64)
+            self.windows = pairs.astype(np.int64)
 
     @property
     def n_chunks(self) -> int:
@@ -127,6 +135,15 @@ class SourceRecord:
             raise ValueError(f"source {self.source_id!r} is too long for the index (offsets > {MAX_OFFSET})")
         return np.ascontiguousarray(self.arrays, dtype="<i4").tobytes()
 
+    def windows_bytes(self) -> bytes:
+        return np.ascontiguousarray(self.windows, dtype="<i4").tobytes()
+
+    @staticmethod
+    def windows_from_bytes(raw: bytes | None) -> np.ndarray | None:
+        if raw is None:
+            return None
+        return np.frombuffer(raw, dtype="<i4").astype(np.int64).reshape(2, -1)
+
     @staticmethod
     def arrays_from_bytes(raw: bytes, n_chunks: int) -> np.ndarray:
         arr = np.frombuffer(raw, dtype="<i4").astype(np.int64)
@@ -136,12 +153,13 @@ class SourceRecord:
 
     def header(self) -> dict[str, Any]:
         return {"source_id": self.source_id, "content_hash": self.content_hash, "state": self.state,
-                "id_span": self.id_span, "n_chunks": self.n_chunks, "metadata": self.metadata}
+                "id_span": self.id_span, "n_chunks": self.n_chunks, "metadata": self.metadata,
+                "n_windows": int(self.windows.shape[1])}
 
     def to_bytes(self) -> bytes:
         """One self-describing blob (no pickle): magic, JSON header, int32 arrays, UTF-8 text."""
         head = json.dumps(self.header(), ensure_ascii=False).encode("utf-8")
-        return b"".join((_MAGIC, struct.pack("<I", len(head)), head, self.arrays_bytes(),
+        return b"".join((_MAGIC, struct.pack("<I", len(head)), head, self.arrays_bytes(), self.windows_bytes(),
                          self.text.encode("utf-8", "surrogatepass")))
 
     @classmethod
@@ -153,9 +171,12 @@ class SourceRecord:
         pos = 9 + n
         size = 7 * 4 * int(head["n_chunks"])
         arrays = cls.arrays_from_bytes(raw[pos:pos + size], int(head["n_chunks"]))
-        text = raw[pos + size:].decode("utf-8", "surrogatepass")
+        pos += size
+        wsize = 2 * 4 * int(head.get("n_windows", 0))
+        windows = cls.windows_from_bytes(raw[pos:pos + wsize]) if "n_windows" in head else None
+        text = raw[pos + wsize:].decode("utf-8", "surrogatepass")
         return cls(head["source_id"], head["content_hash"], text, arrays, head.get("metadata") or {},
-                   head.get("state", "complete"), int(head.get("id_span", 0)))
+                   head.get("state", "complete"), int(head.get("id_span", 0)), windows)
 
 
 def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
@@ -169,16 +190,18 @@ def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
     text = doc.page_content
     sid = source_id_for(doc)
     cfg = config
-    spans = list(iter_windows(text, "FFS", cfg.chunk_size, cfg.chunk_size, unit=cfg.unit,
-                              encoding_name=cfg.encoding_name))
-    n = len(spans)
-    starts = np.fromiter((s.start for s in spans), dtype=np.int64, count=n)
-    ends = np.fromiter((s.end for s in spans), dtype=np.int64, count=n)
-    # exact token count of each chunk on its own (used for budgets)
     encoding = get_encoding(cfg.encoding_name)
-    n_tokens = np.fromiter(
-        (len(t) for t in encoding.encode_ordinary_batch([text[a:b] for a, b in spans])), dtype=np.int64, count=n
-    )
+    if cfg.child == "sentence":
+        starts, ends = _sentence_children(text, cfg)
+    else:
+        spans = list(iter_windows(text, "FFS", cfg.chunk_size, cfg.chunk_size, unit=cfg.unit,
+                                  encoding_name=cfg.encoding_name))
+        starts = np.fromiter((s.start for s in spans), dtype=np.int64, count=len(spans))
+        ends = np.fromiter((s.end for s in spans), dtype=np.int64, count=len(spans))
+    n = int(starts.size)
+    # exact token count of each chunk on its own (used for budgets)
+    n_tokens = np.fromiter((len(t) for t in encoding.encode_ordinary_batch(
+        [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())])), dtype=np.int64, count=n)
     idx = np.arange(n, dtype=np.int64)
     if cfg.strategy == "chunks":
         w, s = cfg.window_size, cfg.step
@@ -188,18 +211,46 @@ def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
         lower = k_min * s
         upper = np.minimum(k_max * s + w, n) - 1
         win_start, win_end = starts[lower], ends[upper]
+        firsts = np.arange(n_windows, dtype=np.int64) * s
+        windows = np.stack([firsts, np.minimum(firsts + w, n) - 1]) if n else np.zeros((2, 0), dtype=np.int64)
     else:
         win_start, win_end = starts.copy(), ends.copy()
+        ranges = []
         for ws, we in cfg.window_config().spans(text):
             c_lo = int(np.searchsorted(starts, ws, side="right")) - 1
             c_hi = int(np.searchsorted(starts, we, side="left")) - 1
             if c_hi < c_lo:
                 continue
-            sl = slice(max(c_lo, 0), c_hi + 1)
+            c_lo = max(c_lo, 0)
+            ranges.append((c_lo, c_hi))
+            sl = slice(c_lo, c_hi + 1)
             np.minimum(win_start[sl], ws, out=win_start[sl])
             np.maximum(win_end[sl], we, out=win_end[sl])
         lower = np.searchsorted(starts, win_start, side="right") - 1
         upper = np.searchsorted(starts, win_end, side="left") - 1
+        windows = np.array(sorted(set(ranges)), dtype=np.int64).T.reshape(2, -1)
     arrays = np.stack([starts, ends, n_tokens, lower, upper, win_start, win_end]).astype(np.int64)
     meta = clean_metadata(getattr(doc, "metadata", None))
-    return SourceRecord(sid, content_hash(text, cfg.to_json()), text, arrays, meta, state="pending")
+    return SourceRecord(sid, content_hash(text, cfg.to_json()), text, arrays, meta, state="pending",
+                        windows=windows.astype(np.int64))
+
+
+def _sentence_children(text: str, cfg: IndexConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of whole delimiter units packed up to ``chunk_size`` units (they tile the text)."""
+    bounds = cfg.child_config().unit_bounds(text)
+    if bounds.size < 2:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    pieces = [text[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    if cfg.unit == "token":
+        sizes = [len(t) for t in get_encoding(cfg.encoding_name).encode_ordinary_batch(pieces)]
+    else:
+        sizes = [len(p) for p in pieces]
+    starts, ends, used = [int(bounds[0])], [], 0
+    for i, size in enumerate(sizes):
+        if used and used + size > cfg.chunk_size:  # close the child before this unit
+            ends.append(int(bounds[i]))
+            starts.append(int(bounds[i]))
+            used = 0
+        used += size
+    ends.append(int(bounds[-1]))
+    return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)

@@ -174,7 +174,7 @@ class SqliteSourceStore(_CachedStore):
     _SCHEMA = (
         "CREATE TABLE IF NOT EXISTS sources (source_id TEXT PRIMARY KEY, content_hash TEXT NOT NULL, "
         "state TEXT NOT NULL, id_span INTEGER NOT NULL, n_chunks INTEGER NOT NULL, origin TEXT, "
-        "metadata TEXT NOT NULL, arrays BLOB NOT NULL, text TEXT NOT NULL)",
+        "metadata TEXT NOT NULL, arrays BLOB NOT NULL, windows BLOB, text TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS sources_origin ON sources(origin)",
         "CREATE TABLE IF NOT EXISTS changes (generation INTEGER NOT NULL, source_id TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS changes_generation ON changes(generation)",
@@ -222,10 +222,11 @@ class SqliteSourceStore(_CachedStore):
                 yield from self._con.execute(sql.format(marks=",".join("?" * len(part))), part).fetchall()
 
     def _load(self, sids: Sequence[str]) -> dict[str, SourceRecord]:
-        sql = ("SELECT source_id, content_hash, state, id_span, n_chunks, metadata, arrays, text FROM sources "
-               "WHERE source_id IN ({marks})")
-        return {sid: SourceRecord(sid, h, text, SourceRecord.arrays_from_bytes(raw, n), json.loads(meta), state, span)
-                for sid, h, state, span, n, meta, raw, text in self._rows(sql, sids)}
+        sql = ("SELECT source_id, content_hash, state, id_span, n_chunks, metadata, arrays, windows, text "
+               "FROM sources WHERE source_id IN ({marks})")
+        return {sid: SourceRecord(sid, h, text, SourceRecord.arrays_from_bytes(raw, n), json.loads(meta), state, span,
+                                  SourceRecord.windows_from_bytes(win))
+                for sid, h, state, span, n, meta, raw, win, text in self._rows(sql, sids)}
 
     def heads(self, sids: Sequence[str] | None = None) -> dict[str, RecordHead]:
         cols = "source_id, content_hash, state, id_span, n_chunks, origin"
@@ -246,9 +247,10 @@ class SqliteSourceStore(_CachedStore):
 
     def put(self, records: Sequence[SourceRecord]) -> int:
         rows = [(r.source_id, r.content_hash, r.state, r.id_span, r.n_chunks, r.origin,
-                 json.dumps(r.metadata, ensure_ascii=False), r.arrays_bytes(), r.text) for r in records]
+                 json.dumps(r.metadata, ensure_ascii=False), r.arrays_bytes(), r.windows_bytes(), r.text)
+                for r in records]
         with self._write():
-            self._con.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            self._con.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             gen = self._log([r.source_id for r in records])
         self._cache.drop(r.source_id for r in records)
         return gen
