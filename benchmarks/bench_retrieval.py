@@ -127,10 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         index = SlidingWindowIndex(root, embedding=embedding, batch_size=args.batch_size, show_progress=True)
         t0 = time.perf_counter()
-        stats = index.add_documents(docs)
+        stats = index.index_documents(docs).as_dict()
         t_index = time.perf_counter() - t0
         t0 = time.perf_counter()
-        index.bm25.search("warm up", 1)
+        index.keyword.search("warm up", 1)
         n_small = index.count("small")
         disk = index.disk_size()
         print(f"\nindexing: {n_small:,} small chunks in {t_index:.1f} s = {n_small / t_index:,.0f} chunks/s "
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"index size on disk: {disk / 1e6:.1f} MB = {disk / corpus_bytes:.1f}x corpus, "
               f"{disk / (corpus_bytes + vector_bytes):.2f}x (corpus + {n_small:,} x {dim} float32 vectors = "
               f"{(corpus_bytes + vector_bytes) / 1e6:.1f} MB); chroma {_mb('chroma'):.1f} MB, "
-              f"source store {_mb('sources'):.1f} MB, bm25 {_mb('bm25'):.1f} MB")
+              f"source store (texts, offsets, BM25 snapshot) {_mb('sources'):.1f} MB")
 
         queries = _queries(texts, args.queries)
         bm25 = index.bm25_retriever(k=20)
@@ -154,16 +154,15 @@ def main(argv: list[str] | None = None) -> int:
             fn(queries[0])  # warm up
         print(f"\nquery latency over {len(queries)} queries (k_child=20):")
         rows = {
-            "bm25s core": _report("BM25 core (bm25s, ids)", _time(lambda q: index.bm25.search(q, 20), queries)),
+            "bm25s core": _report("BM25 core (bm25s, ids)", _time(lambda q: index.keyword.bm25.search(q, 20), queries)),
             "bm25": _report("BM25 retriever (+fetch)", _time(bm25.invoke, queries)),
             "dense": _report("dense MMR", _time(dense.invoke, queries)),
             "hybrid": _report("hybrid (RRF)", _time(hybrid.invoke, queries)),
             "window": _report("hybrid + window expansion", _time(windowed.invoke, queries)),
         }
-        for mode in ("ids", "where"):
-            other = index.as_retriever(k=4, k_child=20, fetch_mode=mode)
-            other.invoke(queries[0])
-            rows[f"window-{mode}"] = _report(f"  same, fetch_mode={mode!r}", _time(other.invoke, queries))
+        windows = index.as_retriever(k=4, k_child=20, rank="windows")
+        windows.invoke(queries[0])
+        rows["windows"] = _report("  same, ranking whole windows", _time(windows.invoke, queries))
         ctx = windowed.invoke(queries[1])
         from swrag_integrations.retrieval import count_tokens
 
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(built in {t_build:.1f} s; {n_lc} queries):")
             lc_row = _report("LangChain BM25Retriever", _time(lc.invoke, queries[:n_lc]))
             ours = _report("ours, same queries (+fetch)", _time(bm25.invoke, queries[:n_lc]))
-            core = _report("ours, bm25s core", _time(lambda q: index.bm25.search(q, 20), queries[:n_lc]))
+            core = _report("ours, bm25s core", _time(lambda q: index.keyword.bm25.search(q, 20), queries[:n_lc]))
             print(f"  ratio LangChain / ours: p50 {lc_row['p50'] / ours['p50']:.1f}x (retriever incl. Chroma fetch), "
                   f"{lc_row['p50'] / core['p50']:.1f}x (bm25s core); goal >= 20x")
         print("\nratios (p50): hybrid/bm25 {:.1f}x, window/hybrid {:.2f}x, dense/bm25 {:.1f}x".format(

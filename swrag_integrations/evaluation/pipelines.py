@@ -92,6 +92,8 @@ PIPELINES: dict[str, PipelineSpec] = {
                         description="RecursiveCharacterTextSplitter chunks ranked by CJK BM25, merged by offset"),
     "parent": PipelineSpec(".pipelines:ParentPipeline", "count", ("3",), needs_embeddings=True,
                            description="the windowed parent retriever (SlidingWindowIndex defaults)"),
+    "default": PipelineSpec(".pipelines:DefaultPipeline", None, needs_embeddings=True,
+                            description="the package's defaults: SlidingWindowIndex() + as_retriever() (--windows ignored)"),
     "langchain-stock": PipelineSpec(".pipelines:LangChainStockPipeline", None, needs_embeddings=True,
                                     description="LangChain as shipped: RCS, str.split BM25 + Chroma, EnsembleRetriever"),
     # the strongest peers, built from the frameworks' shipped parts (evaluation/anchors.py)
@@ -359,13 +361,9 @@ class ParentPipeline(Pipeline):
             client=self._client,
             collection_name=self._name,
             embedding=embeddings,
-            chunk_size=PARENT_CHILD_SIZE[config.unit],
-            strategy="DDS",
-            window_size=config.window,
-            step=config.step_units,
-            unit=config.unit,
             encoding_name=self.encoding_name,
             show_progress=False,
+            **self._index_options(config),
         )
         docs = [Document(page_content=s.text, id=s.source_id, metadata={"eval_source": s.source_id}) for s in self.sources]
         self._ids = {source_id_for(d): d.id for d in docs}
@@ -385,6 +383,10 @@ class ParentPipeline(Pipeline):
             + _bm25_bytes(self.index.keyword.bm25)
         )
 
+    def _index_options(self, config) -> dict:
+        return dict(chunk_size=PARENT_CHILD_SIZE[config.unit], strategy="DDS", window_size=config.window,
+                    step=config.step_units, unit=config.unit)
+
     def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
         if not self.sources:
             return []
@@ -402,6 +404,16 @@ class ParentPipeline(Pipeline):
             pass
         self.index.store.close()
         self._dir.cleanup()
+
+
+class DefaultPipeline(ParentPipeline):
+    """The package as a user gets it: ``SlidingWindowIndex`` and ``as_retriever()`` with
+    their defaults (the grid's window and step are not used)."""
+
+    INDEX_OPTIONS: dict = {}
+
+    def _index_options(self, config) -> dict:
+        return dict(self.INDEX_OPTIONS)
 
 
 class LangChainStockPipeline(Pipeline):

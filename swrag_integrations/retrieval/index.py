@@ -110,7 +110,7 @@ class SlidingWindowIndex(VectorStore):
         collection_name: Chroma collection of the default vector store.
         host, port, ssl, headers: use a running Chroma server for vectors and sources.
         client: an existing chromadb client for the default vector store.
-        chunk_size, medium_size, strategy, window_size, step, unit, delimiters,
+        chunk_size, child, medium_size, strategy, window_size, step, unit, delimiters,
             encoding_name: the chunking (:class:`~.config.IndexConfig`); ``None`` takes
             the stored value of an existing index (different values raise).
         batch_size: chunks embedded and written per batch.
@@ -134,6 +134,7 @@ class SlidingWindowIndex(VectorStore):
         headers: dict[str, str] | None = None,
         client: Any = None,
         chunk_size: int | None = None,
+        child: str | None = None,
         medium_size: int | None = None,
         strategy: str | None = None,
         window_size: int | None = None,
@@ -174,7 +175,7 @@ class SlidingWindowIndex(VectorStore):
         self.store = self._open_source_store(source_store, root, vectorstore)
         try:
             self._open_rest(vectorstore, embedding, index_text, dict(
-                chunk_size=chunk_size, medium_size=medium_size, strategy=strategy, window_size=window_size,
+                chunk_size=chunk_size, child=child, medium_size=medium_size, strategy=strategy, window_size=window_size,
                 step=step, unit=unit, delimiters=tuple(delimiters) if delimiters is not None else None,
                 encoding_name=encoding_name))
         except BaseException:
