@@ -254,6 +254,10 @@ def test_call_options_and_bad_input(chat):
     assert chat.invoke(QUESTION, max_tokens=3).usage_metadata["output_tokens"] == 3
     with pytest.raises(ValueError, match="unknown option"):
         chat.invoke(QUESTION, top_k=3)
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+        chat.invoke(QUESTION, max_tokens=0)
+    with pytest.raises(ValueError, match="max_tokens"):
+        chat.core.as_chat_model(max_tokens=0)
     with pytest.raises(ValueError, match="serves the loaded"):
         chat.invoke(QUESTION, model="gpt-4o")
     with pytest.raises(ValueError, match="'image_url' content block"):

@@ -198,8 +198,8 @@ class LocalChatModel(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     core: LocalLLM = Field(exclude=True, repr=False)
-    max_tokens: int | None = None
-    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
     repetition_penalty: float | None = None
     stop: list[str] | None = None
     streaming: bool = False
@@ -229,11 +229,12 @@ class LocalChatModel(BaseChatModel):
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        temperature = next(t for t in (kwargs.get("temperature"), self.temperature, self.core.temperature) if t is not None)
         params = LangSmithParams(
             ls_provider="swrag-local",
             ls_model_name=kwargs["model"] if isinstance(kwargs.get("model"), str) else self.model_name,
             ls_model_type="chat",
-            ls_temperature=float(kwargs.get("temperature", self.temperature if self.temperature is not None else self.core.temperature)),
+            ls_temperature=float(temperature),
             ls_max_tokens=int(kwargs.get("max_tokens") or self.max_tokens or self.core.max_new_tokens),
         )
         stops = stop or self.stop
@@ -305,8 +306,11 @@ class LocalChatModel(BaseChatModel):
                 systems[-1]["content"] = f"{systems[-1]['content']}\n\n{instruction}"
             else:
                 prompt.insert(0, {"role": "system", "content": instruction})
+        max_tokens = kwargs.pop("max_tokens", None)
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         options: dict[str, Any] = {
-            "max_new_tokens": kwargs.pop("max_tokens", None) or self.max_tokens,
+            "max_new_tokens": max_tokens or self.max_tokens,
             "temperature": kwargs.pop("temperature", self.temperature),
             "repetition_penalty": kwargs.pop("repetition_penalty", self.repetition_penalty),
         }
