@@ -1,21 +1,38 @@
 """The RAG chain of the method: retriever -> prompt -> LLM -> answer with its sources.
 
-LangChain: :func:`build_rag_chain` (LCEL). LlamaIndex: :func:`build_query_engine`.
-Both use the method's prompt, in Chinese for Chinese questions.
+LangChain: :func:`build_rag_chain` (LCEL, streams answer tokens). LlamaIndex:
+:func:`build_query_engine`. Both use the method's prompt, in Chinese for Chinese questions.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Sequence
 
 from langchain_core.documents import Document
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import PromptTemplate
-from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel, RunnablePassthrough
+from langchain_core.runnables import (
+    Runnable,
+    RunnableGenerator,
+    RunnableLambda,
+    RunnableParallel,
+    RunnablePassthrough,
+)
+from langchain_core.runnables.utils import AddableDict
 
 from ._lang import contains_cjk
 
-__all__ = ["PROMPT_EN", "PROMPT_ZH", "prompt_for", "format_context", "build_rag_chain", "build_query_engine"]
+__all__ = [
+    "PROMPT_EN",
+    "PROMPT_ZH",
+    "prompt_for",
+    "format_context",
+    "chat_model_for",
+    "build_rag_chain",
+    "build_query_engine",
+]
 
 PROMPT_EN = "Answer the question based on the following context: {context}; the question is {question}"
 PROMPT_ZH = "请根据以下上下文回答问题：{context}；问题是：{question}"
@@ -47,39 +64,134 @@ def _sources(docs: Sequence[Document]) -> list[dict[str, Any]]:
     return out
 
 
+def chat_model_for(llm: Any) -> Any:
+    """The chat model for the package's own local LLM, anything else unchanged.
+
+    A :class:`~swrag_integrations.llm.LocalLLM` or its plain LangChain ``LLM`` adapter
+    (``load_llama3().as_langchain()``) becomes the
+    :class:`~swrag_integrations.llm.LocalChatModel` over the same loaded model with the
+    same settings (``max_new_tokens`` -> ``max_tokens``, ``temperature``,
+    ``repetition_penalty``). For a one-turn prompt both render the same chat-template
+    ids, so answers do not change; the chat model adds usage metadata and token
+    counting with the model's own tokenizer.
+    """
+    from .llm.core import LocalLLM
+
+    if isinstance(llm, LocalLLM):
+        return llm.as_chat_model()
+    # An adapter instance exists only if its module was imported: no import here (it
+    # needs LlamaIndex too).
+    adapters = sys.modules.get("swrag_integrations.llm.adapters")
+    if adapters is not None and isinstance(llm, adapters.LangChainLLM):
+        return llm.core.as_chat_model(
+            max_tokens=llm.max_new_tokens, temperature=llm.temperature, repetition_penalty=llm.repetition_penalty
+        )
+    return llm
+
+
+def _question(value: Any) -> str:
+    """The question of a chain input: a string or ``{"question": str}``."""
+    if isinstance(value, Mapping):
+        if "question" not in value:
+            raise ValueError(f"the chain input dict needs a 'question' key, got {sorted(map(str, value))}")
+        extra = sorted(map(str, set(value) - {"question"}))
+        if extra:
+            raise ValueError(f"the chain input takes only the key 'question', got also {extra}")
+        value = value["question"]
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("the question must be a non-empty string")
+    return value
+
+
+class _AnswerChunks:
+    """Turns the assign step's chunks into the chain's output chunks.
+
+    Keeps what has arrived of ``question`` and ``docs``; once both are there, emits the
+    head chunk ``{"question", "context", "sources"}``; then emits every piece of the
+    answer as ``{"answer": piece}``, without the answer's leading whitespace and with
+    whitespace at the end of what has arrived held back until text follows, so the
+    pieces join to ``answer.strip()``.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, Any] = {}
+        self.head_sent = False
+        self.answered = False
+        self.started = False
+        self.pending = ""
+
+    def feed(self, chunk: Mapping[str, Any]) -> list[AddableDict]:
+        out: list[AddableDict] = []
+        self.seen.update((k, v) for k, v in chunk.items() if k != "answer")
+        if not self.head_sent and "docs" in self.seen and "question" in self.seen:
+            self.head_sent = True
+            docs = self.seen["docs"]
+            out.append(AddableDict(question=self.seen["question"], context=format_context(docs), sources=_sources(docs)))
+        piece = chunk.get("answer")
+        if piece:
+            if not self.head_sent:
+                raise RuntimeError("answer tokens arrived before the retrieved documents")
+            if not self.started:
+                piece = piece.lstrip()
+                self.started = bool(piece)
+            text = self.pending + piece
+            body = text.rstrip()
+            self.pending = text[len(body):]
+            if body:
+                self.answered = True
+                out.append(AddableDict(answer=body))
+        return out
+
+    def close(self) -> list[AddableDict]:
+        return [] if self.answered else [AddableDict(answer="")]
+
+
 def build_rag_chain(retriever: Runnable, llm: Runnable) -> Runnable:
     """An LCEL chain ``question -> {"question", "answer", "context", "sources"}``.
 
     Args:
         retriever: any LangChain retriever (e.g. ``WindowedParentRetriever``).
-        llm: any LangChain LLM or chat model (e.g. ``load_llama3().as_langchain()``).
+        llm: any LangChain chat model or LLM, e.g. ``load_llama3().as_chat_model()``.
+            The package's plain local LLM (``.as_langchain()``) or a ``LocalLLM`` is
+            served through its chat model (:func:`chat_model_for`).
 
-    ``sources`` lists, per retrieved window, its source, exact offsets and text.
+    Input: the question as a string, or ``{"question": "..."}``. ``sources`` lists, per
+    retrieved window, its source, exact offsets and text; ``answer`` is stripped of
+    surrounding whitespace.
+
+    Streaming (``.stream`` / ``.astream``): **sources first**. The first chunk is
+    ``{"question", "context", "sources"}`` (as soon as retrieval is done), then one
+    ``{"answer": "<text>"}`` chunk per piece of generated text as the model produces it
+    (leading/trailing whitespace of the whole answer held back). Adding the chunks
+    (``+``, they are ``AddableDict``) gives exactly what ``invoke`` returns.
     """
+    llm = chat_model_for(llm)
 
     def to_prompt(inputs: dict) -> str:
         template = PromptTemplate.from_template(prompt_for(inputs["question"]))
         return template.format(context=format_context(inputs["docs"]), question=inputs["question"])
 
-    def check(question: Any) -> str:
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError("the question must be a non-empty string")
-        return question
+    def finish(chunks: Iterator[Mapping[str, Any]]) -> Iterator[AddableDict]:
+        state = _AnswerChunks()
+        for chunk in chunks:
+            yield from state.feed(chunk)
+        yield from state.close()
+
+    async def afinish(chunks: AsyncIterator[Mapping[str, Any]]) -> AsyncIterator[AddableDict]:
+        state = _AnswerChunks()
+        async for chunk in chunks:
+            for out in state.feed(chunk):
+                yield out
+        for out in state.close():
+            yield out
 
     retrieve = RunnableParallel(docs=retriever, question=RunnablePassthrough())
     answer = RunnableLambda(to_prompt) | llm | StrOutputParser()
     return (
-        RunnableLambda(check)
+        RunnableLambda(_question, name="question")
         | retrieve
         | RunnablePassthrough.assign(answer=answer)
-        | RunnableLambda(
-            lambda x: {
-                "question": x["question"],
-                "answer": x["answer"].strip(),
-                "context": format_context(x["docs"]),
-                "sources": _sources(x["docs"]),
-            }
-        )
+        | RunnableGenerator(finish, afinish, name="rag_answer")
     )
 
 

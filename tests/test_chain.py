@@ -60,3 +60,72 @@ def test_llama_index_query_engine_uses_the_prompt():
     assert response.source_nodes[0].node.text.startswith("It was first lit")
     prompts = engine.get_prompts()
     assert "Answer the question based on the following context" in prompts["response_synthesizer:text_qa_template"].get_template()
+
+
+# ----------------------------------------------------------------------------- streaming contract
+from langchain_core.language_models.fake_chat_models import FakeListChatModel  # noqa: E402
+
+HEAD_KEYS = {"question", "context", "sources"}
+
+
+def _added(chunks):
+    total = chunks[0]
+    for chunk in chunks[1:]:
+        total = total + chunk
+    return total
+
+
+def test_stream_sends_sources_first_then_answer_pieces_that_add_up_to_invoke():
+    chain = build_rag_chain(FixedRetriever(), FakeListChatModel(responses=["  14 October 1874 \n"]))
+    result = chain.invoke("When was it first lit?")
+    assert set(result) == {"question", "answer", "context", "sources"}
+    assert result["answer"] == "14 October 1874"
+    chunks = list(chain.stream("When was it first lit?"))
+    assert set(chunks[0]) == HEAD_KEYS  # sources first, before any answer text
+    assert chunks[0]["sources"] == result["sources"]
+    answers = chunks[1:]
+    assert len(answers) > 3 and all(set(c) == {"answer"} and c["answer"] for c in answers)  # incremental
+    assert "".join(c["answer"] for c in answers) == "14 October 1874"  # surrounding whitespace held back
+    assert _added(chunks) == result
+
+
+async def test_astream_matches_stream():
+    chain = build_rag_chain(FixedRetriever(), FakeListChatModel(responses=["It was 1874.", "It was 1874."]))
+    sync_chunks = list(chain.stream("When?"))
+    async_chunks = [c async for c in chain.astream({"question": "When?"})]
+    assert async_chunks == sync_chunks
+    assert _added(async_chunks) == await chain.ainvoke("When?")
+
+
+def test_whitespace_inside_the_answer_is_kept_and_an_empty_answer_still_has_its_key():
+    chain = build_rag_chain(FixedRetriever(), FakeListChatModel(responses=[" a  \n b ", "   "]))
+    chunks = list(chain.stream("q?"))
+    assert _added(chunks)["answer"] == "a  \n b"
+    empty = list(chain.stream("q?"))
+    assert empty[1:] == [{"answer": ""}]
+    assert _added(empty)["answer"] == ""
+
+
+def test_chain_accepts_a_question_dict_and_rejects_other_shapes():
+    chain = build_rag_chain(FixedRetriever(), FakeListChatModel(responses=["x"] * 3))
+    assert chain.invoke({"question": "When?"})["question"] == "When?"
+    with pytest.raises(ValueError, match="only the key 'question'"):
+        chain.invoke({"question": "When?", "k": 3})
+    with pytest.raises(ValueError, match="'question' key"):
+        chain.invoke({"query": "When?"})
+    with pytest.raises(ValueError, match="non-empty"):
+        chain.invoke({"question": 3})
+
+
+def test_plain_llms_still_work_and_stream_their_answer():
+    chain = build_rag_chain(FixedRetriever(), FakeListLLM(responses=[" 1874 ", " 1874 "]))
+    chunks = list(chain.stream("When?"))
+    assert set(chunks[0]) == HEAD_KEYS and chunks[1:] == [{"answer": "1874"}]
+    assert chain.invoke("When?")["answer"] == "1874"
+
+
+def test_chat_model_for_leaves_other_models_alone():
+    from swrag_integrations.chain import chat_model_for
+
+    llm = FakeListLLM(responses=["x"])
+    assert chat_model_for(llm) is llm

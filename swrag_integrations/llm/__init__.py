@@ -1,8 +1,9 @@
 """Local Llama-family LLMs (IPEX-LLM low-bit, or plain transformers) for LangChain and LlamaIndex.
 
 ``load_llama3()`` returns a :class:`LocalLLM`: one generation core with
-``.as_langchain()`` (a ``langchain_core`` ``LLM``) and ``.as_llamaindex()`` (a LlamaIndex
-``CustomLLM``) as thin wrappers, and ``.prefix_cache()`` / ``.generate_with_prefix()`` for
+``.as_chat_model()`` (a LangChain chat model, :class:`~.chat.LocalChatModel`; also
+``.as_langchain(chat=True)``), ``.as_langchain()`` (a ``langchain_core`` ``LLM``) and
+``.as_llamaindex()`` (a LlamaIndex ``CustomLLM``) as thin wrappers, and ``.prefix_cache()`` / ``.generate_with_prefix()`` for
 many prompts sharing one long prefix (the prefix runs through the model once). The
 framework wrappers live in :mod:`.adapters` and are imported lazily so that loading does
 not require both frameworks. Converted and low-bit models are cached on disk with checked,
@@ -10,18 +11,21 @@ content-keyed entries (:mod:`.cache`).
 """
 
 from .cache import CacheRebuildWarning
-from .core import END_OF_TURN_TOKENS, LoadInfo, LocalLLM, PrefixCache
+from .core import END_OF_TURN_TOKENS, Generation, GenerationStream, LoadInfo, LocalLLM, PrefixCache
 from .gguf_convert import bundled_gguf_path, convert_gguf_to_hf, ensure_hf_checkpoint
 from .loader import LLMFallbackWarning, LOW_BIT_FORMATS, default_cache_dir, load_llama3
 
 __all__ = [
     "CacheRebuildWarning",
     "END_OF_TURN_TOKENS",
+    "Generation",
+    "GenerationStream",
     "LLMFallbackWarning",
     "LOW_BIT_FORMATS",
     "LangChainLLM",
     "LlamaIndexLLM",
     "LoadInfo",
+    "LocalChatModel",
     "LocalLLM",
     "PrefixCache",
     "bundled_gguf_path",
@@ -37,4 +41,8 @@ def __getattr__(name: str):  # lazy: langchain / llama-index are imported only w
         from . import adapters
 
         return getattr(adapters, name)
+    if name == "LocalChatModel":
+        from .chat import LocalChatModel
+
+        return LocalChatModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -61,6 +61,11 @@ class LangChainLLM(LLM):
             "repetition_penalty": self.repetition_penalty,
         }
 
+    def get_token_ids(self, text: str) -> list[int]:
+        """Token ids of ``text`` with the model's own tokenizer (offline; LangChain's
+        default would load the gpt2 tokenizer from the hub)."""
+        return self.core.token_ids(text)
+
     def _call(
         self,
         prompt: str,

@@ -9,6 +9,9 @@
   on caller-supplied stop strings;
 * return only the new text, either at once (:meth:`LocalLLM.generate`) or piece by piece
   (:meth:`LocalLLM.stream`); the streamed pieces always join to the non-streamed text;
+* report token usage and why generation ended (:meth:`LocalLLM.generate_result`, the
+  ``result`` of :meth:`LocalLLM.stream`), and constrain the output to a JSON schema
+  (``json_schema=``, through lm-format-enforcer);
 * answer many prompts that share a long prefix (a document + one chunk each, say) with
   the prefix run through the model once (:meth:`LocalLLM.prefix_cache`,
   :meth:`LocalLLM.generate_with_prefix`, :class:`PrefixCache`).
@@ -17,13 +20,16 @@
 from __future__ import annotations
 
 import queue
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-Prompt = str | Sequence[Mapping[str, str]]
-"""A plain prompt, or chat messages ``[{"role": ..., "content": ...}, ...]``."""
+Prompt = str | Sequence[Mapping[str, Any]]
+"""A plain prompt, or chat messages ``[{"role": ..., "content": ...}, ...]`` (extra keys
+such as ``tool_calls`` are passed to the chat template as they are)."""
 
 # End-of-turn tokens that chat models emit instead of (or besides) their eos token.
 # Llama-3 instruct ends a turn with <|eot_id|> while eos is <|end_of_text|> (ipex-llm #10815).
@@ -45,6 +51,116 @@ class LoadInfo:
     cache_status: str = ""  # "hit", "written", "rebuilt", "disabled", "not written" ("" without ipex-llm)
     converted_gguf: bool = False  # GGUF -> transformers conversion ran during this load
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Generation:
+    """One generation: the new text, its token counts and why it ended.
+
+    ``finish_reason`` is ``"stop"`` (end-of-turn / eos token or a stop string) or
+    ``"length"`` (``max_new_tokens`` reached). ``completion_tokens`` counts every token the
+    model generated, including an end-of-turn token and tokens of a stop string.
+    """
+
+    text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+
+
+class GenerationStream(Iterator[str]):
+    """The text pieces of :meth:`LocalLLM.stream`; :attr:`result` fills in as they arrive.
+
+    Once the stream is exhausted ``result`` holds the joined text, the token counts and the
+    finish reason. ``close()`` (or leaving a ``for`` loop over a ``with`` block) stops
+    the generation.
+    """
+
+    def __init__(self, pieces: Iterator[str], result: Generation) -> None:
+        self._pieces = pieces
+        self.result = result
+
+    def __next__(self) -> str:
+        piece = next(self._pieces)
+        self.result.text += piece
+        return piece
+
+    def close(self) -> None:
+        close = getattr(self._pieces, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> GenerationStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+@lru_cache(maxsize=32)
+def _template_facts(template: str) -> tuple[bool, bool]:
+    """``(takes a system role, renders tools)`` for a chat template source.
+
+    The system role is probed by rendering a system message with a marker: templates that
+    raise on it (Gemma, Mistral v1) or drop it do not take one. Tool support is read from
+    the template source: a template that never mentions ``tools`` cannot show them.
+    """
+    marker = "\u27e6SWRAG-SYSTEM\u27e7"
+    try:
+        text = _compile_template(template).render(
+            messages=[{"role": "system", "content": marker}, {"role": "user", "content": "x"}],
+            add_generation_prompt=True,
+            bos_token="",
+            eos_token="",
+        )
+        system = marker in text
+    except Exception:  # noqa: BLE001 - any template error means "no system role"
+        system = False
+    return system, bool(re.search(r"\btools\b", template))
+
+
+@lru_cache(maxsize=32)
+def _compile_template(template: str) -> Any:
+    """The chat template compiled the way transformers compiles it (sandboxed jinja2)."""
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(template)
+
+
+def merge_system_into_user(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages without system turns: their text opens the first user turn.
+
+    All system texts (joined by blank lines) go before the first user message's content,
+    separated from it by a blank line; without a user message they become one.
+    """
+    system = [str(m["content"]) for m in messages if m["role"] == "system" and str(m["content"])]
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if not system:
+        return rest
+    text = "\n\n".join(system)
+    for message in rest:
+        if message["role"] == "user":
+            message["content"] = f"{text}\n\n{message['content']}" if str(message["content"]) else text
+            return rest
+    return [{"role": "user", "content": text}, *rest]
+
+
+def merge_consecutive_roles(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive text messages of one role joined into one (blank line between)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        plain = set(message) <= {"role", "content"}
+        if out and plain and set(out[-1]) <= {"role", "content"} and out[-1]["role"] == message["role"]:
+            out[-1]["content"] = f"{out[-1]['content']}\n\n{message['content']}"
+        else:
+            out.append(dict(message))
+    return out
 
 
 def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
@@ -127,12 +243,30 @@ class LocalLLM:
         self.info = info or LoadInfo(source="<in-memory>", backend="transformers", device=device)
         self._vocab: dict[str, int] = tokenizer.get_vocab()
         self.eos_token_ids = self._collect_eos_ids()
+        # One generation at a time per model: concurrent callers (abatch, threads) queue here.
+        self._lock = threading.Lock()
+        self._json_tokenizer_data: Any = None
 
     # ----------------------------------------------------------------- prompt handling
     @property
     def has_chat_template(self) -> bool:
         """Whether the tokenizer ships a chat template (instruct / chat models)."""
         return bool(getattr(self.tokenizer, "chat_template", None))
+
+    @property
+    def supports_system_role(self) -> bool:
+        """Whether the chat template renders system messages (see :meth:`render`)."""
+        return not self.has_chat_template or _template_facts(self.tokenizer.chat_template)[0]
+
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the chat template renders tool definitions (it uses a ``tools`` variable)."""
+        return self.has_chat_template and _template_facts(self.tokenizer.chat_template)[1]
+
+    @property
+    def name(self) -> str:
+        """The model's source (path or hub id), used as its name in errors and metadata."""
+        return self.info.source
 
     @property
     def context_window(self) -> int:
@@ -157,21 +291,46 @@ class LocalLLM:
                     ids.append(int(token_id))
         return ids
 
-    def _messages(self, prompt: Prompt) -> list[dict[str, str]]:
+    def _messages(self, prompt: Prompt) -> list[dict[str, Any]]:
         if isinstance(prompt, str):
             messages = [{"role": "user", "content": prompt}]
         else:
-            messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
+            messages = []
+            for m in prompt:
+                message = dict(m)
+                message["role"] = str(m["role"])
+                message["content"] = "" if m.get("content") is None else str(m["content"])
+                messages.append(message)
         if self.system_prompt and not any(m["role"] == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": self.system_prompt})
+        if self.has_chat_template and not self.supports_system_role:
+            messages = merge_system_into_user(messages)
         return messages
 
-    def render(self, prompt: Prompt, *, chat: bool | None = None) -> tuple[str, bool]:
+    def _apply_template(self, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]] | None) -> str:
+        if not tools:
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        if not self.supports_tools:
+            raise ValueError(f"the chat template of {self.name} does not render tools")
+        # transformers 4.37's apply_chat_template cannot pass tools to the template.
+        return _compile_template(self.tokenizer.chat_template).render(
+            messages=messages, tools=list(tools), add_generation_prompt=True, **self.tokenizer.special_tokens_map
+        )
+
+    def render(
+        self, prompt: Prompt, *, chat: bool | None = None, tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> tuple[str, bool]:
         """The prompt as text, and whether the tokenizer must add its special tokens.
 
         ``chat=None`` applies the chat template when the tokenizer has one, ``chat=True``
         always formats as chat, ``chat=False`` takes the text as is. Without a chat
         template, messages are rendered as ``role: content`` lines.
+
+        With a chat template that has no system role (it raises on one or drops it), the
+        system text opens the first user turn instead (:func:`merge_system_into_user`);
+        a template that rejects consecutive turns of one role (strict alternation) gets
+        them joined (:func:`merge_consecutive_roles`). ``tools`` (OpenAI-style function
+        definitions) are passed to templates that render them.
         """
         if chat is None:
             chat = self.has_chat_template or not isinstance(prompt, str)
@@ -181,13 +340,31 @@ class LocalLLM:
             return prompt, True
         messages = self._messages(prompt)
         if self.has_chat_template:
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True), False
+            from jinja2.exceptions import TemplateError
+
+            try:
+                return self._apply_template(messages, tools), False
+            except TemplateError:
+                merged = merge_consecutive_roles(messages)
+                if len(merged) == len(messages):
+                    raise
+                return self._apply_template(merged, tools), False
+        if tools:
+            raise ValueError(f"{self.name} has no chat template, so it cannot be given tools")
         return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: ", True
 
-    def encode(self, prompt: Prompt, *, chat: bool | None = None) -> list[int]:
+    def encode(
+        self, prompt: Prompt, *, chat: bool | None = None, tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> list[int]:
         """Token ids for ``prompt`` (rendered as :meth:`render` says)."""
-        text, special = self.render(prompt, chat=chat)
+        text, special = self.render(prompt, chat=chat, tools=tools)
         return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    def token_ids(self, text: str) -> list[int]:
+        """The model's own token ids of ``text`` (no special tokens, no template)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Text of generated ids (special tokens dropped, spacing left untouched)."""
@@ -236,11 +413,40 @@ class LocalLLM:
         input_ids = torch.tensor([list(ids)], device=self.device)
         return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "generation_config": config}
 
+    def _json_constraint(self, schema: Mapping[str, Any]) -> Any:
+        """``prefix_allowed_tokens_fn`` that only lets tokens through that keep the output a
+        prefix of a JSON value valid for ``schema`` (lm-format-enforcer)."""
+        try:
+            from lmformatenforcer import JsonSchemaParser
+            from lmformatenforcer.integrations.transformers import (
+                build_token_enforcer_tokenizer_data,
+                build_transformers_prefix_allowed_tokens_fn,
+            )
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "json_schema= needs lm-format-enforcer (pip install lm-format-enforcer)"
+            ) from exc
+        if not isinstance(schema, Mapping):
+            raise TypeError(f"json_schema must be a JSON schema dict, got {type(schema).__name__}")
+        if self._json_tokenizer_data is None:  # ~4 s for a 49k vocabulary; once per model
+            self._json_tokenizer_data = build_token_enforcer_tokenizer_data(self.tokenizer)
+        return build_transformers_prefix_allowed_tokens_fn(self._json_tokenizer_data, JsonSchemaParser(dict(schema)))
+
     def _generate_kwargs(
-        self, prompt: Prompt, stop: Sequence[str] | None, chat: bool | None, options: Mapping[str, Any]
+        self,
+        prompt: Prompt,
+        stop: Sequence[str] | None,
+        chat: bool | None,
+        options: Mapping[str, Any],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> tuple[dict[str, Any], list[str]]:
         config, stop_strings = self._generation_config(stop, options)
-        return self._ids_kwargs(self.encode(prompt, chat=chat), config), stop_strings
+        kwargs = self._ids_kwargs(self.encode(prompt, chat=chat, tools=tools), config)
+        if json_schema is not None:
+            kwargs["prefix_allowed_tokens_fn"] = self._json_constraint(json_schema)
+        return kwargs, stop_strings
 
     def _run_generate(self, kwargs: dict[str, Any], stops: list[str]) -> list[int]:
         """New token ids of one ``model.generate`` call (halts once a stop string appears)."""
@@ -251,9 +457,14 @@ class LocalLLM:
             kwargs["stopping_criteria"] = _stopping_criteria(
                 lambda ids: cut_at_stop(self.decode(ids[0, start:]), stops)[1]
             )
-        with torch.no_grad():
+        with self._lock, torch.no_grad():
             output = self.model.generate(**kwargs)
         return output[0, start:].tolist()
+
+    def _finish_reason(self, ids: Sequence[int], stopped: bool, max_new_tokens: int) -> str:
+        if stopped or (ids and int(ids[-1]) in self.eos_token_ids):
+            return "stop"
+        return "length" if len(ids) >= max_new_tokens else "stop"
 
     def _finish_text(self, ids: Sequence[int], stops: list[str]) -> str:
         return _complete_chars(cut_at_stop(self.decode(ids), stops)[0])
@@ -266,14 +477,50 @@ class LocalLLM:
         return self._run_generate(kwargs, stops)
 
     def generate(
-        self, prompt: Prompt, *, stop: Sequence[str] | None = None, chat: bool | None = None, **options: Any
+        self,
+        prompt: Prompt,
+        *,
+        stop: Sequence[str] | None = None,
+        chat: bool | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> str:
         """Generated text only (never the prompt), cut before the first stop string.
 
         ``options``: ``max_new_tokens``, ``temperature`` (0 = greedy), ``repetition_penalty``.
+        ``json_schema``: constrain the output to JSON valid for this schema (see
+        :meth:`generate_result`).
         """
-        _, stops = self._split_stops(stop)
-        return self._finish_text(self.generate_ids(prompt, stop=stop, chat=chat, **options), stops)
+        return self.generate_result(prompt, stop=stop, chat=chat, json_schema=json_schema, **options).text
+
+    def generate_result(
+        self,
+        prompt: Prompt,
+        *,
+        stop: Sequence[str] | None = None,
+        chat: bool | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> Generation:
+        """As :meth:`generate`, with the prompt / completion token counts and finish reason.
+
+        ``json_schema`` (a JSON schema dict; ``{"type": "object"}`` for any object) makes
+        decoding constrained by lm-format-enforcer: at every step only tokens that keep
+        the text a prefix of a valid JSON value are allowed, so the output is valid JSON
+        for the schema unless ``max_new_tokens`` cuts it (``finish_reason == "length"``).
+        ``tools``: OpenAI-style function definitions rendered by a template that supports
+        them (:attr:`supports_tools`).
+        """
+        kwargs, stops = self._generate_kwargs(prompt, stop, chat, options, json_schema=json_schema, tools=tools)
+        ids = self._run_generate(kwargs, stops)
+        text, stopped = cut_at_stop(self.decode(ids), stops)
+        return Generation(
+            text=_complete_chars(text),
+            prompt_tokens=int(kwargs["input_ids"].shape[1]),
+            completion_tokens=len(ids),
+            finish_reason=self._finish_reason(ids, stopped, kwargs["generation_config"].max_new_tokens),
+        )
 
     # ----------------------------------------------------------------- shared prefixes
     def prefix_cache(self, prefix: Prompt, *, chat: bool | None = None) -> PrefixCache:
@@ -309,27 +556,39 @@ class LocalLLM:
         return [cache.generate(suffix, stop=stop, **options) for suffix in suffixes]
 
     def stream(
-        self, prompt: Prompt, *, stop: Sequence[str] | None = None, chat: bool | None = None, **options: Any
-    ) -> Iterator[str]:
+        self,
+        prompt: Prompt,
+        *,
+        stop: Sequence[str] | None = None,
+        chat: bool | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> GenerationStream:
         """Yield the generated text piece by piece as tokens arrive.
 
         Text that might be the start of a stop string, or an incomplete UTF-8 character,
         is held back until it is resolved, so the pieces join exactly to :meth:`generate`.
-        Bad options raise here, before iteration starts.
+        Bad options raise here, before iteration starts. The returned
+        :class:`GenerationStream` carries the token counts and finish reason in
+        ``.result`` once exhausted; ``json_schema`` / ``tools`` as in :meth:`generate_result`.
         """
-        kwargs, stops = self._generate_kwargs(prompt, stop, chat, options)
-        return self._stream_pieces(kwargs, stops)
+        kwargs, stops = self._generate_kwargs(prompt, stop, chat, options, json_schema=json_schema, tools=tools)
+        result = Generation(prompt_tokens=int(kwargs["input_ids"].shape[1]))
+        return GenerationStream(self._stream_pieces(kwargs, stops, result), result)
 
-    def _stream_pieces(self, kwargs: dict[str, Any], stops: list[str]) -> Iterator[str]:
+    def _stream_pieces(self, kwargs: dict[str, Any], stops: list[str], result: Generation) -> Iterator[str]:
         streamer = _QueueStreamer()
         cancelled = threading.Event()
         failure: list[BaseException] = []
         kwargs["streamer"] = streamer
         kwargs["stopping_criteria"] = _stopping_criteria(lambda ids: cancelled.is_set())
+        max_new_tokens = kwargs["generation_config"].max_new_tokens
 
         def run() -> None:
             try:
-                self.model.generate(**kwargs)
+                with self._lock:
+                    self.model.generate(**kwargs)
             except BaseException as exc:  # re-raised in the consuming thread
                 failure.append(exc)
                 streamer.end()
@@ -341,6 +600,7 @@ class LocalLLM:
         try:
             while (chunk := streamer.queue.get()) is not None:
                 ids.extend(chunk)
+                result.completion_tokens = len(ids)
                 text, stopped = cut_at_stop(self.decode(ids), stops)
                 end = len(text) if stopped else len(text) - _held_back(text, stops)
                 if not stopped and text.endswith("\ufffd"):  # partial multi-byte character
@@ -349,9 +609,11 @@ class LocalLLM:
                     yield text[emitted:end]
                     emitted = end
                 if stopped:
+                    result.finish_reason = "stop"
                     return
             if failure:
                 raise failure[0]
+            result.finish_reason = self._finish_reason(ids, False, max_new_tokens)
             text = _complete_chars(cut_at_stop(self.decode(ids), stops)[0])
             if len(text) > emitted:
                 yield text[emitted:]
@@ -360,11 +622,22 @@ class LocalLLM:
             worker.join()
 
     # ----------------------------------------------------------------- framework wrappers
-    def as_langchain(self, **kwargs: Any) -> Any:
-        """A LangChain ``LLM`` (see :class:`swrag_integrations.llm.adapters.LangChainLLM`)."""
+    def as_langchain(self, *, chat: bool = False, **kwargs: Any) -> Any:
+        """A LangChain ``LLM`` (see :class:`swrag_integrations.llm.adapters.LangChainLLM`),
+        or with ``chat=True`` the chat model (:meth:`as_chat_model`)."""
+        if chat:
+            return self.as_chat_model(**kwargs)
         from .adapters import LangChainLLM
 
         return LangChainLLM(core=self, **kwargs)
+
+    def as_chat_model(self, **kwargs: Any) -> Any:
+        """A LangChain chat model (see :class:`swrag_integrations.llm.chat.LocalChatModel`):
+        messages through the model's chat template, streaming, usage metadata, token
+        counting with the model's tokenizer and ``with_structured_output``."""
+        from .chat import LocalChatModel
+
+        return LocalChatModel(core=self, **kwargs)
 
     def as_llamaindex(self, **kwargs: Any) -> Any:
         """A LlamaIndex ``CustomLLM`` (see :class:`swrag_integrations.llm.adapters.LlamaIndexLLM`)."""
@@ -488,7 +761,7 @@ class PrefixCache:
     def _run_prefix(self) -> Any:
         import torch
 
-        with torch.no_grad():
+        with self.llm._lock, torch.no_grad():
             out = self.llm.model(input_ids=torch.tensor([self.prefix_ids], device=self.llm.device), use_cache=True)
         if out.past_key_values is None:
             raise ValueError("the model returned no past_key_values")
