@@ -73,7 +73,7 @@ def test_contextual_headers_with_a_chat_model():
 
 @pytest.mark.slow
 def test_the_local_chat_model_keeps_the_headers_prefix_cache_path():
-    from test_chat_shared import shared_core
+    from chat_shared import shared_core
 
     chat = shared_core().as_chat_model()
     headers = ContextualChunkHeaders(chat, max_new_tokens=6, show_progress=False)
@@ -85,7 +85,7 @@ def test_the_local_chat_model_keeps_the_headers_prefix_cache_path():
 @pytest.mark.slow
 def test_chain_serves_the_local_llm_through_its_chat_model_and_streams_tokens():
     from swrag_integrations.llm.chat import LocalChatModel
-    from test_chat_shared import shared_core
+    from chat_shared import shared_core
 
     core = shared_core()
     plain = core.as_langchain(max_new_tokens=16)

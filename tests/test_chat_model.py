@@ -2,7 +2,7 @@
 
 Fast tests cover the pure helpers (template facts, message merging, tool-call parsing).
 The rest use the bundled SmolLM2-135M-Instruct through the normal loader, one model per
-session in a private cache (``test_chat_shared.shared_core``), and are ``slow``.
+session in a private cache (``chat_shared.shared_core``), and are ``slow``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.utils.function_calling import convert_to_json_schema
 from pydantic import BaseModel, Field
-from test_chat_shared import shared_core
+from chat_shared import shared_core
 
 from swrag_integrations.llm.chat import LocalChatModel, constrained_decoding_available, parse_tool_calls
 from swrag_integrations.llm.core import _template_facts, merge_consecutive_roles, merge_system_into_user

@@ -1,7 +1,7 @@
 """LangChain's standard chat-model suites for ``LocalChatModel`` (the bundled SmolLM2-135M).
 
 Both suites run against the real model, loaded once per session through the normal
-loader into a private cache (``test_chat_shared.shared_core``), so every test here is
+loader into a private cache (``chat_shared.shared_core``), so every test here is
 ``slow``.
 
 What is skipped, and why (each through the suite's own switches below):
@@ -45,7 +45,7 @@ from typing import Any
 import pytest
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
-from test_chat_shared import shared_core
+from chat_shared import shared_core
 
 from swrag_integrations.llm.chat import LocalChatModel, constrained_decoding_available
 
