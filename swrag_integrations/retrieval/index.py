@@ -49,7 +49,7 @@ from .keyword import KeywordIndex
 from .protocols import ChildHit, ChunkRow
 from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
 from .sources import ChromaByteStore, KVSourceStore, SourceStore, SourceStoreError, SqliteSourceStore
-from .vectors import IndexTextEmbeddings, VectorBackend, default_chroma
+from .vectors import IndexTextEmbeddings, PrecomputedEmbeddings, VectorBackend, default_chroma
 
 __all__ = ["SlidingWindowIndex", "IndexMismatchError", "IndexDamagedError", "validate_collection_name", "FORMAT"]
 
@@ -189,7 +189,10 @@ class SlidingWindowIndex(VectorStore):
 
             embedding = default_embeddings()
         if vectorstore is None:
-            store_embedding = IndexTextEmbeddings(embedding, index_text) if index_text else embedding
+            # PrecomputedEmbeddings: vectors computed by worker processes / Ray actors are
+            # written through the store as they are (see retrieval/parallel.py)
+            store_embedding = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, index_text) if index_text
+                                                    else embedding)
             with self.store.writer_lock(self.lock_timeout):  # two first-time writers must not race to create it
                 vectorstore = self._wrap(lambda: default_chroma(self._client, self.collection_name, store_embedding),
                                          "open the vector collection")
