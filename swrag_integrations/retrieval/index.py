@@ -358,7 +358,8 @@ class SlidingWindowIndex(VectorStore):
 
     # ------------------------------------------------------------------ writing
     def index_documents(self, documents: Iterable[Document], *, ids: Sequence[str] | None = None,
-                        prune: bool | str = False, remove_origins: Iterable[str] | None = None) -> Any:
+                        prune: bool | str = False, remove_origins: Iterable[str] | None = None,
+                        workers: int | None = None) -> Any:
         """Index documents; returns an :class:`~.writer.IndexReport`.
 
         Re-adding an unchanged document writes nothing (unless its vectors are
@@ -373,6 +374,8 @@ class SlidingWindowIndex(VectorStore):
                 batch.
             remove_origins: also remove the sources of these files (``metadata["source"]``
                 values) that are not in the batch, e.g. files deleted from a re-indexed folder.
+            workers: cut and embed in this many worker processes, one writer
+                (:func:`~.parallel.index_in_parallel`); ``None``: in this process.
         """
         from .writer import write_documents
 
@@ -383,10 +386,14 @@ class SlidingWindowIndex(VectorStore):
                 raise ValueError(f"got {len(ids)} ids for {len(docs)} documents")
             docs = [Document(page_content=d.page_content, metadata=dict(d.metadata or {}), id=str(i))
                     for d, i in zip(docs, ids)]
+        if workers is not None:
+            from .parallel import index_in_parallel
+
+            return index_in_parallel(self, docs, workers=workers, prune=prune, remove_origins=remove_origins)
         return write_documents(self, docs, prune=prune, remove_origins=remove_origins)
 
     def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
-                  encoding: str | None = None, errors: str = "strict") -> Any:
+                  encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
         """Load files (:func:`~.files.load_files`) and index them.
 
         With ``prune`` (default) the index then mirrors the given paths: sources of files
@@ -394,8 +401,14 @@ class SlidingWindowIndex(VectorStore):
         warning) are removed, as are CSV rows and PDF pages that disappeared; files the
         walk does not look at (hidden or symlinked folders) keep their sources while
         they exist. Returns an :class:`~.writer.IndexReport` (``skipped_files`` lists
-        what was not loaded and why).
+        what was not loaded and why). ``workers``: load, cut and embed in this many
+        worker processes, one writer (:func:`~.parallel.index_in_parallel`).
         """
+        if workers is not None:
+            from .parallel import index_in_parallel
+
+            return index_in_parallel(self, paths=paths, workers=workers, prune=prune, encoding=encoding,
+                                     errors=errors)
         from .files import load_files
 
         loaded = load_files(paths, encoding=encoding, errors=errors)

@@ -93,7 +93,8 @@ def _renew(index: "SlidingWindowIndex") -> None:
 Plan = tuple[SourceRecord, bool, Any]  # (record, an older version exists, its vectors or None)
 
 
-def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str, total: int | None = None) -> int:
+def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
+           total: int | Callable[[], int] | None = None) -> int:
     """Steps 1-3 for each planned record, in batches of about ``batch_size`` chunks.
 
     A plan's vectors (rows ``vectors[lo:hi]`` for chunks ``lo..hi-1``) are primed into
@@ -111,7 +112,8 @@ def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str, total:
     try:
         for batch in _batches(plans, index.batch_size):
             if bar is None:
-                bar = tqdm(total=total, desc=desc, unit="chunk", disable=not index.show_progress)
+                bar = tqdm(total=total() if callable(total) else total, desc=desc, unit="chunk",
+                           disable=not index.show_progress)
             for rec, _, _ in batch:
                 rec.state = "pending"
             index.store.put([rec for rec, _, _ in batch])
@@ -133,6 +135,8 @@ def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str, total:
                         if primed:
                             pre.forget()
                         raise
+                    if callable(total):
+                        bar.total = total()  # a stream: known so far
                     bar.update(hi - lo)
                     written += hi - lo
                     _renew(index)
@@ -245,7 +249,8 @@ def _check_prune(prune: bool | str) -> str | bool:
 def write_planned(index: "SlidingWindowIndex", planned: Iterable[tuple[SourceRecord, Any]], *,
                   prune: bool | str = False,
                   remove_origins: Iterable[str] | Callable[[], Iterable[str]] | None = None,
-                  report: IndexReport | None = None, total_chunks: int | None = None, lookahead: int = 0,
+                  report: IndexReport | None = None, total_chunks: int | Callable[[], int] | None = None,
+                  lookahead: int = 0,
                   desc: str = "Embedding chunks") -> IndexReport:
     """Write records planned elsewhere (:func:`~.records.plan_source`), with their vectors.
 
@@ -272,7 +277,7 @@ def write_planned(index: "SlidingWindowIndex", planned: Iterable[tuple[SourceRec
             ``remove_origins`` may be a callable, called after ``planned`` is consumed
             (e.g. the files a streaming load skipped).
         report: a report to fill (e.g. with ``ids`` already set).
-        total_chunks: for the progress bar.
+        total_chunks: for the progress bar (a callable: the total known so far).
         lookahead: decide (and so start computing the vectors of) records up to this
             many chunks ahead of the one being written.
 
