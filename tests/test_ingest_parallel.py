@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -237,6 +238,14 @@ class Killer(DeterministicFakeEmbedding):
         return super().embed_documents(texts)
 
 
+def _group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("victim,after", [("writer", 2), ("writer", 6), ("worker", 3)])
 def test_a_killed_parallel_run_is_completed_by_the_next_run(tmp_path, victim, after):
@@ -246,16 +255,23 @@ def test_a_killed_parallel_run_is_completed_by_the_next_run(tmp_path, victim, af
     path = tmp_path / "crashed"
     env = dict(os.environ, PYTHONPATH=str(ROOT), SWRAG_KILL_AFTER=str(after), SWRAG_KILL=victim,
                SWRAG_KILL_MARK=str(tmp_path / "killed"))
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), "16", str(Path(__file__).parent)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    log_out, log_err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with open(log_out, "w") as out_file, open(log_err, "w") as err_file:
+        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), "16", str(Path(__file__).parent)],
+                                stdout=out_file, stderr=err_file, env=env, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=600)
+        proc.wait(timeout=600)
+        # the workers of a killed writer notice and exit by themselves
+        deadline = time.time() + 30
+        while time.time() < deadline and _group_alive(proc.pid):
+            time.sleep(0.5)
+        assert not _group_alive(proc.pid), "worker processes outlived their writer"
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # workers of a killed writer
+            os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    out, err = log_out.read_text(), log_err.read_text()
     assert "finished" not in out, err[-2000:]
     if victim == "writer":
         assert proc.returncode == -signal.SIGKILL, err[-2000:]

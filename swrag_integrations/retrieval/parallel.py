@@ -79,10 +79,27 @@ def limit_threads(threads: int = 1) -> None:
         torch.set_num_threads(threads)
 
 
-def _init_worker(spec: Any, threads: int) -> None:
+def _init_worker(spec: Any, threads: int, parent: int) -> None:
     global _worker_spec, _worker_threads
     _worker_spec, _worker_threads = spec, threads
     limit_threads(threads)
+    _exit_with_parent(parent)
+
+
+def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
+    """A worker whose writer (``parent``) died (kill -9) exits instead of waiting for work forever."""
+    import time
+
+    if os.getppid() != parent:  # it died while this worker was starting
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="swrag-parent-watch", daemon=True).start()
 
 
 def build_embedding(spec: Any) -> Any:
@@ -322,7 +339,7 @@ class LazyRows:
 
 def _pool(workers: int, spec: Any, threads: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(spec, threads))
+                               initializer=_init_worker, initargs=(spec, threads, os.getpid()))
 
 
 def _doc_groups(docs: Sequence[Any], chars: int = 2_000_000, most: int = 256) -> Iterator[list[Any]]:
