@@ -222,7 +222,37 @@ def measure(store: Path, n_queries: int, langchain: bool, profile: bool) -> dict
         out["langchain_bm25"] = {"chunks": len(texts), "build_s": build, "lc_p50": _pct(lc_ms, 0.5),
                                  "ours_p50": _pct(ours_ms, 0.5), "queries": n}
     out["query_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["write_probe"] = write_probe(index, qs)
     return out
+
+
+def write_probe(index, qs: list[str]) -> dict:
+    """What one small write costs at this size, and the first keyword query after it (profiled)."""
+    import cProfile
+    import io
+    import pstats
+
+    from langchain_core.documents import Document
+
+    doc = Document(page_content=f"A probe document written at {time.time()}. " * 40, metadata={"source": "probe"})
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    index.index_documents([doc])
+    prof.disable()
+    add_s = time.perf_counter() - t
+    t = time.perf_counter()
+    index.keyword.search(qs[2], 20)
+    first_ms = (time.perf_counter() - t) * 1000
+    t = time.perf_counter()
+    index.keyword.search(qs[4], 20)
+    next_ms = (time.perf_counter() - t) * 1000
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats("swrag_integrations|bm25s", 14)
+    text = buf.getvalue()
+    print(f"     write probe at {index.count('small'):,} chunks: one 1-source add {add_s:.2f} s; the first BM25 query "
+          f"after it {first_ms:.0f} ms, the next {next_ms:.1f} ms\n" + text[text.find("ncalls"):], flush=True)
+    return {"add_s": add_s, "first_query_ms": first_ms, "next_query_ms": next_ms}
 
 
 # ------------------------------------------------------------------------- main
