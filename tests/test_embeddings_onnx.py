@@ -237,14 +237,14 @@ def test_int8_onnx_is_close_to_sentence_transformers(reference, onnx_int8):
 
 
 @pytest.mark.slow
-def test_order_preserved_with_length_batching(onnx_fp32):
+def test_order_preserved_with_length_batching_and_parallel_batches(onnx_fp32):
     rng = np.random.default_rng(0)
     texts = [" ".join(["word"] * int(n)) + f" {i}" for i, n in enumerate(rng.integers(1, 120, 23))] + EN + ZH
     rng.shuffle(texts)
     one_by_one = np.stack([onnx_fp32.model.encode([t], batch_size=1)[0] for t in texts])
     batched = onnx_fp32.model.encode(texts, batch_size=3)
     assert np.allclose(batched, one_by_one, atol=1e-5)
-    assert np.allclose(MiniLMEmbeddings(backend="onnx", cache_dir=_CACHE["dir"], batch_size=5).encode(texts),
+    assert np.allclose(MiniLMEmbeddings(backend="onnx", cache_dir=_CACHE["dir"], batch_size=5, threads=3).encode(texts),
                        one_by_one, atol=1e-5)
 
 

@@ -68,9 +68,9 @@ class MiniLMEmbeddings(Embeddings):
         normalize: L2-normalise vectors (cosine similarity == dot product). The bundled
             folder ends with a ``Normalize`` module, so its vectors are unit length anyway.
         max_seq_length: override the model's truncation length (MiniLM: 256 word pieces).
-        threads: CPU threads. ONNX: the session's intra-op threads (``None``: one per
-            core). sentence-transformers: ``torch.set_num_threads`` at load time, which
-            is process-wide in PyTorch (``None`` leaves it alone).
+        threads: CPU threads. ONNX: batches run in parallel, one thread each (``None``:
+            one per available CPU). sentence-transformers: ``torch.set_num_threads`` at
+            load time, which is process-wide in PyTorch (``None`` leaves it alone).
         cache_dir: where ONNX exports are cached (default ``$SWRAG_CACHE`` or
             ``~/.cache/swrag``).
 

@@ -34,6 +34,7 @@ import tempfile
 import threading
 import uuid
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -76,6 +77,13 @@ _SUPPORTED_MODULES = {
     "sentence_transformers.models.Normalize",
 }
 _lock = threading.RLock()  # one export at a time in this process (int8 builds fp32 inside it)
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _default_cache_dir() -> Path:
@@ -423,8 +431,11 @@ class OnnxSentenceEncoder:
     Args:
         model_path: a sentence-transformers folder.
         variant: ``"fp32"`` or ``"int8"``.
-        threads: ONNX Runtime intra-op threads (``None``: ONNX Runtime's default, one
-            per physical core).
+        threads: batches run at once, each on one thread (``None``: one per available
+            CPU). Running whole batches in parallel on a single-threaded session used
+            less CPU and gave more throughput than ONNX Runtime's intra-op threads for
+            these small matrices (int8, 2 threads: 734 vs 633 chunks/s, 371 vs 319
+            chunks per CPU-second); a single batch (e.g. one query) runs on one thread.
         cache_dir: export cache root (default ``$SWRAG_CACHE`` or ``~/.cache/swrag``).
         max_seq_length: override the folder's truncation length.
         normalize: L2-normalise even if the folder has no ``Normalize`` module.
@@ -460,6 +471,8 @@ class OnnxSentenceEncoder:
         self._tokenizer: Any = None
         self._pad_id = 0
         self._inputs: tuple[str, ...] = ()
+        self._workers = threads or _cpu_count()
+        self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     @property
@@ -476,7 +489,8 @@ class OnnxSentenceEncoder:
                     tokenizer, pad_id = _load_tokenizer(self.config)
                     path = ensure_onnx_model(self.model_path, self.variant, self.cache_dir)
                     options = ort.SessionOptions()
-                    options.intra_op_num_threads = self.threads or 0
+                    # one thread per run: batches run in parallel instead (see ``threads``)
+                    options.intra_op_num_threads = 1
                     options.inter_op_num_threads = 1
                     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -505,10 +519,24 @@ class OnnxSentenceEncoder:
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(-lengths, kind="stable")  # longest first: padding only within similar lengths
         out = np.empty((len(encodings), self.dimension), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
+        batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+        def run(rows: np.ndarray) -> None:
             out[rows] = self._run([encodings[i] for i in rows], int(lengths[rows[0]]))
+
+        if len(batches) == 1 or self._workers == 1:
+            for rows in batches:
+                run(rows)
+        else:
+            list(self._pool_executor().map(run, batches))
         return out
+
+    def _pool_executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="swrag-onnx")
+        return self._executor
 
     def _run(self, encodings: list[Any], width: int) -> np.ndarray:
         n = len(encodings)
