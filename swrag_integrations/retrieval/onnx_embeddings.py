@@ -70,6 +70,10 @@ _INT8_RECIPE = {
     "op_types": ["MatMul"],
     "keep_fp32": ["/encoder/layer.0/output/dense/MatMul"],
 }
+# ONNX Runtime's SkipLayerNormalization kernel was slower than the Add + LayerNormalization
+# it replaces: without that fusion the int8 model embeds 15-20% more chunks per CPU-second
+# (fp32: no difference). The vectors are the same.
+_DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 _POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len")  # sentence-transformers' concat order
 _SUPPORTED_MODULES = {
     "sentence_transformers.models.Transformer",
@@ -495,7 +499,10 @@ class OnnxSentenceEncoder:
                     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
                     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
                     options.log_severity_level = 3
-                    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+                    session = ort.InferenceSession(
+                        str(path), options, providers=["CPUExecutionProvider"],
+                        disabled_optimizers=list(_DISABLED_OPTIMIZERS),
+                    )
                     self._inputs = tuple(i.name for i in session.get_inputs())
                     self._tokenizer, self._pad_id, self.onnx_path = tokenizer, pad_id, path
                     self._session = session
