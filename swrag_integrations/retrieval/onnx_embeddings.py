@@ -10,7 +10,8 @@ Variants:
 * ``"fp32"``: the exported graph as it is (cosine 1.0000 to sentence-transformers).
 * ``"int8"``: dynamic int8 quantization of the weight matrices (``onnxruntime.quantization``,
   ``per_channel=True``, ``MatMul`` only: the embedding tables stay fp32, and so does the
-  first layer's feed-forward output projection, the single most sensitive matrix).
+  first layer's feed-forward output projection, the single most sensitive matrix), built
+  from the cached fp32 export (both stay in the cache: 90 + 60 MB for MiniLM).
   See ``benchmarks/bench_embeddings.py`` for speed and cosine to the reference.
 
 Cache layout and safety: one folder per ``(model files, variant, export code,
@@ -298,9 +299,8 @@ def _quantize_int8(src: Path, out: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     graph = onnx.load(str(src), load_external_data=False).graph
+    # BERT-style node names; another architecture gets every MatMul quantized
     keep = [n.name for n in graph.node if any(n.name.endswith(s) for s in _INT8_RECIPE["keep_fp32"])]
-    if len(keep) != len(_INT8_RECIPE["keep_fp32"]):
-        raise RuntimeError(f"int8 recipe: nodes {_INT8_RECIPE['keep_fp32']} not all found in {src}")
     root = logging.getLogger()
     hush = _DropMessage("pre-processing before quantization")  # onnxruntime logs it on the root logger
     root.addFilter(hush)
