@@ -331,6 +331,10 @@ class SlidingWindowIndex(VectorStore):
                 f"this index was built with {stored}-dimensional embeddings "
                 f"({self.manifest['embedding'].get('name')}); the embedding given now ({name}) makes {dim}: pass the "
                 "embedding the index was built with, or index into a new directory")
+        stored_name = (self.manifest.get("embedding") or {}).get("name")
+        if stored is not None and stored_name and stored_name != name and not stored_name.startswith("migrated"):
+            warnings.warn(f"this index was built with {stored_name}; searching it with {name} (same dimension) "
+                          "gives slightly different vectors", stacklevel=3)
         self._embedding_dim = dim
         self._embedding_checked = True
 
@@ -797,7 +801,10 @@ def _only(kwargs: dict[str, Any], allowed: set[str], where: str) -> None:
 
 
 def _embedding_name(embedding: Any) -> str:
-    for attr in ("model_path", "model_name", "model"):
+    name = getattr(embedding, "model_name", None)
+    if isinstance(name, str) and name:
+        return f"{type(embedding).__name__}:{name}"
+    for attr in ("model_path", "model"):
         value = getattr(embedding, attr, None)
         if isinstance(value, (str, os.PathLike)) and str(value):
             return f"{type(embedding).__name__}:{Path(str(value)).name}"
