@@ -58,6 +58,9 @@ align-items:baseline}
 .row.sel{background:#fff9db}
 .row.on,.row.on:hover{background:var(--hl)}
 .blk{content-visibility:auto;contain-intrinsic-size:auto 600px}
+.vtbl .row{height:22px;padding-top:1px;padding-bottom:1px}
+.vtbl .vbody{position:relative}
+.vtbl .vrows{position:absolute;left:0;right:0;top:0}
 .num{text-align:right}
 .tag{display:inline-block;border-radius:9px;padding:0 7px;font-size:11.5px;line-height:17px;font-weight:600}
 .t-in{background:var(--ctx);color:#2b8a3e}.t-part{background:#fff3bf;color:#9c6500}
@@ -171,34 +174,75 @@ SCRIPT = r"""
     say(link, what + ": characters " + a + "\u2013" + b + " (" + (b - a) + ")" +
         (els.length ? "" : " \u2014 not shown on this page"));
   }
-  // the window rows of a panel that cover one offset of its document
-  function covering(panel, doc, off) {
-    var rows = panel.querySelectorAll('.row[data-goto]'), out = [];
-    for (var i = 0; i < rows.length; i++) {
-      if (rows[i].getAttribute("data-doc") !== doc) continue;
-      var p = rows[i].getAttribute("data-goto").split(":");
-      if (+p[0] <= off && off < +p[1]) out.push(rows[i]);
-    }
-    return out;
+  // page data (window tables): numbers only, read from a JSON block
+  var data = {}, dataEl = d.getElementById("swrag-data");
+  if (dataEl) { try { data = JSON.parse(dataEl.textContent); } catch (err) { data = {}; } }
+  // a table of windows drawn lazily: only the rows near the visible part exist
+  var ROW = 22, tables = [];
+  function Table(box) {
+    var t = (data.tables || {})[box.getAttribute("data-table")] || {start: [], end: [], tokens: []};
+    var self = this;
+    this.box = box; this.t = t; this.n = t.start.length; this.doc = box.getAttribute("data-doc");
+    this.body = box.querySelector(".vbody"); this.rows = box.querySelector(".vrows");
+    this.head = box.querySelector(".row.head");
+    this.body.style.height = (this.n * ROW) + "px";
+    this.sel = {}; this.on = -1; this.first = -1; this.last = -1;
+    box.addEventListener("scroll", function () { self.draw(false); }, {passive: true});
+    this.draw(true);
   }
-  var selected = [];
+  Table.prototype.draw = function (force) {
+    var top = this.box.scrollTop - (this.head ? this.head.offsetHeight : 0), h = this.box.clientHeight || 400;
+    var first = Math.max(0, Math.floor(top / ROW) - 10), last = Math.min(this.n, Math.ceil((top + h) / ROW) + 10);
+    if (!force && first === this.first && last === this.last) return;
+    this.first = first; this.last = last;
+    var frag = d.createDocumentFragment(), t = this.t;
+    for (var i = first; i < last; i++) {
+      var r = d.createElement("div");
+      r.className = "row" + (this.sel[i] ? " sel" : "") + (this.on === i ? " on" : "");
+      r.tabIndex = 0;
+      r.setAttribute("data-doc", this.doc);
+      r.setAttribute("data-goto", t.start[i] + ":" + t.end[i]);
+      r.setAttribute("data-i", String(i));
+      r.setAttribute("data-what", "window " + i);
+      [i, t.start[i], t.end[i], t.end[i] - t.start[i], t.tokens[i]].forEach(function (v) {
+        var c = d.createElement("span"); c.className = "num"; c.textContent = String(v); r.appendChild(c);
+      });
+      frag.appendChild(r);
+    }
+    this.rows.style.transform = "translateY(" + (first * ROW) + "px)";
+    while (this.rows.firstChild) this.rows.removeChild(this.rows.firstChild);
+    this.rows.appendChild(frag);
+  };
+  Table.prototype.scrollTo = function (i) {
+    this.box.scrollTop = Math.max(0, i * ROW - 2 * ROW);
+    this.draw(true);
+  };
+  Table.prototype.covering = function (off) {
+    var out = [], t = this.t;
+    for (var i = 0; i < this.n; i++) if (t.start[i] <= off && off < t.end[i]) out.push(i);
+    return out;
+  };
+  d.querySelectorAll(".vtbl[data-table]").forEach(function (box) { box.swragTable = new Table(box); tables.push(box.swragTable); });
   d.addEventListener("click", function (ev) {
     var t = ev.target.closest ? ev.target.closest("[data-goto]") : null;
-    if (t) { ev.preventDefault(); go(t); return; }
+    if (t) {
+      ev.preventDefault();
+      var box = t.closest(".vtbl");
+      if (box && box.swragTable) { box.swragTable.on = +t.getAttribute("data-i"); }
+      go(t);
+      return;
+    }
     var s = ev.target.closest ? ev.target.closest(".s") : null;
     var panel = s && s.closest(".panel");
-    if (!s || !panel || !panel.querySelector(".tbl[data-windows]")) return;
-    var doc = s.closest(".doc").getAttribute("data-doc");
-    var off = +s.getAttribute("data-start");
-    selected.forEach(function (r) { r.classList.remove("sel"); });
-    selected = covering(panel, doc, off);
-    selected.forEach(function (r) { r.classList.add("sel"); });
-    if (selected.length) {
-      var tbl = panel.querySelector(".tbl[data-windows]"), r = selected[0];
-      tbl.scrollTop += r.getBoundingClientRect().top - tbl.getBoundingClientRect().top - 30;
-    }
-    say(s, "characters " + off + "\u2013" + s.getAttribute("data-end") + " are in " + (selected.length ? "window" + (selected.length > 1 ? "s " : " ") +
-        selected.map(function (r) { return r.getAttribute("data-i"); }).join(", ") : "no window"));
+    var tb = panel && panel.querySelector(".vtbl");
+    if (!s || !tb || !tb.swragTable) return;
+    var table = tb.swragTable, off = +s.getAttribute("data-start");
+    var hits = table.covering(off);
+    table.sel = {};
+    hits.forEach(function (i) { table.sel[i] = true; });
+    if (hits.length) table.scrollTo(hits[0]); else table.draw(true);
+    say(s, "characters " + off + "\u2013" + s.getAttribute("data-end") + " are in " +
+        (hits.length ? "window" + (hits.length > 1 ? "s " : " ") + hits.join(", ") : "no window"));
   });
   d.addEventListener("keydown", function (ev) {
     var t = ev.target.closest ? ev.target.closest("[data-goto]") : null;
@@ -211,27 +255,32 @@ SCRIPT = r"""
     });
   });
   // linked scrolling of side-by-side documents: the other pane shows the same offset
-  var linked = d.querySelectorAll(".doc.linked"), busy = false, link = d.getElementById("link-scroll");
+  var linked = d.querySelectorAll(".doc.linked"), link = d.getElementById("link-scroll");
   function topOffset(pane) {
     var r = pane.getBoundingClientRect();
-    var el = d.elementFromPoint(r.left + 16, r.top + 12);
-    el = el && el.closest ? el.closest(".s") : null;
-    return el && pane.contains(el) ? +el.getAttribute("data-start") : null;
+    for (var dy = 6; dy < Math.min(r.height, 160); dy += 6) {
+      for (var dx = 14; dx < Math.min(r.width, 200); dx += 40) {
+        var el = d.elementFromPoint(r.left + dx, r.top + dy);
+        el = el && el.closest ? el.closest(".s") : null;
+        if (el && pane.contains(el)) return +el.getAttribute("data-start");
+      }
+    }
+    return null;
   }
   linked.forEach(function (pane) {
     pane.addEventListener("scroll", function () {
-      if (busy || (link && !link.checked)) return;
+      if ((link && !link.checked) || performance.now() < (pane.swragQuietUntil || 0)) return;
       var off = topOffset(pane);
       if (off === null) return;
-      busy = true;
       linked.forEach(function (other) {
         if (other === pane) return;
         var seg = segmentAt(other.getAttribute("data-doc"), off);
-        if (seg) other.scrollTop += seg.getBoundingClientRect().top - other.getBoundingClientRect().top - 8;
+        if (!seg) return;
+        other.swragQuietUntil = performance.now() + 250;  // its own scroll event must not drive us back
+        other.scrollTop += seg.getBoundingClientRect().top - other.getBoundingClientRect().top - 8;
       });
-      requestAnimationFrame(function () { busy = false; });
     }, {passive: true});
   });
-  window.swrag = {show: show, segments: segments};
+  window.swrag = {show: show, segments: segments, tables: tables};
 })();
 """

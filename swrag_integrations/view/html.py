@@ -22,7 +22,7 @@ this module, so one set of rules holds everywhere:
 * **CR and other characters HTML cannot carry.** The HTML parser turns a raw CR (and
   CRLF) into LF and drops U+0000. A CR is therefore written as the character reference
   ``&#13;`` (which the parser keeps as U+000D), other C0/C1 controls, DEL, bidi and
-  zero-width controls as themselves (or their reference) inside ``<span class="cc"
+  zero-width controls as themselves inside ``<span class="cc"
   data-sym=SYMBOL>``, which CSS shows visibly (``␍``, ``␀``, ``⟨U+202E⟩``, ...) through a
   pseudo-element that is not part of the DOM text; U+0000 and lone surrogates are put
   into the DOM by the page's script (``data-fix``). So the DOM text of every segment
@@ -67,6 +67,7 @@ __all__ = [
     "page",
     "iframe",
     "marked_regions",
+    "region_text",
 ]
 
 PAGE_CHARS = 16_384  # characters per lazily rendered page (cut after a newline when one is near)
@@ -95,10 +96,10 @@ def _special_html(match: re.Match) -> str:
     if cp == 0 or 0xD800 <= cp <= 0xDFFF:
         # cannot exist in an HTML document's text: the page's script puts it into the DOM
         return f'<span class="cc" data-sym="{sym}" data-fix="{cp:x}"></span>'
-    if cp < 0x20 or cp == 0x7F:
-        body = f"&#{cp};"  # a reference keeps CR (a raw CR would become LF)
-    else:
-        body = ch  # C1 as a reference would map to windows-1252 (&#128; is the euro sign)
+    # CR as a reference (a raw CR would become LF); every other control as itself: the
+    # parser keeps it, while references to C1 map to windows-1252 (&#128; is the euro sign)
+    # and some parsers drop references to C0 controls.
+    body = "&#13;" if cp == 0x0D else ch
     return f'<span class="cc" data-sym="{sym}">{body}</span>'
 
 
@@ -460,3 +461,23 @@ def marked_regions(document: str) -> list[MarkedRegion]:
     parser.feed(document)
     parser.close()
     return parser.regions
+
+
+def region_text(regions: Sequence[MarkedRegion], doc: str, start: int, end: int) -> str:
+    """The text drawn for ``[start, end)`` of document ``doc``: the concatenated text of
+    its segments (``class="s"``) that lie inside the range, which must tile it exactly
+    (what the page's script highlights for that range).
+
+    Raises:
+        ValueError: the segments inside the range do not tile it (a gap or an overlap).
+    """
+    segs = sorted((r for r in regions if r.doc == doc and "s" in r.classes and start <= r.start and r.end <= end),
+                  key=lambda r: r.start)
+    pos = start
+    for r in segs:
+        if r.start != pos:
+            raise ValueError(f"document {doc!r}: the segments in {start}:{end} do not tile it (gap at {pos})")
+        pos = r.end
+    if pos != end:
+        raise ValueError(f"document {doc!r}: the segments in {start}:{end} do not tile it (they stop at {pos})")
+    return "".join(r.text for r in segs)

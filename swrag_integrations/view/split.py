@@ -20,9 +20,8 @@ from ..windows import DEFAULT_ENCODING, WindowConfig, count_units
 from .html import (MAX_LANES, View, assign_lanes, check_range, coverage, fmt_int, label, lane_css, lane_masks,
                    page, render_doc)
 
-__all__ = ["Layout", "layout_of", "WindowsView", "ROWS_PER_BLOCK"]
+__all__ = ["Layout", "layout_of", "WindowsView"]
 
-ROWS_PER_BLOCK = 200  # table rows per lazily rendered block
 
 
 def _progress(items: Sequence[Any], desc: str) -> Any:
@@ -167,7 +166,7 @@ class WindowsView(View):
         self.layouts = [layout_of(text, item, labels[i] if labels else None) for i, item in enumerate(layouts)]
 
     # ------------------------------------------------------------------ rendering
-    def _panel(self, i: int, lay: Layout, masks_used: set[int]) -> str:
+    def _panel(self, i: int, lay: Layout, masks_used: set[int], tables: dict[str, Any]) -> str:
         text = self.text
         starts, ends = lay.starts, lay.ends
         lanes, needed = assign_lanes(starts.tolist(), ends.tolist())
@@ -207,20 +206,11 @@ class WindowsView(View):
         linked = " linked" if len(self.layouts) > 1 else ""
         doc_html = render_doc(str(i), [(0, text)], cuts, classes, css_class=f"lanes{n_lanes}{linked}")
 
-        # table of windows
-        rows = ['<div class="row head"><span class="num">#</span><span class="num">start</span>'
-                '<span class="num">end</span><span class="num">chars</span><span class="num">tokens</span></div>']
-        block: list[str] = []
-        for w, (a, b, t) in enumerate(zip(starts.tolist(), ends.tolist(), lay.tokens.tolist())):
-            block.append(f'<div class="row" tabindex="0" data-doc="{i}" data-goto="{a}:{b}" data-i="{w}" '
-                         f'data-what="window {w}"><span class="num">{w}</span><span class="num">{a}</span>'
-                         f'<span class="num">{b}</span><span class="num">{b - a}</span><span class="num">{t}</span></div>')
-            if len(block) == ROWS_PER_BLOCK:
-                rows.append('<div class="blk">' + "".join(block) + "</div>")
-                block = []
-        if block:
-            rows.append('<div class="blk">' + "".join(block) + "</div>")
-
+        # table of windows: drawn lazily by the page's script from the numbers in the data block
+        table = ('<div class="row head"><span class="num">#</span><span class="num">start</span>'
+                 '<span class="num">end</span><span class="num">chars</span><span class="num">tokens</span></div>'
+                 '<div class="vbody"><div class="vrows"></div></div>')
+        tables[str(i)] = {"start": starts.tolist(), "end": ends.tolist(), "tokens": lay.tokens.tolist()}
         length = len(text)
         stats = [f"<b>{fmt_int(lay.n)}</b> windows"]
         if lay.n:
@@ -252,11 +242,13 @@ class WindowsView(View):
         return (f'<section class="panel" data-panel="{i}"><h2>{label(lay.label)}</h2>'
                 f'<div class="meta">{stats_html}</div>{toolbar}'
                 '<div class="status">Click a row to highlight its window; click the text to list the windows that '
-                f'hold it.</div>{doc_html}<div class="tbl" data-windows="{lay.n}">{"".join(rows)}</div></section>')
+                f'hold it.</div>{doc_html}<div class="tbl vtbl" data-windows="{lay.n}" data-table="{i}" data-doc="{i}">{table}'
+                '</div></section>')
 
     def to_html(self) -> str:
         masks_used: set[int] = set()
-        panels = [self._panel(i, lay, masks_used) for i, lay in enumerate(self.layouts)]
+        tables: dict[str, Any] = {}
+        panels = [self._panel(i, lay, masks_used, tables) for i, lay in enumerate(self.layouts)]
         n = len(self.layouts)
         text = self.text
         name = self.source or "document"
@@ -271,4 +263,4 @@ class WindowsView(View):
         css.extend(f'.sw[data-lane="{k}"]{{background:var(--c{k})}}' for k in range(MAX_LANES))
         css.append(".tbl[data-windows]{--cols:4em 1fr 1fr 1fr 1fr}")
         body = f'{header}<main class="cols n{min(n, 4)}">{"".join(panels)}</main>'
-        return page(f"swrag view: windows of {name}", body, css="\n".join(css))
+        return page(f"swrag view: windows of {name}", body, css="\n".join(css), data={"tables": tables})
