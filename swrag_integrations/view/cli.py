@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["add_arguments", "run", "write_answer_page", "parse_configs"]
+__all__ = ["add_arguments", "run", "write_answer_page", "parse_configs", "read_source"]
 
 
 def _split_list(value: str, name: str, cast: Any = str) -> list[Any]:
@@ -86,6 +86,20 @@ def write_answer_page(result: Mapping[str, Any], path: str | Path, *, index: Any
     return view.save(path)
 
 
+def read_source(path: Path) -> str:
+    """A UTF-8 text file exactly as the index reads it: a UTF-8 BOM is dropped and line
+    ends are kept (CRLF stays CRLF), so offsets are the index's offsets. (``swrag split``
+    reads with universal newlines, which turns CRLF into LF.)"""
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"expected a file, got a directory: {path}")
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text ({exc})") from exc
+
+
 def _out(args: argparse.Namespace, kind: str) -> Path:
     path = Path(args.out or f"swrag-view-{kind}.html").expanduser()
     if path.is_dir():
@@ -96,11 +110,11 @@ def _out(args: argparse.Namespace, kind: str) -> Path:
 
 
 def _run_split(args: argparse.Namespace) -> int:
-    from ..cli import _read_text, sample_path
+    from ..cli import sample_path
     from .split import WindowsView
 
     path = Path(args.path) if args.path else sample_path()
-    text = _read_text(path)
+    text = read_source(path)
     configs = parse_configs(args.strategy, args.window, args.step, args.unit)
     out = _out(args, "split")
     WindowsView(text, *configs, source=path.name).save(out)
