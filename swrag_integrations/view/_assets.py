@@ -151,13 +151,28 @@ SCRIPT = r"""
     on.forEach(function (el) { el.classList.remove("on"); });
     lit = []; on = [];
   }
+  // scroll an element into view; lazily rendered pages can change size once shown, so
+  // check again on the next frames and scroll again while it is out of view
+  function outOfView(el) {
+    var r = el.getBoundingClientRect(), pane = el.closest(".doc");
+    var p = pane ? pane.getBoundingClientRect() : {top: 0, bottom: innerHeight};
+    return r.bottom < 0 || r.top > innerHeight || r.bottom < p.top || r.top > p.bottom;
+  }
+  function reveal(el, tries) {
+    el.scrollIntoView({block: "center", inline: "nearest"});
+    if (tries > 0) {
+      requestAnimationFrame(function () {
+        if (el.classList.contains("hl-first") && outOfView(el)) reveal(el, tries - 1);
+      });
+    }
+  }
   function show(doc, a, b, link) {
     clear();
     lit = segments(String(doc), a, b);
     lit.forEach(function (el) { el.classList.add("hl", "flash"); });
     if (lit.length) {
       lit[0].classList.add("hl-first");
-      lit[0].scrollIntoView({block: "center", inline: "nearest"});
+      reveal(lit[0], 4);
     }
     if (link) { link.classList.add("on"); on.push(link); }
     return lit;
