@@ -120,7 +120,34 @@ def test_spans_outside_their_source_are_refused(index):
     with pytest.raises(ValueError, match="window: span"):
         RetrievalView("q", [moved], [], view.sources)
     with pytest.raises(ValueError, match="no text given"):
-        RetrievalView("q", view.hits, view.spans, {})
+        RetrievalView("q", view.hits, [], {})
+    tight = RetrievalView.from_index(index, "Did the ships see the beam of the lamp?", k_child=15, budget_tokens=60)
+    lost = [h for h in tight.hits if hit_status(h, tight.spans).status == "cut"]
+    assert lost
+    with pytest.raises(ValueError, match="outside the spans given|no text given"):
+        RetrievalView("q", lost, tight.spans, {})  # without the source text, a cut hit cannot be drawn
+
+
+def test_spans_alone_assembled_context_and_retriever_documents(index):
+    from swrag_integrations.retrieval.assemble import assemble_context
+
+    retriever = WindowedParentRetriever(index=index, budget_tokens=250)
+    docs = retriever.invoke("Did the ships see the beam of the lamp?")
+    for spans in (docs, assemble_context(docs, 250)):
+        view = RetrievalView.from_spans(spans, "Did the ships see the beam of the lamp?")
+        document = view.to_html()
+        regions = marked_regions(document)
+        docs_ = doc_ids(view)
+        for d in docs:
+            sid = d.metadata["source_id"]
+            a, b = d.metadata["start_index"], d.metadata["end_index"]
+            assert region_text(regions, docs_[sid], a, b) == d.page_content
+        assert "excerpts only" in document and "Spans only" in document
+    assert RetrievalView.from_spans(assemble_context(docs, 250)).budget_tokens == 250
+    a = ContextSpan("s", 0, 5, "abcde")
+    b = ContextSpan("s", 3, 7, "dXfg")
+    with pytest.raises(ValueError, match="disagree at offset 4"):
+        RetrievalView.from_spans([a, b])
 
 
 def test_hostile_source_and_question_are_inert(index):

@@ -84,6 +84,13 @@ def test_split_results_of_the_langchain_splitters():
         a, b = d.metadata["start_index"], d.metadata["end_index"]
         assert region_text(regions, "0", a, b) == d.page_content
     assert "DDS documents" in document and "Windows of zh.txt" in document
+    from swrag_integrations.llama_index import DynamicWindowNodeParser
+
+    splitter = DynamicStepTextSplitter(window_size=24, step=2)
+    parser = DynamicWindowNodeParser(window_size=20, step=5)
+    data = page_data(WindowsView(ZH, splitter, parser).to_html())["tables"]
+    assert data["0"]["start"] == [d.metadata["start_index"] for d in docs]
+    assert data["1"]["end"] == [b for _, b in WindowConfig("DFS", 20, 5).spans(ZH)]
     pairs = [(0, 5), (3, 9)]
     assert page_data(WindowsView("abcdefghij", pairs).to_html())["tables"]["0"]["start"] == [0, 3]
 

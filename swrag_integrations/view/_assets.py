@@ -84,10 +84,12 @@ border-left:1px dotted #98a2b3;margin-right:1px}
 .no-bands .s{background-image:none!important}
 .no-bounds .ws{border-left:0}
 /* retrieval view */
+.rv{--c0:#3b5bdb;--c1:#1098ad;--c2:#7048e8;--c3:#1c7ed6;--c4:#5c7cfa;--c5:#0b7285;--c6:#9775fa;--c7:#4dabf7}
 .ctx{background-color:var(--ctx)}
-.hit{text-decoration:underline 3px var(--hit);text-underline-offset:3px;font-weight:600}
-.cut{text-decoration:underline wavy 2px var(--cut);text-underline-offset:3px;color:#a61e4d}
+.hit{background-color:#8ce99a;font-weight:600}
+.cut{background-color:#ffe3e3;text-decoration:underline wavy 1.5px var(--cut);text-underline-offset:2px;color:#a61e4d}
 .win{color:#212529}.out{color:#868e96}
+.picked{outline:2px solid #1c7ed6;outline-offset:1px}
 /* answer view */
 .answer{font-size:15px;line-height:1.9;white-space:pre-wrap;overflow-wrap:anywhere;padding:10px 12px;
 border:1px solid var(--line);border-radius:6px;background:#fff}
@@ -251,6 +253,8 @@ SCRIPT = r"""
     var panel = s && s.closest(".panel");
     var tb = panel && panel.querySelector(".vtbl");
     if (!s || !tb || !tb.swragTable) return;
+    d.querySelectorAll(".picked").forEach(function (el) { el.classList.remove("picked"); });
+    s.classList.add("picked");
     var table = tb.swragTable, off = +s.getAttribute("data-start");
     var hits = table.covering(off);
     table.sel = {};

@@ -40,7 +40,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .html import View, check_range, coverage, fmt_int, label, merge_ranges, page, render_doc, text_html
+from .html import (View, check_range, coverage, fmt_int, label, merge_ranges, page, pieces_from_texts, render_doc,
+                   text_at, text_html)
 
 __all__ = ["AnswerView", "SourceSpan", "SupportSpan", "Sentence", "Claim"]
 
@@ -339,27 +340,20 @@ class AnswerView(View):
                 out[key] = [(a, full[a:b]) for a, b in ranges]
                 continue
             # only the retrieved texts are known: build the excerpts from them, checking they agree
-            chars: dict[int, str] = {}
             known = [(s.start, s.text) for s in spans]
-            inside = []
+            pieces = pieces_from_texts(known, f"source {key!r}")
             for sup in supports:
-                if any(s.start <= sup.start and sup.end <= s.end for s in spans):
-                    inside.append(sup)
+                held = text_at(pieces, sup.start, sup.end)
+                if held is not None:
+                    if sup.text is not None and held != sup.text:
+                        raise ValueError(f"support {sup.start}:{sup.end} of {key!r}: its text is not the retrieved "
+                                         "text at those offsets")
                 elif sup.text is not None:
                     known.append((sup.start, sup.text))
                 else:
                     raise ValueError(f"support {sup.start}:{sup.end} of {key!r} lies outside the retrieved spans and "
                                      "has no text: pass source_texts")
-            for start, text in known:
-                for k, ch in enumerate(text, start):
-                    if chars.setdefault(k, ch) != ch:
-                        raise ValueError(f"the texts given for source {key!r} disagree at offset {k}")
-            for sup in inside:
-                if sup.text is not None and "".join(chars[k] for k in range(sup.start, sup.end)) != sup.text:
-                    raise ValueError(f"support {sup.start}:{sup.end} of {key!r}: its text is not the retrieved "
-                                     "text at those offsets")
-            ranges = merge_ranges([(s, s + len(t)) for s, t in known])
-            out[key] = [(a, "".join(chars[k] for k in range(a, b))) for a, b in ranges]
+            out[key] = pieces_from_texts(known, f"source {key!r}")
         return out
 
     # ------------------------------------------------------------------ rendering

@@ -59,6 +59,8 @@ __all__ = [
     "fmt_int",
     "check_range",
     "merge_ranges",
+    "pieces_from_texts",
+    "text_at",
     "coverage",
     "assign_lanes",
     "lane_masks",
@@ -145,6 +147,41 @@ def merge_ranges(ranges: Iterable[tuple[int, int]], *, touch: int = 0) -> list[t
         else:
             out.append([a, b])
     return [(a, b) for a, b in out]
+
+
+def pieces_from_texts(known: Iterable[tuple[int, str]], what: str) -> list[tuple[int, str]]:
+    """Excerpts ``(start, text)`` of a source whose full text is not known, from pieces of
+    it (e.g. retrieved spans): overlapping or touching pieces are merged; where they
+    overlap their texts must agree.
+
+    Raises:
+        ValueError: two pieces disagree (``what`` names the source in the message).
+    """
+    out: list[tuple[int, str]] = []
+    for start, text in sorted(((int(a), t) for a, t in known), key=lambda p: p[0]):
+        if start < 0:
+            raise ValueError(f"{what}: negative offset {start}")
+        end = start + len(text)
+        if out and start <= out[-1][0] + len(out[-1][1]):
+            s0, t0 = out[-1]
+            e0 = s0 + len(t0)
+            overlap = t0[start - s0:min(e0, end) - s0]
+            if overlap != text[:len(overlap)]:
+                k = next(i for i, (x, y) in enumerate(zip(overlap, text)) if x != y)
+                raise ValueError(f"{what}: the texts given disagree at offset {start + k}")
+            if end > e0:
+                out[-1] = (s0, t0 + text[e0 - start:])
+        else:
+            out.append((start, text))
+    return out
+
+
+def text_at(pieces: Sequence[tuple[int, str]], start: int, end: int) -> str | None:
+    """``source[start:end]`` when one of the excerpts holds it, else ``None``."""
+    for base, text in pieces:
+        if base <= start and end <= base + len(text):
+            return text[start - base:end - base]
+    return None
 
 
 # ------------------------------------------------------------------ regions -> classes

@@ -24,7 +24,7 @@ from ..retrieval.assemble import ContextSpan, count_tokens
 from ..retrieval.protocols import ChildHit
 from ..windows import DEFAULT_ENCODING
 from .html import (MAX_LANES, View, assign_lanes, check_range, coverage, fmt_int, label, lane_css, lane_masks,
-                   merge_ranges, page, render_doc)
+                   merge_ranges, page, pieces_from_texts, render_doc, text_at)
 
 __all__ = ["RetrievalView", "HitStatus", "hit_status"]
 
@@ -82,7 +82,8 @@ class RetrievalView(View):
         hits: stage-1 hits (:class:`~swrag_integrations.retrieval.protocols.ChildHit`).
         spans: the final spans (:class:`~swrag_integrations.retrieval.assemble.ContextSpan`,
             e.g. from :func:`~swrag_integrations.retrieval.parents.spans_for`).
-        sources: ``source_id -> full source text`` for every source of a hit or span.
+        sources: ``source_id -> full source text``; a source without one is drawn from
+            the spans' own texts (excerpts only), and its hits must lie inside them.
         parents: the parents of stage 2 (optional; ``rank_parents`` candidates).
         budget_tokens: the token budget (for the header).
         settings: retrieval settings shown in the header.
@@ -91,13 +92,14 @@ class RetrievalView(View):
 
     Raises:
         ValueError: a hit, window or span lies outside its source text, or a span's text
-            is not ``source[start:end]``; a source text is missing.
+            is not ``source[start:end]``; spans of a source disagree where they overlap; a
+            hit lies outside the spans of a source given without its text.
     """
 
     notebook_height = 760
 
     def __init__(self, question: str, hits: Sequence[ChildHit], spans: Sequence[ContextSpan],
-                 sources: Mapping[str, str], *, parents: Sequence[Any] | None = None,
+                 sources: Mapping[str, str] | None = None, *, parents: Sequence[Any] | None = None,
                  budget_tokens: int | None = None, settings: Mapping[str, Any] | None = None,
                  context_chars: int = 240, encoding_name: str = DEFAULT_ENCODING):
         if not isinstance(question, str):
@@ -108,7 +110,7 @@ class RetrievalView(View):
         self.hits = list(hits)
         self.spans = list(spans)
         self.parents = list(parents) if parents is not None else None
-        self.sources = dict(sources)
+        self.sources = dict(sources or {})
         self.budget_tokens = budget_tokens
         self.settings = dict(settings or {})
         self.context_chars = context_chars
@@ -150,26 +152,50 @@ class RetrievalView(View):
         options.update(overrides)
         return cls.from_index(retriever.index, question, **options)
 
+    @classmethod
+    def from_spans(cls, spans: Any, question: str = "", *, budget_tokens: int | None = None,
+                   sources: Mapping[str, str] | None = None,
+                   encoding_name: str = DEFAULT_ENCODING) -> "RetrievalView":
+        """A view of retrieved spans alone: an ``AssembledContext``, ``ContextSpan`` s, or
+        LangChain Documents with ``source_id``/``source`` and ``start_index``/``end_index``
+        metadata (e.g. what ``WindowedParentRetriever.invoke`` returns). Without
+        ``sources`` each source is drawn from the spans' texts."""
+        if hasattr(spans, "spans") and hasattr(spans, "budget_tokens"):  # an AssembledContext
+            budget_tokens = spans.budget_tokens if budget_tokens is None else budget_tokens
+            spans = spans.spans
+        items = [s if isinstance(s, ContextSpan) else ContextSpan.from_document(s, rank=i)
+                 for i, s in enumerate(spans, 1)]
+        return cls(question, [], items, sources, budget_tokens=budget_tokens, encoding_name=encoding_name)
+
     def _check(self) -> None:
-        def text_of(sid: str, what: str) -> str:
+        self._pieces: dict[str, list[tuple[int, str]]] = {}
+        for sid in dict.fromkeys(s.source_id for s in self.spans):
             if sid not in self.sources:
+                self._pieces[sid] = pieces_from_texts(((s.start, s.text) for s in self.spans if s.source_id == sid),
+                                                      f"spans of source {sid!r}")
+
+        def check(sid: str, start: int, end: int, what: str) -> None:
+            if sid in self.sources:
+                check_range(start, end, len(self.sources[sid]), what)
+            elif sid not in self._pieces:
                 raise ValueError(f"{what}: no text given for source {sid!r}")
-            return self.sources[sid]
+            elif text_at(self._pieces[sid], start, end) is None:
+                raise ValueError(f"{what}: span {start}:{end} lies outside the spans given for source {sid!r} "
+                                 "(pass its text in sources)")
 
         for hit in self.hits:
             what = f"hit {hit.rank} (source {hit.source_id!r}, chunk {hit.chunk_index})"
-            text = text_of(hit.source_id, what)
-            check_range(hit.start, hit.end, len(text), what)
-            check_range(hit.window_start, hit.window_end, len(text), what + " window")
+            check(hit.source_id, hit.start, hit.end, what)
+            check(hit.source_id, hit.window_start, hit.window_end, what + " window")
         for i, span in enumerate(self.spans, 1):
             what = f"span {i} (source {span.source_id!r})"
-            text = text_of(span.source_id, what)
-            a, b = check_range(span.start, span.end, len(text), what)
-            if text[a:b] != span.text:
-                raise ValueError(f"{what}: its text is not the source's characters {a}:{b}")
+            if span.source_id in self.sources:
+                text = self.sources[span.source_id]
+                a, b = check_range(span.start, span.end, len(text), what)
+                if text[a:b] != span.text:
+                    raise ValueError(f"{what}: its text is not the source's characters {a}:{b}")
         for i, cand in enumerate(self.parents or [], 1):
-            text = text_of(cand.source_id, f"parent {i}")
-            check_range(cand.start, cand.end, len(text), f"parent {i} (source {cand.source_id!r})")
+            check(cand.source_id, cand.start, cand.end, f"parent {i} (source {cand.source_id!r})")
 
     # ----------------------------------------------------------------- rendering
     def _source_order(self) -> list[str]:
@@ -185,7 +211,7 @@ class RetrievalView(View):
         return names
 
     def _source_block(self, sid: str, doc: str, name: str, masks_used: set[int]) -> str:
-        text = self.sources[sid]
+        text = self.sources.get(sid)
         hits = [h for h in self.hits if h.source_id == sid]
         spans = [s for s in self.spans if s.source_id == sid]
         parents = [c for c in (self.parents or []) if c.source_id == sid]
@@ -199,7 +225,11 @@ class RetrievalView(View):
         ranges = [(a, b) for a, b in windows] + [(s.start, s.end) for s in spans] + \
                  [(h.start, h.end) for h in hits] + [(c.start, c.end) for c in parents]
         pad = self.context_chars
-        excerpts = merge_ranges(((max(0, a - pad), min(len(text), b + pad)) for a, b in ranges), touch=1)
+        if text is not None:
+            excerpts = merge_ranges(((max(0, a - pad), min(len(text), b + pad)) for a, b in ranges), touch=1)
+            pieces = [(a, text[a:b]) for a, b in excerpts]
+        else:
+            pieces = self._pieces[sid]
         cuts = [x for r in ranges for x in r]
 
         def classes(seg_a: np.ndarray, seg_b: np.ndarray) -> list[str]:
@@ -222,11 +252,12 @@ class RetrievalView(View):
                 out.append(" ".join(parts))
             return out
 
-        doc_html = render_doc(doc, [(a, text[a:b]) for a, b in excerpts], cuts, classes, length=len(text),
-                              css_class=f"lanes{n_lanes}")
+        doc_html = render_doc(doc, pieces, cuts, classes, length=None if text is None else len(text),
+                              css_class=f"rv lanes{n_lanes}")
         in_ctx = sum(b - a for a, b in merge_ranges((s.start, s.end) for s in spans))
+        size = "excerpts only" if text is None else f"{fmt_int(len(text))} characters"
         return (f'<div class="src-title"><h3>{label(name)}</h3><span class="meta">source id {label(sid)} \u00b7 '
-                f"{fmt_int(len(text))} characters \u00b7 {len(hits)} hit chunks \u00b7 {len(windows)} windows \u00b7 "
+                f"{size} \u00b7 {len(hits)} hit chunks \u00b7 {len(windows)} windows \u00b7 "
                 f"{fmt_int(in_ctx)} characters in the context</span></div>{doc_html}")
 
     def _hits_table(self, doc_of: Mapping[str, str], names: Mapping[str, str]) -> str:
@@ -258,8 +289,10 @@ class RetrievalView(View):
                 f'data-what="window of hit {hit.rank}">{hit.lower}\u2013{hit.upper} '
                 f'({hit.window_start}\u2013{hit.window_end})</a></span>'
                 f'<span><span class="tag t-{status}">{tag}</span></span></div>')
-        return ('<div class="tbl hits">' + "".join(rows) + "</div>") if self.hits else \
-            '<p class="meta">No chunk matched.</p>'
+        if not self.hits:
+            return ('<p class="meta">No chunk matched.</p>' if self.parents is not None else
+                    '<p class="meta">Spans only: no stage-1 hits were given.</p>')
+        return '<div class="tbl hits">' + "".join(rows) + "</div>"
 
     def _parents_table(self, doc_of: Mapping[str, str], names: Mapping[str, str]) -> str:
         if not self.parents:
@@ -319,9 +352,9 @@ class RetrievalView(View):
             + (f"<br>{settings}" if settings else "") + "</div></header>"
         )
         legend = ('<div class="toolbar"><span class="legend"><span class="sw ctx-sw"></span> in the context</span>'
-                  '<span class="legend"><span class="sw hit-sw"></span> hit chunk</span>'
+                  '<span class="legend"><span class="sw hit-sw"></span> hit chunk in the context</span>'
                   '<span class="legend"><span class="sw cut-sw"></span> hit chunk cut by the budget</span>'
-                  '<span class="legend"><span class="sw lane" data-lane="0"></span> window of a hit (one line each)'
+                  '<span class="legend"><span class="sw lane win-sw"></span> window of a hit (one line each)'
                   '</span><label><input type="checkbox" data-toggle="bands" checked> bands</label></div>')
         body = (
             f"{header}<main><section class=\"panel\"><h2>Matched chunks (stage 1: BM25 + dense, fused by RRF)</h2>"
@@ -335,6 +368,6 @@ class RetrievalView(View):
         css.append(".tbl.hits{--cols:3.5em minmax(6em,1.2fr) 4em 8em 5em 6.5em 6.5em minmax(10em,1.4fr) 8em}")
         css.append(".tbl.parents{--cols:3.5em minmax(6em,1.2fr) 6em 9em 5em minmax(6em,1fr) 9em}")
         css.append(".tbl.spans{--cols:3.5em minmax(6em,1.2fr) 9em 5em 5em minmax(6em,1fr)}")
-        css.append(".ctx-sw{background:var(--ctx)}.hit-sw{height:3px;background:var(--hit)}"
-                   ".cut-sw{height:3px;background:var(--cut)}h2{margin-top:12px}")
+        css.append(".ctx-sw{background:var(--ctx)}.hit-sw{background:#8ce99a}.cut-sw{background:#ffe3e3;"
+                   "border-bottom:2px solid var(--cut)}.win-sw{background:#3b5bdb}h2{margin-top:12px}")
         return page(f"swrag view: {self.question}", body, css="\n".join(css))

@@ -111,9 +111,25 @@ def _spans_of(text: str, item: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
 
 
+def _config_of(item: Any) -> WindowConfig | None:
+    """The :class:`WindowConfig` of a config, a LangChain splitter (``.config``) or a
+    LlamaIndex node parser (``._config``) of this package."""
+    if isinstance(item, WindowConfig):
+        return item
+    for attr in ("config", "_config"):
+        value = getattr(item, attr, None)
+        if isinstance(value, WindowConfig):
+            return value
+    return None
+
+
 def layout_of(text: str, item: Any, name: str | None = None) -> Layout:
-    """A :class:`Layout` from a :class:`WindowConfig` (its windows are computed) or from a
-    split result (a list of Documents, nodes, Spans or ``(start, end)`` pairs)."""
+    """A :class:`Layout` from a :class:`WindowConfig` or one of the package's splitters or
+    node parsers (its windows are computed), or from a split result (a list of
+    Documents, nodes, Spans or ``(start, end)`` pairs)."""
+    config_of = _config_of(item)
+    if config_of is not None:
+        item = config_of
     if isinstance(item, WindowConfig):
         starts, ends = item.window_arrays(text)
         units = item.unit_bounds(text) if item.strategy in ("DFS", "DDS") else None
@@ -137,7 +153,8 @@ class WindowsView(View):
 
     Args:
         text: the document.
-        *layouts: :class:`WindowConfig` s and/or split results (lists of LangChain
+        *layouts: :class:`WindowConfig` s, the package's splitters or node parsers
+            (``DynamicStepTextSplitter(...)``), and/or split results (lists of LangChain
             Documents with ``start_index``/``end_index``, LlamaIndex nodes, ``Span`` s
             or ``(start, end)`` pairs); default: ``WindowConfig()``.
         labels: a title per layout (default: the configuration, e.g. ``DDS window 128
