@@ -127,10 +127,13 @@ class Opened:
             const visible = r.bottom > 0 && r.top < innerHeight && r.bottom > p.top && r.top < p.bottom;
             return visible ? true : {top: r.top, bottom: r.bottom, pane_top: p.top, pane_bottom: p.bottom};
         }"""
-        try:
-            self.page.wait_for_function(f"({check})() === true", timeout=2000)
-        except Exception:  # noqa: BLE001 - report where it is
-            pytest.fail(f"the highlighted span is not in view: {self.js(check)}")
+        # polled from here: wait_for_function would evaluate a string, which the page's CSP forbids
+        deadline = time.perf_counter() + 2.0
+        where = self.js(check)
+        while where is not True and time.perf_counter() < deadline:
+            self.page.wait_for_timeout(50)
+            where = self.js(check)
+        assert where is True, f"the highlighted span is not in view: {where}"
         return True
 
     def segments(self):

@@ -40,9 +40,9 @@ overflow:auto;padding:8px 12px;border:1px solid var(--line);border-radius:6px;ba
 .gap{display:block;text-align:center;color:var(--muted);font:12px/2 system-ui,sans-serif;
 border-top:1px dashed var(--line);border-bottom:1px dashed var(--line);margin:6px 0;white-space:normal}
 .gap::before{content:attr(data-gap)}
-.cc{unicode-bidi:isolate;color:#c2255c;font:11px/1 ui-monospace,monospace;border:1px solid #f3b7c9;
-border-radius:3px;padding:0 2px;background:#fff0f6}
-.cc::before{content:attr(data-sym)}
+.cc{unicode-bidi:isolate;font-size:0}
+.cc::before{content:attr(data-sym);color:#c2255c;font:600 9.5px/1 ui-monospace,"DejaVu Sans Mono",monospace;
+border:1px solid #f3b7c9;border-radius:3px;padding:0 2px;margin:0 1px;background:#fff0f6;vertical-align:.15em}
 .hl{background-color:var(--hl)!important;outline:1px solid var(--hl-line)}
 .hl-first{box-shadow:-3px 0 0 var(--hl-line)}
 @keyframes flash{0%{background-color:#ffd43b}100%{background-color:var(--hl)}}
@@ -104,7 +104,6 @@ sup.cites{font-size:11px;line-height:0;white-space:nowrap}
 .sup{background-color:var(--sup);border-bottom:2px solid #fab005}
 .quote{border-left:3px solid #fab005;padding:4px 10px;margin:6px 0;background:var(--sup);white-space:pre-wrap}
 ul.plain{margin:6px 0;padding-left:18px}
-.kbd{font:12px ui-monospace,monospace;background:var(--soft);border:1px solid var(--line);border-radius:3px;padding:0 4px}
 """
 
 SCRIPT = r"""

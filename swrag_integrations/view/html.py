@@ -23,8 +23,9 @@ this module, so one set of rules holds everywhere:
   CRLF) into LF and drops U+0000. A CR is therefore written as the character reference
   ``&#13;`` (which the parser keeps as U+000D), other C0/C1 controls, DEL, bidi and
   zero-width controls as themselves inside ``<span class="cc"
-  data-sym=SYMBOL>``, which CSS shows visibly (``␍``, ``␀``, ``⟨U+202E⟩``, ...) through a
-  pseudo-element that is not part of the DOM text; U+0000 and lone surrogates are put
+  data-sym=NAME>``, which CSS shows as a small badge (``CR``, ``NUL``, ``ESC``, ``U+202E``, ...)
+  through a pseudo-element that is not part of the DOM text (the character itself is drawn
+  at size 0); U+0000 and lone surrogates are put
   into the DOM by the page's script (``data-fix``). So the DOM text of every segment
   equals the source, CR included.
 * **Large inputs.** Segments are grouped into pages of about :data:`PAGE_CHARS`
@@ -82,13 +83,19 @@ _SPECIAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2
 _ESCAPE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})
 
 
+_C0_NAMES = ("NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB "
+             "ESC FS GS RS US").split()
+
+
 def _symbol(ch: str) -> str:
+    """The visible name of a special character: ``CR``, ``NUL``, ``DEL``, ``U+202E`` (plain
+    ASCII, so every font shows it; the Control Pictures block ``␍`` is missing from many)."""
     cp = ord(ch)
     if cp < 0x20:
-        return chr(0x2400 + cp)  # ␀ .. ␟
+        return _C0_NAMES[cp]
     if cp == 0x7F:
-        return "\u2421"  # ␡
-    return f"\u27e8U+{cp:04X}\u27e9"  # ⟨U+202E⟩
+        return "DEL"
+    return f"U+{cp:04X}"
 
 
 def _special_html(match: re.Match) -> str:
@@ -119,7 +126,7 @@ def label(value: Any) -> str:
     """``value`` as escaped HTML for names, ids and numbers (text or attribute values):
     control characters become visible symbols (lossy; never used for checked text)."""
     text = str(value)
-    return _SPECIAL.sub(lambda m: _symbol(m.group()), text).translate(_ESCAPE)
+    return _SPECIAL.sub(lambda m: f"\u27e8{_symbol(m.group())}\u27e9", text).translate(_ESCAPE)
 
 
 def fmt_int(value: int) -> str:
