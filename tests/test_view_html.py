@@ -136,11 +136,13 @@ def test_iframe_srcdoc_holds_the_page():
 def test_excerpts_gaps_and_pages():
     text = ("line of text\n" * 3000)  # 39,000 characters: several pages
     pieces = [(0, text[:100]), (20_000, text[20_000:39_000])]
-    document = page("t", render_doc("7", pieces, cuts=[50, 25_000], length=len(text) + 5))
+    document = page("t", render_doc("7", pieces, cuts=[50, 25_000], length=len(text) + 5, lazy=True))
     regions = marked_regions(document)
     assert region_text(regions, "7", 0, 100) == text[:100]
     assert region_text(regions, "7", 20_000, 39_000) == text[20_000:39_000]
-    assert document.count('class="pg"') >= 2
+    assert document.count('class="pg"') >= 2  # pages laid out only near the viewport
+    assert 'class="pg"' not in render_doc("7", pieces)  # short documents: laid out at once
+    assert render_doc("8", [(0, "x" * 200_001)]).count('class="pg"') == 13
     assert 'data-gap="\u22ef 19,900 characters \u22ef"' in document and "\u22ef 5 characters" in document
     with pytest.raises(ValueError, match="tile"):
         region_text(regions, "7", 50, 20_100)

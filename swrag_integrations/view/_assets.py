@@ -163,7 +163,9 @@ SCRIPT = r"""
     el.scrollIntoView({block: "center", inline: "nearest"});
     if (tries > 0) {
       requestAnimationFrame(function () {
-        if (el.classList.contains("hl-first") && outOfView(el)) reveal(el, tries - 1);
+        requestAnimationFrame(function () {
+          if (el.classList.contains("hl-first") && outOfView(el)) reveal(el, tries - 1);
+        });
       });
     }
   }
@@ -173,7 +175,7 @@ SCRIPT = r"""
     lit.forEach(function (el) { el.classList.add("hl", "flash"); });
     if (lit.length) {
       lit[0].classList.add("hl-first");
-      reveal(lit[0], 4);
+      reveal(lit[0], 12);
     }
     if (link) { link.classList.add("on"); on.push(link); }
     return lit;

@@ -29,9 +29,9 @@ this module, so one set of rules holds everywhere:
   into the DOM by the page's script (``data-fix``). So the DOM text of every segment
   equals the source, CR included.
 * **Large inputs.** Segments are grouped into pages of about :data:`PAGE_CHARS`
-  characters (cut after a newline where one is near); pages use CSS
-  ``content-visibility: auto``, so the browser lays out and paints only the pages near
-  the viewport.
+  characters (cut after a newline where one is near); in documents longer than
+  :data:`LAZY_CHARS` the pages use CSS ``content-visibility: auto``, so the browser lays
+  out and paints only the pages near the viewport.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from ._assets import BASE_CSS, SCRIPT
 
 __all__ = [
     "PAGE_CHARS",
+    "LAZY_CHARS",
     "MAX_LANES",
     "View",
     "MarkedRegion",
@@ -73,7 +74,8 @@ __all__ = [
     "region_text",
 ]
 
-PAGE_CHARS = 16_384  # characters per lazily rendered page (cut after a newline when one is near)
+PAGE_CHARS = 16_384  # characters per page (cut after a newline when one is near)
+LAZY_CHARS = 200_000  # documents longer than this get lazily rendered pages
 MAX_LANES = 8  # bands drawn per text line; deeper overlap is shown by shading
 
 # Characters drawn visibly: C0 controls but TAB and LF, DEL, C1 controls, zero-width and
@@ -266,12 +268,12 @@ def lane_css(masks: Iterable[int], prefix: str = "m") -> str:
 
 def _page_cuts(text: str, base: int, page_chars: int) -> list[int]:
     """Absolute offsets where pages of ``text`` (starting at ``base``) end: after the first
-    newline at or past each ``page_chars`` mark, or at the next mark when none is near."""
+    newline within ``page_chars`` past each mark, or at the mark when there is none."""
     cuts = []
     pos = page_chars
     while pos < len(text):
         nl = text.find("\n", pos, pos + page_chars)
-        cut = nl + 1 if nl >= 0 else pos + page_chars
+        cut = nl + 1 if nl >= 0 else pos
         if cut >= len(text):
             break
         cuts.append(base + cut)
@@ -289,6 +291,7 @@ def render_doc(
     inserts: Mapping[int, str] | None = None,
     css_class: str = "",
     page_chars: int = PAGE_CHARS,
+    lazy: bool | None = None,
 ) -> str:
     """One document's text as segments inside ``<div class="doc" data-doc=doc>``.
 
@@ -302,7 +305,14 @@ def render_doc(
         length: the source's length (draws the gap after the last piece).
         inserts: HTML (already escaped) put at an absolute offset, between segments.
         css_class: extra classes of the container.
+        lazy: pages with CSS ``content-visibility: auto`` (laid out only near the
+            viewport); default: when the pieces hold more than :data:`LAZY_CHARS`
+            characters. Short documents are laid out at once, so that positions never
+            move when a page is first drawn.
     """
+    if lazy is None:
+        lazy = sum(len(t) for _, t in pieces) > LAZY_CHARS
+    page_open = '<div class="pg">' if lazy else '<div class="pe">'
     seg_a: list[np.ndarray] = []
     seg_b: list[np.ndarray] = []
     pages: list[np.ndarray] = []
@@ -344,7 +354,7 @@ def render_doc(
             if pg != current_page:
                 if current_page >= 0:
                     out.append("</div>")
-                out.append('<div class="pg">')
+                out.append(page_open)
                 current_page = pg
             if a in inserts and a not in done:
                 out.append(inserts[a])
