@@ -401,12 +401,13 @@ class GroundingChecker:
         core = _TRAILING.sub("", sent.text)
         if len(core) < 8:
             return None
-        for p in passages:
-            at = p.text.find(core)
-            if at >= 0:
-                start = None if p.start is None else p.start + at
-                end = None if p.start is None else p.start + at + len(core)
-                return Support(p.source, p.source_id, start, end, 1.0, core)
+        for quote in dict.fromkeys((sent.text, core)):  # with its final punctuation if the context has it
+            for p in passages:
+                at = p.text.find(quote)
+                if at >= 0:
+                    start = None if p.start is None else p.start + at
+                    end = None if p.start is None else p.start + at + len(quote)
+                    return Support(p.source, p.source_id, start, end, 1.0, quote)
         return None
 
     def _supports(self, items, total, units, vectors, svec) -> tuple[list[Support], float]:
