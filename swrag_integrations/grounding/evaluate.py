@@ -1,0 +1,207 @@
+"""Measure the grounding checker on ``swrag eval`` answers and on hand labels.
+
+``python -m swrag_integrations.grounding.evaluate --records DIR/records.jsonl --data FILE.jsonl
+[--labels docs/eval/grounding_labels.jsonl] [--embeddings] [--out results.json]``
+
+* re-builds each record's retrieved context from its ``spans`` (``source_id``, start,
+  end) and the dataset's documents, grounds the record's ``prediction`` and reports the
+  flag rate (unsupported sentences / checked sentences), unsupported claims per answer
+  and the checker's cost per answer (warm: after one warm-up call that loads jieba);
+* grounds the gold answers of records whose context holds them (:func:`gold_flags`):
+  flags there are false flags;
+* with ``--labels`` (JSON lines: ``dataset``, ``qid``, ``sentence_start``,
+  ``sentence_end``, ``label`` in ``supported``/``unsupported``), the checker's precision
+  and recall at flagging unsupported sentences.
+
+:func:`sample_sentences` draws the sentences to label (seeded, without looking at the
+checker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .align import GroundingChecker
+from .sentences import split_sentences
+
+__all__ = ["load_answers", "ground_records", "summary", "gold_flags", "label_scores", "sample_sentences", "main"]
+
+
+def load_answers(records: str | Path, data: Sequence[str | Path]) -> list[dict]:
+    """Records with a prediction, each with ``passages`` (dicts with exact offsets into its document)."""
+    from ..evaluation.datasets import example_sources, iter_jsonl, load_examples
+
+    texts: dict[str, str] = {}
+    for path in data:
+        for example in load_examples(path):
+            for src in example_sources(example, split=False):
+                texts[src.source_id] = src.text
+    out = []
+    for rec in iter_jsonl(records):
+        if rec.get("prediction") is None:
+            continue
+        passages = []
+        for sid, start, end in rec["spans"]:
+            if sid not in texts:
+                raise ValueError(f"record {rec['qid']}: source {sid} is not in --data")
+            passages.append({"source": rec["dataset"], "source_id": sid, "start_index": start, "end_index": end,
+                             "text": texts[sid][start:end]})
+        out.append({**rec, "passages": passages})
+    return out
+
+
+def ground_records(answers: Iterable[dict], checker: GroundingChecker | None = None) -> list[dict]:
+    """Ground every answer; each gets ``grounded`` (a :class:`GroundedAnswer`) and ``ms``."""
+    checker = checker or GroundingChecker()
+    answers = list(answers)
+    # warm-up: jieba's dictionaries and POS model load once per process
+    checker.check("张伟于1990年在北京大学工作。", ["张伟在北京大学工作。"])
+    out = []
+    for rec in answers:
+        t0 = time.perf_counter()
+        grounded = checker.check(rec["prediction"], rec["passages"], question=rec["question"])
+        out.append({**rec, "grounded": grounded, "ms": (time.perf_counter() - t0) * 1000})
+    return out
+
+
+def summary(grounded: Sequence[dict]) -> dict[str, Any]:
+    """Flag rate, claims per answer, cost per answer (ms)."""
+    sentences = [s for r in grounded for s in r["grounded"].sentences]
+    checked = [s for s in sentences if s.supported is not None]
+    flagged = [s for s in checked if s.supported is False]
+    ms = [r["ms"] for r in grounded]
+    claims = [r["grounded"].unsupported_claims for r in grounded]
+    gen = [r.get("generate_seconds") or 0.0 for r in grounded]
+    return {
+        "answers": len(grounded),
+        "sentences": len(sentences),
+        "checked": len(checked),
+        "flagged": len(flagged),
+        "flag_rate": len(flagged) / len(checked) if checked else None,
+        "flagged_low_support": sum(1 for s in flagged if "low_support" in s.reasons),
+        "flagged_claims_only": sum(1 for s in flagged if s.reasons == ["unsupported_claims"]),
+        "unsupported_claims_per_answer": statistics.mean(len(c) for c in claims) if claims else None,
+        "unsupported_numbers_per_answer": statistics.mean(
+            sum(1 for x in c if x.kind in ("number", "date")) for c in claims) if claims else None,
+        "unsupported_names_per_answer": statistics.mean(
+            sum(1 for x in c if x.kind == "name") for c in claims) if claims else None,
+        "ms_per_answer_median": statistics.median(ms) if ms else None,
+        "ms_per_answer_mean": statistics.mean(ms) if ms else None,
+        "ms_per_answer_max": max(ms) if ms else None,
+        "generate_seconds_median": statistics.median(gen) if gen else None,
+    }
+
+
+def gold_flags(answers: Sequence[dict], checker: GroundingChecker | None = None) -> dict[str, Any]:
+    """Ground the first gold answer of each record whose retrieved context holds all of it
+    (``context_recall == 1``): every flag there is a false flag of the checker."""
+    checker = checker or GroundingChecker()
+    sentences = flagged = answers_n = 0
+    examples = []
+    for rec in answers:
+        if (rec.get("context_recall") or 0.0) < 1.0 or not rec.get("answers"):
+            continue
+        answers_n += 1
+        grounded = checker.check(rec["answers"][0], rec["passages"], question=rec["question"])
+        checked = grounded.checked
+        sentences += len(checked)
+        bad = [s for s in checked if s.supported is False]
+        flagged += len(bad)
+        examples += [{"qid": rec["qid"], "sentence": s.text, "reasons": s.reasons,
+                      "claims": [c.text for c in s.unsupported_claims], "score": s.score} for s in bad]
+    return {"answers": answers_n, "sentences": sentences, "flagged": flagged,
+            "false_flag_rate": flagged / sentences if sentences else None, "flagged_examples": examples}
+
+
+def label_scores(grounded: Sequence[dict], labels: Iterable[dict]) -> dict[str, Any]:
+    """Precision/recall of flagging ``unsupported`` sentences against hand labels."""
+    by_key = {(r["dataset"], r["qid"]): r for r in grounded}
+    tp = fp = fn = tn = skipped = 0
+    rows = []
+    for lab in labels:
+        rec = by_key.get((lab["dataset"], lab["qid"]))
+        if rec is None:
+            raise ValueError(f"label for {lab['dataset']}/{lab['qid']} has no record")
+        match = [s for s in rec["grounded"].sentences
+                 if (s.start, s.end) == (lab["sentence_start"], lab["sentence_end"])]
+        if not match:
+            raise ValueError(f"label {lab['qid']} {lab['sentence_start']}-{lab['sentence_end']}: no such sentence")
+        s = match[0]
+        truth = lab["label"] == "unsupported"
+        if s.supported is None:
+            skipped += 1
+            rows.append({**lab, "checker": None})
+            continue
+        flagged = s.supported is False
+        tp += truth and flagged
+        fp += (not truth) and flagged
+        fn += truth and not flagged
+        tn += (not truth) and not flagged
+        rows.append({**lab, "checker": "unsupported" if flagged else "supported", "score": s.score,
+                     "reasons": s.reasons})
+    precision = tp / (tp + fp) if tp + fp else None
+    recall = tp / (tp + fn) if tp + fn else None
+    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "unchecked": skipped, "precision": precision, "recall": recall,
+            "rows": rows}
+
+
+def sample_sentences(answers: Sequence[dict], n_per_dataset: int, seed: int = 0) -> list[dict]:
+    """``n_per_dataset`` answer sentences per dataset, drawn uniformly (seeded) over all sentences."""
+    rng = random.Random(seed)
+    out = []
+    for dataset in sorted({a["dataset"] for a in answers}):
+        pool = [(a, s) for a in answers if a["dataset"] == dataset for s in split_sentences(a["prediction"])]
+        for a, s in rng.sample(pool, min(n_per_dataset, len(pool))):
+            out.append({"dataset": dataset, "qid": a["qid"], "question": a["question"], "sentence": s.text,
+                        "sentence_start": s.start, "sentence_end": s.end,
+                        "context_offsets": [[p["source_id"], p["start_index"], p["end_index"]] for p in a["passages"]]})
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m swrag_integrations.grounding.evaluate", description=__doc__)
+    parser.add_argument("--records", action="append", required=True, help="records.jsonl of a generating swrag eval run")
+    parser.add_argument("--data", action="append", required=True, help="the dataset JSONL files of those runs")
+    parser.add_argument("--labels", default=None, help="hand labels (JSON lines)")
+    parser.add_argument("--embeddings", action="store_true", help="mix the bundled MiniLM embeddings into the score")
+    parser.add_argument("--threshold", type=float, default=0.6)
+    parser.add_argument("--sample", type=int, default=None, metavar="N",
+                        help="print N sentences per dataset to label (JSON lines) and stop")
+    parser.add_argument("--out", default=None, help="write the figures as JSON here")
+    args = parser.parse_args(argv)
+    answers = [a for path in args.records for a in load_answers(path, args.data)]
+    if args.sample:
+        for row in sample_sentences(answers, args.sample):
+            print(json.dumps(row, ensure_ascii=False))
+        return 0
+    embeddings = None
+    if args.embeddings:
+        from ..retrieval.embeddings import default_embeddings
+
+        embeddings = default_embeddings()
+    checker = GroundingChecker(threshold=args.threshold, embeddings=embeddings)
+    grounded = ground_records(answers, checker)
+    figures: dict[str, Any] = {"checker": checker.method, "threshold": args.threshold}
+    for dataset in sorted({r["dataset"] for r in grounded}):
+        figures[dataset] = summary([r for r in grounded if r["dataset"] == dataset])
+    figures["all"] = summary(grounded)
+    for dataset in sorted({r["dataset"] for r in grounded}):
+        figures[dataset]["gold_answers"] = gold_flags([a for a in answers if a["dataset"] == dataset], checker)
+    if args.labels:
+        labels = [json.loads(line) for line in Path(args.labels).read_text(encoding="utf-8").splitlines() if line.strip()]
+        figures["labels"] = label_scores(grounded, labels)
+    text = json.dumps(figures, ensure_ascii=False, indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
