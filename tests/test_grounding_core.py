@@ -131,8 +131,11 @@ def test_numbers_match_across_notations():
     assert facts.supports(Claim("31", "number", 0, 2))
     assert facts.supports(Claim("1200", "number", 0, 4))
     assert not facts.supports(Claim("60", "number", 0, 2))
+    assert not ContextFacts(["silenced in 2003"]).supports(Claim("20", "number", 0, 2))  # not a piece of 2003
+    assert ContextFacts(["silenced in 2003."]).supports(Claim("2003", "date", 0, 4))
     assert chinese_numeral_value("三万五千") == 35000 and chinese_numeral_value("一九八九") == 1989
     assert chinese_numeral_value("十五") == 15 and chinese_numeral_value("abc") is None
+    assert chinese_numeral_value("万") == 10000 and chinese_numeral_value("两万") == 20000
     assert number_values("sixty-two and 3.5") == {62.0, 3.5}
 
 

@@ -100,7 +100,10 @@ def chinese_numeral_value(text: str) -> int | None:
             number = 0
         else:
             big = _CN_BIG[ch]
-            total = (total + section + number) * big if big > 10_000 else total + (section + number) * big
+            if big > 10_000:
+                total = ((total + section + number) or 1) * big
+            else:
+                total += ((section + number) or 1) * big
             section = number = 0
     return total + section + number
 
@@ -339,7 +342,16 @@ class ContextFacts:
             self.months.add(int(raw) if raw.isdigit() else (chinese_numeral_value(raw) or 0))
 
     def _has_text(self, text: str) -> bool:
-        return " ".join(unicodedata.normalize("NFKC", text).casefold().split()) in self.folded
+        """``text`` occurs in the context (case-folded; a digit at either end must not
+        continue a longer number there: "20" is not in "2003")."""
+        folded = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+        if not folded:
+            return False
+        if not (folded[0].isdigit() or folded[-1].isdigit()):
+            return folded in self.folded
+        left = r"(?<![\d.,])" if folded[0].isdigit() else ""
+        right = r"(?![\d])" if folded[-1].isdigit() else ""
+        return re.search(left + re.escape(folded) + right, self.folded) is not None
 
     def supports(self, claim: Claim) -> bool:
         """Does the context hold ``claim`` (see the module docstring)?"""

@@ -33,11 +33,14 @@ from .sentences import split_sentences
 __all__ = ["load_answers", "ground_records", "summary", "gold_flags", "label_scores", "sample_sentences", "main"]
 
 
-def load_answers(records: str | Path, data: Sequence[str | Path]) -> list[dict]:
-    """Records with a prediction, each with ``passages`` (dicts with exact offsets into its document)."""
+def load_answers(records: str | Path, data: Sequence[str | Path] = (),
+                 sources: dict[str, str] | None = None) -> list[dict]:
+    """Records with a prediction, each with ``passages`` (dicts with exact offsets into its
+    document). Documents come from the dataset files ``data`` and from ``sources``
+    (``source_id -> text``)."""
     from ..evaluation.datasets import example_sources, iter_jsonl, load_examples
 
-    texts: dict[str, str] = {}
+    texts: dict[str, str] = dict(sources or {})
     for path in data:
         for example in load_examples(path):
             for src in example_sources(example, split=False):
@@ -99,16 +102,23 @@ def summary(grounded: Sequence[dict]) -> dict[str, Any]:
 
 
 def gold_flags(answers: Sequence[dict], checker: GroundingChecker | None = None) -> dict[str, Any]:
-    """Ground the first gold answer of each record whose retrieved context holds all of it
-    (``context_recall == 1``): every flag there is a false flag of the checker."""
+    """Ground, per record, the first gold answer whose tokens all occur in the retrieved
+    context (:func:`~swrag_integrations.evaluation.metrics.context_recall` of 1 for that
+    answer alone): the context supports it, so a flag there is most likely a false flag
+    (a token match does not prove support; see the examples returned)."""
+    from ..evaluation.metrics import context_recall
+
     checker = checker or GroundingChecker()
     sentences = flagged = answers_n = 0
     examples = []
     for rec in answers:
-        if (rec.get("context_recall") or 0.0) < 1.0 or not rec.get("answers"):
+        context = "\n\n".join(p["text"] for p in rec["passages"])
+        gold = next((g for g in rec.get("answers") or []
+                     if context_recall(context, [g], rec.get("language", "en")) >= 1.0), None)
+        if gold is None:
             continue
         answers_n += 1
-        grounded = checker.check(rec["answers"][0], rec["passages"], question=rec["question"])
+        grounded = checker.check(gold, rec["passages"], question=rec["question"])
         checked = grounded.checked
         sentences += len(checked)
         bad = [s for s in checked if s.supported is False]
@@ -120,9 +130,15 @@ def gold_flags(answers: Sequence[dict], checker: GroundingChecker | None = None)
 
 
 def label_scores(grounded: Sequence[dict], labels: Iterable[dict]) -> dict[str, Any]:
-    """Precision/recall of flagging ``unsupported`` sentences against hand labels."""
+    """Precision/recall of flagging ``unsupported`` sentences against hand labels.
+
+    Labels are ``supported``, ``unsupported`` or ``no_claim`` (a heading, a lead-in such
+    as "The answer is:", a fragment that says nothing); ``no_claim`` sentences are kept
+    out of precision and recall and counted (with how many the checker flagged).
+    """
     by_key = {(r["dataset"], r["qid"]): r for r in grounded}
     tp = fp = fn = tn = skipped = 0
+    no_claim = no_claim_flagged = 0
     rows = []
     for lab in labels:
         rec = by_key.get((lab["dataset"], lab["qid"]))
@@ -133,6 +149,15 @@ def label_scores(grounded: Sequence[dict], labels: Iterable[dict]) -> dict[str, 
         if not match:
             raise ValueError(f"label {lab['qid']} {lab['sentence_start']}-{lab['sentence_end']}: no such sentence")
         s = match[0]
+        if lab["label"] not in ("supported", "unsupported", "no_claim"):
+            raise ValueError(f"label {lab['qid']}: {lab['label']!r} is not supported/unsupported/no_claim")
+        if lab["label"] == "no_claim":  # nothing to check: kept out of precision/recall
+            no_claim += 1
+            no_claim_flagged += s.supported is False
+            rows.append({**lab, "checker": None if s.supported is None else
+                         ("unsupported" if s.supported is False else "supported"), "score": s.score,
+                         "reasons": s.reasons})
+            continue
         truth = lab["label"] == "unsupported"
         if s.supported is None:
             skipped += 1
@@ -148,16 +173,17 @@ def label_scores(grounded: Sequence[dict], labels: Iterable[dict]) -> dict[str, 
     precision = tp / (tp + fp) if tp + fp else None
     recall = tp / (tp + fn) if tp + fn else None
     return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "unchecked": skipped, "precision": precision, "recall": recall,
-            "rows": rows}
+            "no_claim": no_claim, "no_claim_flagged": no_claim_flagged, "rows": rows}
 
 
 def sample_sentences(answers: Sequence[dict], n_per_dataset: int, seed: int = 0) -> list[dict]:
-    """``n_per_dataset`` answer sentences per dataset, drawn uniformly (seeded) over all sentences."""
-    rng = random.Random(seed)
+    """``n_per_dataset`` answer sentences per dataset, drawn uniformly (seeded) over all
+    sentences; the sample for a larger ``n_per_dataset`` starts with the smaller one's."""
     out = []
     for dataset in sorted({a["dataset"] for a in answers}):
         pool = [(a, s) for a in answers if a["dataset"] == dataset for s in split_sentences(a["prediction"])]
-        for a, s in rng.sample(pool, min(n_per_dataset, len(pool))):
+        random.Random(f"{seed}:{dataset}").shuffle(pool)  # a larger n extends a smaller one's sample
+        for a, s in pool[:n_per_dataset]:
             out.append({"dataset": dataset, "qid": a["qid"], "question": a["question"], "sentence": s.text,
                         "sentence_start": s.start, "sentence_end": s.end,
                         "context_offsets": [[p["source_id"], p["start_index"], p["end_index"]] for p in a["passages"]]})
@@ -167,15 +193,23 @@ def sample_sentences(answers: Sequence[dict], n_per_dataset: int, seed: int = 0)
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m swrag_integrations.grounding.evaluate", description=__doc__)
     parser.add_argument("--records", action="append", required=True, help="records.jsonl of a generating swrag eval run")
-    parser.add_argument("--data", action="append", required=True, help="the dataset JSONL files of those runs")
-    parser.add_argument("--labels", default=None, help="hand labels (JSON lines)")
+    parser.add_argument("--data", action="append", default=[], help="the dataset JSONL files of those runs")
+    parser.add_argument("--source", action="append", default=[], metavar="ID=PATH",
+                        help="a document the records' spans point into (source id = a text file)")
+    parser.add_argument("--labels", action="append", default=[], help="hand labels (JSON lines; repeatable)")
     parser.add_argument("--embeddings", action="store_true", help="mix the bundled MiniLM embeddings into the score")
     parser.add_argument("--threshold", type=float, default=0.6)
     parser.add_argument("--sample", type=int, default=None, metavar="N",
                         help="print N sentences per dataset to label (JSON lines) and stop")
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
     args = parser.parse_args(argv)
-    answers = [a for path in args.records for a in load_answers(path, args.data)]
+    sources = {}
+    for item in args.source:
+        sid, sep, path = item.partition("=")
+        if not sep:
+            parser.error(f"--source must be ID=PATH, got {item!r}")
+        sources[sid] = Path(path).read_text(encoding="utf-8")
+    answers = [a for path in args.records for a in load_answers(path, args.data, sources)]
     if args.sample:
         for row in sample_sentences(answers, args.sample):
             print(json.dumps(row, ensure_ascii=False))
@@ -193,9 +227,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures["all"] = summary(grounded)
     for dataset in sorted({r["dataset"] for r in grounded}):
         figures[dataset]["gold_answers"] = gold_flags([a for a in answers if a["dataset"] == dataset], checker)
-    if args.labels:
-        labels = [json.loads(line) for line in Path(args.labels).read_text(encoding="utf-8").splitlines() if line.strip()]
-        figures["labels"] = label_scores(grounded, labels)
+    everything: list[dict] = []
+    for path in args.labels:
+        labels = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+        figures[f"labels:{Path(path).name}"] = label_scores(grounded, labels)
+        everything += labels
+    if len(args.labels) > 1:
+        figures["labels:all"] = label_scores(grounded, everything)
     text = json.dumps(figures, ensure_ascii=False, indent=1)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
