@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .align import GroundingChecker
-from .sentences import split_sentences
+from .align import GroundingChecker, to_passages
+from .sentences import Sentence, split_sentences
 
 __all__ = ["load_answers", "ground_records", "summary", "gold_flags", "label_scores", "sample_sentences", "main"]
 
@@ -176,6 +176,39 @@ def label_scores(grounded: Sequence[dict], labels: Iterable[dict]) -> dict[str, 
             "no_claim": no_claim, "no_claim_flagged": no_claim_flagged, "rows": rows}
 
 
+def judge_labels(answers: Sequence[dict], labels: Iterable[dict], judge: Any,
+                 checker: GroundingChecker | None = None) -> dict[str, Any]:
+    """Ask ``judge`` (an :class:`~.judge.LLMJudge`) about each labelled sentence (with the
+    context the checker would give it) and score its "no" answers against the labels
+    like :func:`label_scores` (``no_claim`` labels skipped; unparsed replies counted)."""
+    checker = checker or GroundingChecker()
+    by_key = {(a["dataset"], a["qid"]): a for a in answers}
+    tp = fp = fn = tn = failed = 0
+    seconds: list[float] = []
+    for lab in labels:
+        if lab["label"] == "no_claim":
+            continue
+        rec = by_key[(lab["dataset"], lab["qid"])]
+        passages, _ = to_passages(rec["passages"])
+        units = checker._units(passages)
+        sent = Sentence(lab["sentence"], lab["sentence_start"], lab["sentence_end"])
+        t0 = time.perf_counter()
+        verdict = judge(sent.text, checker._judge_context(sent, units))
+        seconds.append(time.perf_counter() - t0)
+        if verdict is None:
+            failed += 1
+            continue
+        truth = lab["label"] == "unsupported"
+        flagged = verdict is False
+        tp += truth and flagged
+        fp += (not truth) and flagged
+        fn += truth and not flagged
+        tn += (not truth) and not flagged
+    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "unparsed": failed,
+            "precision": tp / (tp + fp) if tp + fp else None, "recall": tp / (tp + fn) if tp + fn else None,
+            "seconds_per_sentence_median": statistics.median(seconds) if seconds else None}
+
+
 def sample_sentences(answers: Sequence[dict], n_per_dataset: int, seed: int = 0) -> list[dict]:
     """``n_per_dataset`` answer sentences per dataset, drawn uniformly (seeded) over all
     sentences; the sample for a larger ``n_per_dataset`` starts with the smaller one's."""
@@ -198,6 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a document the records' spans point into (source id = a text file)")
     parser.add_argument("--labels", action="append", default=[], help="hand labels (JSON lines; repeatable)")
     parser.add_argument("--embeddings", action="store_true", help="mix the bundled MiniLM embeddings into the score")
+    parser.add_argument("--judge-local", action="store_true",
+                        help="also ask the local model (LLMJudge over load_llama3) about each labelled sentence")
     parser.add_argument("--threshold", type=float, default=0.6)
     parser.add_argument("--sample", type=int, default=None, metavar="N",
                         help="print N sentences per dataset to label (JSON lines) and stop")
@@ -234,6 +269,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         everything += labels
     if len(args.labels) > 1:
         figures["labels:all"] = label_scores(grounded, everything)
+    if args.judge_local and everything:
+        from ..llm import load_llama3
+        from .judge import LLMJudge
+
+        judge = LLMJudge(load_llama3(max_new_tokens=8).as_langchain())
+        figures["llm_judge:local"] = judge_labels(answers, everything, judge, checker)
     text = json.dumps(figures, ensure_ascii=False, indent=1)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
