@@ -288,6 +288,11 @@ def _question_record(
         prediction = generate_answer(llm, example.question, ctx.text, example.language)
         f1 = qa_f1(prediction, example.answers, example.language)
     t2 = time.perf_counter()
+    grounding = None
+    if run.generate:
+        from ..grounding import groundedness
+
+        grounding = groundedness(prediction, ctx.spans, question=example.question)
     split = run.split
     gold = gold_sources(example, split=split)
     retrieved_sources = ctx.sources
@@ -322,6 +327,7 @@ def _question_record(
         "hit": 1.0 if recall >= 1.0 else 0.0,
         "f1": f1,
         "prediction": prediction,
+        "groundedness": grounding,
         "context_tokens": ctx.text_tokens,
         "spans": [list(s) for s in ctx.offsets],
         "sources_retrieved": len(retrieved_sources),
