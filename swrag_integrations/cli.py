@@ -5,6 +5,7 @@ Subcommands:
     status  the health of every part of an index
     repair  make vectors and keyword index agree with the stored sources again
     ask     answer a question from the index with the local LLM, citing sources
+    view    write an HTML view of windows, retrieval or an answer
     demo    the main job: index the bundled sample and answer questions end to end
     split   print the sliding windows of a file (or the bundled sample)
     eval    evaluation grid (context recall, F1) on LongBench-style JSONL
@@ -126,21 +127,26 @@ def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
         docs = retriever.invoke(question)
         from .chain import _sources, format_context
 
-        return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs)}
+        return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs),
+                "grounding": None}
     lc_llm = llm.as_langchain()
     if args.multi_query:
         retriever = MultiQueryFusionRetriever(retriever=retriever, llm=lc_llm)
     return build_rag_chain(retriever, lc_llm).invoke(question)
 
 
-def _print_answer(result: dict) -> None:
+def _print_answer(result: dict, *, as_json: bool = False) -> None:
+    """The answer with ``[n]`` citations per sentence, unsupported sentences and claims
+    marked, one entry per distinct cited span (or the whole result as JSON)."""
+    if as_json:
+        import json
+
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    from .grounding.langchain import format_grounded_answer
+
     print(f"Q: {result['question']}")
-    if result["answer"] is not None:
-        print(f"A: {result['answer']}")
-    for i, src in enumerate(result["sources"], 1):
-        text = " ".join(src["text"].split())
-        text = text if len(text) <= 100 else text[:97] + "..."
-        print(f"  [{i}] {Path(str(src['source'])).name} {src['start_index']}-{src['end_index']}: {text}")
+    print(format_grounded_answer(result))
     print()
 
 
@@ -187,7 +193,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
     llm = None if args.retrieval_only else _load_llm(args)
-    _print_answer(_answer(index, args.question, args, llm))
+    result = _answer(index, args.question, args, llm)
+    _print_answer(result, as_json=args.json)
+    if args.view:
+        from .view.cli import write_answer_page
+
+        path = write_answer_page(result, args.view, index=index)
+        print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -204,7 +216,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"indexed {sample_path().name}: {report.summary()}\n")
     llm = None if args.retrieval_only else _load_llm(args)
     for question in args.question or DEMO_QUESTIONS:
-        _print_answer(_answer(index, question, args, llm))
+        _print_answer(_answer(index, question, args, llm), as_json=args.json)
     return 0
 
 
@@ -246,6 +258,8 @@ def _answer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["cpu", "xpu", "auto"], default="cpu", help="device (default: cpu)")
     parser.add_argument("--low-bit", default="sym_int8", help="IPEX-LLM low-bit format (default: sym_int8)")
     parser.add_argument("--max-new-tokens", type=int, default=96, help="answer length limit (default: 96)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the structured result (answer, sources, per-sentence grounding) as JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -312,7 +326,19 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question", help="the question")
     _store_options(ask)
     _answer_options(ask)
+    ask.add_argument("--view", metavar="FILE", default=None,
+                     help="also write the answer with its sources as a self-contained HTML page")
     ask.set_defaults(func=cmd_ask)
+
+    from .view.cli import add_arguments as view_arguments
+    from .view.cli import run as view_run
+
+    view = sub.add_parser(
+        "view", help="write an HTML view of windows, retrieval or an answer",
+        description="Write one self-contained HTML file (no network): the windows of a document under one or more "
+                    "splitter configurations, a question against an index, or an answer with its sources.")
+    view_arguments(view)
+    view.set_defaults(func=view_run)
 
     try:
         from .evaluation.cli import add_arguments

@@ -155,6 +155,11 @@ class GroundedAnswer:
         """Sentences that are not supported."""
         return [s for s in self.sentences if s.supported is False]
 
+    def _repr_html_(self) -> str:  # Jupyter: each sentence linked to its supporting spans
+        from ..view.answer import AnswerView
+
+        return AnswerView(self)._repr_html_()
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (offsets in the answer are Python string indices)."""
         checked = self.checked
