@@ -33,14 +33,10 @@ def sample_path() -> Path:
 
 
 def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.is_dir():
-        raise IsADirectoryError(f"expected a file, got a directory: {path}")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text ({exc})") from exc
+    """A text file as the index reads it (CRLF kept: offsets are the index's)."""
+    from .retrieval.files import read_text
+
+    return read_text(path)
 
 
 def _print_windows(text: str, config: WindowConfig, limit: int | None) -> int:

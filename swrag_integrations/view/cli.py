@@ -87,17 +87,10 @@ def write_answer_page(result: Mapping[str, Any], path: str | Path, *, index: Any
 
 
 def read_source(path: Path) -> str:
-    """A UTF-8 text file exactly as the index reads it: a UTF-8 BOM is dropped and line
-    ends are kept (CRLF stays CRLF), so offsets are the index's offsets. (``swrag split``
-    reads with universal newlines, which turns CRLF into LF.)"""
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.is_dir():
-        raise IsADirectoryError(f"expected a file, got a directory: {path}")
-    try:
-        return path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text ({exc})") from exc
+    """A text file exactly as the index reads it (:func:`~swrag_integrations.retrieval.files.read_text`)."""
+    from ..retrieval.files import read_text
+
+    return read_text(path)
 
 
 def _out(args: argparse.Namespace, kind: str) -> Path:
