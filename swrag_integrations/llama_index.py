@@ -22,7 +22,7 @@ from llama_index.core.schema import BaseNode, Document, MetadataMode, TextNode
 from llama_index.core.utils import get_tqdm_iterable
 from pydantic import Field, PrivateAttr
 
-from .windows import DEFAULT_ENCODING, METADATA_KEYS, WindowConfig, check_parameter, chunk_metadata, iter_chunks
+from .windows import DEFAULT_ENCODING, METADATA_KEYS, WindowConfig, check_parameter, chunk_batches, window_and_step
 
 __all__ = [
     "SlidingWindowNodeParser",
@@ -39,14 +39,26 @@ def _with_keys(keys: List[str]) -> List[str]:
 _WINDOW_FIELDS = ("window_size", "step", "unit", "delimiters", "is_delimiter_regex", "encoding_name", "allow_gaps")
 
 
-def _checked(data: Dict[str, Any]) -> Dict[str, Any]:
+def _checked(data: Dict[str, Any], strategy: str, default_step: int) -> Dict[str, Any]:
     """The window parameters in ``data`` validated by the core, before pydantic coerces them.
 
     Without this, pydantic would accept ``window_size="8"``, ``8.0`` or ``step=True``,
     which the core (and the LangChain splitters) reject: every entry point accepts the
     same values and raises the same errors (:func:`~swrag_integrations.windows.check_parameter`).
+    LangChain's ``chunk_size``/``chunk_overlap`` (also LlamaIndex's names) are mapped onto
+    ``window_size``/``step`` by :func:`~swrag_integrations.windows.window_and_step`.
     """
     data = dict(data)
+    if "chunk_size" in data or "chunk_overlap" in data:
+        data["window_size"], data["step"] = window_and_step(
+            strategy,
+            data.get("window_size"),
+            data.get("step"),
+            chunk_size=data.pop("chunk_size", None),
+            chunk_overlap=data.pop("chunk_overlap", None),
+            default_step=default_step,
+            allow_gaps=data.get("allow_gaps", False),
+        )
     for name in _WINDOW_FIELDS:
         if name in data:
             data[name] = check_parameter(name, data[name])
@@ -77,7 +89,7 @@ class SlidingWindowNodeParser(TextSplitter):
     _config: WindowConfig = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
-        super().__init__(**_checked(data))
+        super().__init__(**_checked(data, self.strategy, type(self).model_fields["step"].default))
         self._config = WindowConfig(
             strategy=self.strategy,
             window_size=self.window_size,
@@ -90,34 +102,47 @@ class SlidingWindowNodeParser(TextSplitter):
         )
 
     @classmethod
-    def from_defaults(cls, window_size: int = 1024, step: Optional[int] = None, **kwargs: Any) -> "SlidingWindowNodeParser":
-        """Build the parser; ``step`` defaults to the strategy's default."""
+    def from_defaults(cls, window_size: Optional[int] = None, step: Optional[int] = None, **kwargs: Any) -> "SlidingWindowNodeParser":
+        """Build the parser; ``window_size`` defaults to 1024 (or ``chunk_size``), ``step``
+        to the strategy's default (or ``chunk_overlap``, mapped as in the core)."""
         if step is not None:
             kwargs["step"] = step
-        return cls(window_size=window_size, **kwargs)
+        if window_size is not None or "chunk_size" not in kwargs:
+            kwargs["window_size"] = 1024 if window_size is None else window_size
+        return cls(**kwargs)
 
     @classmethod
     def class_name(cls) -> str:
         return cls.__name__
 
     def split_text(self, text: str) -> List[str]:
-        return [chunk.text for chunk in iter_chunks(self._config, text)]
+        return [piece for batch in chunk_batches(self._config, text) for piece in batch.texts]
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
+        config = self._config
+        window_metadata = {"window_size": config.window_size, "step": config.step, "strategy": config.strategy, "unit": config.unit}
         all_nodes: List[BaseNode] = []
         for node in get_tqdm_iterable(nodes, show_progress, "Parsing nodes"):
             text = node.get_content(metadata_mode=MetadataMode.NONE)
             # Offsets stay relative to the original document when re-splitting a node.
             base = 0 if isinstance(node, Document) else (getattr(node, "start_char_idx", None) or 0)
-            chunks = list(iter_chunks(self._config, text))
-            built = build_nodes_from_splits([c.text for c in chunks], node, id_func=self.id_func)
-            for chunk, child in zip(chunks, built):
-                child.start_char_idx = base + chunk.start
-                child.end_char_idx = base + chunk.end
-                child.metadata.update(chunk_metadata(self._config, chunk, offset=base))
-                # New lists: build_nodes_from_splits shares the parent's lists.
-                child.excluded_embed_metadata_keys = _with_keys(child.excluded_embed_metadata_keys)
-                child.excluded_llm_metadata_keys = _with_keys(child.excluded_llm_metadata_keys)
+            starts, ends, texts = [], [], []
+            for batch in chunk_batches(config, text):
+                starts += batch.starts
+                ends += batch.ends
+                texts += batch.texts
+            built = build_nodes_from_splits(texts, node, id_func=self.id_func)
+            # New lists: build_nodes_from_splits shares the parent's lists.
+            embed_keys = _with_keys(node.excluded_embed_metadata_keys)
+            llm_keys = _with_keys(node.excluded_llm_metadata_keys)
+            for index, (start, end, child) in enumerate(zip(starts, ends, built)):
+                child.start_char_idx = base + start
+                child.end_char_idx = base + end
+                child.metadata.update(
+                    {"start_index": base + start, "end_index": base + end, "chunk_index": index, **window_metadata}
+                )
+                child.excluded_embed_metadata_keys = list(embed_keys)
+                child.excluded_llm_metadata_keys = list(llm_keys)
             all_nodes.extend(built)
         return all_nodes
 

@@ -691,6 +691,11 @@ def window_and_step(
             step = window - int(chunk_overlap)
     if step is None:
         step = default_step
+        if strategy != "DDS" and isinstance(window_size, int) and 0 < window_size < step and not allow_gaps:
+            raise ValueError(
+                f"step defaults to {step}, more than window_size ({window_size}); pass step "
+                "(or chunk_overlap, with step = chunk_size - chunk_overlap)"
+            )
     return window_size, step
 
 
