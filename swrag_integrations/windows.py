@@ -449,11 +449,13 @@ class _Delimiters:
 
     def _longest_at_each_start(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every position where a delimiter starts in ``points``, and the length of the longest there."""
-        if points.dtype == np.uint8:  # one byte per character: bytes.translate is the fastest pass
-            is_first = np.frombuffer(points.tobytes().translate(self._firsts.byte_table), dtype=np.bool_)
-        else:
-            is_first = self._firsts.members(points)
-        cand = np.flatnonzero(is_first)
+        # Candidates: characters whose low byte is the low byte of a first code point,
+        # found with bytes.translate (the fastest pass numpy offers here); for wider
+        # characters the few candidates are then checked in full.
+        low = points if points.dtype == np.uint8 else points.astype(np.uint8)
+        cand = np.flatnonzero(np.frombuffer(low.tobytes().translate(self._firsts.low_bytes), dtype=np.bool_))
+        if points.dtype != np.uint8:
+            cand = cand[self._firsts.members(points[cand])]
         first = points[cand]
         # Single-character delimiters first; longer ones, shortest first, overwrite them
         # where they match, so each position ends up with its longest delimiter.
@@ -472,13 +474,15 @@ class _Delimiters:
 
 
 class _CodePointSet:
-    """Membership of code points in a small set, one array pass (a table up to U+FFFF)."""
+    """Membership of code points in a small set (a table up to U+FFFF, else ``np.isin``)."""
 
     def __init__(self, points: Sequence[int]):
         self.points = np.array(sorted(set(points)), dtype=np.uint32)
         self.table = np.zeros(1 << 16, dtype=bool)
         self.table[self.points[self.points < (1 << 16)]] = True
-        self.byte_table = self.table[:256].tobytes()  # for bytes.translate: 1 for a member
+        low_bytes = np.zeros(256, dtype=bool)
+        low_bytes[self.points & 0xFF] = True
+        self.low_bytes = low_bytes.tobytes()  # bytes.translate table: 1 for a member's low byte
 
     def members(self, values: np.ndarray) -> np.ndarray:
         if values.dtype.itemsize <= 2:
@@ -971,30 +975,32 @@ def _dfs(measure: _Measure, ends: np.ndarray, w: int, s: int) -> Batches:
         first += _BATCH
 
 
-def _unit_bounds(measure: _Measure, ends: np.ndarray, w: int) -> np.ndarray:
-    """Unit boundaries ``B`` (``B[0] = 0``, ``B[-1] = L``), long units cut every ``w`` units."""
+def _unit_bounds(measure: _Measure, ends: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unit boundaries ``B`` (``B[0] = 0``, ``B[-1] = L``), long units cut every ``w`` units,
+    and the index of the unit boundary at or before each of them."""
     length = measure.length
     bounds = np.concatenate(([0], ends[(ends > 0) & (ends < length)], [length]))
     index = measure.index_at(bounds)
     long_units = np.flatnonzero(np.diff(index) > w)
     if not long_units.size:
-        return bounds
+        return bounds, index
     pieces = [bounds[: long_units[0] + 1]]
     for pos, unit in enumerate(long_units):
         cuts = measure.offsets(np.arange(index[unit] + w, index[unit + 1], w, dtype=np.int64))
         pieces.append(cuts[cuts < bounds[unit + 1]])
         stop = long_units[pos + 1] + 1 if pos + 1 < long_units.size else bounds.size
         pieces.append(bounds[unit + 1 : stop])
-    return np.unique(np.concatenate(pieces))
+    bounds = np.unique(np.concatenate(pieces))
+    return bounds, measure.index_at(bounds)
 
 
 def _dds(measure: _Measure, ends: np.ndarray, w: int, s: int, allow_gaps: bool) -> Batches:
-    bounds = _unit_bounds(measure, ends, w)
+    bounds, index = _unit_bounds(measure, ends, w)
     units = bounds.size - 1
     first_units = np.arange(units)
     # For every start unit j: the index t of the first boundary where units j..t-1
     # reach w units (at least one unit).
-    stop = np.searchsorted(bounds, measure.offsets(measure.index_at(bounds[:-1]) + w), side="left")
+    stop = np.searchsorted(bounds, measure.offsets(index[:-1] + w), side="left")
     stop = np.maximum(np.minimum(stop, units), first_units + 1)
     del first_units
     # Windows start at j, j+s, j+2s, ... as long as each holds at least s units; a
