@@ -440,9 +440,9 @@ class _Delimiters:
         for pos in range(0, len(text), _BLOCK_CHARS):
             block = text[pos : pos + _BLOCK_CHARS + longest]  # overlap: matches crossing the cut
             starts, lengths = self._longest_at_each_start(_code_points(block))
-            inside = starts < _BLOCK_CHARS  # a match starting in the overlap is the next block's
-            all_starts.append(starts[inside] + pos)
-            all_ends.append(starts[inside] + lengths[inside] + pos)
+            inside = np.searchsorted(starts, _BLOCK_CHARS)  # a match starting in the overlap is the next block's
+            all_starts.append(starts[:inside] + pos)
+            all_ends.append(starts[:inside] + lengths[:inside] + pos)
         if not all_starts:
             return np.zeros(0, dtype=np.int64)
         return _leftmost_longest(np.concatenate(all_starts), np.concatenate(all_ends))
@@ -491,25 +491,24 @@ class _CodePointSet:
 
 
 def _leftmost_longest(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Ends of the matches a left-to-right scan keeps (skipping matches inside a kept one)."""
-    if starts.size == 0:
+    """Ends of the matches a left-to-right scan keeps (skipping matches inside a kept one).
+
+    ``starts`` is increasing. A match that starts inside an earlier one starts inside its
+    predecessor too, so only runs of consecutive overlapping matches (rare: ``"\\n\\n\\n"``)
+    need the sequential scan; every other match is kept.
+    """
+    clash = np.flatnonzero(starts[1:] < ends[:-1])  # match i + 1 starts inside match i
+    if not clash.size:
         return ends
-    reach = np.maximum.accumulate(ends)
-    overlaps = np.zeros(starts.size, dtype=bool)
-    overlaps[1:] = starts[1:] < reach[:-1]
-    if not overlaps.any():
-        return ends
-    keep = ~overlaps  # the first match of every cluster of overlapping matches is kept
-    heads = np.flatnonzero(keep)
-    sizes = np.diff(np.append(heads, starts.size))
-    for head in heads[sizes > 2].tolist():  # clusters of 3+ matches: scan them
-        last_end, i = ends[head], head + 1
-        while i < starts.size and overlaps[i]:
-            if starts[i] >= last_end:
-                keep[i] = True
-                last_end = ends[i]
-            i += 1
-    # a cluster of two: the second starts inside the first, so it is dropped
+    keep = np.ones(starts.size, dtype=bool)
+    affected = np.union1d(clash, clash + 1)
+    last_end, previous = 0, -2
+    for i, start, end in zip(affected.tolist(), starts[affected].tolist(), ends[affected].tolist()):
+        if i != previous + 1 or start >= last_end:  # the head of a run, or clear of the last kept
+            last_end = end
+        else:
+            keep[i] = False
+        previous = i
     return ends[keep]
 
 
