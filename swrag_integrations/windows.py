@@ -494,21 +494,29 @@ def _leftmost_longest(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Ends of the matches a left-to-right scan keeps (skipping matches inside a kept one).
 
     ``starts`` is increasing. A match that starts inside an earlier one starts inside its
-    predecessor too, so only runs of consecutive overlapping matches (rare: ``"\\n\\n\\n"``)
-    need the sequential scan; every other match is kept.
+    predecessor too, so comparing neighbours finds every overlap. Two overlapping
+    matches alone (the second ``"\\n"`` of ``"\\n\\n"``): the second is dropped; longer
+    runs (``"\\n\\n\\n"``, rare) are scanned one match at a time.
     """
     clash = np.flatnonzero(starts[1:] < ends[:-1])  # match i + 1 starts inside match i
     if not clash.size:
         return ends
     keep = np.ones(starts.size, dtype=bool)
-    affected = np.union1d(clash, clash + 1)
-    last_end, previous = 0, -2
-    for i, start, end in zip(affected.tolist(), starts[affected].tolist(), ends[affected].tolist()):
-        if i != previous + 1 or start >= last_end:  # the head of a run, or clear of the last kept
-            last_end = end
-        else:
-            keep[i] = False
-        previous = i
+    chained = np.zeros(clash.size, dtype=bool)  # part of a run of three or more matches
+    adjacent = np.diff(clash) == 1
+    chained[1:] |= adjacent
+    chained[:-1] |= adjacent
+    keep[clash[~chained] + 1] = False
+    runs = clash[chained]
+    if runs.size:
+        affected = np.union1d(runs, runs + 1)
+        last_end, previous = 0, -2
+        for i, start, end in zip(affected.tolist(), starts[affected].tolist(), ends[affected].tolist()):
+            if i != previous + 1 or start >= last_end:  # the head of a run, or clear of the last kept
+                last_end = end
+            else:
+                keep[i] = False
+            previous = i
     return ends[keep]
 
 
