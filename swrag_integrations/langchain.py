@@ -203,10 +203,10 @@ class SlidingWindowTextSplitter(TextSplitter):
 
     def split_text(self, text: str) -> list[str]:
         """Split ``text`` into its windows (strings, in order)."""
-        batches = list(chunk_batches(self.config, text, strip_whitespace=self._strip_whitespace))
-        if len(batches) == 1:
-            return batches[0].texts
-        return [piece for batch in batches for piece in batch.texts]
+        texts: list[str] = []
+        for batch in chunk_batches(self.config, text, strip_whitespace=self._strip_whitespace):
+            texts += batch.texts
+        return texts
 
     def _documents_for(self, text: str, metadata: dict) -> Iterator[Document]:
         """The chunks of one text as ``Document`` s, each with its own copy of ``metadata``.

@@ -116,7 +116,10 @@ class SlidingWindowNodeParser(TextSplitter):
         return cls.__name__
 
     def split_text(self, text: str) -> List[str]:
-        return [piece for batch in chunk_batches(self._config, text) for piece in batch.texts]
+        texts: List[str] = []
+        for batch in chunk_batches(self._config, text):
+            texts += batch.texts
+        return texts
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
         all_nodes: List[BaseNode] = []
