@@ -269,6 +269,9 @@ def bench_100k(table: Table, corpora: dict[str, str], args: argparse.Namespace) 
             cases[f"{strategy} char strings (split_text)"] = lambda splitter=splitter: [
                 c for d in documents for c in splitter.split_text(d)
             ]
+            cases[f"{strategy} char spans"] = lambda config=splitter.config: [
+                span for d in documents for span in zip(*config.span_lists(d))
+            ]
         for label, (seconds, result) in timed_rounds(cases, args.repeat).items():
             table.add("100k", lang, label, mb, seconds, count(result))
 

@@ -113,7 +113,7 @@ DEFAULT_DELIMITERS: tuple[str, ...] = (
 MAX_UNITS = 2**31 - 1
 
 _BATCH = 8192  # windows computed per vectorised batch
-_BLOCK_CHARS = 1 << 20  # characters encoded per tiktoken call in token mode
+_BLOCK_CHARS = 1 << 18  # characters per block: per tiktoken call, per delimiter scan (scratch stays in cache)
 # After a newline that is followed by a non-space character, every tiktoken
 # pre-tokeniser pattern (gpt2, r50k, p50k, cl100k, o200k) starts a new piece, so
 # encoding the text in blocks cut there gives exactly the tokens of the whole text.
@@ -277,19 +277,15 @@ def hf_token_boundaries(text: str, tokenizer: Any) -> np.ndarray:
 
 
 def _code_points(text: str) -> np.ndarray:
-    """The code points of ``text``, one array element per character (uint8, uint16 or uint32).
+    """The code points of ``text``, one array element per character.
 
-    ASCII text is its own encoding; text without characters beyond U+FFFF is UTF-16 with
-    one unit per character (lone surrogates pass through as themselves); anything else
-    is UTF-32. Offsets into the array are character offsets: no byte-to-character map.
+    ASCII text is its own encoding (uint8); any other text becomes numpy's UCS-4 copy
+    of it (uint32), the fastest conversion CPython offers (lone surrogates are kept as
+    they are). Offsets into the array are character offsets: no byte-to-character map.
     """
     if text.isascii():
         return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-    raw = text.encode("utf-16-le", "surrogatepass")
-    if len(raw) == 2 * len(text):
-        return np.frombuffer(raw, dtype=np.uint16)
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-
+    return np.frombuffer(np.array(text), dtype=np.uint32)
 
 
 def _delimiter_items(delimiters: object) -> list[str]:
@@ -474,12 +470,13 @@ class _Delimiters:
 
 
 class _CodePointSet:
-    """Membership of code points in a small set (a table up to U+FFFF, else ``np.isin``)."""
+    """Membership of code points in a small set: a table up to U+FFFF, ``np.isin`` beyond."""
 
     def __init__(self, points: Sequence[int]):
         self.points = np.array(sorted(set(points)), dtype=np.uint32)
-        self.table = np.zeros(1 << 16, dtype=bool)
+        self.table = np.zeros((1 << 16) + 1, dtype=bool)  # the last entry (U+10000 and up) stays False
         self.table[self.points[self.points < (1 << 16)]] = True
+        self.astral = self.points[self.points >= (1 << 16)]
         low_bytes = np.zeros(256, dtype=bool)
         low_bytes[self.points & 0xFF] = True
         self.low_bytes = low_bytes.tobytes()  # bytes.translate table: 1 for a member's low byte
@@ -487,7 +484,10 @@ class _CodePointSet:
     def members(self, values: np.ndarray) -> np.ndarray:
         if values.dtype.itemsize <= 2:
             return self.table.take(values)
-        return np.isin(values, self.points)
+        found = self.table.take(np.minimum(values, 1 << 16))
+        if self.astral.size:
+            found |= np.isin(values, self.astral)
+        return found
 
 
 def _leftmost_longest(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
