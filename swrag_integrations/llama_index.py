@@ -4,7 +4,9 @@ Thin wrappers over :mod:`swrag_integrations.windows`. Nodes carry exact
 ``start_char_idx``/``end_char_idx`` (LlamaIndex's own ``str.find`` guess in
 ``NodeParser._postprocess_parsed_nodes`` is overridden, it is wrong on repeated text),
 the same metadata keys as the LangChain splitters, and SOURCE/PREVIOUS/NEXT
-relationships. They work inside an ``IngestionPipeline``.
+relationships. They work inside an ``IngestionPipeline``, pickle (for worker
+processes), and take ``chunk_size``/``chunk_overlap`` as the LangChain splitters do
+(:func:`~swrag_integrations.windows.window_and_step`).
 
 Example:
     >>> from swrag_integrations.llama_index import DynamicStepNodeParser
