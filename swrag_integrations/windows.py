@@ -380,7 +380,7 @@ class _Delimiters:
                 self.pattern = None
                 self.alternatives = tuple(compiled)
             return
-       # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
+        # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
         ordered = sorted(set(items), key=len, reverse=True)
         self.pattern = re.compile("|".join(re.escape(item) for item in ordered))
         self.literals = tuple(tuple(map(ord, item)) for item in ordered)  # code points, longest first
@@ -1052,16 +1052,19 @@ def iter_chunks(config: WindowConfig, text: str, *, strip_whitespace: bool = Fal
     """
     index = 0
     for start, end in config.spans(text):
+        piece = text[start:end]
         if strip_whitespace:
-            piece = text[start:end]
-            stripped = piece.lstrip()
-            start += len(piece) - len(stripped)
-            stripped = stripped.rstrip()
-            if not stripped:
+            start, piece = _strip(start, piece)
+            if not piece:
                 continue
-            end = start + len(stripped)
-        yield Chunk(index, start, end, text[start:end])
+        yield Chunk(index, start, start + len(piece), piece)
         index += 1
+
+
+def _strip(start: int, piece: str) -> tuple[int, str]:
+    """``piece`` (at offset ``start``) without leading/trailing whitespace, and its new offset."""
+    stripped = piece.lstrip()
+    return start + len(piece) - len(stripped), stripped.rstrip()
 
 
 class ChunkBatch(NamedTuple):
@@ -1083,25 +1086,24 @@ def chunk_batches(config: WindowConfig, text: str, *, strip_whitespace: bool = F
         return
     if len(text) <= _SMALL_CHARS:
         starts, ends = _walk_short(config, text)
-        yield _finish(text, starts, ends, [text[a:b] for a, b in zip(starts, ends)], strip_whitespace)
+        yield _finish(starts, ends, [text[a:b] for a, b in zip(starts, ends)], strip_whitespace)
         return
     for start_array, end_array in config.span_batches(text):
         starts, ends = start_array.tolist(), end_array.tolist()
-        yield _finish(text, starts, ends, [text[a:b] for a, b in zip(starts, ends)], strip_whitespace)
+        yield _finish(starts, ends, [text[a:b] for a, b in zip(starts, ends)], strip_whitespace)
 
 
-def _finish(text: str, starts: list[int], ends: list[int], texts: list[str], strip_whitespace: bool) -> ChunkBatch:
+def _finish(starts: list[int], ends: list[int], texts: list[str], strip_whitespace: bool) -> ChunkBatch:
+    """The batch, stripped of whitespace if asked (offsets follow, empty windows dropped)."""
     if not strip_whitespace:
         return ChunkBatch(starts, ends, texts)
     kept = ChunkBatch([], [], [])
     for start, piece in zip(starts, texts):
-        stripped = piece.lstrip()
-        start += len(piece) - len(stripped)
-        stripped = stripped.rstrip()
-        if stripped:
+        start, piece = _strip(start, piece)
+        if piece:
             kept.starts.append(start)
-            kept.ends.append(start + len(stripped))
-            kept.texts.append(stripped)
+            kept.ends.append(start + len(piece))
+            kept.texts.append(piece)
     return kept
 
 
