@@ -154,8 +154,9 @@ def get_encoding(name: str = DEFAULT_ENCODING):
 
 
 @lru_cache(maxsize=None)
-def _token_char_tables(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per token id of encoding ``name``: ``(characters it starts, 1 if it starts inside a character)``.
+def _token_char_table(name: str) -> np.ndarray:
+    """Per token id of encoding ``name``: ``c | inside << 16``, ``c`` the characters the
+    token starts and ``inside`` 1 if it starts inside a character (one table, one gather).
 
     A token's bytes start ``c`` characters if ``c`` of them are not UTF-8 continuation
     bytes (``0b10xxxxxx``); a token whose first byte is a continuation byte continues a
@@ -174,12 +175,11 @@ def _token_char_tables(name: str) -> tuple[np.ndarray, np.ndarray]:
     # Continuation bytes per token: differences of the running count at token ends.
     counts = np.concatenate(([0], np.cumsum(continuation)))
     token_ends = np.cumsum(lengths)
-    per_token = counts[token_ends] - counts[token_ends - lengths]
-    starts_chars = (lengths - per_token).astype(np.int32)
-    firsts = np.zeros(len(pieces), dtype=np.int32)
+    starts_chars = lengths - (counts[token_ends] - counts[token_ends - lengths])
+    inside = np.zeros(len(pieces), dtype=np.int64)
     nonempty = lengths > 0
-    firsts[nonempty] = continuation[(token_ends - lengths)[nonempty]]
-    return starts_chars, firsts
+    inside[nonempty] = continuation[(token_ends - lengths)[nonempty]]
+    return (starts_chars | inside << 16).astype(np.int32)
 
 
 def _encode(text: str, encoding_name: str) -> np.ndarray:
@@ -203,10 +203,9 @@ def _block_token_ends(block: str, encoding_name: str) -> np.ndarray:
     character's start): both come from per-token tables, so the text is never re-encoded
     as UTF-8 and no byte-to-character map is built.
     """
-    ids = _encode(block, encoding_name)
-    starts_chars, starts_inside = _token_char_tables(encoding_name)
-    ends = np.cumsum(starts_chars[ids], dtype=np.int64)
-    ends[:-1] -= starts_inside[ids[1:]]
+    packed = _token_char_table(encoding_name).take(_encode(block, encoding_name))
+    ends = np.cumsum(packed & 0xFFFF, dtype=np.int64)
+    ends[:-1] -= packed[1:] >> 16
     return ends
 
 
@@ -1003,13 +1002,17 @@ def _unit_bounds(measure: _Measure, ends: np.ndarray, w: int) -> tuple[np.ndarra
 
 def _dds(measure: _Measure, ends: np.ndarray, w: int, s: int, allow_gaps: bool) -> Batches:
     bounds, index = _unit_bounds(measure, ends, w)
+    del ends
     units = bounds.size - 1
-    first_units = np.arange(units)
     # For every start unit j: the index t of the first boundary where units j..t-1
-    # reach w units (at least one unit).
-    stop = np.searchsorted(bounds, measure.offsets(index[:-1] + w), side="left")
-    stop = np.maximum(np.minimum(stop, units), first_units + 1)
-    del first_units
+    # reach w units (at least one unit). In place where possible: with a long text
+    # these arrays are the peak memory of lazy iteration.
+    reach = index[:-1] + w
+    del index
+    stop = np.searchsorted(bounds, measure.offsets(reach), side="left")
+    del reach
+    np.minimum(stop, units, out=stop)
+    np.maximum(stop, np.arange(1, units + 1), out=stop)
     # Windows start at j, j+s, j+2s, ... as long as each holds at least s units; a
     # window with fewer units is followed by one that starts where it ends (no gaps).
     j = 0
