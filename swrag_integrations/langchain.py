@@ -201,6 +201,13 @@ class SlidingWindowTextSplitter(TextSplitter):
     def step(self) -> int:
         return self.config.step
 
+    def view(self, text: str, *others: Any) -> Any:
+        """This splitter's windows over ``text`` (and ``others``' side by side) as an HTML
+        view that shows itself in Jupyter (``.save(path)`` writes the page)."""
+        from .view.split import WindowsView
+
+        return WindowsView(text, self, *others)
+
     def split_text(self, text: str) -> list[str]:
         """Split ``text`` into its windows (strings, in order)."""
         texts: list[str] = []

@@ -820,8 +820,8 @@ class WindowConfig:
             raise ValueError("unit_bounds needs delimiters: use strategy 'DFS' or 'DDS'")
         if not text:
             return np.zeros(1, dtype=np.int64)
-        ends = self._delims.ends(text)
-        bounds = _unit_bounds(_Measure(text, self.unit, self.encoding_name), ends, self.window_size)  # type: ignore[arg-type]
+        ends = self._delims.ends(text)  # type: ignore[union-attr]
+        bounds, _index = _unit_bounds(_Measure(text, self.token_boundaries(text)), ends, self.window_size)
         return np.asarray(bounds, dtype=np.int64)
 
     def _raw_batches(self, text: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -761,6 +761,14 @@ class SlidingWindowIndex(VectorStore):
         options.update(kwargs)
         return WindowedParentRetriever(index=self, **options)
 
+    def explain(self, query: str, **options: Any) -> Any:
+        """An HTML view of a query against this index (hits with their ranks, the windows
+        they widen to, the spans kept under the budget, what was cut); shows itself in
+        Jupyter."""
+        from ..view.retrieval import RetrievalView
+
+        return RetrievalView.from_index(self, query, **options)
+
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The ``k`` best merged windows for ``query`` (:class:`~.retriever.WindowedParentRetriever`)."""
         return self.as_retriever(k=k, **kwargs).invoke(query)
