@@ -70,8 +70,8 @@ def jieba_preprocess(text: str) -> list[str]:
     long words are also cut into their shorter dictionary words) and keeps the
     word-like tokens (those with at least one letter or digit; whitespace and
     punctuation tokens are dropped). It is the ``preprocess_func`` handed to
-    LangChain's ``BM25Retriever`` (whose default, ``str.split``, gives a Chinese text one
-    token per line).
+    LangChain's ``BM25Retriever``, whose default (``str.split``) makes a whole Chinese
+    sentence or line one token, so Chinese queries score 0 against Chinese chunks.
     """
     import jieba
 
