@@ -34,7 +34,10 @@ instead of being guessed).
 
 Multi-query (``queries``) uses the frameworks' own fusion too: LangChain's
 ``MultiQueryRetriever`` (the variants given, original query included) and LlamaIndex's
-``QueryFusionRetriever`` (reciprocal-rank mode, the variants given).
+``QueryFusionRetriever`` (reciprocal-rank mode, the variants given). As shipped,
+``MultiQueryRetriever`` de-duplicates by ``Document`` equality, so the ensemble can
+return one chunk twice (Chroma's copy carries an id, BM25's does not) and its context
+then pays for it twice.
 """
 
 from __future__ import annotations
