@@ -31,7 +31,7 @@ from .._lang import contains_cjk
 from ..retrieval.fusion import rrf
 from ..retrieval.protocols import ChildHit
 from ..retrieval.records import END, START, WIN_END, WIN_HI, WIN_LO, WIN_START
-from .extraction import RuleExtractor, normalize_phrase
+from .extraction import RuleExtractor
 from .graph import PassageGraph
 
 __all__ = ["Seed", "QueryLinker", "hybrid_passages", "fuse_rankings", "passage_hits", "source_passages"]
@@ -108,7 +108,9 @@ class QueryLinker:
         for key in self.lexical(query):
             scores[key] = (1.0, "lexical")
         if self.embeddings is not None:
-            entities = [e for e in self.extractor.query_entities(query) if normalize_phrase(e) not in scores]
+            matched = [f" {_flat(k)} " for k in scores]  # an entity inside a verbatim match adds nothing
+            entities = [e for e in self.extractor.query_entities(query)
+                        if _flat(e) and not any(f" {_flat(e)} " in m for m in matched)]
             cached = self.graph._derived.get("link_vectors")
             if cached is None:
                 cached = self.graph.phrase_vectors(sorted(passages))

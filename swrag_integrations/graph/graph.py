@@ -282,7 +282,12 @@ class PassageGraph:
     def phrase_edges(self, *, co_mention: bool = True, max_phrases_per_passage: int = 40) -> dict[tuple[str, str], float]:
         """Weighted phrase-phrase edges: triples (count), synonyms (cosine) and, with
         ``co_mention``, one unit per passage that mentions both (passages with more
-        than ``max_phrases_per_passage`` phrases count their first ones only)."""
+        than ``max_phrases_per_passage`` phrases count their first ones only). Cached
+        until the next change: do not modify the returned dict."""
+        cache_key = ("phrase_edges", co_mention, max_phrases_per_passage)
+        cached = self._derived.get(cache_key)
+        if cached is not None:
+            return cached
         weights: dict[tuple[str, str], float] = {}
         for pair, rels in self.relation_edges().items():
             weights[pair] = weights.get(pair, 0.0) + len(rels)
@@ -294,6 +299,7 @@ class PassageGraph:
                 for i, a in enumerate(keys):
                     for b in keys[i + 1:]:
                         weights[(a, b)] = weights.get((a, b), 0.0) + 1.0
+        self._derived[cache_key] = weights
         return weights
 
     def nodes(self) -> tuple[list[str], list[str]]:
