@@ -331,7 +331,7 @@ def parse_points(answer: Any) -> list[tuple[int, str]]:
             match = _TRAILING_SCORE.match(line)
             if match:
                 text, score = match.group(1).strip(), int(match.group(2))
-        if score > 100 or len(text.split()) < 2 or _NONE.match(text):
+        if score > 100 or len(re.findall(r"[^\W\d_]{2,}", text)) < 2 or _NONE.match(text):
             continue
         points.append((score, text))
     return points

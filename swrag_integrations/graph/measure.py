@@ -3,8 +3,9 @@
 ``python -m swrag_integrations.graph.measure eval --data F.jsonl --out DIR [swrag eval options]``
 runs ``swrag eval`` with the graph strategies plus variants registered here
 (``hipporag-ppr``: the PPR ranking alone, HippoRAG-2 passage seeds; ``hipporag-ppr-only``:
-PPR from phrases alone, no hybrid signal at all; ``graphrag-local-graph``: local search
-ranking alone) and appends each graph build's report (time, size, extraction counts)
+PPR from phrases alone, no hybrid signal at all; ``hipporag-chunks[-ppr]``: graph passages
+are the 50-token small chunks instead of medium chunks; ``graphrag-local-graph``: local
+search ranking alone; ``*-llm``: the local LLM's triples) and appends each graph build's report (time, size, extraction counts)
 to ``DIR/graph_builds.jsonl``.
 
 ``python -m swrag_integrations.graph.measure global --data F.jsonl --out DIR`` measures
@@ -61,6 +62,15 @@ class HippoRAGPPROnly(_Recorded, HippoRAGPipeline):
     options = {"graph_weight": 1.0, "passage_seed_weight": 0.0}
 
 
+class HippoRAGChunks(_Recorded, HippoRAGPipeline):
+    unit = "chunks"
+
+
+class HippoRAGChunksPPR(_Recorded, HippoRAGPipeline):
+    unit = "chunks"
+    options = {"graph_weight": 1.0}
+
+
 class HippoRAGLLMRecorded(_Recorded, HippoRAGLLMPipeline):
     pass
 
@@ -79,6 +89,7 @@ class GraphRAGLocalLLMRecorded(_Recorded, GraphRAGLocalLLMPipeline):
 
 VARIANTS = {
     "hipporag": "HippoRAGRecorded", "hipporag-ppr": "HippoRAGPPR", "hipporag-ppr-only": "HippoRAGPPROnly",
+    "hipporag-chunks": "HippoRAGChunks", "hipporag-chunks-ppr": "HippoRAGChunksPPR",
     "hipporag-llm": "HippoRAGLLMRecorded", "graphrag-local": "GraphRAGLocalRecorded",
     "graphrag-local-graph": "GraphRAGLocalGraph", "graphrag-local-llm": "GraphRAGLocalLLMRecorded",
 }
