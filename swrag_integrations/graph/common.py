@@ -147,8 +147,10 @@ def source_passages(graph: PassageGraph) -> dict[str, tuple[list[int], list[tupl
 
 
 def hybrid_passages(index: Any, graph: PassageGraph, query: str, *, k_child: int = 30, search_type: str = "mmr",
-                    weights: Sequence[float] = (0.5, 0.5)) -> list[tuple[str, float]]:
-    """``(passage id, summed RRF score of its hit chunks)``, best first."""
+                    weights: Sequence[float] = (0.5, 0.5),
+                    best_chunks: dict[str, int] | None = None) -> list[tuple[str, float]]:
+    """``(passage id, summed RRF score of its hit chunks)``, best first; ``best_chunks``
+    (if given) receives each passage's best hit chunk."""
     hits = index.search_children(query, k_child, search_type=search_type, weights=weights)
     table = source_passages(graph)
     scores: dict[str, float] = {}
@@ -161,6 +163,8 @@ def hybrid_passages(index: Any, graph: PassageGraph, query: str, *, k_child: int
         for lo, hi, pid in reversed(items[max(0, pos - 64):pos]):  # windows overlap: every passage holding the chunk
             if lo <= hit.chunk_index <= hi:
                 scores[pid] = scores.get(pid, 0.0) + float(hit.score)
+                if best_chunks is not None:
+                    best_chunks.setdefault(pid, hit.chunk_index)  # hits come best first
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 
@@ -177,15 +181,34 @@ def fuse_rankings(graph_ranked: Sequence[str], hybrid_ranked: Sequence[str], gra
                                                   [graph_weight, 1.0 - graph_weight], c=c)]
 
 
-def passage_hits(index: Any, graph: PassageGraph, ranked: Sequence[tuple[str, float]],
-                 extra: dict[str, dict[str, Any]] | None = None) -> list[ChildHit]:
-    """Ranked ``(passage id, score)`` -> one :class:`ChildHit` per chunk of each passage.
+def _focus(rec: Any, passage: Any, weights: dict[str, float]) -> int:
+    """The chunk of a passage holding the most phrase weight (its first chunk on a tie)."""
+    best, best_score = passage.lower, 0.0
+    for i in range(passage.lower, passage.upper + 1):
+        flat = f" {_flat(rec.chunk_text(i))} "
+        score = sum(w for probe, w in weights.items() if (probe in flat if contains_cjk(probe) else f" {probe} " in flat))
+        if score > best_score:
+            best, best_score = i, score
+    return best
 
-    A passage's chunks share its score (divided among them, so a parent's summed
-    score is the passage's, whatever its length) and its rank; each hit keeps its
-    chunk's own window, which :func:`~swrag_integrations.retrieval.parents.spans_for`
-    widens to. ``extra`` adds metadata per passage id.
+
+def passage_hits(index: Any, graph: PassageGraph, ranked: Sequence[tuple[str, float]],
+                 extra: dict[str, dict[str, Any]] | None = None, *, focus: bool = True,
+                 phrase_weights: dict[str, float] | None = None,
+                 best_chunks: dict[str, int] | None = None) -> list[ChildHit]:
+    """Ranked ``(passage id, score)`` -> :class:`ChildHit` s for the parent planner.
+
+    With ``focus`` (default) a passage gives one hit: its chunk found by the hybrid
+    search (``best_chunks``), else its chunk holding the most ``phrase_weights`` (phrase
+    key -> weight; its first chunk when none occurs), so the budget holds many passages'
+    best chunks before any widening (whole passages as hits filled a 1500-token budget
+    with 14 HotpotQA sources instead of the parent retriever's 23; see
+    docs/eval/graph.md). Without it every chunk of the passage is a hit, the passage's
+    score divided among them. Each hit keeps its chunk's own window, which
+    :func:`~swrag_integrations.retrieval.parents.spans_for` widens to. ``extra`` adds
+    metadata per passage id.
     """
+    probes = {_flat(k): w for k, w in (phrase_weights or {}).items() if _flat(k)}
     passages = [(graph.passages[pid], score) for pid, score in ranked if pid in graph.passages]
     records = index.store.get_many(sorted({p.source_id for p, _ in passages}))
     m = index.config.medium_size
@@ -197,8 +220,13 @@ def passage_hits(index: Any, graph: PassageGraph, ranked: Sequence[tuple[str, fl
         a = rec.arrays
         if int(a[START, p.lower]) != p.start or int(a[END, p.upper]) != p.end:
             continue
-        n = p.upper - p.lower + 1
-        for i in range(p.lower, p.upper + 1):
+        if focus:
+            chosen = best_chunks.get(p.pid) if best_chunks else None
+            chunks = [chosen if chosen is not None else _focus(rec, p, probes)]
+        else:
+            chunks = list(range(p.lower, p.upper + 1))
+        n = len(chunks)
+        for i in chunks:
             meta = rec.chunk_metadata(i, m)
             meta.update(graph_passage=p.pid, graph_rank=rank, graph_score=float(score))
             if extra and p.pid in extra:

@@ -49,6 +49,8 @@ class LocalRanking:
     entities: list[tuple[str, float]] = field(default_factory=list)
     communities: list[str] = field(default_factory=list)
     hybrid: list[tuple[str, float]] = field(default_factory=list)
+    entity_weights: dict[str, float] = field(default_factory=dict)
+    best_chunks: dict[str, int] = field(default_factory=dict)
 
 
 class GraphRAG:
@@ -64,12 +66,13 @@ class GraphRAG:
         community_weight: share spread over the other members of a seed's community.
         k_neighbours: neighbours taken per seed (strongest edges).
         k_child, search_type, weights: the hybrid search.
+        focus: one hit chunk per passage (see :func:`~.common.passage_hits`).
     """
 
     def __init__(self, index: Any, graph: PassageGraph, *, extractor: Any = None, embeddings: Any = None,
                  graph_weight: float = 0.5, neighbour_weight: float = 0.5, community_weight: float = 0.25,
                  k_neighbours: int = 10, k_child: int = 30, link_top_k: int = 10, link_threshold: float = 0.8,
-                 search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5)) -> None:
+                 search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5), focus: bool = True) -> None:
         if not isinstance(graph, PassageGraph):
             raise TypeError(f"graph must be a PassageGraph, got {type(graph).__name__}")
         for name in ("search_children", "chunk_rows", "store", "config"):
@@ -88,6 +91,7 @@ class GraphRAG:
         self.community_weight = float(community_weight)
         self.k_neighbours = k_neighbours
         self.k_child = k_child
+        self.focus = bool(focus)
         self.search_type = search_type
         self.weights = tuple(weights)
         emb = embeddings if embeddings is not None else getattr(index, "embeddings", None)
@@ -208,18 +212,21 @@ class GraphRAG:
             for pid in mentions.get(key, ()):
                 scores[pid] = scores.get(pid, 0.0) + weight
         local = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k_passages]
+        best_chunks: dict[str, int] = {}
         hybrid = hybrid_passages(self.index, self.graph, query, k_child=self.k_child, search_type=self.search_type,
-                                 weights=self.weights) if self.graph_weight < 1.0 else []
+                                 weights=self.weights, best_chunks=best_chunks) if self.graph_weight < 1.0 else []
         fused = fuse_rankings([p for p, _ in local], [p for p, _ in hybrid[:k_passages]],
                               self.graph_weight if local else 0.0)
         top_entities = sorted(entity.items(), key=lambda kv: -kv[1])[:20]
         return LocalRanking(fused[:k_passages], seeds,
-                            [(self.graph.names.get(k, k), float(v)) for k, v in top_entities], communities, hybrid)
+                            [(self.graph.names.get(k, k), float(v)) for k, v in top_entities], communities, hybrid,
+                            dict(top_entities), best_chunks)
 
     def hits(self, query: str, k_passages: int = 30) -> list:
         ranking = self.rank(query, k_passages)
         extra = {pid: {"local_communities": ", ".join(ranking.communities)} for pid, _ in ranking.passages}
-        hits = passage_hits(self.index, self.graph, ranking.passages, extra)
+        hits = passage_hits(self.index, self.graph, ranking.passages, extra, focus=self.focus,
+                            phrase_weights=ranking.entity_weights, best_chunks=ranking.best_chunks)
         linked = ", ".join(s.name for s in ranking.seeds)
         for hit in hits:
             hit.metadata["linked_phrases"] = linked

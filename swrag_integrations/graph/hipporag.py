@@ -10,7 +10,8 @@ For a question, :class:`HippoRAG`:
    HippoRAG) and ranks passages by their probability;
 4. fuses that ranking with the hybrid one by weighted RRF (``graph_weight``: 1 = the
    graph alone, 0 = the hybrid retriever alone);
-5. turns the passages into small-chunk hits and hands them to the windowed parent
+5. turns each passage into its focus chunk (the hybrid search's hit in it, else the
+   chunk holding the most probability of the phrases) and hands these hits to the windowed parent
    retriever's planner (:func:`~swrag_integrations.retrieval.parents.spans_for`): widened
    to their windows, merged by offset, cut to the token budget.
 
@@ -40,6 +41,8 @@ class HippoRanking:
     ppr: list[tuple[str, float]] = field(default_factory=list)
     hybrid: list[tuple[str, float]] = field(default_factory=list)
     top_phrases: list[tuple[str, float]] = field(default_factory=list)
+    phrase_weights: dict[str, float] = field(default_factory=dict)
+    best_chunks: dict[str, int] = field(default_factory=dict)
 
 
 def _check_fraction(value: float, name: str, upper_open: bool = False) -> float:
@@ -64,12 +67,15 @@ class HippoRAG:
         k_child: small chunks the hybrid search fetches.
         link_top_k, link_threshold: see :class:`~.common.QueryLinker`.
         search_type, weights: the hybrid search's dense mode and (BM25, dense) weights.
+        focus: a passage gives one hit chunk (the hybrid search's, else the one holding
+            most PageRank mass of phrases) instead of all its chunks (see
+            :func:`~.common.passage_hits`).
     """
 
     def __init__(self, index: Any, graph: PassageGraph, *, extractor: Any = None, embeddings: Any = None,
                  damping: float = 0.5, graph_weight: float = 0.5, passage_seed_weight: float = 0.05,
                  k_child: int = 30, link_top_k: int = 10, link_threshold: float = 0.8,
-                 search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5)) -> None:
+                 search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5), focus: bool = True) -> None:
         if not isinstance(graph, PassageGraph):
             raise TypeError(f"graph must be a PassageGraph, got {type(graph).__name__}")
         for name in ("search_children", "chunk_rows", "store", "config"):
@@ -85,6 +91,7 @@ class HippoRAG:
         self.graph_weight = _check_fraction(graph_weight, "graph_weight")
         self.passage_seed_weight = float(passage_seed_weight)
         self.k_child = k_child
+        self.focus = bool(focus)
         self.search_type = search_type
         self.weights = tuple(weights)
         emb = embeddings if embeddings is not None else getattr(index, "embeddings", None)
@@ -100,8 +107,9 @@ class HippoRAG:
         check_query(query)
         seeds = self.linker.link(query)
         need_hybrid = self.graph_weight < 1.0 or self.passage_seed_weight > 0
+        best_chunks: dict[str, int] = {}
         hybrid = hybrid_passages(self.index, self.graph, query, k_child=self.k_child, search_type=self.search_type,
-                                 weights=self.weights) if need_hybrid else []
+                                 weights=self.weights, best_chunks=best_chunks) if need_hybrid else []
         reset: dict[tuple[str, str], float] = {("phrase", s.key): s.weight for s in seeds}
         if self.passage_seed_weight > 0 and hybrid:
             top = hybrid[0][1] or 1.0
@@ -115,19 +123,23 @@ class HippoRAG:
             base = len(phrases)
             order = np.argsort(-scores[base:], kind="stable")[:k_passages]
             ppr = [(pids[i], float(scores[base + i])) for i in order.tolist() if scores[base + i] > 0]
-            top = np.argsort(-scores[:base], kind="stable")[:10]
+            top = np.argsort(-scores[:base], kind="stable")[:20]
             top_phrases = [(self.graph.names.get(phrases[i], phrases[i]), float(scores[i])) for i in top.tolist()
                            if scores[i] > 0]
+            phrase_weights = {phrases[i]: float(scores[i]) for i in top.tolist() if scores[i] > 0}
+        else:
+            phrase_weights = {}
         fused = fuse_rankings([p for p, _ in ppr], [p for p, _ in hybrid[:k_passages]],
                               self.graph_weight if ppr else 0.0)
-        return HippoRanking(fused[:k_passages], seeds, ppr, hybrid, top_phrases)
+        return HippoRanking(fused[:k_passages], seeds, ppr, hybrid, top_phrases[:10], phrase_weights, best_chunks)
 
     def hits(self, query: str, k_passages: int = 30) -> list:
         """Small-chunk hits (:class:`~swrag_integrations.retrieval.protocols.ChildHit`) of the ranked passages."""
         ranking = self.rank(query, k_passages)
         ppr = dict(ranking.ppr)
         extra = {pid: {"ppr_score": ppr.get(pid, 0.0)} for pid, _ in ranking.passages}
-        hits = passage_hits(self.index, self.graph, ranking.passages, extra)
+        hits = passage_hits(self.index, self.graph, ranking.passages, extra, focus=self.focus,
+                            phrase_weights=ranking.phrase_weights, best_chunks=ranking.best_chunks)
         linked = [s.name for s in ranking.seeds]
         for hit in hits:
             hit.metadata["linked_phrases"] = ", ".join(linked)
