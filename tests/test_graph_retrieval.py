@@ -248,3 +248,28 @@ def test_llm_extractor_graph_with_triples(corpus, tmp_path):
     assert isinstance(graph, PassageGraph) and report.stats["passages"] == report.passages
     assert report.extraction["failed"] + sum(report.extraction["parsed"].get(k, 0) for k in ("json", "list", "prose")) \
         == report.passages
+
+
+def test_passage_hits_focus_chunk(built):
+    from swrag_integrations.graph.common import passage_hits
+
+    index, graph, _, _ = built
+    multi = [pid for pid, p in graph.passages.items() if p.upper > p.lower]
+    assert multi, "the test needs a passage of several chunks"
+    pid = multi[0]
+    p = graph.passages[pid]
+    whole = passage_hits(index, graph, [(pid, 0.6)], focus=False)
+    assert [h.chunk_index for h in whole] == list(range(p.lower, p.upper + 1))
+    assert sum(h.score for h in whole) == pytest.approx(0.6)  # the passage's score, divided among its chunks
+    # focus: the hybrid search's chunk when there is one ...
+    got = passage_hits(index, graph, [(pid, 0.6)], best_chunks={pid: p.upper})
+    assert [(h.chunk_index, h.score) for h in got] == [(p.upper, 0.6)]
+    # ... else the chunk holding the most phrase weight (the first one without any)
+    last_text = index.chunk_rows([(p.source_id, p.upper, p.upper)])[p.source_id][0].text
+    key = next(k for k in graph.mentions[pid] if k in last_text.lower() and k not in
+               index.chunk_rows([(p.source_id, p.lower, p.lower)])[p.source_id][0].text.lower())
+    assert [h.chunk_index for h in passage_hits(index, graph, [(pid, 1.0)], phrase_weights={key: 1.0})] == [p.upper]
+    assert [h.chunk_index for h in passage_hits(index, graph, [(pid, 1.0)])] == [p.lower]
+    for h in got:  # the hit keeps its own window and exact offsets
+        rows = index.chunk_rows([(h.source_id, h.chunk_index, h.chunk_index)])[h.source_id]
+        assert (rows[0].start, rows[0].end) == (h.start, h.end) and h.lower <= h.chunk_index <= h.upper

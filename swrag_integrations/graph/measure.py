@@ -3,7 +3,9 @@
 ``python -m swrag_integrations.graph.measure eval --data F.jsonl --out DIR [swrag eval options]``
 runs ``swrag eval`` with the graph strategies plus variants registered here
 (``hipporag-ppr``: the PPR ranking alone, HippoRAG-2 passage seeds; ``hipporag-ppr-only``:
-PPR from phrases alone, no hybrid signal at all; ``hipporag-chunks[-ppr]``: graph passages
+PPR from phrases alone, no hybrid signal at all; ``hipporag-w03``/``-w07``: graph_weight 0.3 / 0.7; ``hipporag-noseeds``: no passage
+seeds from the hybrid ranking; ``hipporag-whole``: every chunk of a ranked passage is a hit
+(no focus chunk); ``hipporag-chunks[-ppr]``: graph passages
 are the 50-token small chunks instead of medium chunks; ``graphrag-local-graph``: local
 search ranking alone; ``*-llm``: the local LLM's triples) and appends each graph build's report (time, size, extraction counts)
 to ``DIR/graph_builds.jsonl``.
@@ -62,6 +64,22 @@ class HippoRAGPPR(_Recorded, HippoRAGPipeline):
     options = {"graph_weight": 1.0}
 
 
+class HippoRAGW03(_Recorded, HippoRAGPipeline):
+    options = {"graph_weight": 0.3}
+
+
+class HippoRAGW07(_Recorded, HippoRAGPipeline):
+    options = {"graph_weight": 0.7}
+
+
+class HippoRAGNoSeeds(_Recorded, HippoRAGPipeline):
+    options = {"passage_seed_weight": 0.0}
+
+
+class HippoRAGWhole(_Recorded, HippoRAGPipeline):
+    options = {"focus": False}
+
+
 class HippoRAGPPROnly(_Recorded, HippoRAGPipeline):
     options = {"graph_weight": 1.0, "passage_seed_weight": 0.0}
 
@@ -93,6 +111,8 @@ class GraphRAGLocalLLMRecorded(_Recorded, GraphRAGLocalLLMPipeline):
 
 VARIANTS = {
     "hipporag": "HippoRAGRecorded", "hipporag-ppr": "HippoRAGPPR", "hipporag-ppr-only": "HippoRAGPPROnly",
+    "hipporag-w03": "HippoRAGW03", "hipporag-w07": "HippoRAGW07", "hipporag-noseeds": "HippoRAGNoSeeds",
+    "hipporag-whole": "HippoRAGWhole",
     "hipporag-chunks": "HippoRAGChunks", "hipporag-chunks-ppr": "HippoRAGChunksPPR",
     "hipporag-llm": "HippoRAGLLMRecorded", "graphrag-local": "GraphRAGLocalRecorded",
     "graphrag-local-graph": "GraphRAGLocalGraph", "graphrag-local-llm": "GraphRAGLocalLLMRecorded",
