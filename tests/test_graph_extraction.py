@@ -65,6 +65,9 @@ def test_rule_extractor_question_and_chinese():
      [("Ed Wood", "directed by", "Tim Burton"), ("Ed Wood", "stars", "Johnny Depp"), ("Ed Wood", "released in", "1994")],
      ["Ed Wood", "Tim Burton"], "list"),
     ("- Ed Wood\n- Tim Burton\n", [], ["Ed Wood", "Tim Burton"], "list"),
+    # the block form the bundled 135M model tends to write, with labels that are not names
+    ("Subject: Ed Wood,\nRelation: directed by\nObject: Tim Burton\nPersonality: Liar\nPerson: Johnny Depp",
+     [("Ed Wood", "directed by", "Tim Burton")], ["Johnny Depp"], "list"),
     ("The passage talks about Ed Wood, a film by Tim Burton.", [], ["Ed Wood", "Tim Burton"], "prose"),
 ])
 def test_parse_extraction_shapes(answer, triples, entities, status):

@@ -273,6 +273,12 @@ _TRIPLE_LABEL = re.compile(r"^\s*(triples?|facts?|relations?|relationships?)\s*[
 _TRIPLE_SEPARATORS = (re.compile(r"\s*\|\s*"), re.compile(r"\s*(?:->|→|=>)\s*"), re.compile(r"\s*;\s*"),
                       re.compile(r"\s+[-–—]\s+"), re.compile(r"\s*\t\s*"))
 _TRIPLE_PAREN = re.compile(r"^[(\[<{]\s*(.+?)\s*[)\]>}]\s*[.,;]?$")
+_BLOCK_ROLES = {"subject": "s", "head": "s", "source": "s", "relation": "r", "predicate": "r", "relationship": "r",
+                "verb": "r", "object": "o", "tail": "o", "target": "o", "entity": "entity", "name": "entity",
+                "person": "entity", "place": "entity", "location": "entity", "organization": "entity",
+                "organisation": "entity", "title": "entity", "author": "entity", "director": "entity"}
+_BLOCK = re.compile(rf"^({'|'.join(_BLOCK_ROLES)})\s*[:：]\s*(.+)$", re.IGNORECASE)
+_KEY_VALUE = re.compile(r"^[A-Za-z][A-Za-z ]{0,30}\s*[:：]\s*\S")
 _ENTITY_KEYS = ("entities", "named_entities", "entity", "ents", "names", "nodes", "named entities")
 _TRIPLE_KEYS = ("triples", "triple", "facts", "relations", "relationships", "edges", "fact")
 
@@ -426,6 +432,7 @@ def parse_extraction(output: Any) -> Extraction:
     entities: list[str] = []
     triples: list[Triple] = []
     loose: list[str] = []
+    block: dict[str, str] = {}  # "Subject: a / Relation: r / Object: b" lines
     for raw in text.splitlines():
         line = _BULLET.sub("", raw).strip()
         if not line:
@@ -433,6 +440,22 @@ def parse_extraction(output: Any) -> Extraction:
         label = _LABEL.match(line)
         if label:
             entities.extend(p for p in (_strip_quotes(x) for x in re.split(r"[,;，；、]", label.group(2))) if p)
+            continue
+        part = _BLOCK.match(line)
+        if part:
+            role = _BLOCK_ROLES[part.group(1).lower()]
+            value = _strip_quotes(part.group(2).rstrip(",.;"))
+            if role == "entity":
+                if value:
+                    entities.append(value)
+                continue
+            block[role] = value
+            if role == "o":
+                if block.get("s") and block.get("o"):
+                    triples.append((block["s"], block.get("r") or "related to", block["o"]))
+                block = {}
+            continue
+        if _KEY_VALUE.match(line):  # "Personality: ..." and other labels: not names
             continue
         line = _TRIPLE_LABEL.sub("", line)
         t = _triple_from_line(line)
@@ -444,7 +467,7 @@ def parse_extraction(output: Any) -> Extraction:
                 loose.append(name)
     if triples or entities or loose:
         return Extraction(entities=entities + loose, triples=triples, status="list")
-    prose = RuleExtractor(nouns=False)._latin(text)
+    prose = RuleExtractor(nouns=False, headings=False)._latin(text)
     if contains_cjk(text):
         prose.extend(RuleExtractor()._chinese(text))
     if prose:
@@ -477,8 +500,14 @@ Write one fact per line as: subject | relation | object
 Then one line: Entities: name1, name2, ...
 
 Passage:
-{passage}
+Marie Curie was a physicist born in Warsaw. She won the Nobel Prize in Physics in 1903.
+Facts:
+Marie Curie | was born in | Warsaw
+Marie Curie | won | Nobel Prize in Physics
+Entities: Marie Curie, Warsaw, Nobel Prize in Physics
 
+Passage:
+{passage}
 Facts:
 """
 
