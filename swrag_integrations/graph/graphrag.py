@@ -184,6 +184,8 @@ class GraphRAG:
     def rank(self, query: str, k_passages: int = 30) -> LocalRanking:
         """The fused local-search passage ranking of one question."""
         check_query(query)
+        if isinstance(k_passages, bool) or not isinstance(k_passages, int) or k_passages <= 0:
+            raise ValueError(f"k_passages must be a positive int, got {k_passages!r}")
         if self.communities is None:
             self.build_communities()
         seeds = self.linker.link(query)

@@ -105,6 +105,8 @@ class HippoRAG:
     def rank(self, query: str, k_passages: int = 30) -> HippoRanking:
         """The fused passage ranking of one question (at most ``k_passages``)."""
         check_query(query)
+        if isinstance(k_passages, bool) or not isinstance(k_passages, int) or k_passages <= 0:
+            raise ValueError(f"k_passages must be a positive int, got {k_passages!r}")
         seeds = self.linker.link(query)
         need_hybrid = self.graph_weight < 1.0 or self.passage_seed_weight > 0
         best_chunks: dict[str, int] = {}
