@@ -222,3 +222,20 @@ def test_persistence_round_trips(tmp_path):
         PassageGraph.from_bytes(b"pickle" + bytes(raw))
     g.add(P("e"), Extraction(entities=["Other"]))
     assert PassageGraph.from_bytes(g.to_bytes()) != loaded
+
+
+def test_query_linking_respects_case_of_names():
+    from swrag_integrations.graph.common import QueryLinker
+
+    g = PassageGraph()
+    g.add(P("a"), Extraction(entities=["Government", "Kiss and Tell", "Corliss Archer", "Arthur's Magazine", "北京大学"]))
+    g.add(P("b"), Extraction(entities=["Corliss Archer", "Meet Corliss Archer"]))
+    linker = QueryLinker(g)
+    question = "What government position was held by the woman who portrayed Corliss Archer in the film Kiss and Tell?"
+    assert linker.lexical(question) == ["corliss archer", "kiss and tell"]  # "government" is not the heading's name
+    assert linker.lexical("Which came first, Arthur’s Magazine or 北京大学?") == ["arthur's magazine", "北京大学"]
+    assert linker.lexical("Meet Corliss Archer aired when?") == ["meet corliss archer"]  # the longest match only
+    seeds = linker.link(question)
+    # specificity: "Corliss Archer" is in two passages, "Kiss and Tell" in one
+    assert [(s.key, s.weight, s.how) for s in seeds] == [("kiss and tell", 1.0, "lexical"),
+                                                          ("corliss archer", 0.5, "lexical")]

@@ -2,7 +2,8 @@
 
 * :class:`QueryLinker`: a question -> seed phrases of the graph. Phrases the question
   contains verbatim (normalised; on word boundaries for Latin text, the longest match
-  wins) are linked with score 1; the question's own entities (its extractor's
+  wins; a capitalised phrase only where the question capitalises it, so a heading
+  "Government" is not linked by "what government position") are linked with score 1; the question's own entities (its extractor's
   ``query_entities``) are linked to their nearest phrase by embedding when the cosine
   reaches ``link_threshold``. A seed's weight is its score divided by the number of
   passages mentioning the phrase (HippoRAG's node specificity), and only the
@@ -89,11 +90,23 @@ class QueryLinker:
             self.graph._derived["probes"] = got
         return got
 
+    def _named(self, query: str, key: str) -> bool:
+        """A capitalised phrase counts only where the question capitalises it too ("Writer"
+        in a passage heading is not "the writer of ..."); lower-case phrases always count."""
+        name = self.graph.names.get(key, key)
+        if not name[:1].isupper():
+            return True
+        words = [re.escape(w) for w in _flat(name).split()]
+        pattern = r"(?<![^\W_])" + r"[\W_]+".join(words) + r"(?![^\W_])"
+        return any(m.group(0)[:1].isupper() for m in re.finditer(pattern, query.replace("’", "'"), re.IGNORECASE))
+
     def lexical(self, query: str) -> list[str]:
-        """Phrases the question contains (longest matches; a match inside a longer one is dropped)."""
+        """Phrases the question contains (longest matches; a match inside a longer one is
+        dropped; a capitalised phrase must be capitalised in the question too)."""
         flat = _flat(query)
         padded = f" {flat} "
-        found = [(key, probe) for key, probe, cjk in self._probes() if (probe in flat if cjk else f" {probe} " in padded)]
+        found = [(key, probe) for key, probe, cjk in self._probes()
+                 if (probe in flat if cjk else f" {probe} " in padded and self._named(query, key))]
         found.sort(key=lambda kp: -len(kp[1]))
         kept: list[tuple[str, str]] = []
         for key, probe in found:
