@@ -41,6 +41,7 @@ class _GraphPipeline(ParentPipeline):
     """The parent pipeline's index plus the graph (subclasses choose the retrieval)."""
 
     unit = "medium"
+    k_passages = 30
     options: dict[str, Any] = {}
 
     def make_extractor(self) -> Any:
@@ -62,7 +63,8 @@ class _GraphPipeline(ParentPipeline):
     def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
         if not self.sources:
             return []
-        spans = self.searcher.spans([question, *queries], budget_tokens=self.budget, k=self.k)
+        spans = self.searcher.spans([question, *queries], budget_tokens=self.budget, k=self.k,
+                                    k_passages=self.k_passages)
         return [(self._ids.get(s.source_id, s.source_id), s.start, s.end) for s in spans]
 
     def close(self) -> None:

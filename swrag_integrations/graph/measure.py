@@ -4,7 +4,8 @@
 runs ``swrag eval`` with the graph strategies plus variants registered here
 (``hipporag-ppr``: the PPR ranking alone, HippoRAG-2 passage seeds; ``hipporag-ppr-only``:
 PPR from phrases alone, no hybrid signal at all; ``hipporag-w03``/``-w07``: graph_weight 0.3 / 0.7; ``hipporag-noseeds``: no passage
-seeds from the hybrid ranking; ``hipporag-whole``: every chunk of a ranked passage is a hit
+seeds from the hybrid ranking; ``hipporag-k20``/``-k15``: 20 / 15 ranked passages instead of 30 (budget left for widening);
+``hipporag-whole``: every chunk of a ranked passage is a hit
 (no focus chunk); ``hipporag-chunks[-ppr]``: graph passages
 are the 50-token small chunks instead of medium chunks; ``graphrag-local-graph``: local
 search ranking alone; ``*-llm``: the local LLM's triples) and appends each graph build's report (time, size, extraction counts)
@@ -80,6 +81,14 @@ class HippoRAGWhole(_Recorded, HippoRAGPipeline):
     options = {"focus": False}
 
 
+class HippoRAGK20(_Recorded, HippoRAGPipeline):
+    k_passages = 20
+
+
+class HippoRAGK15(_Recorded, HippoRAGPipeline):
+    k_passages = 15
+
+
 class HippoRAGPPROnly(_Recorded, HippoRAGPipeline):
     options = {"graph_weight": 1.0, "passage_seed_weight": 0.0}
 
@@ -112,7 +121,7 @@ class GraphRAGLocalLLMRecorded(_Recorded, GraphRAGLocalLLMPipeline):
 VARIANTS = {
     "hipporag": "HippoRAGRecorded", "hipporag-ppr": "HippoRAGPPR", "hipporag-ppr-only": "HippoRAGPPROnly",
     "hipporag-w03": "HippoRAGW03", "hipporag-w07": "HippoRAGW07", "hipporag-noseeds": "HippoRAGNoSeeds",
-    "hipporag-whole": "HippoRAGWhole",
+    "hipporag-whole": "HippoRAGWhole", "hipporag-k20": "HippoRAGK20", "hipporag-k15": "HippoRAGK15",
     "hipporag-chunks": "HippoRAGChunks", "hipporag-chunks-ppr": "HippoRAGChunksPPR",
     "hipporag-llm": "HippoRAGLLMRecorded", "graphrag-local": "GraphRAGLocalRecorded",
     "graphrag-local-graph": "GraphRAGLocalGraph", "graphrag-local-llm": "GraphRAGLocalLLMRecorded",
