@@ -237,15 +237,20 @@ class ExtractiveSummarizer:
             averaged about 130 tokens).
         duplicate_similarity: a sentence this similar (cosine) to one already kept, or
             with the same normalised text, is skipped.
+        min_sentence_tokens: shorter pieces (a lone bracket, a one-word heading) are
+            not candidates while longer ones exist.
         encoding_name: tiktoken encoding for counting.
     """
 
     kind = "extractive"
 
-    def __init__(self, max_tokens: int = 128, *, duplicate_similarity: float = 0.97,
+    def __init__(self, max_tokens: int = 128, *, duplicate_similarity: float = 0.97, min_sentence_tokens: int = 4,
                  encoding_name: str = DEFAULT_ENCODING) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        if isinstance(min_sentence_tokens, bool) or not isinstance(min_sentence_tokens, int) or min_sentence_tokens < 1:
+            raise ValueError(f"min_sentence_tokens must be an int >= 1, got {min_sentence_tokens!r}")
+        self.min_sentence_tokens = min_sentence_tokens
         if not 0.0 < float(duplicate_similarity) <= 1.0:
             raise ValueError(f"duplicate_similarity must be in (0, 1], got {duplicate_similarity!r}")
         self.max_tokens = max_tokens
@@ -254,7 +259,7 @@ class ExtractiveSummarizer:
 
     @property
     def identity(self) -> str:
-        return f"extractive:{self.max_tokens}:{self.duplicate_similarity}"
+        return f"extractive:{self.max_tokens}:{self.duplicate_similarity}:{self.min_sentence_tokens}"
 
     def summarize(self, cluster: Cluster, ctx: SummaryContext) -> Summary:
         """The cluster's central sentences (``kind="extractive"``)."""
@@ -262,6 +267,10 @@ class ExtractiveSummarizer:
         if not candidates:
             raise ValueError("the cluster's leaves hold no sentences")
         texts = [ctx.source_text(s)[a:b] for s, a, b in candidates]
+        # fragments ("]", a lone heading) are rarely a summary: drop them unless nothing else is left
+        keep = [i for i, t in enumerate(texts) if count_tokens(t, self.encoding_name) >= self.min_sentence_tokens]
+        if keep and len(keep) < len(texts):
+            candidates, texts = [candidates[i] for i in keep], [texts[i] for i in keep]
         vecs = _unit(ctx.embed(texts))
         centroid = _unit(_unit(cluster.vectors).mean(axis=0))
         scores = vecs @ centroid
