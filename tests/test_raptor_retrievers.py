@@ -188,3 +188,30 @@ def test_eval_pipeline_builds_and_assembles(doc):
         assert all(pipe.texts[s][a:b] == sp.text for (s, a, b), sp in zip(ctx.offsets, ctx.spans))
         assert pipe.chunks > 0 and pipe.index_bytes > 0 and pipe.retrieve(question)
         pipe.close()
+
+
+def test_eval_llm_pipeline_uses_the_configured_llm_and_cache(doc, tmp_path, monkeypatch):
+    from swrag_integrations.evaluation.datasets import Source
+    from swrag_integrations.evaluation.pipelines import EvalConfig
+    from swrag_integrations.raptor.evaluation import RaptorLLMPipeline
+
+    text, question = doc
+    monkeypatch.setenv("SWRAG_RAPTOR_LLM", "fake:How the ground truth for fake news is established by the authors.")
+    monkeypatch.setenv("SWRAG_RAPTOR_CACHE", str(tmp_path / "summaries.sqlite3"))
+    monkeypatch.setenv("SWRAG_RAPTOR_TREES", str(tmp_path / "trees.sqlite3"))
+    monkeypatch.setenv("SWRAG_RAPTOR_REDUCTION", "pca")
+    log = tmp_path / "builds.jsonl"
+    monkeypatch.setenv("SWRAG_RAPTOR_LOG", str(log))
+    pipe = RaptorLLMPipeline([Source("a", text)], EvalConfig("raptor", 100), embeddings=WordEmbeddings(), budget=2000)
+    ctx = pipe.context(question, 2000)
+    pipe.close()
+    summaries = [s for s in ctx.spans if s.source_id.startswith("raptor-summary:")]
+    assert summaries and all(s.metadata["raptor_kind"] == "llm" and s.metadata["raptor_leaves"] for s in summaries)
+    assert ctx.text_tokens <= 2000
+    built = json.loads(log.read_text().splitlines()[0])["report"]
+    assert built["trees"] == 1 and built["summaries"]["llm_calls"] == built["summaries"]["llm"] > 0
+    # a second pipeline reuses the stored tree: no build, no LLM call
+    again = RaptorLLMPipeline([Source("a", text)], EvalConfig("raptor", 100), embeddings=WordEmbeddings(), budget=2000)
+    again.close()
+    second = json.loads(log.read_text().splitlines()[1])["report"]
+    assert second["trees"] == 0 and second["reused"] == 1 and second["summaries"]["llm_calls"] == 0
