@@ -12,7 +12,6 @@ from langchain_core.runnables import RunnableLambda
 
 from swrag_integrations.raptor.build import TreeBuilder, TreeConfig
 from swrag_integrations.raptor.clustering import ClusterConfig
-from swrag_integrations.raptor.leaves import leaves_from_text
 from swrag_integrations.raptor.summarise import (Cluster, ExtractiveSummarizer, LLMSummarizer, SummaryCache,
                                                  SummaryContext, sentence_spans)
 from swrag_integrations.raptor.tree import RaptorNode

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -195,7 +195,3 @@ def cluster_embeddings(vectors: np.ndarray, config: ClusterConfig | None = None)
         unique.setdefault(tuple(c), None)
     return sorted((list(c) for c in unique), key=lambda c: (c[0], len(c)))
 
-
-def cluster_sizes(clusters: Sequence[Sequence[int]]) -> list[int]:
-    """Sizes of ``clusters`` (for reports)."""
-    return [len(c) for c in clusters]

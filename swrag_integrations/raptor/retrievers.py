@@ -46,9 +46,11 @@ class RaptorSearcher:
     """
 
     def __init__(self, raptor: Any, embeddings: Any = None, *, encoding_name: str | None = None) -> None:
+        from .store import RaptorIndex
+
         if isinstance(raptor, RaptorTree):
             self._tree, self._index = raptor, None
-        elif hasattr(raptor, "tree") and hasattr(raptor, "builder"):
+        elif isinstance(raptor, RaptorIndex):
             self._tree, self._index = None, raptor
         else:
             raise TypeError(f"raptor must be a RaptorIndex or a RaptorTree, got {type(raptor).__name__}")

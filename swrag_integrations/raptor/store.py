@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .build import BuildReport, TreeBuilder, TreeConfig, _add
+from .build import BuildReport, TreeBuilder, TreeConfig
 from .leaves import INDEX_LEVELS, leaves_from_index, leaves_from_text
 from .tree import RaptorTree
 
