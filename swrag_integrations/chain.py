@@ -113,7 +113,9 @@ class _AnswerChunks:
     pieces join to ``answer.strip()``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, checker: Any = None) -> None:
+        self.checker = checker
+        self.answer = ""
         self.seen: dict[str, Any] = {}
         self.head_sent = False
         self.answered = False
@@ -139,15 +141,22 @@ class _AnswerChunks:
             self.pending = text[len(body):]
             if body:
                 self.answered = True
+                self.answer += body
                 out.append(AddableDict(answer=body))
         return out
 
     def close(self) -> list[AddableDict]:
-        return [] if self.answered else [AddableDict(answer="")]
+        out = [] if self.answered else [AddableDict(answer="")]
+        if self.checker is not None:  # last: every answer sentence tied to the sources
+            question = self.seen.get("question")
+            grounded = self.checker.check(self.answer, _sources(self.seen.get("docs") or []),
+                                          question=question if isinstance(question, str) else None)
+            out.append(AddableDict(grounding=grounded.to_dict()))
+        return out
 
 
-def build_rag_chain(retriever: Runnable, llm: Runnable) -> Runnable:
-    """An LCEL chain ``question -> {"question", "answer", "context", "sources"}``.
+def build_rag_chain(retriever: Runnable, llm: Runnable, *, grounding: Any = True) -> Runnable:
+    """An LCEL chain ``question -> {"question", "answer", "context", "sources", "grounding"}``.
 
     Args:
         retriever: any LangChain retriever (e.g. ``WindowedParentRetriever``).
@@ -157,28 +166,38 @@ def build_rag_chain(retriever: Runnable, llm: Runnable) -> Runnable:
 
     Input: the question as a string, or ``{"question": "..."}``. ``sources`` lists, per
     retrieved window, its source, exact offsets and text; ``answer`` is stripped of
-    surrounding whitespace.
+    surrounding whitespace. ``grounding`` (with ``grounding=True``, the default, or a
+    :class:`~swrag_integrations.grounding.GroundingChecker`) ties every answer sentence
+    to exact source offsets and flags unsupported sentences and claims
+    (:meth:`~swrag_integrations.grounding.GroundedAnswer.to_dict`); ``grounding=False``
+    leaves it out.
 
     Streaming (``.stream`` / ``.astream``): **sources first**. The first chunk is
     ``{"question", "context", "sources"}`` (as soon as retrieval is done), then one
     ``{"answer": "<text>"}`` chunk per piece of generated text as the model produces it
-    (leading/trailing whitespace of the whole answer held back). Adding the chunks
-    (``+``, they are ``AddableDict``) gives exactly what ``invoke`` returns.
+    (leading/trailing whitespace of the whole answer held back), then (with grounding)
+    one ``{"grounding": {...}}`` chunk. Adding the chunks (``+``, they are
+    ``AddableDict``) gives exactly what ``invoke`` returns.
     """
     llm = chat_model_for(llm)
+    checker = None
+    if grounding is not False and grounding is not None:
+        from .grounding import GroundingChecker
+
+        checker = grounding if isinstance(grounding, GroundingChecker) else GroundingChecker()
 
     def to_prompt(inputs: dict) -> str:
         template = PromptTemplate.from_template(prompt_for(inputs["question"]))
         return template.format(context=format_context(inputs["docs"]), question=inputs["question"])
 
     def finish(chunks: Iterator[Mapping[str, Any]]) -> Iterator[AddableDict]:
-        state = _AnswerChunks()
+        state = _AnswerChunks(checker)
         for chunk in chunks:
             yield from state.feed(chunk)
         yield from state.close()
 
     async def afinish(chunks: AsyncIterator[Mapping[str, Any]]) -> AsyncIterator[AddableDict]:
-        state = _AnswerChunks()
+        state = _AnswerChunks(checker)
         async for chunk in chunks:
             for out in state.feed(chunk):
                 yield out
@@ -195,13 +214,15 @@ def build_rag_chain(retriever: Runnable, llm: Runnable) -> Runnable:
     )
 
 
-def build_query_engine(retriever: Any, llm: Any, *, language: str = "en") -> Any:
+def build_query_engine(retriever: Any, llm: Any, *, language: str = "en", grounding: bool = True) -> Any:
     """A LlamaIndex ``RetrieverQueryEngine`` with the method's prompt.
 
     Args:
         retriever: a LlamaIndex retriever (e.g. ``WindowedLlamaIndexRetriever``).
         llm: a LlamaIndex LLM (e.g. ``load_llama3().as_llamaindex()``).
         language: ``"en"`` or ``"zh"`` prompt.
+        grounding: wrap it so every response carries ``metadata["grounding"]``
+            (:class:`~swrag_integrations.grounding.GroundedQueryEngine`).
     """
     from llama_index.core import PromptTemplate as LIPromptTemplate
     from llama_index.core.query_engine import RetrieverQueryEngine
@@ -209,6 +230,11 @@ def build_query_engine(retriever: Any, llm: Any, *, language: str = "en") -> Any
     template = (PROMPT_ZH if language == "zh" else PROMPT_EN).replace("{context}", "{context_str}").replace(
         "{question}", "{query_str}"
     )
-    return RetrieverQueryEngine.from_args(
+    engine = RetrieverQueryEngine.from_args(
         retriever=retriever, llm=llm, text_qa_template=LIPromptTemplate(template), response_mode="compact"
     )
+    if not grounding:
+        return engine
+    from .grounding.llama_index import GroundedQueryEngine
+
+    return GroundedQueryEngine(engine)

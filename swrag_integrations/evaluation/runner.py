@@ -63,7 +63,8 @@ RESULT_FIELDS = [
     "split_passages", "n", "context_recall", "hit", "f1", "ci_low", "ci_high", "ci_metric",
     "recall_ci_low", "recall_ci_high", "f1_ci_low", "f1_ci_high", "source_recall", "span_hit",
     "seconds", "chunks", "index_bytes", "context_tokens", "llm", "steps", "diversity", "litm", "rse", "rerank",
-    "headers", "context_diversity", "context_diversity_n",
+    "headers", "context_diversity", "context_diversity_n", "grounded_share", "unsupported_numbers",
+    "unsupported_names",
 ]
 
 
@@ -288,6 +289,11 @@ def _question_record(
         prediction = generate_answer(llm, example.question, ctx.text, example.language)
         f1 = qa_f1(prediction, example.answers, example.language)
     t2 = time.perf_counter()
+    grounding = None
+    if run.generate:
+        from ..grounding import groundedness
+
+        grounding = groundedness(prediction, ctx.spans, question=example.question)
     split = run.split
     gold = gold_sources(example, split=split)
     retrieved_sources = ctx.sources
@@ -322,6 +328,7 @@ def _question_record(
         "hit": 1.0 if recall >= 1.0 else 0.0,
         "f1": f1,
         "prediction": prediction,
+        "groundedness": grounding,
         "context_tokens": ctx.text_tokens,
         "spans": [list(s) for s in ctx.offsets],
         "sources_retrieved": len(retrieved_sources),
@@ -640,6 +647,8 @@ def summarize(records: Sequence[dict], *, seed: int = 0, n_resamples: int = 1000
         first = rs[0]
         has_f1 = bool(f1)
         div = [r["context_diversity"] for r in rs if r.get("context_diversity") is not None]
+        grounded = [r["groundedness"] for r in rs if r.get("groundedness")]
+        shares = [g["supported_share"] for g in grounded if g.get("supported_share") is not None]
         rows.append(
             {
                 "dataset": first["dataset"],
@@ -679,6 +688,12 @@ def summarize(records: Sequence[dict], *, seed: int = 0, n_resamples: int = 1000
                 "headers": first.get("headers"),
                 "context_diversity": _mean(div) if div else None,
                 "context_diversity_n": len(div),
+                # groundedness of generated answers (swrag_integrations.grounding): share of checked
+                # sentences supported, and unsupported numbers/dates and names per answer
+                "grounded_share": _mean(shares) if shares else None,
+                "unsupported_numbers": _mean((g.get("unsupported_numbers") or 0) + (g.get("unsupported_dates") or 0)
+                                             for g in grounded) if grounded else None,
+                "unsupported_names": _mean(g.get("unsupported_names") or 0 for g in grounded) if grounded else None,
             }
         )
     return rows

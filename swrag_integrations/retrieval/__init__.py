@@ -23,7 +23,7 @@ Layout (one concern per module; framework-free unless noted):
 ``retriever``      :class:`WindowedParentRetriever` (LangChain)
 ``multi_query``    :class:`MultiQueryFusionRetriever` (LangChain)
 ``llama_index``    LlamaIndex-native retrievers and embeddings (LlamaIndex)
-``embeddings``     the bundled MiniLM
+``embeddings``     the bundled MiniLM (sentence-transformers or ONNX Runtime; ``onnx_embeddings``)
 =================  ===================================================================
 
 Names are imported lazily, so ``from swrag_integrations.retrieval import assemble_context``
@@ -64,6 +64,7 @@ _LAZY = {
     "WindowedLlamaIndexRetriever": "llama_index", "NodeChunkIndex": "llama_index",
     "MiniLMLlamaIndexEmbedding": "llama_index",
     "MiniLMEmbeddings": "embeddings", "default_embeddings": "embeddings", "minilm_model_path": "embeddings",
+    "OnnxSentenceEncoder": "onnx_embeddings", "ensure_onnx_model": "onnx_embeddings",
 }
 
 __all__ = sorted(_LAZY)

@@ -130,6 +130,11 @@ class AssembledContext:
     def to_documents(self) -> list[Any]:
         return [s.to_document() for s in self.spans]
 
+    def _repr_html_(self) -> str:  # Jupyter: the spans over their sources (swrag_integrations.view)
+        from ..view.retrieval import RetrievalView
+
+        return RetrievalView.from_spans(self)._repr_html_()
+
 
 def _as_span(item: Any, position: int) -> ContextSpan:
     if isinstance(item, ContextSpan):

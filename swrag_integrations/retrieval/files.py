@@ -356,6 +356,25 @@ def _decode(raw: bytes, path: Path, encoding: str | None, errors: str) -> str:
     raise _Skip("not UTF-8 text", hint)
 
 
+def read_text(path: str | os.PathLike[str], *, encoding: str | None = None, errors: str = "strict") -> str:
+    """One text file exactly as the index reads it (the decoding rules above; line ends
+    kept, so ``CRLF`` stays ``CRLF`` and offsets are the index's offsets).
+
+    Raises:
+        FileNotFoundError / IsADirectoryError: no such file, or a folder.
+        ValueError: binary or undecodable, with the reason and the hint.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.is_dir():
+        raise IsADirectoryError(f"expected a file, got a directory: {path}")
+    try:
+        return _decode(_read_bytes(path), path, encoding, errors)
+    except _Skip as skip:
+        raise ValueError(f"{path}: {skip.reason}" + (f"; {skip.hint}" if skip.hint else "")) from None
+
+
 # ------------------------------------------------------------------------- readers
 
 

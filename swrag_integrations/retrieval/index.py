@@ -334,6 +334,10 @@ class SlidingWindowIndex(VectorStore):
                 f"this index was built with {stored}-dimensional embeddings "
                 f"({self.manifest['embedding'].get('name')}); the embedding given now ({name}) makes {dim}: pass the "
                 "embedding the index was built with, or index into a new directory")
+        stored_name = (self.manifest.get("embedding") or {}).get("name")
+        if stored is not None and stored_name and stored_name != name and not stored_name.startswith("migrated"):
+            warnings.warn(f"this index was built with {stored_name}; searching it with {name} (same dimension) "
+                          "gives slightly different vectors", stacklevel=3)
         self._embedding_dim = dim
         self._embedding_checked = True
 
@@ -773,6 +777,14 @@ class SlidingWindowIndex(VectorStore):
         options.update(kwargs)
         return WindowedParentRetriever(index=self, **options)
 
+    def explain(self, query: str, **options: Any) -> Any:
+        """An HTML view of a query against this index (hits with their ranks, the windows
+        they widen to, the spans kept under the budget, what was cut); shows itself in
+        Jupyter."""
+        from ..view.retrieval import RetrievalView
+
+        return RetrievalView.from_index(self, query, **options)
+
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The ``k`` best merged windows for ``query`` (:class:`~.retriever.WindowedParentRetriever`)."""
         return self.as_retriever(k=k, **kwargs).invoke(query)
@@ -813,7 +825,10 @@ def _only(kwargs: dict[str, Any], allowed: set[str], where: str) -> None:
 
 
 def _embedding_name(embedding: Any) -> str:
-    for attr in ("model_path", "model_name", "model"):
+    name = getattr(embedding, "model_name", None)
+    if isinstance(name, str) and name:
+        return f"{type(embedding).__name__}:{name}"
+    for attr in ("model_path", "model"):
         value = getattr(embedding, attr, None)
         if isinstance(value, (str, os.PathLike)) and str(value):
             return f"{type(embedding).__name__}:{Path(str(value)).name}"

@@ -51,6 +51,9 @@ class WindowedParentRetriever(BaseRetriever):
         rrf_c: the RRF constant.
         rank: what the first stage ranks: ``"children"`` (small chunks) or
             ``"windows"`` (whole windows, scored from their chunks' statistics).
+        fill: how the budget is filled: ``"hits"`` (every parent's hit chunks first, then
+            the chunks between them, then neighbours) or ``"parents"`` (each parent's
+            whole window in rank order before the next parent).
         expand: ``"window"`` (the window(s) around each hit, default), ``"medium"``
             (the medium chunks whose windows cover the hit) or ``"chunk"`` (no
             widening: plain small chunks, for comparison).
@@ -79,6 +82,8 @@ class WindowedParentRetriever(BaseRetriever):
     rrf_c: float = 60.0
     expand: Literal["window", "medium", "chunk"] = "window"
     rank: Literal["children", "windows"] = "children"
+    fill: Literal["hits", "parents"] = "hits"
+    hit_share: float = 1.0
 
     @field_validator("k", "budget_tokens")
     @classmethod
@@ -112,13 +117,22 @@ class WindowedParentRetriever(BaseRetriever):
                                           weights=self.weights, rrf_c=self.rrf_c, rank=self.rank)
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
-        spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand)
+        spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand,
+                          fill=self.fill, hit_share=self.hit_share)
         docs = []
         for span in spans:
             doc = span.to_document()
             doc.id = f"{span.source_id}:{span.start}-{span.end}"
             docs.append(doc)
         return docs
+
+    def explain(self, query: str, **overrides: Any) -> Any:
+        """What this retriever does for ``query``, as an HTML view (shows itself in Jupyter;
+        ``.save(path)``): the chunks that matched with their ranks, the windows they widened
+        to, the spans merged under the budget and what was cut."""
+        from ..view.retrieval import RetrievalView
+
+        return RetrievalView.from_retriever(self, query, **overrides)
 
     def retrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
         """Retrieve for several phrasings of one question (budget shared among them)."""
