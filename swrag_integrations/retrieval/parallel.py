@@ -216,8 +216,13 @@ def _pickles(obj: Any) -> bool:
 
 
 def worker_embedding_spec(index: "SlidingWindowIndex", embedding_factory: Callable[[], Any] | None,
-                          notes: list[str]) -> Any:
-    """The spec workers embed with, or ``None`` (then the writer embeds; ``notes`` says why)."""
+                          notes: list[str], threads: int | None = None) -> Any:
+    """The spec workers embed with, or ``None`` (then the writer embeds; ``notes`` says why).
+
+    ``threads``: the math threads each worker may use; an embedding rebuilt from its
+    constructor arguments whose ``threads`` argument was left at ``None`` (the bundled
+    MiniLM: "every CPU" -- N workers would each take every core) gets this value.
+    """
     from .vectors import precomputed_of
 
     pre = precomputed_of(index.vectorstore)
@@ -231,6 +236,9 @@ def worker_embedding_spec(index: "SlidingWindowIndex", embedding_factory: Callab
             raise TypeError("embedding_factory must be picklable (a module-level function or functools.partial)")
         return embedding_factory
     spec = portable_embedding(pre.base)
+    if threads and isinstance(spec, functools.partial) and "threads" in spec.keywords \
+            and spec.keywords["threads"] is None:
+        spec = functools.partial(spec.func, **dict(spec.keywords, threads=threads))
     if spec is None:
         notes.append(f"the embedding {type(pre.base).__name__} cannot be sent to worker processes: the workers only "
                      "loaded and planned, the writer embedded (pass embedding_factory=)")
@@ -395,7 +403,7 @@ def index_in_parallel(index: "SlidingWindowIndex", documents: Iterable[Any] | No
     if isinstance(embed_batch, bool) or not isinstance(embed_batch, int) or embed_batch <= 0:
         raise ValueError(f"embed_batch must be a positive int, got {embed_batch!r}")
     notes: list[str] = []
-    spec = worker_embedding_spec(index, embedding_factory, notes)
+    spec = worker_embedding_spec(index, embedding_factory, notes, threads=threads_per_worker)
     config_json = index.config.to_json()
     skipped: list[tuple[str, str, str]] = []
     remove: list[str] = list(remove_origins or ())
@@ -481,22 +489,39 @@ def _warn_load(message: str) -> None:
 # ------------------------------------------------------------------------ CLI pieces
 
 
+def _workers_arg(value: str) -> int:
+    import argparse
+
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers takes a whole number >= 1, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"--workers must be >= 1, got {number}")
+    return number
+
+
 def add_ingest_arguments(parser: Any) -> None:
     """``--workers N`` and ``--ray ADDRESS`` for ``swrag index``."""
-    parser.add_argument("--workers", type=int, default=None,
-                        help="load, cut and embed in N worker processes (one writer); default: in this process")
+    parser.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
+                        help="load, cut and embed in N worker processes, one writer (default: in this process); "
+                             "with --ray: N embedding actors (default 2)")
     parser.add_argument("--ray", default=None, metavar="ADDRESS",
-                        help="run the ingestion as a Ray Data pipeline: 'local' (start Ray in this process), 'auto', "
-                             "'ray://HOST:PORT' or 'HOST:PORT' of a running cluster (needs the [ray] extra); with "
-                             "--workers N: N embedding actors")
+                        help="run the ingestion as a Ray Data pipeline: 'local' (a Ray started in this process), "
+                             "'auto', 'HOST:PORT' (a `ray start --head` cluster's GCS port) or 'ray://HOST:PORT' "
+                             "(needs the [ray] extra; files must be readable at the same paths on every node)")
 
 
 def ingest_from_args(index: "SlidingWindowIndex", args: Any) -> "IndexReport":
     """Run ``swrag index`` for parsed arguments (``paths``, ``keep_missing``, ``encoding``,
-    ``errors``, ``workers``, ``ray``): in this process, in worker processes, or on Ray."""
+    ``errors``, ``workers``, ``ray``): in this process, in worker processes, or on Ray.
+
+    With ``ray``, a Ray connection this process already holds is used (and kept); else
+    :func:`~.ray_ingest.index_with_ray` connects and disconnects.
+    """
     workers = getattr(args, "workers", None)
     address = getattr(args, "ray", None)
-    if workers is not None and (isinstance(workers, bool) or workers < 1):
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"--workers must be >= 1, got {workers}")
     options = dict(prune=not args.keep_missing, encoding=args.encoding, errors=args.errors)
     if address:

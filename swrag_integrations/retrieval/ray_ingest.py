@@ -282,7 +282,7 @@ def _run(index: "SlidingWindowIndex", listing: Any, *, actors: int, prune: bool,
     context = DataContext.get_current()
     context.enable_progress_bars = False
     notes: list[str] = []
-    spec = worker_embedding_spec(index, embedding_factory, notes)
+    spec = worker_embedding_spec(index, embedding_factory, notes, threads=threads_per_actor)
     bad = {str(s.path) for s in listing.skipped}
     skipped: list[tuple[str, str]] = [(str(s.path), s.reason) for s in listing.skipped]
     files = [str(f) for f in listing.files if str(f) not in bad]
