@@ -160,7 +160,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         from .retrieval.ray_ingest import connect_ray
 
         try:
-            ray_started = connect_ray(args.ray, num_cpus=(args.workers or 2) + 1)
+            ray_started = connect_ray(args.ray, num_cpus=(args.workers or 2) + 1, node_ip_address=args.ray_node_ip)
         except ImportError:
             print("swrag: error: --ray needs the [ray] extra: pip install 'swrag-integrations[ray]'", file=sys.stderr)
             return EXIT_USAGE
@@ -384,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
         ev.set_defaults(func=cmd_eval)
 
     bench = sub.add_parser("bench", help="run a benchmark (source checkout)", description="Run benchmarks/bench_NAME.py of a source checkout.")
-    bench.add_argument("name", choices=["splitters", "retrieval", "llm"], help="which benchmark")
+    bench.add_argument("name", choices=["splitters", "retrieval", "llm", "ingest", "growth"], help="which benchmark")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
     bench.set_defaults(func=cmd_bench)
     return parser

@@ -24,6 +24,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 pytest.importorskip("ray.data", reason="the [ray] extra is not installed")
 
+pytestmark = pytest.mark.ray
+
 from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
 from swrag_integrations.retrieval.parallel import add_ingest_arguments, ingest_from_args  # noqa: E402
 from swrag_integrations.retrieval.ray_ingest import index_with_ray  # noqa: E402
@@ -212,6 +214,15 @@ def test_ray_cluster_into_a_chroma_server_equals_a_single_process_build(tmp_path
     with pytest.warns(UserWarning, match="blob.txt"):
         second = index_with_ray(again, root, address=ray_cluster, actors=2, node_ip_address=NODE_IP)
     assert second.unchanged == 6 and second.chunks == 0 and second.added == 0
+    # the command does the same against the cluster and the server
+    swrag = shutil.which("swrag", path=str(Path(sys.executable).parent)) or shutil.which("swrag")
+    if swrag:
+        cli = subprocess.run([swrag, "index", str(root), "--ray", ray_cluster, "--ray-node-ip", NODE_IP, "--workers",
+                              "2", "--host", "127.0.0.1", "--port", str(chroma_server), "--collection", "rayed"],
+                             capture_output=True, text=True, env=_env(), timeout=600)
+        assert cli.returncode == 0, cli.stderr
+        assert "unchanged: 6" in cli.stdout and "added: 0" in cli.stdout and "skipped files: 1" in cli.stdout
+        assert f"Ray at {ray_cluster}, 2 embedding actors" in cli.stdout
     assert again.status().healthy
     hits = again.as_retriever(k=3, weights=(1.0, 0.0)).invoke("Arden copper")
     assert hits and any("Arden" in d.page_content for d in hits)

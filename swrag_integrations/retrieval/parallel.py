@@ -510,6 +510,9 @@ def add_ingest_arguments(parser: Any) -> None:
                         help="run the ingestion as a Ray Data pipeline: 'local' (a Ray started in this process), "
                              "'auto', 'HOST:PORT' (a `ray start --head` cluster's GCS port) or 'ray://HOST:PORT' "
                              "(needs the [ray] extra; files must be readable at the same paths on every node)")
+    parser.add_argument("--ray-node-ip", default=None, metavar="IP",
+                        help="this machine's address in the Ray cluster, when Ray's guess is wrong (several "
+                             "networks, or a loopback cluster started with --node-ip-address 127.0.0.2)")
 
 
 def ingest_from_args(index: "SlidingWindowIndex", args: Any) -> "IndexReport":
@@ -527,7 +530,8 @@ def ingest_from_args(index: "SlidingWindowIndex", args: Any) -> "IndexReport":
     if address:
         from .ray_ingest import index_with_ray
 
-        return index_with_ray(index, args.paths, address=address, actors=workers or 2, **options)
+        return index_with_ray(index, args.paths, address=address, actors=workers or 2,
+                              node_ip_address=getattr(args, "ray_node_ip", None), **options)
     if workers:
         return index.add_files(args.paths, workers=workers, **options)
     return index.add_files(args.paths, **options)
