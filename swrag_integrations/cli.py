@@ -154,13 +154,15 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     from .retrieval.parallel import ingest_from_args
 
+    address, workers = getattr(args, "ray", None), getattr(args, "workers", None)
     ray_started = False
-    if args.ray:
+    if address:
         # Connect before the index is opened: a bad or unreachable address writes nothing.
         from .retrieval.ray_ingest import connect_ray
 
         try:
-            ray_started = connect_ray(args.ray, num_cpus=(args.workers or 2) + 1, node_ip_address=args.ray_node_ip)
+            ray_started = connect_ray(address, num_cpus=(workers or 2) + 1,
+                                      node_ip_address=getattr(args, "ray_node_ip", None))
         except ImportError:
             print("swrag: error: --ray needs the [ray] extra: pip install 'swrag-integrations[ray]'", file=sys.stderr)
             return EXIT_USAGE
@@ -175,8 +177,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
             ray.shutdown()
     print(report.summary())
-    how = (f"Ray at {args.ray}, {args.workers or 2} embedding actors" if args.ray else
-           f"{args.workers} worker processes" if args.workers else "one process")
+    how = (f"Ray at {address}, {workers or 2} embedding actors" if address else
+           f"{workers} worker processes" if workers else "one process")
     rate = f", {report.chunks / seconds:.0f} chunks/s" if report.chunks and seconds > 0 else ""
     print(f"done in {seconds:.1f} s ({how}{rate})")
     if getattr(args, "graph", False):
