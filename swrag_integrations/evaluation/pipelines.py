@@ -106,6 +106,10 @@ PIPELINES: dict[str, PipelineSpec] = {
     # corpus-structure methods over the same windows
     "raptor": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorPipeline", None, needs_embeddings=True,
                            description="RAPTOR summary tree over the index's chunks (collapsed tree)"),
+    "raptor-llm": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorLLMPipeline", None, needs_embeddings=True,
+                               description="RAPTOR collapsed tree with the local LLM's summaries (slow)"),
+    "raptor-traverse": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorTraversePipeline", None,
+                                    needs_embeddings=True, description="RAPTOR tree traversal, extractive summaries"),
     "hipporag": PipelineSpec("swrag_integrations.graph.evaluation:HippoRAGPipeline", None, needs_embeddings=True,
                              description="HippoRAG: passage-phrase graph, personalized PageRank"),
     "graphrag-local": PipelineSpec("swrag_integrations.graph.evaluation:GraphRAGLocalPipeline", None,
