@@ -118,8 +118,7 @@ class NodeChunkIndex:
         return tiling
 
     def search_children(self, query: str, k: int, *, search_type: str = "similarity",
-                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
-                        rank: str = "children") -> list[ChildHit]:
+                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0) -> list[ChildHit]:
         """The retrieved nodes as hits on their pieces (a node's score is split evenly)."""
         found = self._retrieve(check_query(query), k)
         by_doc: dict[str, list[Any]] = {}

@@ -57,8 +57,7 @@ class ChunkIndex(Protocol):
         ...
 
     def search_children(self, query: str, k: int, *, search_type: str = "mmr",
-                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
-                        rank: str = "children") -> list[ChildHit]:
+                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0) -> list[ChildHit]:
         """The ``k`` best small chunks for ``query`` (fused ranking), best first; only
         chunks of sources that are completely indexed."""
         ...

@@ -49,8 +49,6 @@ class WindowedParentRetriever(BaseRetriever):
             half (``(1.0, 0.0)``) lowered multifieldqa_zh context recall (87.3 -> 85.6
             on 100 questions).
         rrf_c: the RRF constant.
-        rank: what the first stage ranks: ``"children"`` (small chunks) or
-            ``"windows"`` (whole windows, scored from their chunks' statistics).
         fill: how the budget is filled: ``"hits"`` (every parent's hit chunks first, then
             the chunks between them, then neighbours) or ``"parents"`` (each parent's
             whole window in rank order before the next parent).
@@ -81,7 +79,6 @@ class WindowedParentRetriever(BaseRetriever):
     weights: tuple[float, float] = (0.5, 0.5)
     rrf_c: float = 60.0
     expand: Literal["window", "medium", "chunk"] = "window"
-    rank: Literal["children", "windows"] = "children"
     fill: Literal["hits", "parents"] = "hits"
     hit_share: float = 1.0
 
@@ -114,7 +111,7 @@ class WindowedParentRetriever(BaseRetriever):
     def find_chunks(self, query: str, k_child: int | None = None):
         """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`)."""
         return self.index.search_children(check_query(query), k_child or self.k_child, search_type=self.search_type,
-                                          weights=self.weights, rrf_c=self.rrf_c, rank=self.rank)
+                                          weights=self.weights, rrf_c=self.rrf_c)
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
         spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand,

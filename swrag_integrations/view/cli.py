@@ -11,7 +11,7 @@ Subcommands::
 
     swrag view split [FILE] [--strategy DDS,FFS] [--window 128] [--step 3,32] [--unit token] [-o FILE]
     swrag view retrieval QUESTION [--persist-dir DIR] [--k-child 30] [--budget 1500] [--k N]
-                         [--expand window] [--rank children] [--search-type mmr] [-o FILE]
+                         [--expand window] [--search-type mmr] [-o FILE]
     swrag view answer RESULT.json [--persist-dir DIR] [-o FILE]
 
 Bad input raises ``FileNotFoundError`` (missing file or index: exit 3 from ``swrag``) or
@@ -132,7 +132,7 @@ def _run_retrieval(args: argparse.Namespace) -> int:
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
     view = RetrievalView.from_index(index, args.question, k_child=args.k_child, budget_tokens=args.budget, k=args.k,
-                                    expand=args.expand, search_type=args.search_type, rank=args.rank,
+                                    expand=args.expand, search_type=args.search_type,
                                     context_chars=args.context_chars)
     view.save(out)
     print(f"wrote {out} ({out.stat().st_size:,} bytes): {len(view.hits)} hits, {len(view.spans)} context spans")
@@ -192,8 +192,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ret.add_argument("--k", type=int, default=None, help="cap on returned spans (default: as many as fit)")
     ret.add_argument("--expand", choices=["window", "medium", "chunk"], default="window",
                      help="what a hit widens to (default: window)")
-    ret.add_argument("--rank", choices=["children", "windows"], default="children",
-                     help="what stage 1 ranks (default: children)")
     ret.add_argument("--search-type", choices=["mmr", "similarity"], default="mmr",
                      help="dense search (default: mmr)")
     ret.add_argument("--context-chars", type=int, default=240,
