@@ -42,7 +42,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from .config import IndexConfig
+from .config import DEFAULT_SEARCH_TYPE, IndexConfig
 from .fusion import rrf
 from .ids import chunk_id, parse_chunk_id, source_id_for, source_key, vector_id
 from .keyword import KeywordIndex
@@ -640,7 +640,7 @@ class SlidingWindowIndex(VectorStore):
             doc.metadata["dense_rank"] = rank
         return docs
 
-    def search_children(self, query: str, k: int, *, search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5),
+    def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE, weights: Sequence[float] = (0.5, 0.5),
                         rrf_c: float = 60.0) -> list[ChildHit]:
         """Stage 1 of the windowed parent retriever (see :class:`~.protocols.ChunkIndex`).
 

@@ -120,7 +120,7 @@ class RetrievalView(View):
     # ------------------------------------------------------------------ building
     @classmethod
     def from_index(cls, index: Any, question: str, *, k_child: int = 30, budget_tokens: int | None = 1500,
-                   k: int | None = None, expand: str = "window", search_type: str = "mmr",
+                   k: int | None = None, expand: str = "window", search_type: str = "similarity",
                    weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
                    context_chars: int = 240) -> "RetrievalView":
         """Run stage 1 (``index.search_children``) and stages 2-3 (``spans_for``) for
