@@ -95,7 +95,7 @@ PIPELINES: dict[str, PipelineSpec] = {
     "default": PipelineSpec(".pipelines:DefaultPipeline", None, needs_embeddings=True,
                             description="the package's defaults: SlidingWindowIndex() + as_retriever() (--windows ignored)"),
     "default-v1": PipelineSpec(".pipelines:DefaultV1Pipeline", None, needs_embeddings=True,
-                               description="the defaults before sentence children: fixed 50-token children, k_child 30"),
+                               description="the defaults before issue 19: fixed 50-token children, k_child 30, MMR"),
     "langchain-stock": PipelineSpec(".pipelines:LangChainStockPipeline", None, needs_embeddings=True,
                                     description="LangChain as shipped: RCS, str.split BM25 + Chroma, EnsembleRetriever"),
     # the strongest peers, built from the frameworks' shipped parts (evaluation/anchors.py)
@@ -430,11 +430,12 @@ class DefaultPipeline(ParentPipeline):
 
 
 class DefaultV1Pipeline(DefaultPipeline):
-    """The defaults before sentence-aligned children (issue 19): fixed 50-token FFS
-    children, ``k_child=30`` -- kept to measure the new defaults against."""
+    """The defaults before issue 19 -- fixed 50-token FFS children, ``k_child=30``, dense
+    MMR -- kept to measure the new defaults against (parents are ranked by their best
+    hit in both: the summed order is gone)."""
 
     INDEX_OPTIONS = {"child": "fixed"}
-    RETRIEVER_OPTIONS = {"k_child": 30}
+    RETRIEVER_OPTIONS = {"k_child": 30, "search_type": "mmr"}
 
 
 class LangChainStockPipeline(Pipeline):
