@@ -5,7 +5,7 @@
     python benchmarks/bench_embeddings.py --cache [--n 10000]
 
 Embeds the same ``n`` small chunks (half English, half Chinese; 50 cl100k tokens each,
-cut with ``iter_windows(text, "FFS", 50, 50)`` from ``/work/shared/data/corpus/en.txt`` and
+cut with ``iter_windows(text, "FFS", 50, 50)`` from ``../shared/data/corpus/en.txt`` and
 ``zh.txt`` and taken evenly over each corpus) with every backend of
 :class:`~swrag_integrations.retrieval.MiniLMEmbeddings`, at each thread count, and prints
 chunks/s (wall clock, and per CPU-second, which a busy machine disturbs less), the ratio
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-CORPUS = Path("/work/shared/data/corpus")
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpus"  # ../shared beside the repo
 REFERENCE = "sentence-transformers"
 
 

@@ -56,7 +56,7 @@ import logging  # noqa: E402
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
-CORPUS = Path("/work/shared/data/corpus")
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpus"  # ../shared beside the repo
 
 
 def _load() -> str:

@@ -3,7 +3,7 @@
     python benchmarks/bench_ingest.py [--fraction F] [--workers 2] [--actors 2] [--modes single,workers,ray]
                                       [--batch-size 256] [--out results.json]
 
-Writes ``en.txt`` and ``zh.txt`` of ``/work/shared/data/corpus`` (the first ``F`` of
+Writes ``en.txt`` and ``zh.txt`` of ``../shared/data/corpus`` (the first ``F`` of
 each; 10.6 MB and about 70k small chunks at ``F=1``, 6,909 at ``F=0.1``) as two files and indexes them with
 the bundled MiniLM (real embeddings, offline) into a fresh embedded index, each mode in
 its own process so memory is measured per mode:
@@ -50,7 +50,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CORPUS = Path("/work/shared/data/corpus")
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpus"  # ../shared beside the repo
 
 
 def _load() -> str:

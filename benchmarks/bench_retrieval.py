@@ -37,7 +37,7 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 from langchain_core.documents import Document  # noqa: E402
 
-CORPUS = Path("/work/shared/data/corpus")
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpus"  # ../shared beside the repo
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -920,6 +920,7 @@ shutil.rmtree(OUT, ignore_errors=True)
 
 sys.path.insert(0, str(HERE))  # the cells of the later notebooks live in their own files
 from _graph_cells import cells as graph_cells  # noqa: E402
+from _raptor_cells import raptor_cells  # noqa: E402
 
 NOTEBOOKS = {
     "01_splitting.ipynb": NB01,
@@ -927,6 +928,7 @@ NOTEBOOKS = {
     "03_llama_index.ipynb": NB03,
     "04_ipex_llm.ipynb": NB04,
     "05_evaluation.ipynb": NB05,
+    "06_raptor.ipynb": raptor_cells(md, code, SETUP),
     "07_graph.ipynb": graph_cells(md, code, SETUP),
 }
 

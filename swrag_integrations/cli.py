@@ -185,6 +185,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         from .graph.cli import update_graph
 
         update_graph(index, args)
+    if getattr(args, "raptor", False):
+        from .raptor.cli import build_after_index
+
+        build_after_index(index, args)
     for note in report.notes:
         print(f"note: {note}")
     print(f"index: {index.count()} small chunks from {len(index.source_ids())} sources")
@@ -334,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .graph.cli import add_graph_arguments
 
     add_graph_arguments(index)
+    from .raptor.cli import add_index_options as raptor_index_options
+
+    raptor_index_options(index)
     from .retrieval.parallel import add_ingest_arguments
 
     add_ingest_arguments(index)
@@ -365,6 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--view", metavar="FILE", default=None,
                      help="also write the answer with its sources as a self-contained HTML page")
     ask.set_defaults(func=cmd_ask)
+
+    from .raptor.cli import add_arguments as raptor_arguments
+    from .raptor.cli import raptor_description
+
+    raptor = sub.add_parser("raptor", help="RAPTOR summary trees over an index", description=raptor_description())
+    _store_options(raptor)
+    raptor_arguments(raptor)
 
     from .view.cli import add_arguments as view_arguments
     from .view.cli import run as view_run

@@ -25,6 +25,7 @@ EXPECTED = [
     "03_llama_index.ipynb",
     "04_ipex_llm.ipynb",
     "05_evaluation.ipynb",
+    "06_raptor.ipynb",
     "07_graph.ipynb",
 ]
 # where 05_evaluation.ipynb looks for the dev data (cwd = cookbook/)

@@ -52,3 +52,10 @@ def test_core_and_langchain_extra_install_without_llama_index(tmp_path):
     out = _run(python, "from swrag_integrations import DynamicStepTextSplitter\n"
                        "print(len(DynamicStepTextSplitter(window_size=8, step=1, unit='char').split_text('A b. C d. E f.')))")
     assert int(out) >= 2
+    # the chat model imports with LangChain alone; loading a model names the missing extra
+    out = _run(python, "import sys\n"
+                       "from swrag_integrations.llm.chat import LocalChatModel\n"
+                       "from swrag_integrations.llm import load_llama3\n"
+                       "try:\n    load_llama3()\nexcept ImportError as exc:\n    print('ERR', exc)\n"
+                       "print('torch' in sys.modules)")
+    assert "ERR" in out and "swrag-integrations[local]" in out and out.strip().endswith("False"), out

@@ -18,7 +18,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.retrieval import SlidingWindowIndex, count_tokens
 
-DATA = Path("/work/shared/data/eval")
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "eval"  # ../shared beside the repo
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared evaluation data not available")
 
 

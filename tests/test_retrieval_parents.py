@@ -25,6 +25,8 @@ SID_EN, SID_ZH, SID_NOTE = (source_id_for(d) for d in DOCS)
 
 
 def _index(path, **kwargs):
+    # fixed 50-token children: the budgets below are counted in them
+    kwargs.setdefault("child", "fixed")
     idx = SlidingWindowIndex(path, embedding=DeterministicFakeEmbedding(size=8), show_progress=False, **kwargs)
     idx.add_documents(DOCS)
     return idx
@@ -177,7 +179,7 @@ def test_end_to_end_invoke_respects_budget_and_boundaries(index):
 def test_defaults_fill_the_budget_instead_of_a_fixed_k(index):
     retriever = WindowedParentRetriever(index=index)
     assert retriever.k is None and retriever.k_child == 30
-    assert retriever.search_type == "mmr" and tuple(retriever.weights) == (0.5, 0.5)
+    assert retriever.search_type == "similarity" and tuple(retriever.weights) == (0.5, 0.5)
     with pytest.raises(ValueError):
         WindowedParentRetriever(index=index, k=0)
     with pytest.raises(ValueError):

@@ -94,6 +94,8 @@ PIPELINES: dict[str, PipelineSpec] = {
                            description="the windowed parent retriever (SlidingWindowIndex defaults)"),
     "default": PipelineSpec(".pipelines:DefaultPipeline", None, needs_embeddings=True,
                             description="the package's defaults: SlidingWindowIndex() + as_retriever() (--windows ignored)"),
+    "default-v1": PipelineSpec(".pipelines:DefaultV1Pipeline", None, needs_embeddings=True,
+                               description="the defaults before issue 19: fixed 50-token children, k_child 30, MMR"),
     "langchain-stock": PipelineSpec(".pipelines:LangChainStockPipeline", None, needs_embeddings=True,
                                     description="LangChain as shipped: RCS, str.split BM25 + Chroma, EnsembleRetriever"),
     # the strongest peers, built from the frameworks' shipped parts (evaluation/anchors.py)
@@ -106,6 +108,10 @@ PIPELINES: dict[str, PipelineSpec] = {
     # corpus-structure methods over the same windows
     "raptor": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorPipeline", None, needs_embeddings=True,
                            description="RAPTOR summary tree over the index's chunks (collapsed tree)"),
+    "raptor-llm": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorLLMPipeline", None, needs_embeddings=True,
+                               description="RAPTOR collapsed tree with the local LLM's summaries (slow)"),
+    "raptor-traverse": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorTraversePipeline", None,
+                                    needs_embeddings=True, description="RAPTOR tree traversal, extractive summaries"),
     "hipporag": PipelineSpec("swrag_integrations.graph.evaluation:HippoRAGPipeline", None, needs_embeddings=True,
                              description="HippoRAG: passage-phrase graph, personalized PageRank"),
     "graphrag-local": PipelineSpec("swrag_integrations.graph.evaluation:GraphRAGLocalPipeline", None,
@@ -344,6 +350,8 @@ class ParentPipeline(Pipeline):
     parents as the budget holds; a fixed 4 left it a third empty on HotpotQA passages).
     """
 
+    RETRIEVER_OPTIONS: dict = {}
+
     def __init__(self, sources, config, *, embeddings=None, budget: int = DEFAULT_BUDGET, **kwargs) -> None:
         super().__init__(sources, config, embeddings=embeddings, budget=budget, **kwargs)
         import tempfile
@@ -376,7 +384,7 @@ class ParentPipeline(Pipeline):
             self.index.index_documents(docs)
         self.chunks = self.index.count("small")
         self.budget = budget
-        options = {"budget_tokens": budget}
+        options = {**self.RETRIEVER_OPTIONS, "budget_tokens": budget}
         if self.k is not None:
             options["k"] = self.k
         self.retriever = self.index.as_retriever(**options)
@@ -419,6 +427,15 @@ class DefaultPipeline(ParentPipeline):
 
     def _index_options(self, config) -> dict:
         return dict(self.INDEX_OPTIONS)
+
+
+class DefaultV1Pipeline(DefaultPipeline):
+    """The defaults before issue 19 -- fixed 50-token FFS children, ``k_child=30``, dense
+    MMR -- kept to measure the new defaults against (parents are ranked by their best
+    hit in both: the summed order is gone)."""
+
+    INDEX_OPTIONS = {"child": "fixed"}
+    RETRIEVER_OPTIONS = {"k_child": 30, "search_type": "mmr"}
 
 
 class LangChainStockPipeline(Pipeline):

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import importlib.util
 import os
 import re
 import time
@@ -108,6 +109,14 @@ class LLMFallbackWarning(UserWarning):
 def default_cache_dir() -> Path:
     """``$SWRAG_CACHE`` if set, else ``~/.cache/swrag``."""
     return Path(os.environ.get("SWRAG_CACHE") or Path.home() / ".cache" / "swrag").expanduser()
+
+
+def _require_local_stack() -> None:
+    """A clear error when the [local] extra (torch, transformers) is not installed."""
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ImportError(f"the local LLM needs {' and '.join(missing)}: pip install 'swrag-integrations[local]' "
+                          "(torch==2.13.0 is the CPU wheel)")
 
 
 def _xpu_available() -> bool:
@@ -473,6 +482,7 @@ def load_llama3(
         raise ValueError(f"unknown low_bit {low_bit!r}; choose one of {LOW_BIT_FORMATS}")
     if max_new_tokens < 1:
         raise ValueError("max_new_tokens must be >= 1")
+    _require_local_stack()
     target = _resolve_device(device)
     cache_root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
 

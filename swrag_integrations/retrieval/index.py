@@ -42,7 +42,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from .config import IndexConfig
+from .config import DEFAULT_SEARCH_TYPE, IndexConfig
 from .fusion import rrf
 from .ids import chunk_id, parse_chunk_id, source_id_for, source_key, vector_id
 from .keyword import KeywordIndex
@@ -656,15 +656,13 @@ class SlidingWindowIndex(VectorStore):
             doc.metadata["dense_rank"] = rank
         return docs
 
-    def search_children(self, query: str, k: int, *, search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5),
-                        rrf_c: float = 60.0, rank: str = "children") -> list[ChildHit]:
+    def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE, weights: Sequence[float] = (0.5, 0.5),
+                        rrf_c: float = 60.0) -> list[ChildHit]:
         """Stage 1 of the windowed parent retriever (see :class:`~.protocols.ChunkIndex`).
 
-        ``rank="children"``: the ``k`` best small chunks, BM25 and dense fused by weighted
-        RRF. ``rank="windows"``: the ``k`` best *windows*, BM25 over whole windows
-        (:meth:`~.keyword.KeywordIndex.search_windows`) fused with the windows' dense rank
-        (the rank of their best chunk); each window's hits are its chunks found by chunk
-        BM25 or dense search (all its chunks when none was), sharing the window's score.
+        The ``k`` best small chunks, BM25 and dense fused by weighted RRF. (Ranking whole
+        windows from their chunks' BM25 statistics was measured and dropped: lower context
+        recall on every dev set, see docs/eval/ranking.md.)
         """
         from .parents import check_query
 
@@ -673,12 +671,8 @@ class SlidingWindowIndex(VectorStore):
             raise ValueError(f"k must be > 0, got {k}")
         if len(weights) != 2:
             raise ValueError(f"weights must be (bm25, dense), got {weights!r}")
-        if rank not in ("children", "windows"):
-            raise ValueError(f"rank must be 'children' or 'windows', got {rank!r}")
         bm25 = self.keyword.search(query, k) if weights[0] > 0 else []
         dense = self.dense_ids(query, k, search_type=search_type) if weights[1] > 0 else []
-        if rank == "windows":
-            return self._window_hits(query, k, bm25, dense, weights, rrf_c)
         fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
         bm25_score = dict(bm25)
         parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
@@ -698,43 +692,6 @@ class SlidingWindowIndex(VectorStore):
             hits.append(ChildHit(p.source_id, p.index, score, len(hits) + 1, meta["window_lower_bound"],
                                  meta["window_upper_bound"], meta["window_start_index"], meta["window_end_index"],
                                  meta["start_index"], meta["end_index"], meta))
-        return hits
-
-    def _window_hits(self, query: str, k: int, bm25: list[tuple[str, float]], dense: list[str],
-                     weights: Sequence[float], rrf_c: float) -> list[ChildHit]:
-        windows = self.keyword.search_windows(query, k) if weights[0] > 0 else []
-        ranges = self.keyword._windows
-        dense_windows: list[tuple[str, int, int]] = []
-        for cid in dense:  # a window's dense rank: the rank of its best chunk
-            p = parse_chunk_id(cid)
-            table = ranges.get(p.source_id) if p is not None else None
-            if table is None:
-                continue
-            inside = np.flatnonzero((table[0] <= p.index) & (p.index <= table[1]))
-            dense_windows.extend((p.source_id, int(table[0, j]), int(table[1, j])) for j in inside.tolist())
-        dense_windows = list(dict.fromkeys(dense_windows))
-        fused = rrf([[w for w, _ in windows], dense_windows], weights, c=rrf_c)[:k]
-        matched = {cid: ("bm25", r) for r, (cid, _) in enumerate(bm25, start=1)}
-        for r, cid in enumerate(dense, start=1):
-            matched.setdefault(cid, ("dense", r))
-        records = self.store.get_many(sorted({w[0] for w, _, _ in fused}))
-        m = self.config.medium_size
-        hits: list[ChildHit] = []
-        for rank, ((sid, lo, hi), score, ranks) in enumerate(fused, start=1):
-            rec = records.get(sid)
-            if rec is None or not rec.complete or hi >= rec.n_chunks:
-                continue
-            members = [i for i in range(lo, hi + 1) if chunk_id(sid, i) in matched] or list(range(lo, hi + 1))
-            a = rec.arrays
-            for i in members:
-                meta = rec.chunk_metadata(i, m)
-                meta.update(rrf_score=score, fused_rank=rank, window_rank=rank)
-                if ranks[0] is not None:
-                    meta["bm25_window_rank"] = ranks[0]
-                if ranks[1] is not None:
-                    meta["dense_rank"] = ranks[1]
-                hits.append(ChildHit(sid, i, score / len(members), rank, lo, hi, int(a[START, lo]), int(a[END, hi]),
-                                     int(a[START, i]), int(a[END, i]), meta))
         return hits
 
     # --------------------------------------------------------- LangChain faces

@@ -8,11 +8,6 @@ generation (or rebuilt from the store when the log no longer reaches back, the
 snapshot is newer than the store, or it does not decode). Only ``complete`` sources
 are in it, so a half-written source is never found by keyword search.
 
-Besides single chunks it ranks whole *windows* (:meth:`KeywordIndex.search_windows`):
-BM25 over windows whose term frequencies are the sums of their chunks' and whose length
-is the sum of their chunks' lengths, computed at query time from a sparse chunk x term
-count matrix -- no window text is stored or tokenised twice.
-
 Writers save a new snapshot after every change while holding the writer lock; a
 reader that finds the store ahead of the snapshot (another process wrote since)
 catches up in memory. Two writers can therefore never lose each other's documents:
@@ -25,7 +20,6 @@ import hashlib
 import io
 import json
 import logging
-import math
 import struct
 import threading
 from typing import Any, Callable
@@ -33,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .bm25 import BM25Index
-from .ids import chunk_id, parse_chunk_id
+from .ids import parse_chunk_id
 
 __all__ = ["KeywordIndex"]
 
@@ -60,8 +54,6 @@ class KeywordIndex:
         self.generation = -1
         self.rebuilt = False  # the last refresh had to rebuild (reported by status)
         self._by_source: dict[str, list[str]] = {}
-        self._windows: dict[str, np.ndarray] = {}  # source id -> (2, n) chunk ranges
-        self._stats: Any = None  # window statistics of the current generation (lazy)
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- loading
@@ -91,9 +83,6 @@ class KeywordIndex:
             raise ValueError("checksum mismatch")
         with np.load(io.BytesIO(payload), allow_pickle=False) as data:
             bm25 = BM25Index.from_bytes(data["bm25"].tobytes())
-            sids = json.loads(data["win_sids"].tobytes().decode("utf-8"))
-            offsets, flat = data["win_offsets"], data["win_ranges"]
-            self._windows = {sid: flat[:, offsets[i]:offsets[i + 1]].astype(np.int64) for i, sid in enumerate(sids)}
         return bm25, int(head["generation"])
 
     @staticmethod
@@ -126,8 +115,6 @@ class KeywordIndex:
             generation = self.store.generation()
             self.bm25 = BM25Index(**self.bm25_kwargs)
             self._by_source = {}
-            self._windows = {}
-            self._stats = None
             heads = self.store.heads()
             self._apply({sid for sid, head in heads.items() if head.state == "complete"}, heads)
             self.generation = generation
@@ -138,9 +125,6 @@ class KeywordIndex:
             return
         heads = heads if heads is not None else self.store.heads(sorted(sids))
         stale = [cid for sid in sids for cid in self._by_source.pop(sid, [])]
-        for sid in sids:
-            self._windows.pop(sid, None)
-        self._stats = None
         self.bm25.delete(stale)
         live = sorted(sid for sid in sids if sid in heads and heads[sid].state == "complete")
         for b in range(0, len(live), 200):
@@ -152,7 +136,6 @@ class KeywordIndex:
                     continue
                 cids = rec.chunk_ids()
                 self._by_source[sid] = cids
-                self._windows[sid] = rec.windows
                 ids.extend(cids)
                 texts.extend(self.index_text(rec.chunk_text(i)) for i in range(rec.n_chunks))
             self.bm25.upsert(ids, texts)
@@ -161,16 +144,8 @@ class KeywordIndex:
     def save(self) -> None:
         """Store the snapshot (call while holding the writer lock, after :meth:`refresh`)."""
         with self._lock:
-            sids = sorted(self._windows)
-            sizes = [self._windows[sid].shape[1] for sid in sids]
-            offsets = np.zeros(len(sids) + 1, dtype=np.int64)
-            np.cumsum(sizes, out=offsets[1:])
-            flat = (np.concatenate([self._windows[sid] for sid in sids], axis=1) if sids
-                    else np.zeros((2, 0), dtype=np.int64)).astype(np.int32)
             out = io.BytesIO()
-            np.savez(out, bm25=np.frombuffer(self.bm25.to_bytes(), dtype=np.uint8),
-                     win_sids=np.frombuffer(json.dumps(sids).encode("utf-8"), dtype=np.uint8),
-                     win_offsets=offsets, win_ranges=flat)
+            np.savez(out, bm25=np.frombuffer(self.bm25.to_bytes(), dtype=np.uint8))
             payload = out.getvalue()
             head = json.dumps({"generation": self.generation, "sha256": hashlib.sha256(payload).hexdigest(),
                                "n_docs": len(self.bm25)}).encode()
@@ -182,74 +157,6 @@ class KeywordIndex:
         """``(chunk_id, score)`` best first (after catching up with the store)."""
         self.refresh()
         return self.bm25.search(query, k)
-
-    def search_windows(self, query: str, k: int) -> list[tuple[tuple[str, int, int], float]]:
-        """``((source_id, lower, upper), score)`` of the ``k`` best windows, best first.
-
-        BM25 (the chunk index's ``k1``/``b``, Lucene idf) over windows as documents:
-        a window's term frequency is the sum over its chunks, its length the sum of
-        their lengths, ``df`` counts windows; only windows holding a query term score.
-        """
-        self.refresh()
-        with self._lock:
-            vocab = self.bm25.vocab
-            terms = sorted({vocab[t] for t in self.bm25.tokenize(query) if t in vocab})
-            stats = self._window_stats()
-            if not terms or stats is None:
-                return []
-            counts, incidence, lengths, keys = stats
-        tf = (incidence @ counts[:, terms]).tocsc()  # windows x query terms
-        n = incidence.shape[0]
-        avgdl = float(lengths.mean()) if n else 1.0
-        k1, b = self.bm25.k1, self.bm25.b
-        scores = np.zeros(n, dtype=np.float64)
-        for j in range(len(terms)):
-            col = tf[:, j]
-            rows, freq = col.indices, col.data.astype(np.float64)
-            if not rows.size:
-                continue
-            idf = math.log(1.0 + (n - rows.size + 0.5) / (rows.size + 0.5))
-            norm = k1 * (1.0 - b + b * lengths[rows] / avgdl)
-            scores[rows] += idf * freq * (k1 + 1.0) / (freq + norm)
-        hit = np.flatnonzero(scores > 0)
-        if not hit.size:
-            return []
-        top = hit[np.argsort(-scores[hit], kind="stable")[:k]]
-        return [(keys[i], float(scores[i])) for i in top.tolist()]
-
-    def _window_stats(self) -> Any:
-        """(chunk x term counts (CSC), window x chunk incidence (CSR), window lengths,
-        window keys) of the current generation, built once per generation."""
-        if self._stats is not None:
-            return self._stats
-        from scipy import sparse
-
-        bm25 = self.bm25
-        if not bm25.ids:
-            return None
-        lengths = np.fromiter((t.size for t in bm25._tokens), dtype=np.int64, count=len(bm25._tokens))
-        offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        flat = np.concatenate(bm25._tokens) if bm25._tokens else np.zeros(0, dtype=np.int32)
-        counts = sparse.csr_matrix((np.ones(flat.size, dtype=np.float32), flat, offsets),
-                                   shape=(len(bm25.ids), max(1, len(bm25.vocab))))
-        counts.sum_duplicates()
-        counts = counts.tocsc()
-        rows, cols, keys = [], [], []
-        row_of = bm25._row
-        for sid in sorted(self._windows):
-            for lo, hi in self._windows[sid].T.tolist():
-                members = [row_of[c] for c in (chunk_id(sid, i) for i in range(lo, hi + 1)) if c in row_of]
-                if not members:
-                    continue
-                cols.extend(members)
-                rows.extend([len(keys)] * len(members))
-                keys.append((sid, lo, hi))
-        incidence = sparse.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
-                                      shape=(len(keys), len(bm25.ids)))
-        window_lengths = np.asarray(incidence @ lengths.astype(np.float64)).ravel()
-        self._stats = (counts, incidence, window_lengths, keys)
-        return self._stats
 
     def __len__(self) -> int:
         return len(self.bm25)

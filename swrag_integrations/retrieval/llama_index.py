@@ -28,6 +28,7 @@ from pydantic import PrivateAttr
 
 from ..convert import document_to_node, span_to_node
 from ..windows import DEFAULT_ENCODING, count_units
+from .config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
 from .parents import check_query, spans_for
 from .protocols import ChildHit, ChunkIndex, ChunkRow
 
@@ -118,8 +119,7 @@ class NodeChunkIndex:
         return tiling
 
     def search_children(self, query: str, k: int, *, search_type: str = "similarity",
-                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
-                        rank: str = "children") -> list[ChildHit]:
+                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0) -> list[ChildHit]:
         """The retrieved nodes as hits on their pieces (a node's score is split evenly)."""
         found = self._retrieve(check_query(query), k)
         by_doc: dict[str, list[Any]] = {}
@@ -176,7 +176,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
     """
 
     def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = None, k_child: int | None = None,
-                 budget_tokens: int | None = 1500, search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5),
+                 budget_tokens: int | None = 1500, search_type: str = DEFAULT_SEARCH_TYPE, weights: Sequence[float] = (0.5, 0.5),
                  rrf_c: float = 60.0, expand: str = "window", neighbors: int = 0, callback_manager: Any = None) -> None:
         if (retriever is None) == (index is None):
             raise ValueError("give exactly one of index or retriever")
@@ -189,7 +189,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
             search_type = "similarity"
         self._chunk_index = index
         self._lc_retriever = retriever
-        self._options = dict(k=k, k_child=k_child or 30, budget_tokens=budget_tokens, search_type=search_type,
+        self._options = dict(k=k, k_child=k_child or DEFAULT_K_CHILD, budget_tokens=budget_tokens, search_type=search_type,
                              weights=tuple(weights), rrf_c=rrf_c, expand=expand)
         super().__init__(callback_manager=callback_manager)
 

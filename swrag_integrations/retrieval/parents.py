@@ -26,7 +26,6 @@ from .protocols import ChildHit, ChunkIndex, ChunkRow
 __all__ = ["Candidate", "Planner", "rank_parents", "expand_parents", "EXPAND_MODES", "CHUNK_KEYS"]
 
 EXPAND_MODES = ("window", "medium", "chunk")
-FILL_MODES = ("hits", "parents")
 # chunk-level metadata keys that do not describe a merged span
 CHUNK_KEYS = frozenset({
     "level", "chunk_index", "medium_index", "n_tokens", "window_lower_bound", "window_upper_bound",
@@ -68,7 +67,7 @@ def _hit_range(hit: ChildHit, expand: str, index: ChunkIndex) -> tuple[int, int,
 
 def rank_parents(hits: Sequence[ChildHit], index: ChunkIndex, *, query_index: int = 0,
                  expand: str = "window") -> list[Candidate]:
-    """Stage 2: group hits per source into parents, ranked by summed hit score."""
+    """Stage 2: group hits per source into parents, ranked by their best hit (ties: summed hit score)."""
     if expand not in EXPAND_MODES:
         raise ValueError(f"expand must be one of {EXPAND_MODES}, got {expand!r}")
     per_source: dict[str, list[Candidate]] = {}
@@ -91,7 +90,11 @@ def rank_parents(hits: Sequence[ChildHit], index: ChunkIndex, *, query_index: in
             else:
                 merged.append(cand)
         ranked.extend(merged)
-    ranked.sort(key=lambda c: (-c.score, min(h[2] for h in c.hits)))
+    # by the best hit, then by the summed hit score: RRF scores are nearly flat across
+    # ranks, so a sum alone counts hits and let a run of weak hits (adjacent windows
+    # merge) outrank the one exact match (tests/test_retrieval_index.py); on the dev sets
+    # the two orders are level (docs/eval/ranking.md)
+    ranked.sort(key=lambda c: (-c.best[1], -c.score, min(h[2] for h in c.hits)))
     return ranked
 
 
@@ -150,8 +153,7 @@ def _span(cand: Candidate, rows: list[ChunkRow], lo: int, hi: int, rank: int, ex
 
 
 def expand_parents(per_query: Sequence[Sequence[Candidate]], index: ChunkIndex, *, budget_tokens: int | None,
-                   k: int | None = None, expand: str = "window", fill: str = "hits",
-                   hit_share: float = 1.0) -> list[ContextSpan]:
+                   k: int | None = None, expand: str = "window") -> list[ContextSpan]:
     """Stage 3: fetch, select chunks within the budget, merge by offset.
 
     ``k`` caps the parents given any budget and the spans returned. Returns the merged
@@ -179,7 +181,7 @@ def expand_parents(per_query: Sequence[Sequence[Candidate]], index: ChunkIndex, 
         budget = budget_tokens
         sep = count_units("\n\n", "token", encoding_name)
         for _ in range(4):  # re-plan with less if joins/separators made the exact text longer
-            plan = Planner(order, rows_of, budget, sep_tokens=sep, fill=fill, hit_share=hit_share).run()
+            plan = Planner(order, rows_of, budget, sep_tokens=sep).run()
             spans = []
             for rank, cand in enumerate(order, start=1):
                 rows = rows_of[id(cand)]
@@ -216,9 +218,6 @@ def _fix_metadata(span: ContextSpan, rows: dict[int, ChunkRow]) -> None:
 class Planner:
     """Chooses the small chunks of the parents that fill a token budget.
 
-    ``fill="hits"`` (the layers below over all parents) or ``"parents"`` (each parent's
-    hits, gaps and neighbours before the next parent, in rank order).
-
     Costs are the chunks' own token counts plus one separator per extra disjoint run;
     a chunk chosen for one parent is free for every other parent holding it. Pass 1
     gives each query its share of the budget; pass 2 hands what is left to the parents
@@ -228,13 +227,7 @@ class Planner:
     """
 
     def __init__(self, order: Sequence[Candidate], rows_of: dict[int, list[ChunkRow]], budget: int, *,
-                 sep_tokens: int = 1, fill: str = "hits", hit_share: float = 1.0) -> None:
-        if fill not in FILL_MODES:
-            raise ValueError(f"fill must be one of {FILL_MODES}, got {fill!r}")
-        if not 0.0 < hit_share <= 1.0:
-            raise ValueError(f"hit_share must be in (0, 1], got {hit_share!r}")
-        self.fill = fill
-        self.hit_cap = int(budget * hit_share)
+                 sep_tokens: int = 1) -> None:
         self.order = list(order)
         self.rows_of = rows_of
         self.budget = budget
@@ -308,17 +301,8 @@ class Planner:
                     open_right = False
 
     def _pass(self, shared: bool) -> None:
-        if self.fill == "parents":  # each parent's whole window, in rank order
-            for cand in self.order:
-                for pos in self._hit_positions(cand):
-                    self._take(cand, self.rows_of[id(cand)][pos], shared)
-                if self._gaps(cand, shared):
-                    self._neighbours(cand, shared)
-            return
         for cand in self.order:
             for pos in self._hit_positions(cand):
-                if self.content >= self.hit_cap:  # the rest is kept for the best parents' context
-                    break
                 self._take(cand, self.rows_of[id(cand)][pos], shared)
         complete = {id(cand): self._gaps(cand, shared) for cand in self.order}
         for cand in self.order:
@@ -339,12 +323,10 @@ class Planner:
 
 
 def spans_for(queries_hits: Sequence[Sequence[ChildHit]], index: ChunkIndex, *, budget_tokens: int | None,
-              k: int | None = None, expand: str = "window", fill: str = "hits",
-              hit_share: float = 1.0) -> list[ContextSpan]:
+              k: int | None = None, expand: str = "window") -> list[ContextSpan]:
     """Stages 2 and 3 for several phrasings of one question (budget shared among them)."""
     per_query = [rank_parents(hits, index, query_index=qi, expand=expand) for qi, hits in enumerate(queries_hits)]
-    return expand_parents(per_query, index, budget_tokens=budget_tokens, k=k, expand=expand, fill=fill,
-                          hit_share=hit_share)
+    return expand_parents(per_query, index, budget_tokens=budget_tokens, k=k, expand=expand)
 
 
 def check_query(query: Any) -> str:

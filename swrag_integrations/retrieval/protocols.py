@@ -56,9 +56,8 @@ class ChunkIndex(Protocol):
         """tiktoken encoding of the token counts and budgets."""
         ...
 
-    def search_children(self, query: str, k: int, *, search_type: str = "mmr",
-                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
-                        rank: str = "children") -> list[ChildHit]:
+    def search_children(self, query: str, k: int, *, search_type: str = "similarity",
+                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0) -> list[ChildHit]:
         """The ``k`` best small chunks for ``query`` (fused ranking), best first; only
         chunks of sources that are completely indexed."""
         ...

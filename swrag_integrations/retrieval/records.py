@@ -6,8 +6,8 @@ start/end character offset -- so a chunk is ``text[start:end]`` and a window is 
 range of chunks; nothing else about a chunk is stored. :func:`plan_source` builds the
 record of a document under an :class:`~.config.IndexConfig`.
 
-``windows`` lists the source's windows as chunk ranges ``(lower, upper)`` (inclusive):
-the units windows are ranked as (:meth:`~.keyword.KeywordIndex.search_windows`).
+``windows`` lists the source's windows as chunk ranges ``(lower, upper)`` (inclusive),
+e.g. the graph's ``"windows"`` passages.
 
 A record has a *state*: ``"pending"`` while its vectors are being written,
 ``"complete"`` once every derived part holds it (only complete sources are served),

@@ -16,6 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
+from .config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
 from .parents import check_query, spans_for
 from .protocols import ChunkIndex
 from .search import call_options
@@ -35,25 +36,22 @@ class WindowedParentRetriever(BaseRetriever):
             whose hits lie apart may come back as several pieces, each its own
             document; with ``k`` they count against it.
         k_child: small chunks fetched by the first stage per query (default 30:
-            about one budget of 1500 tokens in 50-token children; 20 left it to
-            neighbours, 40-60 let weak hits in; see docs/eval/README.md).
+            about one budget of 1500 tokens in 50-token children; 15-25 helped corpus
+            factoid sets but lost document mode, 40 let weak hits in; see
+            docs/eval/ranking.md).
         budget_tokens: token budget of the whole returned context, i.e. of the
             documents' texts joined by blank lines (``None``: no limit). It is shared
             among queries (not among sources: the best source is not starved by weak
             ones), unused shares go to the other parents in rank order, and hit chunks
             are kept before any other chunk.
-        search_type: ``"mmr"`` (default) or ``"similarity"`` for the dense part
-            (MMR measured better on multifieldqa_zh and qasper, similarity on hotpotqa).
+        search_type: ``"similarity"`` (default) or ``"mmr"`` for the dense part (with
+            sentence children the two are within noise of each other on every dev set;
+            similarity is 2-6x faster per query, docs/eval/ranking.md).
         weights: RRF weights of (BM25, dense). The equal default is kept for Chinese
             queries too: although all-MiniLM-L6-v2 is an English model, dropping its
             half (``(1.0, 0.0)``) lowered multifieldqa_zh context recall (87.3 -> 85.6
             on 100 questions).
         rrf_c: the RRF constant.
-        rank: what the first stage ranks: ``"children"`` (small chunks) or
-            ``"windows"`` (whole windows, scored from their chunks' statistics).
-        fill: how the budget is filled: ``"hits"`` (every parent's hit chunks first, then
-            the chunks between them, then neighbours) or ``"parents"`` (each parent's
-            whole window in rank order before the next parent).
         expand: ``"window"`` (the window(s) around each hit, default), ``"medium"``
             (the medium chunks whose windows cover the hit) or ``"chunk"`` (no
             widening: plain small chunks, for comparison).
@@ -75,15 +73,12 @@ class WindowedParentRetriever(BaseRetriever):
 
     index: ChunkIndex
     k: int | None = None
-    k_child: int = 30
+    k_child: int = DEFAULT_K_CHILD
     budget_tokens: int | None = 1500
-    search_type: Literal["mmr", "similarity"] = "mmr"
+    search_type: Literal["mmr", "similarity"] = DEFAULT_SEARCH_TYPE
     weights: tuple[float, float] = (0.5, 0.5)
     rrf_c: float = 60.0
     expand: Literal["window", "medium", "chunk"] = "window"
-    rank: Literal["children", "windows"] = "children"
-    fill: Literal["hits", "parents"] = "hits"
-    hit_share: float = 1.0
 
     @field_validator("k", "budget_tokens")
     @classmethod
@@ -114,11 +109,10 @@ class WindowedParentRetriever(BaseRetriever):
     def find_chunks(self, query: str, k_child: int | None = None):
         """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`)."""
         return self.index.search_children(check_query(query), k_child or self.k_child, search_type=self.search_type,
-                                          weights=self.weights, rrf_c=self.rrf_c, rank=self.rank)
+                                          weights=self.weights, rrf_c=self.rrf_c)
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
-        spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand,
-                          fill=self.fill, hit_share=self.hit_share)
+        spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand)
         docs = []
         for span in spans:
             doc = span.to_document()

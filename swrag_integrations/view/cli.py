@@ -11,7 +11,7 @@ Subcommands::
 
     swrag view split [FILE] [--strategy DDS,FFS] [--window 128] [--step 3,32] [--unit token] [-o FILE]
     swrag view retrieval QUESTION [--persist-dir DIR] [--k-child 30] [--budget 1500] [--k N]
-                         [--expand window] [--rank children] [--search-type mmr] [-o FILE]
+                         [--expand window] [--search-type similarity] [-o FILE]
     swrag view answer RESULT.json [--persist-dir DIR] [-o FILE]
 
 Bad input raises ``FileNotFoundError`` (missing file or index: exit 3 from ``swrag``) or
@@ -25,6 +25,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any, Mapping
+
+from ..retrieval.config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
 
 __all__ = ["add_arguments", "run", "write_answer_page", "parse_configs", "read_source"]
 
@@ -132,7 +134,7 @@ def _run_retrieval(args: argparse.Namespace) -> int:
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
     view = RetrievalView.from_index(index, args.question, k_child=args.k_child, budget_tokens=args.budget, k=args.k,
-                                    expand=args.expand, search_type=args.search_type, rank=args.rank,
+                                    expand=args.expand, search_type=args.search_type,
                                     context_chars=args.context_chars)
     view.save(out)
     print(f"wrote {out} ({out.stat().st_size:,} bytes): {len(view.hits)} hits, {len(view.spans)} context spans")
@@ -187,15 +189,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     "rank), the windows the hits widened to, the spans merged under the budget and what was cut.")
     ret.add_argument("question", help="the question")
     _store_options(ret)
-    ret.add_argument("--k-child", type=int, default=30, help="small chunks fetched by stage 1 (default: 30)")
+    ret.add_argument("--k-child", type=int, default=DEFAULT_K_CHILD,
+                     help=f"small chunks fetched by stage 1 (default: {DEFAULT_K_CHILD})")
     ret.add_argument("--budget", type=int, default=1500, help="context budget in tokens (default: 1500)")
     ret.add_argument("--k", type=int, default=None, help="cap on returned spans (default: as many as fit)")
     ret.add_argument("--expand", choices=["window", "medium", "chunk"], default="window",
                      help="what a hit widens to (default: window)")
-    ret.add_argument("--rank", choices=["children", "windows"], default="children",
-                     help="what stage 1 ranks (default: children)")
-    ret.add_argument("--search-type", choices=["mmr", "similarity"], default="mmr",
-                     help="dense search (default: mmr)")
+    ret.add_argument("--search-type", choices=["mmr", "similarity"], default=DEFAULT_SEARCH_TYPE,
+                     help=f"dense search (default: {DEFAULT_SEARCH_TYPE})")
     ret.add_argument("--context-chars", type=int, default=240,
                      help="characters of source text shown around each window (default: 240)")
     ret.add_argument("-o", "--out", default=None, help=out_help)

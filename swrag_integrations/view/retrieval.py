@@ -120,22 +120,21 @@ class RetrievalView(View):
     # ------------------------------------------------------------------ building
     @classmethod
     def from_index(cls, index: Any, question: str, *, k_child: int = 30, budget_tokens: int | None = 1500,
-                   k: int | None = None, expand: str = "window", search_type: str = "mmr",
-                   weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0, rank: str = "children",
+                   k: int | None = None, expand: str = "window", search_type: str = "similarity",
+                   weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
                    context_chars: int = 240) -> "RetrievalView":
         """Run stage 1 (``index.search_children``) and stages 2-3 (``spans_for``) for
         ``question`` with the given settings (the retriever's defaults) and view them."""
         from ..retrieval.parents import check_query, rank_parents, spans_for
 
         check_query(question)
-        hits = index.search_children(question, k_child, search_type=search_type, weights=weights, rrf_c=rrf_c,
-                                     rank=rank)
+        hits = index.search_children(question, k_child, search_type=search_type, weights=weights, rrf_c=rrf_c)
         spans = spans_for([hits], index, budget_tokens=budget_tokens, k=k, expand=expand)
         parents = rank_parents(hits, index, expand=expand)
         sids = list(dict.fromkeys([h.source_id for h in hits] + [s.source_id for s in spans]))
         sources = {sid: index.source_text(sid) for sid in sids}
         settings = {"k_child": k_child, "budget_tokens": budget_tokens, "k": k, "expand": expand,
-                    "search_type": search_type, "weights": tuple(weights), "rank": rank}
+                    "search_type": search_type, "weights": tuple(weights)}
         return cls(question, hits, spans, sources, parents=parents, budget_tokens=budget_tokens, settings=settings,
                    context_chars=context_chars, encoding_name=index.encoding_name)
 
@@ -145,7 +144,7 @@ class RetrievalView(View):
         (keywords override them, e.g. ``budget_tokens=800``)."""
         options = {"k_child": retriever.k_child, "budget_tokens": retriever.budget_tokens, "k": retriever.k,
                    "expand": retriever.expand, "search_type": retriever.search_type,
-                   "weights": retriever.weights, "rrf_c": retriever.rrf_c, "rank": retriever.rank}
+                   "weights": retriever.weights, "rrf_c": retriever.rrf_c}
         unknown = set(overrides) - set(options) - {"context_chars"}
         if unknown:
             raise TypeError(f"RetrievalView.from_retriever() got unexpected keyword(s): {', '.join(sorted(unknown))}")
@@ -266,12 +265,10 @@ class RetrievalView(View):
                 '<span class="num">dense rank</span><span>window (chunks, characters)</span><span>status</span></div>']
         for hit in sorted(self.hits, key=lambda h: (h.rank, h.source_id, h.chunk_index)):
             meta = hit.metadata or {}
-            bm25 = meta.get("bm25_rank", meta.get("bm25_window_rank"))
+            bm25 = meta.get("bm25_rank")
             bm25_text = "\u2013" if bm25 is None else label(bm25)
             if meta.get("bm25_score") is not None:
                 bm25_text += f' <span class="meta">({float(meta["bm25_score"]):.2f})</span>'
-            elif "bm25_window_rank" in meta:
-                bm25_text += ' <span class="meta">(window)</span>'
             dense = meta.get("dense_rank")
             dense_text = "\u2013" if dense is None else label(dense)
             st = hit_status(hit, self.spans)

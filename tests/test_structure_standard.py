@@ -1,4 +1,4 @@
-"""LangChain's standard retriever suite for the graph retrievers."""
+"""LangChain standard retriever suites for the corpus-structure retrievers (HippoRAG, GraphRAG local, RAPTOR)."""
 
 import os
 
@@ -56,6 +56,35 @@ class TestGraphRAGLocalRetriever(RetrieversIntegrationTests):
     @property
     def retriever_constructor_params(self):
         return {"searcher": GraphRAG(*built()), "k": 4}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return QUERY
+
+
+@lru_cache(maxsize=1)
+def raptor_built():
+    pytest.importorskip("sklearn")
+    from swrag_integrations.raptor import RaptorIndex
+
+    idx, _ = built()
+    raptor = RaptorIndex(idx, embeddings=DeterministicFakeEmbedding(size=16), scope="corpus", show_progress=False)
+    raptor.build()
+    return raptor
+
+
+class TestRaptorRetriever(RetrieversIntegrationTests):
+    """RAPTOR's collapsed tree under LangChain's standard retriever suite (call-time ``k``)."""
+
+    @property
+    def retriever_constructor(self):
+        from swrag_integrations.raptor import RaptorRetriever
+
+        return RaptorRetriever
+
+    @property
+    def retriever_constructor_params(self):
+        return {"raptor": raptor_built(), "embeddings": DeterministicFakeEmbedding(size=16), "k": 4}
 
     @property
     def retriever_query_example(self) -> str:

@@ -1,0 +1,167 @@
+"""The package's default against the strongest peers on every dev set, in one command.
+
+``python -m swrag_integrations.evaluation.peers --data-dir ../shared/data/eval --out runs/peers``
+runs ``swrag eval`` (retrieval only, 1500-token budget, window 512) once per dev set in
+its mode -- multifieldqa_zh, qasper and minilongbench one index per document;
+squad_v2_articles, hotpotqa (``--split-passages``) and cmrc2018_corpus one index per
+dataset -- with the package's ``default`` pipeline, ``default-v1`` (the defaults before
+sentence children: fixed 50-token children, ``k_child=30``) and the peers' anchors
+(``langchain-stock``, ``langchain-ensemble``, ``llamaindex-window``,
+``langchain-parent``), then writes ``peers.md``: every metric with its 95% bootstrap
+interval, chunks, index size, retrieval p50, and the paired bootstrap of ``default``
+against every other pipeline on the same questions. Each dataset's run is resumable
+(``OUT/<dataset>/records.jsonl``); ``--report-only`` rebuilds the report from what is
+there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["DEV_SETS", "PEERS", "report", "main"]
+
+# (dataset, mode label, extra swrag eval flags)
+DEV_SETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("multifieldqa_zh", "document", ()),
+    ("qasper", "document", ()),
+    ("minilongbench", "document", ()),
+    ("squad_v2_articles", "corpus", ("--corpus",)),
+    ("hotpotqa", "corpus, split passages", ("--corpus", "--split-passages")),
+    ("cmrc2018_corpus", "corpus", ("--corpus",)),
+)
+PEERS = ("langchain-stock", "langchain-ensemble", "llamaindex-window", "langchain-parent")
+OURS = ("default", "default-v1")
+METRICS = ("context_recall", "hit", "source_recall", "span_hit")
+
+
+def _records(path: Path) -> dict[str, dict[str, dict]]:
+    """strategy -> qid -> record (the last record of a question wins, as on resume)."""
+    out: dict[str, dict[str, dict]] = {}
+    if path.exists():
+        for line in path.open(encoding="utf-8"):
+            if line.strip():
+                rec = json.loads(line)
+                out.setdefault(rec["strategy"], {})[rec["qid"]] = rec
+    return out
+
+
+def _cell(values: Sequence[float | None]) -> str:
+    from .metrics import bootstrap_ci
+
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "–"
+    lo, hi = bootstrap_ci(vals)
+    return f"{100 * sum(vals) / len(vals):.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def report(out: Path, strategies: Sequence[str] = OURS + PEERS) -> str:
+    """The Markdown report of the runs under ``out`` (see the module docstring)."""
+    from .metrics import paired_bootstrap
+
+    table = ["| dataset (mode) | pipeline | n | context recall | hit | source recall | span hit | chunks | index MB "
+             "| retrieve p50 ms |", "|---|---|---|---|---|---|---|---|---|---|"]
+    pairs = ["| dataset | default minus | n | Δ context recall ×100 [95% CI] | p | significant |",
+             "|---|---|---|---|---|---|"]
+    margins = ["| dataset | default | best peer | default − best peer |", "|---|---|---|---|"]
+    for name, mode, _ in DEV_SETS:
+        recs = _records(out / name / "records.jsonl")
+        if not recs:
+            continue
+        for strategy in strategies:
+            rows = list(recs.get(strategy, {}).values())
+            if not rows:
+                continue
+            indexes = {r["index_id"]: (r.get("chunks") or 0, r.get("index_bytes") or 0) for r in rows}
+            chunks = sum(c for c, _ in indexes.values())
+            mb = sum(b for _, b in indexes.values()) / 1e6
+            p50 = 1000 * statistics.median(r["retrieve_seconds"] for r in rows)
+            cells = " | ".join(_cell([r.get(m) for r in rows]) for m in METRICS)
+            table.append(f"| {name} ({mode}) | {strategy} | {len(rows)} | {cells} | {chunks} | {mb:.1f} | {p50:.0f} |")
+        ours = recs.get("default", {})
+        best = None
+        for strategy in strategies:
+            other = recs.get(strategy, {})
+            if strategy == "default" or not other or not ours:
+                continue
+            shared = sorted(set(ours) & set(other))
+            if not shared:
+                continue
+            res = paired_bootstrap([ours[q]["context_recall"] for q in shared],
+                                   [other[q]["context_recall"] for q in shared])
+            pairs.append(f"| {name} | {strategy} | {len(shared)} | {100 * res['diff']:+.1f} "
+                         f"[{100 * res['ci_low']:+.1f}, {100 * res['ci_high']:+.1f}] | {res['p']:.3f} | "
+                         f"{'yes' if res['significant'] else 'no'} |")
+            if strategy in PEERS:
+                mean = 100 * sum(other[q]["context_recall"] for q in shared) / len(shared)
+                if best is None or mean > best[1]:
+                    best = (strategy, mean, 100 * sum(ours[q]["context_recall"] for q in shared) / len(shared))
+        if best is not None:
+            margins.append(f"| {name} | {best[2]:.1f} | {best[0]} {best[1]:.1f} | {best[2] - best[1]:+.1f} |")
+    return "\n".join([
+        "# The default against the strongest peers (retrieval only, 1500-token budget)",
+        "",
+        "Generated by `python -m swrag_integrations.evaluation.peers` from the runs under "
+        f"`{out.name}/`. Metrics ×100 with 95% percentile bootstrap intervals (1000 resamples, seed 0).",
+        "",
+        *table, "",
+        "## Paired bootstrap: default minus each pipeline (same questions)", "",
+        *pairs, "",
+        "## Margin over the best peer of each dataset", "",
+        *margins, "",
+    ])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m swrag_integrations.evaluation.peers",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", required=True, help="folder with the dev sets' JSONL files")
+    parser.add_argument("--out", required=True, help="run folder (one sub-folder per dataset, resumable)")
+    parser.add_argument("--strategies", default=",".join(OURS + PEERS), help="pipelines (comma-separated)")
+    parser.add_argument("--datasets", default=",".join(n for n, _, _ in DEV_SETS), help="dev sets (comma-separated)")
+    parser.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
+    parser.add_argument("--report", default=None, help="write the report here (default: OUT/peers.md)")
+    parser.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    strategies = [s for s in args.strategies.split(",") if s]
+    wanted = [s for s in args.datasets.split(",") if s]
+    known = {n for n, _, _ in DEV_SETS}
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        print(f"peers: error: unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}",
+              file=sys.stderr)
+        return 2
+    if not args.report_only:
+        from .cli import main as eval_main
+
+        for name, _, flags in DEV_SETS:
+            if name not in wanted:
+                continue
+            data = Path(args.data_dir) / f"{name}.jsonl"
+            if not data.exists():
+                print(f"peers: error: no such file: {data}", file=sys.stderr)
+                return 3
+            cmd = ["--data", str(data), "--strategies", ",".join(strategies), "--windows", "512", "--retrieval-only",
+                   "--no-progress", "--out", str(out / name), *flags]
+            if args.limit:
+                cmd += ["--limit", str(args.limit)]
+            print(f"peers: {name}", file=sys.stderr, flush=True)
+            code = eval_main(cmd)
+            if code:
+                return code
+    text = report(out, strategies)
+    target = Path(args.report) if args.report else out / "peers.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
