@@ -261,13 +261,15 @@ def tune(
     for rung in result.rungs:
         for k in rung.evaluated:
             reached[k] = rung.index
+    order = {c.key: i for i, c in enumerate(candidates)}
     table = []
     for k, rung_i in reached.items():
         n_q = result.rungs[rung_i].questions
         row = {"label": by_key[k].label, **by_key[k].to_dict(), "rung": rung_i,
                **_summary(scores.get(k, {}), result.question_ids[:n_q], seed)}
         table.append(row)
-    table.sort(key=lambda r: (-r["rung"], -(r["mean"] or 0)))
+    # the search's own ranking: highest rung first, then mean, ties to the earlier candidate
+    table.sort(key=lambda r: (-r["rung"], -(r["mean"] or 0), order[Candidate.from_dict(r).key]))
     evidence = {
         "best": _summary(scores[best.key], final_q, seed) | {"label": best.label},
         "default": _summary(scores[default.key], final_q, seed) | {"label": default.label},
