@@ -918,12 +918,16 @@ shutil.rmtree(OUT, ignore_errors=True)
 '''),
 ]
 
+sys.path.insert(0, str(HERE))  # the cells of the later notebooks live in their own files
+from _graph_cells import cells as graph_cells  # noqa: E402
+
 NOTEBOOKS = {
     "01_splitting.ipynb": NB01,
     "02_langchain_rag.ipynb": NB02,
     "03_llama_index.ipynb": NB03,
     "04_ipex_llm.ipynb": NB04,
     "05_evaluation.ipynb": NB05,
+    "07_graph.ipynb": graph_cells(md, code, SETUP),
 }
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}

@@ -153,6 +153,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     index = _open_index(args, must_exist=False)
     report = index.add_files(args.paths, prune=not args.keep_missing, encoding=args.encoding, errors=args.errors)
     print(report.summary())
+    if getattr(args, "graph", False):
+        from .graph.cli import update_graph
+
+        update_graph(index, args)
     for note in report.notes:
         print(f"note: {note}")
     print(f"index: {index.count()} small chunks from {len(index.source_ids())} sources")
@@ -297,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="'replace' indexes undecodable bytes as U+FFFD instead of skipping the file (lossy)")
     index.add_argument("--keep-missing", action="store_true",
                        help="do not remove sources of files that are gone or empty under the given paths")
+    from .graph.cli import add_graph_arguments
+
+    add_graph_arguments(index)
     index.add_argument("--strategy", choices=["FFS", "DFS", "DDS"], type=str.upper, default=None, help="window strategy (default: small chunks with W=6/S=3 windows)")
     index.add_argument("--window", type=int, default=None, help="window size in tokens for --strategy")
     index.add_argument("--step", type=int, default=None, help="step for --strategy")

@@ -25,6 +25,7 @@ EXPECTED = [
     "03_llama_index.ipynb",
     "04_ipex_llm.ipynb",
     "05_evaluation.ipynb",
+    "07_graph.ipynb",
 ]
 # where 05_evaluation.ipynb looks for the dev data (cwd = cookbook/)
 SHARED_EVAL = Path(os.environ.get("SWRAG_SHARED") or COOKBOOK.parents[1] / "shared") / "data" / "eval"
@@ -122,6 +123,8 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     elif name.startswith("03"):
         assert "DDS:" in text and "Sources:" in text
         assert "sample.md chars " in text
+    elif name.startswith("07"):
+        assert "reloaded equal: True" in text
     elif name.startswith("04"):
         assert "read from the low-bit cache: False" in text
         assert "read from the low-bit cache: True" in text

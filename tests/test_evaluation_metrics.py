@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from swrag_integrations.evaluation import (
@@ -89,7 +90,40 @@ def test_bootstrap_ci_seeded_and_sane():
     assert (low, high) == bootstrap_ci(values, seed=3)
     assert low <= sum(values) / len(values) <= high
     assert bootstrap_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    assert bootstrap_ci([0.25]) == (0.25, 0.25)
     assert all(math.isnan(x) for x in bootstrap_ci([]))
+    assert bootstrap_ci([1, None, 0, None]) == bootstrap_ci([1, 0])  # None = not measured
+    with pytest.raises(ValueError, match="alpha"):
+        bootstrap_ci(values, alpha=1.5)
+    with pytest.raises(ValueError, match="n_resamples"):
+        bootstrap_ci(values, n_resamples=0)
+
+
+def _percentile_reference(values, n_resamples=1000, alpha=0.05, seed=0):
+    """The percentile bootstrap written out: resample indices with default_rng(seed), take quantiles."""
+    data = np.asarray(values, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, data.size, size=(n_resamples, data.size))
+    means = data[idx].mean(axis=1)
+    return means, float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+
+
+def test_bootstrap_ci_two_values_hand_computed():
+    # resampled means of {0, 1} are 0, 1/2, 1 with probabilities 1/4, 1/2, 1/4: the
+    # 2.5% and 97.5% percentiles of 1000 of them are 0 and 1
+    assert bootstrap_ci([0.0, 1.0]) == (0.0, 1.0)
+    # a 10% interval (47.5% to 52.5% percentiles) lies inside the half of the resamples whose mean is 1/2
+    assert bootstrap_ci([0.0, 1.0], alpha=0.9) == (0.5, 0.5)
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_bootstrap_ci_is_the_seeded_percentile_interval(seed):
+    rng = random.Random(seed)
+    values = [rng.random() ** 3 for _ in range(40)]
+    _, low, high = _percentile_reference(values, seed=seed)
+    assert bootstrap_ci(values, seed=seed) == pytest.approx((low, high), abs=1e-12)
+    _, low90, high90 = _percentile_reference(values, n_resamples=500, alpha=0.1, seed=seed)
+    assert bootstrap_ci(values, seed=seed, n_resamples=500, alpha=0.1) == pytest.approx((low90, high90), abs=1e-12)
+    assert bootstrap_ci(values, seed=seed) != bootstrap_ci(values, seed=seed + 1)
 
 
 def test_paired_bootstrap_detects_a_constant_shift():
@@ -98,10 +132,32 @@ def test_paired_bootstrap_detects_a_constant_shift():
     res = paired_bootstrap(a, b)
     assert res["diff"] == pytest.approx(0.5)
     assert res["significant"] and res["ci_low"] == pytest.approx(0.5)
+    assert res["p"] == 0.0
     same = paired_bootstrap(a, a)
     assert not same["significant"] and same["diff"] == 0.0
+    assert same["p"] == 1.0
     with pytest.raises(ValueError):
         paired_bootstrap([1.0], [1.0, 0.0])
+    assert math.isnan(paired_bootstrap([], [])["diff"])
+
+
+def test_paired_bootstrap_resamples_questions_together():
+    # per-question differences d = a - b; the paired interval is the percentile
+    # interval of resampled mean(d), and p doubles the share on the far side of 0
+    rng = random.Random(5)
+    a = [rng.random() for _ in range(30)]
+    b = [x - 0.05 + 0.2 * (rng.random() - 0.5) for x in a]
+    d = [x - y for x, y in zip(a, b)]
+    means, low, high = _percentile_reference(d, seed=4)
+    res = paired_bootstrap(a, b, seed=4)
+    assert res["diff"] == pytest.approx(sum(d) / len(d))
+    assert (res["ci_low"], res["ci_high"]) == pytest.approx((low, high), abs=1e-12)
+    p = min(1.0, 2 * min(float((means <= 0).mean()), float((means >= 0).mean())))
+    assert res["p"] == pytest.approx(p)
+    assert res["significant"] == (low > 0 or high < 0)
+    # symmetric differences around 0: nothing significant, p = 1 (both sides hold >= half)
+    sym = paired_bootstrap([1.0, 0.0], [0.0, 1.0])
+    assert sym["diff"] == 0.0 and not sym["significant"] and sym["p"] == 1.0
 
 
 # -------------------------------------------------------------- spans, sources

@@ -110,6 +110,11 @@ PIPELINES: dict[str, PipelineSpec] = {
                              description="HippoRAG: passage-phrase graph, personalized PageRank"),
     "graphrag-local": PipelineSpec("swrag_integrations.graph.evaluation:GraphRAGLocalPipeline", None,
                                    needs_embeddings=True, description="GraphRAG local search over Leiden communities"),
+    "hipporag-llm": PipelineSpec("swrag_integrations.graph.evaluation:HippoRAGLLMPipeline", None, needs_embeddings=True,
+                                 description="HippoRAG with the local LLM's triples (slow)"),
+    "graphrag-local-llm": PipelineSpec("swrag_integrations.graph.evaluation:GraphRAGLocalLLMPipeline", None,
+                                       needs_embeddings=True,
+                                       description="GraphRAG local search with the local LLM's triples (slow)"),
 }
 
 

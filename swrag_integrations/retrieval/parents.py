@@ -150,7 +150,8 @@ def _span(cand: Candidate, rows: list[ChunkRow], lo: int, hi: int, rank: int, ex
 
 
 def expand_parents(per_query: Sequence[Sequence[Candidate]], index: ChunkIndex, *, budget_tokens: int | None,
-                   k: int | None = None, expand: str = "window", fill: str = "hits") -> list[ContextSpan]:
+                   k: int | None = None, expand: str = "window", fill: str = "hits",
+                   hit_share: float = 1.0) -> list[ContextSpan]:
     """Stage 3: fetch, select chunks within the budget, merge by offset.
 
     ``k`` caps the parents given any budget and the spans returned. Returns the merged
@@ -178,7 +179,7 @@ def expand_parents(per_query: Sequence[Sequence[Candidate]], index: ChunkIndex, 
         budget = budget_tokens
         sep = count_units("\n\n", "token", encoding_name)
         for _ in range(4):  # re-plan with less if joins/separators made the exact text longer
-            plan = Planner(order, rows_of, budget, sep_tokens=sep, fill=fill).run()
+            plan = Planner(order, rows_of, budget, sep_tokens=sep, fill=fill, hit_share=hit_share).run()
             spans = []
             for rank, cand in enumerate(order, start=1):
                 rows = rows_of[id(cand)]
@@ -227,10 +228,13 @@ class Planner:
     """
 
     def __init__(self, order: Sequence[Candidate], rows_of: dict[int, list[ChunkRow]], budget: int, *,
-                 sep_tokens: int = 1, fill: str = "hits") -> None:
+                 sep_tokens: int = 1, fill: str = "hits", hit_share: float = 1.0) -> None:
         if fill not in FILL_MODES:
             raise ValueError(f"fill must be one of {FILL_MODES}, got {fill!r}")
+        if not 0.0 < hit_share <= 1.0:
+            raise ValueError(f"hit_share must be in (0, 1], got {hit_share!r}")
         self.fill = fill
+        self.hit_cap = int(budget * hit_share)
         self.order = list(order)
         self.rows_of = rows_of
         self.budget = budget
@@ -313,6 +317,8 @@ class Planner:
             return
         for cand in self.order:
             for pos in self._hit_positions(cand):
+                if self.content >= self.hit_cap:  # the rest is kept for the best parents' context
+                    break
                 self._take(cand, self.rows_of[id(cand)][pos], shared)
         complete = {id(cand): self._gaps(cand, shared) for cand in self.order}
         for cand in self.order:
@@ -333,10 +339,12 @@ class Planner:
 
 
 def spans_for(queries_hits: Sequence[Sequence[ChildHit]], index: ChunkIndex, *, budget_tokens: int | None,
-              k: int | None = None, expand: str = "window", fill: str = "hits") -> list[ContextSpan]:
+              k: int | None = None, expand: str = "window", fill: str = "hits",
+              hit_share: float = 1.0) -> list[ContextSpan]:
     """Stages 2 and 3 for several phrasings of one question (budget shared among them)."""
     per_query = [rank_parents(hits, index, query_index=qi, expand=expand) for qi, hits in enumerate(queries_hits)]
-    return expand_parents(per_query, index, budget_tokens=budget_tokens, k=k, expand=expand, fill=fill)
+    return expand_parents(per_query, index, budget_tokens=budget_tokens, k=k, expand=expand, fill=fill,
+                          hit_share=hit_share)
 
 
 def check_query(query: Any) -> str:

@@ -83,6 +83,7 @@ class WindowedParentRetriever(BaseRetriever):
     expand: Literal["window", "medium", "chunk"] = "window"
     rank: Literal["children", "windows"] = "children"
     fill: Literal["hits", "parents"] = "hits"
+    hit_share: float = 1.0
 
     @field_validator("k", "budget_tokens")
     @classmethod
@@ -117,7 +118,7 @@ class WindowedParentRetriever(BaseRetriever):
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
         spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand,
-                          fill=self.fill)
+                          fill=self.fill, hit_share=self.hit_share)
         docs = []
         for span in spans:
             doc = span.to_document()

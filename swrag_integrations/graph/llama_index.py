@@ -1,0 +1,82 @@
+"""LlamaIndex-native graph retrievers: ``NodeWithScore`` straight from the core's spans.
+
+:class:`HippoRAGLlamaIndexRetriever` and :class:`GraphRAGLocalLlamaIndexRetriever` are
+LlamaIndex ``BaseRetriever`` s over :class:`~.hipporag.HippoRAG` /
+:class:`~.graphrag.GraphRAG` local search; each returned node is one merged window
+(``start_char_idx``/``end_char_idx`` exact, ``metadata["source_id"]``) made by
+:func:`swrag_integrations.convert.span_to_node`; no LangChain object on the way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from ..convert import span_to_node
+from ..retrieval.parents import check_query
+
+__all__ = ["HippoRAGLlamaIndexRetriever", "GraphRAGLocalLlamaIndexRetriever"]
+
+
+def _positive(value: Any, name: str, optional: bool) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
+    return value
+
+
+class _GraphLlamaIndexRetriever(BaseRetriever):
+    _kind: type | None = None
+
+    def __init__(self, searcher: Any, *, k: int | None = None, k_passages: int = 30, budget_tokens: int | None = 1500,
+                 expand: str = "window", callback_manager: Any = None) -> None:
+        kind = self._searcher_type()
+        if not isinstance(searcher, kind):
+            raise TypeError(f"searcher must be a {kind.__name__}, got {type(searcher).__name__}")
+        if expand not in ("window", "medium", "chunk"):
+            raise ValueError(f"expand must be 'window', 'medium' or 'chunk', got {expand!r}")
+        self.searcher = searcher
+        self.k = _positive(k, "k", True)
+        self.k_passages = _positive(k_passages, "k_passages", False)
+        self.budget_tokens = _positive(budget_tokens, "budget_tokens", True)
+        self.expand = expand
+        super().__init__(callback_manager=callback_manager)
+
+    @staticmethod
+    def _searcher_type() -> type:
+        raise NotImplementedError
+
+    def _nodes(self, query: str) -> list[NodeWithScore]:
+        spans = self.searcher.spans([check_query(query)], budget_tokens=self.budget_tokens, k=self.k,
+                                    k_passages=self.k_passages, expand=self.expand)
+        return [span_to_node(span) for span in spans]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._nodes(query_bundle.query_str)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return await asyncio.to_thread(self._nodes, query_bundle.query_str)
+
+
+class HippoRAGLlamaIndexRetriever(_GraphLlamaIndexRetriever):
+    """HippoRAG as a LlamaIndex retriever (arguments as :class:`~.retrievers.HippoRAGRetriever`)."""
+
+    @staticmethod
+    def _searcher_type() -> type:
+        from .hipporag import HippoRAG
+
+        return HippoRAG
+
+
+class GraphRAGLocalLlamaIndexRetriever(_GraphLlamaIndexRetriever):
+    """GraphRAG local search as a LlamaIndex retriever (windows only)."""
+
+    @staticmethod
+    def _searcher_type() -> type:
+        from .graphrag import GraphRAG
+
+        return GraphRAG
