@@ -96,7 +96,7 @@ def test_round_trip_into_index_and_retriever(tmp_path):
     again.store.close()
     with pytest.raises(ValueError, match="other chunking parameters"):
         TunedConfig.from_candidate(Candidate.make({"child": "fixed"})).build_index(tmp_path / "store", embedding=emb)
-    with pytest.raises(TypeError, match="set by the tuned configuration"):
+    with pytest.raises(ValueError, match="chunk_size=20 contradicts the tuned configuration"):
         loaded.build_index(tmp_path / "other", embedding=emb, chunk_size=20)
 
 

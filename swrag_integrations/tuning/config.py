@@ -12,9 +12,12 @@ File layout (``swrag_tuned_config`` = format version)::
                    the comparison with the default, the synthetic set's report ...}
     }
 
-Round trip: ``SlidingWindowIndex(dir, **config.index_kwargs)`` and
-``index.as_retriever(**config.retriever_kwargs)`` (or :meth:`TunedConfig.index` /
-:meth:`TunedConfig.retriever`).
+Round trip: ``SlidingWindowIndex(dir, config="CONFIG.json")`` (or
+:meth:`TunedConfig.build_index`) builds the index with this chunking and records the
+configuration in it (``index.tuned_config``, kept across reopening); its
+``as_retriever()`` then starts from the retriever settings. The plain keywords work too:
+``SlidingWindowIndex(dir, **config.index_kwargs)`` and
+``index.as_retriever(**config.retriever_kwargs)``.
 """
 
 from __future__ import annotations
@@ -99,15 +102,21 @@ class TunedConfig:
         """The configuration as a search :class:`~.space.Candidate` (without the budget)."""
         return Candidate.make(self.index_kwargs, {k: v for k, v in self.retriever_kwargs.items() if k in RETRIEVER_KEYS})
 
+    @property
+    def index_config(self) -> Any:
+        """The index part as the index's own :class:`~swrag_integrations.retrieval.config.IndexConfig`
+        (the one definition of the chunking)."""
+        from ..retrieval.config import IndexConfig
+
+        return IndexConfig.resolve(**self.index_kwargs)
+
     def build_index(self, persist_directory: str | os.PathLike | None = None, **kwargs: Any) -> Any:
-        """``SlidingWindowIndex(persist_directory, **index_kwargs, **kwargs)``; ``kwargs``
+        """``SlidingWindowIndex(persist_directory, config=self, **kwargs)``: the index with
+        this chunking, recording this configuration (``index.tuned_config``); ``kwargs``
         are the other constructor keywords (``embedding``, ``vectorstore``...)."""
         from ..retrieval import SlidingWindowIndex
 
-        clash = sorted(set(kwargs) & set(self.index_kwargs))
-        if clash:
-            raise TypeError(f"{clash} are set by the tuned configuration; edit the file to change them")
-        return SlidingWindowIndex(persist_directory, **self.index_kwargs, **kwargs)
+        return SlidingWindowIndex(persist_directory, config=self, **kwargs)
 
     def build_retriever(self, index: Any, **overrides: Any) -> Any:
         """``index.as_retriever(**retriever_kwargs, **overrides)``."""
