@@ -75,7 +75,8 @@ def _header(path: Path) -> dict:
 
 
 def run_dataset(name: str, data_dir: Path, out: Path, embeddings: Any, *, phase: str = "main",
-                max_candidates: int = 48, n_questions: int = 240, seed: int = 0, budget: int = 1500) -> dict:
+                max_candidates: int = 48, n_questions: int = 240, seed: int = 0, budget: int = 1500,
+                max_examples: int | None = None) -> dict:
     from ..evaluation.datasets import build_corpus, example_sources, load_examples
     from .engine import Evaluator
     from .search import SearchState
@@ -86,6 +87,8 @@ def run_dataset(name: str, data_dir: Path, out: Path, embeddings: Any, *, phase:
     mode, split = DATASETS[name]
     scope = "document" if mode == "document" else "corpus"
     examples = load_examples(data_dir / f"{name}.jsonl")
+    if max_examples is not None:  # a subset (the first rows) to bound the cost; the corpus is theirs
+        examples = examples[:max_examples]
     sources = build_corpus(examples, split=split)
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
@@ -116,6 +119,9 @@ def run_dataset(name: str, data_dir: Path, out: Path, embeddings: Any, *, phase:
     with Evaluator(sources, labelled, embeddings=embeddings, budget_tokens=budget, scope=scope) as ev:
         _grid(ev, candidates, [q.qid for q in labelled], lab_state, "labelled grid")
     (d / "timing.json").write_text(json.dumps({"tune_seconds": tune_seconds}), encoding="utf-8")
+    (d / "run.json").write_text(json.dumps({"max_candidates": max_candidates, "n_questions": n_questions,
+                                            "max_examples": max_examples, "sources": len(sources),
+                                            "corpus_chars": sum(len(s.text) for s in sources)}), encoding="utf-8")
     return summarize_dataset(name, out, seed=seed, max_candidates=max_candidates)
 
 
@@ -177,9 +183,9 @@ def summarize_dataset(name: str, out: Path, *, seed: int = 0, max_candidates: in
                 result["unguarded_default_mean"] = mean(ung, default_key, qids_u)
                 result["unguarded_spread"] = max(u_means) - min(u_means)
     result["synthetic_spread"] = max(syn_means) - min(syn_means)
-    timing = d / "timing.json"
-    if timing.exists():
-        result.update(json.loads(timing.read_text()))
+    for extra in ("timing.json", "run.json"):
+        if (d / extra).exists():
+            result.update(json.loads((d / extra).read_text()))
     (d / "summary.json").write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
     return result
 
@@ -216,6 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timing-files", nargs="*", default=[], help="files for --phase timing")
     parser.add_argument("--timing-budget", type=float, default=None, help="budget_minutes for --phase timing")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-candidates", type=int, default=48, help="candidate pool (first rung) per dataset")
+    parser.add_argument("--questions", type=int, default=240, help="synthetic questions per dataset")
+    parser.add_argument("--max-examples", type=int, default=None,
+                        help="use only the first N labelled rows (and their documents) of each dataset")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     out = Path(args.out)
@@ -239,9 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         t0 = time.monotonic()
         if args.phase == "summary":
-            res = summarize_dataset(name, out, seed=args.seed)
+            res = summarize_dataset(name, out, seed=args.seed, max_candidates=args.max_candidates)
         else:
-            res = run_dataset(name, Path(args.data_dir), out, embeddings, phase=args.phase, seed=args.seed)
+            res = run_dataset(name, Path(args.data_dir), out, embeddings, phase=args.phase, seed=args.seed,
+                              max_candidates=args.max_candidates, n_questions=args.questions,
+                              max_examples=args.max_examples)
         if res:
             print(f"[{name}] default {100 * res['default']['mean']:.1f}, best {100 * res['best_in_hindsight']['mean']:.1f}"
                   f", tuned {100 * res['tuned']['mean']:.1f} (diff {100 * res['tuned_vs_default']['diff']:+.1f}), "
