@@ -26,12 +26,11 @@ settings. Everything is kept in CONFIG.json.state/ (questions, scores, embedding
 the same command again to resume, or with a larger --budget-minutes to search further.
 
 use it:
-  swrag index docs/ --config CONFIG.json
-  swrag ask "question" --config CONFIG.json
-  swrag eval --data dev.jsonl --config CONFIG.json --retrieval-only --out results/
-  python:  cfg = TunedConfig.load("CONFIG.json")
-           index = SlidingWindowIndex("./store", **cfg.index_kwargs)
-           retriever = index.as_retriever(**cfg.retriever_kwargs)
+  swrag index docs/ --config CONFIG.json       (the index records it; `swrag ask` then uses it)
+  swrag ask "question"
+  swrag eval --data dev.jsonl --config CONFIG.json --retrieval-only --windows 512 --out results/
+  python:  index = SlidingWindowIndex("./store", config="CONFIG.json")
+           retriever = index.as_retriever()    # the tuned retriever settings; index.tuned_config
 """
 
 
