@@ -190,6 +190,46 @@ def summarize_dataset(name: str, out: Path, *, seed: int = 0, max_candidates: in
     return result
 
 
+def report_tables(out: Path, names: Sequence[str]) -> str:
+    """The Markdown tables of ``docs/eval/tuning.md`` from the kept ``summary.json`` files
+    (datasets without one are left out)."""
+    rows, labels = [], []
+    pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
+
+    def cell(r: dict) -> str:
+        return f"{pct(r['mean'])} [{pct(r['ci_low'])}, {pct(r['ci_high'])}]"
+
+    sums = []
+    for name in names:
+        path = out / name / "summary.json"
+        if not path.exists():
+            continue
+        r = json.loads(path.read_text(encoding="utf-8"))
+        sums.append(r)
+        vs = r["tuned_vs_default"]
+        subset = f"{r['n_labelled']}" + ("" if r.get("max_examples") is None else f" (first {r['max_examples']})")
+        rows.append(f"| {name} | {DATASETS[name][0]} | {subset} | {r['n_synthetic']} | {cell(r['default'])} | "
+                    f"{cell(r['best_in_hindsight'])} | {cell(r['tuned'])} | {100 * vs['diff']:+.1f} "
+                    f"[{100 * vs['ci_low']:+.1f}, {100 * vs['ci_high']:+.1f}], p={vs['p']:.2f} | "
+                    f"{r['spearman']['rho']:.2f} | {r.get('tune_seconds', float('nan')):.0f} s |")
+        esc = lambda text: text.replace("|", "\\|")  # noqa: E731 - labels hold "|"
+        labels.append(f"| {name} | {r['tuned_chosen']}: {esc(r['tuned']['label'])} | "
+                      f"{esc(r['best_in_hindsight']['label'])} |")
+    if not sums:
+        return "(no summaries yet)"
+    n = len(sums)
+    avg = lambda key: sum(r[key]["mean"] for r in sums) / n  # noqa: E731
+    mean_diff = sum(r["tuned_vs_default"]["diff"] for r in sums) / n
+    rows.append(f"| **mean of {n}** | | | | {pct(avg('default'))} | {pct(avg('best_in_hindsight'))} | "
+                f"{pct(avg('tuned'))} | {100 * mean_diff:+.1f} | "
+                f"{sum(r['spearman']['rho'] for r in sums) / n:.2f} | |")
+    head = ("| dataset | mode | labelled questions | synthetic questions | (a) default | (b) best in hindsight | "
+            "(c) tuned | (c) − (a), paired bootstrap | Spearman ρ synthetic vs labelled | tune time |\n"
+            "|---|---|---|---|---|---|---|---|---|---|")
+    head2 = "| dataset | (c) tuned configuration | (b) best in hindsight |\n|---|---|---|"
+    return head + "\n" + "\n".join(rows) + "\n\n" + head2 + "\n" + "\n".join(labels)
+
+
 def run_timing(files: Sequence[str], out: Path, *, seed: int = 0, budget_minutes: float | None = None) -> dict:
     """A fresh ``tune()`` (no cache of any kind) on ``files``; returns its timings."""
     from .tune import load_sources, tune
@@ -216,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", default="../shared/data/eval", help="folder of the dev-set JSONL files")
     parser.add_argument("--out", required=True, help="output folder (resumable)")
     parser.add_argument("--datasets", default=",".join(DATASETS), help=f"comma-separated, from {','.join(DATASETS)}")
-    parser.add_argument("--phase", choices=["main", "unguarded", "summary", "timing"], default="main")
+    parser.add_argument("--phase", choices=["main", "unguarded", "summary", "timing", "report"], default="main")
     parser.add_argument("--embed-cache", default=None, help="sqlite embedding cache to share between runs")
     parser.add_argument("--embed-namespace", default=None, help="namespace of the cache's vectors")
     parser.add_argument("--timing-files", nargs="*", default=[], help="files for --phase timing")
@@ -237,6 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [n for n in names if n not in DATASETS]
     if bad:
         parser.error(f"unknown dataset(s) {bad}")
+    if args.phase == "report":
+        print(report_tables(out, names))
+        return 0
     embeddings = None
     if args.phase != "summary":
         from ..evaluation.embeddings import CachedEmbeddings

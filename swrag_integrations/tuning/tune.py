@@ -256,7 +256,8 @@ def tune(
     default_s = [scores[default.key][q] for q in final_q]
     versus = paired_bootstrap(best_s, default_s, seed=seed)
     better = versus["significant"] and versus["diff"] > 0 if require_significant else versus["diff"] > 0
-    chosen_cand, chosen = (best, "tuned") if (better or best == default) else (default, "default")
+    # "tuned" only when a configuration other than today's default won and beat it
+    chosen_cand, chosen = (best, "tuned") if (better and best != default) else (default, "default")
     reached: dict[str, int] = {}
     for rung in result.rungs:
         for k in rung.evaluated:
