@@ -6,9 +6,10 @@ runs, per labelled dev set (LongBench-format JSONL; dev sets only):
 1. ``tune()`` as a user would (no time limit, its default candidate pool and question
    set), on the set's documents (all of them: the user's "corpus"); document-mode sets
    are tuned with ``scope="document"``;
-2. the *full* synthetic grid: every candidate of that pool on every synthetic question
-   (successive halving only scores the survivors on all of them), to measure how well
-   synthetic scores rank the candidates;
+2. the synthetic grid: every candidate of that pool on every synthetic question, or on
+   the first ``--grid-questions`` of the search's question order (successive halving only
+   scores the survivors on all of them), to measure how well synthetic scores rank the
+   candidates;
 3. the labelled grid: every candidate of the same pool on the set's real questions
    (document mode: each question against its own document), giving (a) the default,
    (b) the best in hindsight and (c) the tuned configuration, with bootstrap CIs, the
@@ -69,6 +70,16 @@ def _grid(evaluator: Any, candidates: Sequence[Any], qids: Sequence[str], state:
         print(f"  {label}: {done}/{todo} question evaluations, {time.monotonic() - t0:.0f} s", flush=True)
 
 
+def _search_order(qids: Sequence[str], seed: int) -> list[str]:
+    """The question order of :func:`~.search.successive_halving` for ``seed`` (its first
+    rungs' questions come first, so a grid on a prefix reuses the search's scores)."""
+    import random
+
+    order = [str(q) for q in qids]
+    random.Random(seed).shuffle(order)
+    return order
+
+
 def _header(path: Path) -> dict:
     with path.open(encoding="utf-8") as fh:
         return json.loads(fh.readline())["fingerprint"]
@@ -76,7 +87,7 @@ def _header(path: Path) -> dict:
 
 def run_dataset(name: str, data_dir: Path, out: Path, embeddings: Any, *, phase: str = "main",
                 max_candidates: int = 48, n_questions: int = 240, seed: int = 0, budget: int = 1500,
-                max_examples: int | None = None) -> dict:
+                max_examples: int | None = None, grid_questions: int | None = None) -> dict:
     from ..evaluation.datasets import build_corpus, example_sources, load_examples
     from .engine import Evaluator
     from .search import SearchState
@@ -110,8 +121,9 @@ def run_dataset(name: str, data_dir: Path, out: Path, embeddings: Any, *, phase:
     print(f"  tuned in {tune_seconds:.0f} s: {config.chosen}: {config.candidate.label}", flush=True)
     qset = SyntheticSet.from_jsonl((d / "tune" / "questions.jsonl").read_text(encoding="utf-8"))
     syn_state = SearchState(d / "tune" / "scores.jsonl", _header(d / "tune" / "scores.jsonl"))
+    grid_qids = _search_order([q.qid for q in qset.questions], seed)[:grid_questions]
     with Evaluator(sources, qset.questions, embeddings=embeddings, budget_tokens=budget, scope=scope) as ev:
-        _grid(ev, candidates, [q.qid for q in qset.questions], syn_state, "full synthetic grid")
+        _grid(ev, candidates, grid_qids, syn_state, f"synthetic grid ({len(grid_qids)} questions)")
     labelled = [_Labelled(e, example_sources(e, split=False)[0].source_id if mode == "document" else "")
                 for e in examples]
     lab_state = SearchState(d / "labelled_scores.jsonl", {"dataset": name, "mode": mode, "split": split,
@@ -120,7 +132,7 @@ def run_dataset(name: str, data_dir: Path, out: Path, embeddings: Any, *, phase:
         _grid(ev, candidates, [q.qid for q in labelled], lab_state, "labelled grid")
     (d / "timing.json").write_text(json.dumps({"tune_seconds": tune_seconds}), encoding="utf-8")
     (d / "run.json").write_text(json.dumps({"max_candidates": max_candidates, "n_questions": n_questions,
-                                            "max_examples": max_examples, "sources": len(sources),
+                                            "max_examples": max_examples, "grid_questions": len(grid_qids), "sources": len(sources),
                                             "corpus_chars": sum(len(s.text) for s in sources)}), encoding="utf-8")
     return summarize_dataset(name, out, seed=seed, max_candidates=max_candidates)
 
@@ -140,7 +152,8 @@ def summarize_dataset(name: str, out: Path, *, seed: int = 0, max_candidates: in
     syn = SearchState(d / "tune" / "scores.jsonl", _header(d / "tune" / "scores.jsonl")).all_scores()
     lab = SearchState(d / "labelled_scores.jsonl", _header(d / "labelled_scores.jsonl")).all_scores()
     qids_lab = sorted(lab[DEFAULT_CANDIDATE.key])
-    qids_syn = sorted(syn[DEFAULT_CANDIDATE.key])
+    # the synthetic grid: the questions every candidate of the pool was scored on
+    qids_syn = sorted(set.intersection(*(set(syn.get(c.key, {})) for c in candidates)))
 
     def mean(table: dict, key: str, qids: Sequence[str]) -> float:
         return sum(table[key][q] for q in qids) / len(qids)
@@ -264,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-candidates", type=int, default=48, help="candidate pool (first rung) per dataset")
     parser.add_argument("--questions", type=int, default=240, help="synthetic questions per dataset")
+    parser.add_argument("--grid-questions", type=int, default=None,
+                        help="synthetic questions of the rank-correlation grid (default: all)")
     parser.add_argument("--max-examples", type=int, default=None,
                         help="use only the first N labelled rows (and their documents) of each dataset")
     args = parser.parse_args(argv)
@@ -296,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             res = run_dataset(name, Path(args.data_dir), out, embeddings, phase=args.phase, seed=args.seed,
                               max_candidates=args.max_candidates, n_questions=args.questions,
-                              max_examples=args.max_examples)
+                              max_examples=args.max_examples, grid_questions=args.grid_questions)
         if res:
             print(f"[{name}] default {100 * res['default']['mean']:.1f}, best {100 * res['best_in_hindsight']['mean']:.1f}"
                   f", tuned {100 * res['tuned']['mean']:.1f} (diff {100 * res['tuned_vs_default']['diff']:+.1f}), "
