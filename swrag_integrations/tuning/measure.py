@@ -220,11 +220,14 @@ def report_tables(out: Path, names: Sequence[str]) -> str:
         r = json.loads(path.read_text(encoding="utf-8"))
         sums.append(r)
         vs = r["tuned_vs_default"]
+        resumed = (r.get("search") or {}).get("resumed_evaluations", 0) > 0
+        n_search = (r.get("synthetic_report") or {}).get("questions", "?")
+        tune_time = "resumed" if resumed else f"{r.get('tune_seconds', float('nan')):.0f} s"
         subset = f"{r['n_labelled']}" + ("" if r.get("max_examples") is None else f" (first {r['max_examples']})")
-        rows.append(f"| {name} | {DATASETS[name][0]} | {subset} | {r['n_synthetic']} | {cell(r['default'])} | "
+        rows.append(f"| {name} | {DATASETS[name][0]} | {subset} | {n_search} / {r['n_synthetic']} | {cell(r['default'])} | "
                     f"{cell(r['best_in_hindsight'])} | {cell(r['tuned'])} | {100 * vs['diff']:+.1f} "
                     f"[{100 * vs['ci_low']:+.1f}, {100 * vs['ci_high']:+.1f}], p={vs['p']:.2f} | "
-                    f"{r['spearman']['rho']:.2f} | {r.get('tune_seconds', float('nan')):.0f} s |")
+                    f"{r['spearman']['rho']:.2f} | {tune_time} |")
         esc = lambda text: text.replace("|", "\\|")  # noqa: E731 - labels hold "|"
         labels.append(f"| {name} | {r['tuned_chosen']}: {esc(r['tuned']['label'])} | "
                       f"{esc(r['best_in_hindsight']['label'])} |")
@@ -236,7 +239,7 @@ def report_tables(out: Path, names: Sequence[str]) -> str:
     rows.append(f"| **mean of {n}** | | | | {pct(avg('default'))} | {pct(avg('best_in_hindsight'))} | "
                 f"{pct(avg('tuned'))} | {100 * mean_diff:+.1f} | "
                 f"{sum(r['spearman']['rho'] for r in sums) / n:.2f} | |")
-    head = ("| dataset | mode | labelled questions | synthetic questions | (a) default | (b) best in hindsight | "
+    head = ("| dataset | mode | labelled questions | synthetic questions (search / rank grid) | (a) default | (b) best in hindsight | "
             "(c) tuned | (c) − (a), paired bootstrap | Spearman ρ synthetic vs labelled | tune time |\n"
             "|---|---|---|---|---|---|---|---|---|---|")
     head2 = "| dataset | (c) tuned configuration | (b) best in hindsight |\n|---|---|---|"
