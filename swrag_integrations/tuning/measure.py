@@ -243,7 +243,16 @@ def report_tables(out: Path, names: Sequence[str]) -> str:
             "(c) tuned | (c) − (a), paired bootstrap | Spearman ρ synthetic vs labelled | tune time |\n"
             "|---|---|---|---|---|---|---|---|---|---|")
     head2 = "| dataset | (c) tuned configuration | (b) best in hindsight |\n|---|---|---|"
-    return head + "\n" + "\n".join(rows) + "\n\n" + head2 + "\n" + "\n".join(labels)
+    leaks = ["| dataset | questions (cloze / verbatim) | raw sentence (ICT query) | cloze without the guard | "
+             "used: guarded cloze | used: all |", "|---|---|---|---|---|---|"]
+    for r in sums:
+        rep = r.get("synthetic_report") or {}
+        kinds = rep.get("kinds", {})
+        leaks.append(f"| {r['dataset']} | {rep.get('questions')} ({kinds.get('cloze')} / {kinds.get('verbatim')}) | "
+                     f"{pct(rep['leak_rate_raw_sentence'])}% | {pct(rep['leak_rate_unguarded_cloze'])}% | "
+                     f"{pct(rep['leak_rate_by_kind']['cloze'])}% | {pct(rep['leak_rate'])}% |")
+    return (head + "\n" + "\n".join(rows) + "\n\n" + head2 + "\n" + "\n".join(labels) + "\n\n"
+            + "\n".join(leaks))
 
 
 def run_timing(files: Sequence[str], out: Path, *, seed: int = 0, budget_minutes: float | None = None) -> dict:
