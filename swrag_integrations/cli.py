@@ -153,8 +153,7 @@ def _print_answer(result: dict, *, as_json: bool = False) -> None:
         return
     from .grounding.langchain import format_grounded_answer
 
-    print(f"Q: {result['question']}")
-    print(format_grounded_answer(result))
+    print(format_grounded_answer(result))  # starts with the "Q: ..." line
     print()
 
 
