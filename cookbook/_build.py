@@ -921,6 +921,7 @@ shutil.rmtree(OUT, ignore_errors=True)
 sys.path.insert(0, str(HERE))  # the cells of the later notebooks live in their own files
 from _graph_cells import cells as graph_cells  # noqa: E402
 from _raptor_cells import raptor_cells  # noqa: E402
+from _tuning_cells import cells as tuning_cells  # noqa: E402
 
 NOTEBOOKS = {
     "01_splitting.ipynb": NB01,
@@ -930,6 +931,7 @@ NOTEBOOKS = {
     "05_evaluation.ipynb": NB05,
     "06_raptor.ipynb": raptor_cells(md, code, SETUP),
     "07_graph.ipynb": graph_cells(md, code, SETUP),
+    "08_tuning.ipynb": tuning_cells(md, code, SETUP),
 }
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}

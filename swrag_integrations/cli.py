@@ -9,6 +9,7 @@ Subcommands:
     demo    the main job: index the bundled sample and answer questions end to end
     split   print the sliding windows of a file (or the bundled sample)
     eval    evaluation grid (context recall, F1) on LongBench-style JSONL
+    tune    pick chunking and retrieval settings for a corpus (no labelled questions)
     bench   run a benchmark script of a source checkout
 """
 
@@ -76,6 +77,11 @@ DEMO_QUESTIONS = (
 def _open_index(args: argparse.Namespace, *, must_exist: bool):
     from .retrieval import SlidingWindowIndex
 
+    config = None
+    if getattr(args, "config", None):  # a bad configuration file is reported before anything else
+        from .tuning.config import TunedConfig
+
+        config = TunedConfig.load(args.config)
     persist = Path(args.persist_dir).expanduser()
     if args.host is None and must_exist:
         store = persist / "sources" / f"{args.collection}.sqlite3"
@@ -98,6 +104,7 @@ def _open_index(args: argparse.Namespace, *, must_exist: bool):
         window_size=getattr(args, "window", None),
         step=getattr(args, "step", None),
         lock_timeout=getattr(args, "lock_timeout", 600.0),
+        config=config,
     )
 
 
@@ -116,9 +123,14 @@ def _load_llm(args: argparse.Namespace):
 
 def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
     from .chain import build_rag_chain
-    from .retrieval import MultiQueryFusionRetriever, WindowedParentRetriever
+    from .retrieval import MultiQueryFusionRetriever
 
-    retriever = WindowedParentRetriever(index=index, k=args.k, budget_tokens=args.budget)
+    options = {"k": args.k} if args.k is not None else {}
+    if args.budget is not None:
+        options["budget_tokens"] = args.budget
+    if index.tuned_config is None:  # the index's tuned settings, else the retriever's defaults
+        options.setdefault("budget_tokens", 1500)
+    retriever = index.as_retriever(**options)
     if llm is None:
         docs = retriever.invoke(question)
         from .chain import _sources, format_context
@@ -141,8 +153,7 @@ def _print_answer(result: dict, *, as_json: bool = False) -> None:
         return
     from .grounding.langchain import format_grounded_answer
 
-    print(f"Q: {result['question']}")
-    print(format_grounded_answer(result))
+    print(format_grounded_answer(result))  # starts with the "Q: ..." line
     print()
 
 
@@ -258,6 +269,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .tuning.cli import run
+
+    return run(args)
+
+
+def _config_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--config", metavar="CONFIG.json", default=None,
+                        help=f"a configuration written by `swrag tune`: {what}")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import runpy
 
@@ -283,7 +305,8 @@ def _store_options(parser: argparse.ArgumentParser, default_dir: str | None = ".
 
 def _answer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, default=None, help="cap on returned windows (default: as many as fit the budget)")
-    parser.add_argument("--budget", type=int, default=1500, help="context budget in tokens (default: 1500)")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="context budget in tokens (default: the index's tuned configuration's, else 1500)")
     parser.add_argument("--multi-query", action="store_true", help="ask the LLM for query variants and fuse their results")
     parser.add_argument("--retrieval-only", action="store_true", help="print the retrieved windows, do not load the LLM")
     parser.add_argument("--model", default=None, help="Llama-family model: local path, .gguf file or hub id (default: bundled SmolLM2)")
@@ -341,6 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .raptor.cli import add_index_options as raptor_index_options
 
     raptor_index_options(index)
+    _config_option(index, "its chunking, recorded in the index with its retriever settings (which "
+                          "`swrag ask` then uses)")
     from .retrieval.parallel import add_ingest_arguments
 
     add_ingest_arguments(index)
@@ -369,6 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question", help="the question")
     _store_options(ask)
     _answer_options(ask)
+    _config_option(ask, "the index must have its chunking; its retriever settings are used (and recorded in the "
+                        "index)")
     ask.add_argument("--view", metavar="FILE", default=None,
                      help="also write the answer with its sources as a self-contained HTML page")
     ask.set_defaults(func=cmd_ask)
@@ -398,6 +425,17 @@ def build_parser() -> argparse.ArgumentParser:
         ev = sub.add_parser("eval", help="run the evaluation grid", description="Evaluate strategies on LongBench-style JSONL (context recall, F1).")
         add_arguments(ev)
         ev.set_defaults(func=cmd_eval)
+
+    from .tuning.cli import EPILOG as TUNE_EPILOG
+    from .tuning.cli import add_arguments as tune_arguments
+
+    tune = sub.add_parser(
+        "tune", help="pick chunking and retrieval settings for your documents (no labelled questions)",
+        description="Tune chunking and retrieval settings to your documents, without labelled questions, and write "
+                    "them to a JSON configuration.",
+        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    tune_arguments(tune)
+    tune.set_defaults(func=cmd_tune)
 
     bench = sub.add_parser("bench", help="run a benchmark (source checkout)", description="Run benchmarks/bench_NAME.py of a source checkout.")
     bench.add_argument("name", choices=["splitters", "retrieval", "llm", "ingest", "growth"], help="which benchmark")

@@ -27,6 +27,7 @@ EXPECTED = [
     "05_evaluation.ipynb",
     "06_raptor.ipynb",
     "07_graph.ipynb",
+    "08_tuning.ipynb",
 ]
 # where 05_evaluation.ipynb looks for the dev data (cwd = cookbook/)
 SHARED_EVAL = Path(os.environ.get("SWRAG_SHARED") or COOKBOOK.parents[1] / "shared") / "data" / "eval"
@@ -126,6 +127,12 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
         assert "sample.md chars " in text
     elif name.startswith("07"):
         assert "reloaded equal: True" in text
+    elif name.startswith("08"):
+        if (SHARED_EVAL / "squad_v2_articles.jsonl").is_file():
+            assert "swrag tune exit code 0" in text and "chosen:" in text
+            assert "recorded after reopening: True" in text and "gold answer in the context:" in text
+        else:
+            assert "the tuning cells are skipped" in text
     elif name.startswith("04"):
         assert "read from the low-bit cache: False" in text
         assert "read from the low-bit cache: True" in text

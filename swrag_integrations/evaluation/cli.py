@@ -83,8 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``swrag eval`` options to ``parser``."""
     parser.add_argument("--data", action="append", required=True, metavar="FILE.jsonl",
                         help="LongBench-format JSONL (repeatable); the dataset name is the file stem")
-    parser.add_argument("--strategies", type=_strategies, default=_strategies(DEFAULT_STRATEGIES),
-                        help=f"comma-separated, from {','.join(PIPELINES)} (default: {DEFAULT_STRATEGIES})")
+    parser.add_argument("--strategies", type=_strategies, default=None,
+                        help=f"comma-separated, from {','.join(PIPELINES)} (default: {DEFAULT_STRATEGIES}, or none "
+                             "besides --config when it is given)")
+    parser.add_argument("--config", action="append", default=[], metavar="CONFIG.json",
+                        help="also evaluate a configuration written by `swrag tune` (repeatable), as the strategy "
+                             "config-<file stem>; --windows does not apply to it (run once), --budget and --k win "
+                             "over the file's")
     parser.add_argument("--windows", type=_windows, default=list(DEFAULT_WINDOWS),
                         help="window sizes in --unit (default: 512,1024,2048)")
     parser.add_argument("--steps", type=_steps, default=None,
@@ -223,6 +228,23 @@ def load_llm_arg(spec: str | None) -> Any:
     return llm
 
 
+def _register_configs(paths: Sequence[str]) -> list[str]:
+    """Register every ``--config`` file as an eval strategy; returns their names.
+
+    Raises:
+        FileNotFoundError / ValueError: a missing or malformed file (the message names it).
+    """
+    if not paths:
+        return []
+    from ..tuning.evaluation import config_strategy_name, register_config
+
+    names = [config_strategy_name(p) for p in paths]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"--config files {list(paths)} share the strategy name(s) {dupes}: rename one file")
+    return [register_config(p, n) for p, n in zip(paths, names)]
+
+
 def _validate(args: argparse.Namespace) -> list[EvalConfig]:
     """Check every input and option (no model or ``--llm`` code is loaded); returns the grid."""
     check_llm_spec(args.llm)
@@ -236,10 +258,15 @@ def _validate(args: argparse.Namespace) -> list[EvalConfig]:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a directory")
+    tuned = _register_configs(getattr(args, "config", None) or [])
+    strategies = list(args.strategies or ([] if tuned else _strategies(DEFAULT_STRATEGIES)))
+    strategies += [name for name in tuned if name not in strategies]
     configs = make_grid(
-        args.strategies, args.windows, args.steps or [], unit=args.unit,
+        strategies, args.windows, args.steps or [], unit=args.unit,
         multi_query=(False, True) if args.multi_query else False,
     )
+    # a tuned configuration fixes its own windows: one run each, not one per --windows value
+    configs = [c for c in configs if c.strategy not in tuned or c.window == args.windows[0]]
     steps = _make_steps(None, args.diversity, args.litm, args.rse, args.rerank, args.contextual,
                         args.autocontext, args.step_pool)
     for config in configs:

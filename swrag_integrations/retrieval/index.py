@@ -77,6 +77,43 @@ def validate_collection_name(name: str) -> str:
     return name
 
 
+def _as_tuned_config(config: Any) -> Any:
+    """``config=`` of :class:`SlidingWindowIndex` as a ``TunedConfig`` (``None`` stays ``None``).
+
+    Raises:
+        FileNotFoundError: a path that does not exist.
+        ValueError: a file or dict that is not a tuned configuration.
+        TypeError: any other type.
+    """
+    if config is None:
+        return None
+    from ..tuning.config import TunedConfig
+
+    if isinstance(config, TunedConfig):
+        return config
+    if isinstance(config, (str, os.PathLike)):
+        return TunedConfig.load(config)
+    if isinstance(config, dict):
+        return TunedConfig.from_dict(config)
+    raise TypeError(f"config must be a TunedConfig, a path to a configuration file or its dict, "
+                    f"got {type(config).__name__}")
+
+
+def _merge_tuned_chunking(given: dict[str, Any], tuned: dict[str, Any]) -> dict[str, Any]:
+    """The chunking keywords with the tuned configuration's filled in; an explicit keyword
+    that disagrees with the configuration raises ``ValueError`` naming both values."""
+    out = dict(given)
+    for name, value in tuned.items():
+        explicit = out.get(name)
+        if explicit is not None:
+            same = (str(explicit).upper() == str(value).upper()) if name == "strategy" else explicit == value
+            if not same:
+                raise ValueError(f"{name}={explicit!r} contradicts the tuned configuration ({name}={value!r}); "
+                                 f"leave {name} unset or edit the configuration")
+        out[name] = value
+    return out
+
+
 def _as_source_store(value: Any) -> SourceStore:
     if isinstance(value, (SqliteSourceStore, KVSourceStore)):
         return value
@@ -118,6 +155,12 @@ class SlidingWindowIndex(VectorStore):
         index_text: optional ``chunk text -> text to index`` for BM25 and the default
             store's embeddings (e.g. contextual headers); stored chunks stay exact.
         lock_timeout: seconds a writer waits for another one.
+        config: a tuned configuration (a :class:`~swrag_integrations.tuning.TunedConfig`,
+            the path of a file written by ``swrag tune``, or its dict): its index part
+            sets the chunking (an explicit chunking keyword that disagrees raises
+            ``ValueError``), and the whole configuration is recorded in the index
+            (:attr:`tuned_config`, kept across reopening), so :meth:`as_retriever`
+            starts from its retriever settings.
     """
 
     def __init__(
@@ -146,7 +189,14 @@ class SlidingWindowIndex(VectorStore):
         show_progress: bool = True,
         index_text: Callable[[str], str] | None = None,
         lock_timeout: float = 600.0,
+        config: Any = None,
     ) -> None:
+        tuned = _as_tuned_config(config)
+        chunking = dict(chunk_size=chunk_size, child=child, medium_size=medium_size, strategy=strategy,
+                        window_size=window_size, step=step, unit=unit,
+                        delimiters=tuple(delimiters) if delimiters is not None else None, encoding_name=encoding_name)
+        if tuned is not None:
+            chunking = _merge_tuned_chunking(chunking, tuned.index_kwargs)
         self.collection_name = validate_collection_name(collection_name)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -174,10 +224,9 @@ class SlidingWindowIndex(VectorStore):
             self._client = self._chroma_client(root, host, port, ssl, headers, client)
         self.store = self._open_source_store(source_store, root, vectorstore)
         try:
-            self._open_rest(vectorstore, embedding, index_text, dict(
-                chunk_size=chunk_size, child=child, medium_size=medium_size, strategy=strategy, window_size=window_size,
-                step=step, unit=unit, delimiters=tuple(delimiters) if delimiters is not None else None,
-                encoding_name=encoding_name))
+            self._open_rest(vectorstore, embedding, index_text, chunking)
+            if tuned is not None:
+                self._record_tuned(tuned)
         except BaseException:
             if source_store is None:  # ours: do not leave the database open behind a failed open
                 self.store.close()
@@ -208,6 +257,35 @@ class SlidingWindowIndex(VectorStore):
         self.config = IndexConfig.from_json(self.manifest["config"])
         self.keyword = KeywordIndex(self.store, index_text=self.index_text)
         self._wrap(self.keyword.load, "load the keyword index")
+
+    # ------------------------------------------------------------------ tuned configuration
+    def _record_tuned(self, tuned: Any) -> None:
+        """Keep ``tuned`` (its settings and the summary of its evidence) in the manifest."""
+        import json
+
+        ev = tuned.evidence or {}
+        record = {"index": tuned.index_kwargs, "retriever": tuned.retriever_kwargs, "chosen": tuned.chosen,
+                  "evidence": {k: ev[k] for k in ("best", "default", "versus_default") if k in ev}}
+        record = json.loads(json.dumps(record, ensure_ascii=False))  # the form it is stored in
+        if self.manifest.get("tuned") == record:
+            return
+        with self._writing():
+            manifest = dict(self.store.get_meta())
+            manifest["tuned"] = record
+            self.store.set_meta(manifest)
+        self.manifest = manifest
+
+    @property
+    def tuned_config(self) -> Any:
+        """The tuned configuration this index was built (or last opened) with, as a
+        :class:`~swrag_integrations.tuning.TunedConfig` (evidence: its summary only), or
+        ``None``. Read from the index, so it survives reopening without ``config=``."""
+        record = self.manifest.get("tuned")
+        if not record:
+            return None
+        from ..tuning.config import FORMAT_VERSION, TunedConfig
+
+        return TunedConfig.from_dict({"swrag_tuned_config": FORMAT_VERSION, **record}, where="the index's record")
 
     # ------------------------------------------------------------------ opening
     def _chroma_client(self, root: Path | None, host, port, ssl, headers, client) -> Any:
@@ -724,11 +802,15 @@ class SlidingWindowIndex(VectorStore):
 
         Takes the retriever's fields as keywords, and like a ``VectorStore``
         ``search_kwargs={"k": ..., ...}`` and ``search_type`` (``"mmr"`` or
-        ``"similarity"``: the dense part). Unknown keywords raise ``TypeError``.
+        ``"similarity"``: the dense part). Unknown keywords raise ``TypeError``. An index
+        built with a tuned configuration (:attr:`tuned_config`) starts from its retriever
+        settings; keywords given here win.
         """
         from .retriever import WindowedParentRetriever
 
-        options = dict(kwargs.pop("search_kwargs", None) or {})
+        tuned = self.tuned_config
+        options = {k: v for k, v in tuned.retriever_kwargs.items() if v is not None} if tuned is not None else {}
+        options.update(kwargs.pop("search_kwargs", None) or {})
         if "search_type" in kwargs:
             options["search_type"] = kwargs.pop("search_type")
         options.update(kwargs)

@@ -1,0 +1,40 @@
+"""A configuration tuned to the user's corpus, without labelled questions.
+
+``tune(paths | documents, out="config.json")`` builds self-supervised questions from the
+documents (:mod:`.synthetic`), searches index and retriever settings by successive halving
+(:mod:`.search`, :mod:`.space`, :mod:`.engine`) on their context recall, and returns a
+:class:`TunedConfig` (:mod:`.config`) whose ``index_kwargs`` / ``retriever_kwargs`` go to
+``SlidingWindowIndex(...)`` / ``index.as_retriever(...)``. ``swrag tune`` is :mod:`.cli`.
+Measured on the dev sets in ``docs/eval/tuning.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "tune": "tune", "load_sources": "tune",
+    "TunedConfig": "config", "load_config": "config",
+    "SearchSpace": "space", "Candidate": "space", "DEFAULT_CANDIDATE": "space",
+    "build_synthetic_set": "synthetic", "SyntheticQuestion": "synthetic", "SyntheticSet": "synthetic",
+    "exact_match_leak": "synthetic", "TooLittleTextError": "synthetic",
+    "successive_halving": "search", "SearchState": "search", "plan_rungs": "search",
+    "Evaluator": "engine",
+    "register_config": "evaluation",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,300 @@
+"""``tune()``: pick index and retriever settings for a corpus without labelled questions.
+
+1. Build a self-supervised question set from the corpus (:mod:`.synthetic`).
+2. Sample candidate configurations from the space (:class:`~.space.SearchSpace`,
+   stratified so every index shape is in the first rung; today's default is always one
+   of them).
+3. Successive halving (:mod:`.search`): score candidates by context recall on the
+   synthetic questions (:class:`~.engine.Evaluator`), rung by rung, candidates grouped by
+   the index they need so each rung builds each index once.
+4. Compare the winner with the default on the same questions (paired bootstrap) and
+   return a :class:`~.config.TunedConfig` with the evidence; the default is kept when
+   the winner does not beat it.
+
+Everything that takes time is kept in a state folder (default ``<out>.state/``): the
+question set, every score, and the embeddings of the chunks and queries, so an
+interrupted run resumes where it stopped, and a second run with a larger budget
+continues the same search.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..evaluation.context import DEFAULT_BUDGET
+from ..evaluation.metrics import bootstrap_ci, paired_bootstrap
+from .config import TunedConfig, check_writable
+from .engine import SCOPES, Evaluator
+from .search import SearchState, successive_halving
+from .space import DEFAULT_CANDIDATE, Candidate, SearchSpace
+from .synthetic import SyntheticSet, build_synthetic_set
+
+__all__ = ["tune", "load_sources", "DEFAULT_MAX_CANDIDATES", "DEFAULT_QUESTIONS"]
+
+DEFAULT_MAX_CANDIDATES = 48
+DEFAULT_QUESTIONS = 240
+
+
+def load_sources(corpus: Any) -> list[Any]:
+    """The corpus as :class:`~swrag_integrations.evaluation.datasets.Source` s.
+
+    Accepts a path or a list of paths (files and folders, read like ``swrag index`` reads
+    them), LangChain ``Document`` s, or objects with ``source_id`` and ``text``.
+
+    Raises:
+        FileNotFoundError: a path does not exist.
+        ValueError: nothing readable, or an unknown item type.
+    """
+    from ..evaluation.datasets import Source
+
+    if isinstance(corpus, (str, os.PathLike)):
+        corpus = [corpus]
+    items = list(corpus)
+    if not items:
+        raise ValueError("the corpus is empty: give files, folders or documents to tune on")
+    if all(isinstance(i, (str, os.PathLike)) for i in items):
+        from ..retrieval.files import load_files
+
+        for p in items:
+            if not Path(p).exists():
+                raise FileNotFoundError(f"no such file or directory: {p}")
+        loaded = load_files(items)
+        for skipped in loaded.skipped:
+            print(f"swrag tune: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+        items = loaded.documents
+        if not items:
+            raise ValueError("no readable documents (.txt, .md, .markdown, .pdf, .csv) under the given paths")
+    from langchain_core.documents import Document
+
+    from ..retrieval import source_id_for
+
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, Document):
+            out.append(Source(source_id_for(item), item.page_content, str(item.metadata.get("source", ""))))
+        elif hasattr(item, "source_id") and hasattr(item, "text"):
+            out.append(item)
+        else:
+            raise ValueError(f"cannot tune on a {type(item).__name__}: give paths, LangChain Documents or Sources")
+    seen: dict[str, Any] = {}
+    for s in out:
+        if s.text and s.text.strip():
+            seen.setdefault(s.source_id, s)
+    return list(seen.values())
+
+
+def _fingerprint(sources: Sequence[Any]) -> str:
+    h = hashlib.sha1()
+    for s in sorted(sources, key=lambda s: s.source_id):
+        h.update(s.source_id.encode())
+        h.update(hashlib.sha1(s.text.encode("utf-8", "surrogatepass")).digest())
+    return h.hexdigest()[:16]
+
+
+def _embeddings(embeddings: Any, cache_path: Path | None) -> Any:
+    from ..evaluation.embeddings import CachedEmbeddings
+
+    if isinstance(embeddings, CachedEmbeddings):
+        return embeddings
+    if embeddings is None:
+        from ..retrieval.embeddings import default_embeddings
+
+        embeddings = default_embeddings()
+    name = getattr(embeddings, "model_name", None) or type(embeddings).__name__
+    return CachedEmbeddings(embeddings, cache_path, namespace=str(name))
+
+
+def _questions(sources: Sequence[Any], path: Path | None, *, corpus: str, llm: Any, **params: Any) -> SyntheticSet:
+    """The synthetic set: read from ``path`` when it was made with the same settings."""
+    wanted = {**params, "llm": type(llm).__name__ if llm is not None else None, "corpus": corpus}
+    if path is not None and path.is_file():
+        try:
+            cached = SyntheticSet.from_jsonl(path.read_text(encoding="utf-8"))
+        except (ValueError, KeyError, TypeError):
+            cached = None
+        if cached is not None and {k: cached.params.get(k) for k in wanted} == wanted:
+            return cached
+    made = build_synthetic_set(sources, llm=llm, **params)
+    made.params["corpus"] = corpus
+    if path is not None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(made.to_jsonl(), encoding="utf-8")
+        os.replace(tmp, path)
+    return made
+
+
+def _summary(scores: dict[str, float], qids: Sequence[str], seed: int) -> dict[str, Any]:
+    vals = [scores[q] for q in qids if q in scores]
+    if not vals:
+        return {"n": 0, "mean": None, "ci_low": None, "ci_high": None}
+    lo, hi = bootstrap_ci(vals, seed=seed)
+    return {"n": len(vals), "mean": sum(vals) / len(vals), "ci_low": lo, "ci_high": hi}
+
+
+def tune(
+    corpus: Any,
+    *,
+    out: str | os.PathLike | None = None,
+    budget_minutes: float | None = 10.0,
+    max_candidates: int = DEFAULT_MAX_CANDIDATES,
+    n_questions: int = DEFAULT_QUESTIONS,
+    seed: int = 0,
+    space: SearchSpace | None = None,
+    scope: str = "corpus",
+    budget_tokens: int = DEFAULT_BUDGET,
+    embeddings: Any = None,
+    llm: Any = None,
+    state_dir: str | os.PathLike | None = None,
+    eta: int = 3,
+    min_questions: int = 20,
+    verbatim_rate: float = 0.1,
+    require_significant: bool = True,
+    progress: bool = True,
+) -> TunedConfig:
+    """Tune index and retriever settings to ``corpus`` on self-supervised questions.
+
+    Args:
+        corpus: paths (files/folders), LangChain Documents, or Sources (see :func:`load_sources`).
+        out: write the configuration JSON here (checked for writability first).
+        budget_minutes: wall-clock budget for the whole call (question set, embedding,
+            search); ``None``: no time limit. The default's final comparison runs even
+            when the budget is spent (one candidate evaluation).
+        max_candidates: configurations in the first rung (the budget in configurations).
+        n_questions: synthetic questions (the last rung uses all of them).
+        seed: question set, candidate sample, question order.
+        space: the configuration space (default :meth:`SearchSpace.default`).
+        scope: ``"corpus"`` (questions search the whole corpus) or ``"document"`` (each
+            question searches its own document only).
+        budget_tokens: the context budget the configuration is tuned for.
+        embeddings: LangChain ``Embeddings`` to tune with (default: the bundled MiniLM);
+            use the ones you index with.
+        llm: optional LangChain chat model / LLM that writes the questions (see
+            :mod:`.synthetic`).
+        state_dir: folder for resumable state (default ``<out>.state`` when ``out`` is
+            given, else nothing is kept).
+        eta: successive halving's reduction factor.
+        min_questions: questions in the first rung at least.
+        verbatim_rate: share of synthetic questions that keep their sentence's wording.
+        require_significant: keep the default unless the winner is significantly better
+            (paired bootstrap) on the synthetic questions (default), not merely better.
+        progress: progress bars on stderr.
+
+    Returns:
+        The :class:`~.config.TunedConfig` (also written to ``out``).
+
+    Raises:
+        ValueError: bad parameters, an unwritable ``out``, or too little text
+            (:class:`~.synthetic.TooLittleTextError`).
+    """
+    t0 = time.monotonic()
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    if budget_minutes is not None and (isinstance(budget_minutes, bool) or not budget_minutes > 0):
+        raise ValueError(f"budget_minutes must be > 0 or None, got {budget_minutes!r}")
+    if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 1:
+        raise ValueError(f"max_candidates must be a positive int, got {max_candidates!r}")
+    out_path = check_writable(out) if out is not None else None
+    space = space or SearchSpace.default()
+    state_path = Path(state_dir) if state_dir is not None else (
+        out_path.with_name(out_path.name + ".state") if out_path is not None else None)
+    if state_path is not None:
+        try:
+            state_path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"state folder {str(state_path)!r} cannot be created ({exc})") from exc
+    sources = load_sources(corpus)
+    if not sources:
+        raise ValueError("the corpus has no text to tune on")
+    corpus_id = _fingerprint(sources)
+    say = (lambda msg: print(f"swrag tune: {msg}", file=sys.stderr)) if progress else (lambda msg: None)
+    chars = sum(len(s.text) for s in sources)
+    say(f"{len(sources)} document(s), {chars:,} characters; building {n_questions} synthetic questions")
+    qset = _questions(sources, state_path / "questions.jsonl" if state_path else None, n=n_questions, seed=seed,
+                      verbatim_rate=verbatim_rate, llm=llm, corpus=corpus_id)
+    questions = qset.questions
+    say(f"{len(questions)} questions ({qset.report.get('kinds')}); exact-match leak rate "
+        f"{100 * qset.report.get('leak_rate', 0):.0f}% (unguarded {100 * qset.report.get('leak_rate_unguarded_cloze', 0):.0f}%)")
+    emb = _embeddings(embeddings, state_path / "embeddings.sqlite" if state_path else None)
+    default = DEFAULT_CANDIDATE
+    candidates = space.sample(max_candidates, seed=seed, include=[default])
+    fingerprint = {"corpus": corpus_id, "questions": hashlib.sha1(qset.to_jsonl().encode()).hexdigest()[:16],
+                   "scope": scope, "budget_tokens": budget_tokens, "embedding": emb.namespace}
+    state = SearchState(state_path / "scores.jsonl" if state_path else None, fingerprint)
+    evaluator = Evaluator(sources, questions, embeddings=emb, budget_tokens=budget_tokens, scope=scope)
+    deadline = None
+    if budget_minutes is not None:
+        deadline = budget_minutes * 60 - (time.monotonic() - t0)
+        if deadline <= 0:
+            raise TimeoutError(f"the budget of {budget_minutes} minutes was spent building the question set; "
+                               "give more time (the set is kept in the state folder)")
+    by_key = {c.key: c for c in candidates}
+    say(f"searching {len(candidates)} of {space.size()} configurations "
+        f"({len({c.index_key for c in candidates})} index shapes), budget "
+        f"{'none' if budget_minutes is None else f'{budget_minutes:g} min'}")
+    try:
+        result = successive_halving(candidates, evaluator.score, [q.qid for q in questions], key=lambda c: c.key,
+                                    group=lambda c: c.index_key, eta=eta, min_questions=min_questions, seed=seed,
+                                    deadline=deadline, state=state, progress=progress)
+        final = result.rungs[-1] if result.stopped == "done" else next(
+            r for r in reversed(result.rungs) if r.evaluated)
+        final_q = result.question_ids[:final.questions]
+        have = state.scores(default.key)
+        missing = [q for q in final_q if q not in have]
+        if missing:
+            state.record(default.key, dict(zip(missing, evaluator.score(default, missing))))
+        best = by_key[result.best_key]
+    finally:
+        evaluator.close()
+    scores = state.all_scores()
+    best_s = [scores[best.key][q] for q in final_q]
+    default_s = [scores[default.key][q] for q in final_q]
+    versus = paired_bootstrap(best_s, default_s, seed=seed)
+    better = versus["significant"] and versus["diff"] > 0 if require_significant else versus["diff"] > 0
+    # "tuned" only when a configuration other than today's default won and beat it
+    chosen_cand, chosen = (best, "tuned") if (better and best != default) else (default, "default")
+    reached: dict[str, int] = {}
+    for rung in result.rungs:
+        for k in rung.evaluated:
+            reached[k] = rung.index
+    order = {c.key: i for i, c in enumerate(candidates)}
+    table = []
+    for k, rung_i in reached.items():
+        n_q = result.rungs[rung_i].questions
+        row = {"label": by_key[k].label, **by_key[k].to_dict(), "rung": rung_i,
+               **_summary(scores.get(k, {}), result.question_ids[:n_q], seed)}
+        table.append(row)
+    # the search's own ranking: highest rung first, then mean, ties to the earlier candidate
+    table.sort(key=lambda r: (-r["rung"], -(r["mean"] or 0), order[Candidate.from_dict(r).key]))
+    evidence = {
+        "best": _summary(scores[best.key], final_q, seed) | {"label": best.label},
+        "default": _summary(scores[default.key], final_q, seed) | {"label": default.label},
+        "versus_default": versus,
+        "decision": ("the winner beats the default" + (" significantly" if require_significant else "")
+                     if chosen == "tuned" and best != default else
+                     "the default won" if best == default else "the winner did not beat the default: default kept"),
+        "candidates": table,
+        "rungs": [{"questions": r.questions, "candidates": len(r.candidates), "evaluated": len(r.evaluated),
+                   "kept": len(r.kept)} for r in result.rungs],
+        "search": {"candidates": len(candidates), "space_size": space.size(), "seed": seed, "eta": eta,
+                   "stopped": result.stopped, "seconds": round(time.monotonic() - t0, 1),
+                   "search_seconds": round(result.seconds, 1), "evaluations": result.evaluations,
+                   "resumed_evaluations": state.resumed, "index_builds": evaluator.builds,
+                   "build_seconds": round(evaluator.build_seconds, 1),
+                   "query_seconds": round(evaluator.query_seconds, 1), "budget_minutes": budget_minutes,
+                   "space": space.to_dict()},
+        "synthetic": {"params": qset.params, "report": qset.report},
+        "corpus": {"documents": len(sources), "characters": chars, "fingerprint": corpus_id},
+        "scope": scope,
+        "embedding": emb.namespace,
+    }
+    config = TunedConfig.from_candidate(chosen_cand, budget_tokens=budget_tokens, chosen=chosen, evidence=evidence)
+    if out_path is not None:
+        config.save(out_path)
+        say(f"wrote {out_path}")
+    return config
