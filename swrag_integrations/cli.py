@@ -161,9 +161,37 @@ def cmd_index(args: argparse.Namespace) -> int:
     for raw in args.paths:
         if not Path(raw).exists() and not Path(raw).is_symlink():
             raise FileNotFoundError(f"no such file or directory: {raw}")
-    index = _open_index(args, must_exist=False)
-    report = index.add_files(args.paths, prune=not args.keep_missing, encoding=args.encoding, errors=args.errors)
+    import time
+
+    from .retrieval.parallel import ingest_from_args
+
+    address, workers = getattr(args, "ray", None), getattr(args, "workers", None)
+    ray_started = False
+    if address:
+        # Connect before the index is opened: a bad or unreachable address writes nothing.
+        from .retrieval.ray_ingest import connect_ray
+
+        try:
+            ray_started = connect_ray(address, num_cpus=(workers or 2) + 1,
+                                      node_ip_address=getattr(args, "ray_node_ip", None))
+        except ImportError:
+            print("swrag: error: --ray needs the [ray] extra: pip install 'swrag-integrations[ray]'", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        index = _open_index(args, must_exist=False)
+        began = time.perf_counter()
+        report = ingest_from_args(index, args)
+        seconds = time.perf_counter() - began
+    finally:
+        if ray_started:
+            import ray
+
+            ray.shutdown()
     print(report.summary())
+    how = (f"Ray at {address}, {workers or 2} embedding actors" if address else
+           f"{workers} worker processes" if workers else "one process")
+    rate = f", {report.chunks / seconds:.0f} chunks/s" if report.chunks and seconds > 0 else ""
+    print(f"done in {seconds:.1f} s ({how}{rate})")
     if getattr(args, "graph", False):
         from .graph.cli import update_graph
 
@@ -320,7 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Index .txt, .md, .pdf and .csv files (folders are searched recursively). Re-indexing is "
                     "idempotent; files that vanished or became empty under the given paths are removed from the "
                     "index (CSV rows and PDF pages too), unless --keep-missing. Files that cannot be read "
-                    "faithfully (binary, not UTF-8/UTF-16/GB18030, broken PDF) are skipped with a warning.")
+                    "faithfully (binary, not UTF-8/UTF-16/GB18030, broken PDF) are skipped with a warning. "
+                    "--workers N spreads loading, cutting and embedding over N processes, --ray ADDRESS over a "
+                    "Ray cluster; one writer either way, and an interrupted run is finished by the next one.")
     index.add_argument("paths", nargs="+", help="files or folders")
     _store_options(index)
     index.add_argument("--encoding", default=None, help="decode text and CSV files with this encoding (e.g. latin-1)")
@@ -336,6 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
     raptor_index_options(index)
     _config_option(index, "its chunking, recorded in the index with its retriever settings (which "
                           "`swrag ask` then uses)")
+    from .retrieval.parallel import add_ingest_arguments
+
+    add_ingest_arguments(index)
     index.add_argument("--strategy", choices=["FFS", "DFS", "DDS"], type=str.upper, default=None, help="window strategy (default: small chunks with W=6/S=3 windows)")
     index.add_argument("--window", type=int, default=None, help="window size in tokens for --strategy")
     index.add_argument("--step", type=int, default=None, help="step for --strategy")
@@ -405,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.set_defaults(func=cmd_tune)
 
     bench = sub.add_parser("bench", help="run a benchmark (source checkout)", description="Run benchmarks/bench_NAME.py of a source checkout.")
-    bench.add_argument("name", choices=["splitters", "retrieval", "llm"], help="which benchmark")
+    bench.add_argument("name", choices=["splitters", "retrieval", "llm", "ingest", "growth"], help="which benchmark")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
     bench.set_defaults(func=cmd_bench)
     return parser

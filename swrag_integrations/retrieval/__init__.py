@@ -10,7 +10,9 @@ Layout (one concern per module; framework-free unless noted):
 ``keyword``        BM25 kept in step with the source store (``bm25``: BM25 + tokenizer)
 ``vectors``        the vectors in any LangChain ``VectorStore`` (LangChain)
 ``index``          :class:`SlidingWindowIndex`, itself a LangChain ``VectorStore``
-``writer``         add / replace / remove / prune / repair under the writer lock
+``writer``         add / replace / remove / prune / repair under the writer lock (``write_planned``)
+``parallel``       ingestion in N worker processes, one writer (``workers=N``)
+``ray_ingest``     ingestion as a Ray Data pipeline (``index_with_ray``; the ``[ray]`` extra)
 ``health``         ``status`` and the self-retrieval probe
 ``files``          loading .txt/.md/.pdf/.csv without silent loss
 ``protocols``      :class:`ChunkIndex`: what the parent retriever needs
@@ -46,6 +48,9 @@ _LAZY = {
     "ChromaByteStore": "sources", "LockTimeout": "sources", "SourceStoreError": "sources",
     "KeywordIndex": "keyword",
     "VectorBackend": "vectors", "IndexTextEmbeddings": "vectors", "VectorStoreError": "vectors",
+    "PrecomputedEmbeddings": "vectors",
+    "write_planned": "writer", "index_in_parallel": "parallel", "index_with_ray": "ray_ingest",
+    "list_files": "files",
     "SlidingWindowIndex": "index", "IndexMismatchError": "index", "IndexDamagedError": "index",
     "validate_collection_name": "index",
     "IndexReport": "writer", "IndexStatus": "health",

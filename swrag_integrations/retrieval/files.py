@@ -53,6 +53,7 @@ __all__ = [
     "SkippedFile",
     "LoadResult",
     "load_files",
+    "list_files",
 ]
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
@@ -624,22 +625,7 @@ def load_files(
             raise ValueError(f"unknown encoding {encoding!r}") from None
 
     result = LoadResult()
-    candidates: list[tuple[Path, _Skip | None]] = []
-    for path in _as_paths(paths):
-        if not path.exists():
-            if path.is_symlink():
-                raise FileNotFoundError(f"no such file or directory: {path} (a symlink to the missing "
-                                        f"{os.readlink(path)})")
-            raise FileNotFoundError(f"no such file or directory: {path}")
-        result.roots.append(_resolve(path))
-        if path.is_dir():
-            candidates.extend(_walk(path, recursive))
-            continue
-        if not _supported(path):
-            raise ValueError(f"unsupported file type {path.suffix or '(no suffix)'!r}: {path}; "
-                             f"supported: {', '.join(SUPPORTED_SUFFIXES)}")
-        candidates.append((path, _check_file(path)))
-
+    candidates = _candidates(paths, recursive, result.roots)
     seen: set[Path] = set()
     for path, problem in candidates:
         resolved = _resolve(path)
@@ -660,6 +646,56 @@ def load_files(
             except OSError as exc:
                 problem = _Skip("unreadable", _os_error(exc))
         _skip(result, SkippedFile(resolved, problem.reason, problem.hint), on_skip)
+    return result
+
+
+def _candidates(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], recursive: bool,
+                roots: list[Path]) -> list[tuple[Path, _Skip | None]]:
+    """The entries to consider under ``paths`` (walk order), each with a reason to skip
+    it; appends the resolved roots to ``roots``."""
+    candidates: list[tuple[Path, _Skip | None]] = []
+    for path in _as_paths(paths):
+        if not path.exists():
+            if path.is_symlink():
+                raise FileNotFoundError(f"no such file or directory: {path} (a symlink to the missing "
+                                        f"{os.readlink(path)})")
+            raise FileNotFoundError(f"no such file or directory: {path}")
+        roots.append(_resolve(path))
+        if path.is_dir():
+            candidates.extend(_walk(path, recursive))
+            continue
+        if not _supported(path):
+            raise ValueError(f"unsupported file type {path.suffix or '(no suffix)'!r}: {path}; "
+                             f"supported: {', '.join(SUPPORTED_SUFFIXES)}")
+        candidates.append((path, _check_file(path)))
+    return candidates
+
+
+def list_files(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    recursive: bool = True,
+    on_skip: Callable[[SkippedFile], None] | None = None,
+) -> LoadResult:
+    """The files :func:`load_files` would read, without reading them.
+
+    The same walk and rules as :func:`load_files` (same ``files``, ``roots`` and
+    ``vanished``); ``skipped`` holds the entries that cannot be read at all (dangling
+    symlinks, unreadable folders, FIFOs...) and ``documents`` stays empty. For loading
+    in other processes or machines: ``load_files([path])`` for each path of ``files``
+    not in ``skipped`` gives the same documents.
+    """
+    result = LoadResult()
+    seen: set[Path] = set()
+    for path, problem in _candidates(paths, recursive, result.roots):
+        resolved = _resolve(path)
+        if resolved in seen:
+            continue
+        seen.add(resolved)
+        if not (path.is_dir() and problem is not None):
+            result.files.append(resolved)
+        if problem is not None:
+            _skip(result, SkippedFile(resolved, problem.reason, problem.hint), on_skip)
     return result
 
 

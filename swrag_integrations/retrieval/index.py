@@ -49,7 +49,7 @@ from .keyword import KeywordIndex
 from .protocols import ChildHit, ChunkRow
 from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
 from .sources import ChromaByteStore, KVSourceStore, SourceStore, SourceStoreError, SqliteSourceStore
-from .vectors import IndexTextEmbeddings, VectorBackend, default_chroma
+from .vectors import IndexTextEmbeddings, PrecomputedEmbeddings, VectorBackend, default_chroma
 
 __all__ = ["SlidingWindowIndex", "IndexMismatchError", "IndexDamagedError", "validate_collection_name", "FORMAT"]
 
@@ -238,7 +238,10 @@ class SlidingWindowIndex(VectorStore):
 
             embedding = default_embeddings()
         if vectorstore is None:
-            store_embedding = IndexTextEmbeddings(embedding, index_text) if index_text else embedding
+            # PrecomputedEmbeddings: vectors computed by worker processes / Ray actors are
+            # written through the store as they are (see retrieval/parallel.py)
+            store_embedding = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, index_text) if index_text
+                                                    else embedding)
             with self.store.writer_lock(self.lock_timeout):  # two first-time writers must not race to create it
                 vectorstore = self._wrap(lambda: default_chroma(self._client, self.collection_name, store_embedding),
                                          "open the vector collection")
@@ -437,7 +440,8 @@ class SlidingWindowIndex(VectorStore):
 
     # ------------------------------------------------------------------ writing
     def index_documents(self, documents: Iterable[Document], *, ids: Sequence[str] | None = None,
-                        prune: bool | str = False, remove_origins: Iterable[str] | None = None) -> Any:
+                        prune: bool | str = False, remove_origins: Iterable[str] | None = None,
+                        workers: int | None = None) -> Any:
         """Index documents; returns an :class:`~.writer.IndexReport`.
 
         Re-adding an unchanged document writes nothing (unless its vectors are
@@ -452,6 +456,8 @@ class SlidingWindowIndex(VectorStore):
                 batch.
             remove_origins: also remove the sources of these files (``metadata["source"]``
                 values) that are not in the batch, e.g. files deleted from a re-indexed folder.
+            workers: cut and embed in this many worker processes, one writer
+                (:func:`~.parallel.index_in_parallel`); ``None``: in this process.
         """
         from .writer import write_documents
 
@@ -462,10 +468,14 @@ class SlidingWindowIndex(VectorStore):
                 raise ValueError(f"got {len(ids)} ids for {len(docs)} documents")
             docs = [Document(page_content=d.page_content, metadata=dict(d.metadata or {}), id=str(i))
                     for d, i in zip(docs, ids)]
+        if workers is not None:
+            from .parallel import index_in_parallel
+
+            return index_in_parallel(self, docs, workers=workers, prune=prune, remove_origins=remove_origins)
         return write_documents(self, docs, prune=prune, remove_origins=remove_origins)
 
     def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
-                  encoding: str | None = None, errors: str = "strict") -> Any:
+                  encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
         """Load files (:func:`~.files.load_files`) and index them.
 
         With ``prune`` (default) the index then mirrors the given paths: sources of files
@@ -473,8 +483,14 @@ class SlidingWindowIndex(VectorStore):
         warning) are removed, as are CSV rows and PDF pages that disappeared; files the
         walk does not look at (hidden or symlinked folders) keep their sources while
         they exist. Returns an :class:`~.writer.IndexReport` (``skipped_files`` lists
-        what was not loaded and why).
+        what was not loaded and why). ``workers``: load, cut and embed in this many
+        worker processes, one writer (:func:`~.parallel.index_in_parallel`).
         """
+        if workers is not None:
+            from .parallel import index_in_parallel
+
+            return index_in_parallel(self, paths=paths, workers=workers, prune=prune, encoding=encoding,
+                                     errors=errors)
         from .files import load_files
 
         loaded = load_files(paths, encoding=encoding, errors=errors)

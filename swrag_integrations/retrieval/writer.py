@@ -11,14 +11,20 @@ The order of writes makes every crash recoverable and nothing half-written serva
 Removal marks the record ``deleting``, deletes its vectors, then removes the record.
 Any later write first finishes what a dead writer left ``pending`` or ``deleting``
 (:func:`recover`) from the stored record alone.
+
+There is one write path: :func:`write_planned` takes records already cut by
+:func:`~.records.plan_source` (here, in worker processes or in Ray tasks), each with its
+chunks' vectors when they were computed elsewhere, and does steps 1-4 in one writer;
+:func:`write_documents` plans in this process and calls it.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
+from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .ids import chunk_id, source_id_for, vector_id
 from .records import SourceRecord, plan_source
@@ -26,7 +32,7 @@ from .records import SourceRecord, plan_source
 if TYPE_CHECKING:
     from .index import SlidingWindowIndex
 
-__all__ = ["IndexReport", "write_documents", "remove_sources", "recover", "repair", "chunk_documents"]
+__all__ = ["IndexReport", "write_documents", "write_planned", "remove_sources", "recover", "repair", "chunk_documents"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,32 +90,65 @@ def _renew(index: "SlidingWindowIndex") -> None:
         renew()
 
 
-def _write(index: "SlidingWindowIndex", plans: Sequence[tuple[SourceRecord, bool]], desc: str) -> None:
-    """Steps 1-3 for each planned record, in batches of about ``batch_size`` chunks."""
+Plan = tuple[SourceRecord, bool, Any]  # (record, an older version exists, its vectors or None)
+
+
+def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
+           total: int | Callable[[], int] | None = None) -> int:
+    """Steps 1-3 for each planned record, in batches of about ``batch_size`` chunks.
+
+    A plan's vectors (rows ``vectors[lo:hi]`` for chunks ``lo..hi-1``) are primed into
+    the store's :class:`~.vectors.PrecomputedEmbeddings` right before the store adds
+    those chunks, so the store writes them instead of embedding; ``None`` lets the
+    store embed. Returns the number of chunks written.
+    """
     from tqdm.auto import tqdm
 
-    if not plans:
-        return
-    total = sum(rec.n_chunks for rec, _ in plans)
-    with tqdm(total=total, desc=desc, unit="chunk", disable=not index.show_progress) as bar:
+    from .vectors import precomputed_of
+
+    pre = precomputed_of(index.vectorstore)
+    bar = None
+    written = 0
+    try:
         for batch in _batches(plans, index.batch_size):
-            for rec, _ in batch:
+            if bar is None:
+                bar = tqdm(total=total() if callable(total) else total, desc=desc, unit="chunk",
+                           disable=not index.show_progress)
+            for rec, _, _ in batch:
                 rec.state = "pending"
-            index.store.put([rec for rec, _ in batch])
-            stale = [v for rec, had in batch if had for v in _vector_ids(rec.source_id, rec.id_span)]
+            index.store.put([rec for rec, _, _ in batch])
+            stale = [v for rec, had, _ in batch if had for v in _vector_ids(rec.source_id, rec.id_span)]
             index.vectors.delete(stale)
-            for rec, _ in batch:
+            for rec, _, vectors in batch:
                 for lo in range(0, rec.n_chunks, index.batch_size):
                     hi = min(rec.n_chunks, lo + index.batch_size)
-                    index.vectors.add(chunk_documents(rec, index.index_id, lo, hi),
-                                      _vector_ids(rec.source_id, hi)[lo:])
+                    docs = chunk_documents(rec, index.index_id, lo, hi)
+                    primed = vectors is not None and pre is not None
+                    if primed:
+                        rows = vectors[lo:hi]
+                        if len(rows) != hi - lo:
+                            raise ValueError(f"source {rec.source_id}: got {len(rows)} vectors for chunks {lo}..{hi - 1}")
+                        pre.prime([d.page_content for d in docs], rows)
+                    try:
+                        index.vectors.add(docs, _vector_ids(rec.source_id, hi)[lo:])
+                    except BaseException:
+                        if primed:
+                            pre.forget()
+                        raise
+                    if callable(total):
+                        bar.total = total()  # a stream: known so far
                     bar.update(hi - lo)
+                    written += hi - lo
                     _renew(index)
-            index.store.set_state([rec.source_id for rec, _ in batch], "complete", id_span=-1)
+            index.store.set_state([rec.source_id for rec, _, _ in batch], "complete", id_span=-1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return written
 
 
-def _batches(plans: Sequence[tuple[SourceRecord, bool]], size: int) -> Iterator[list[tuple[SourceRecord, bool]]]:
-    batch: list[tuple[SourceRecord, bool]] = []
+def _batches(plans: Iterable[Plan], size: int) -> Iterator[list[Plan]]:
+    batch: list[Plan] = []
     chunks = 0
     for plan in plans:
         batch.append(plan)
@@ -140,7 +179,7 @@ def recover(index: "SlidingWindowIndex") -> tuple[int, int]:
     if pending:
         logger.warning("completing %d source(s) an interrupted write left unfinished", len(pending))
         records = index.store.get_many(pending)
-        _write(index, [(records[s], True) for s in pending if s in records], "Completing interrupted sources")
+        _write(index, [(records[s], True, None) for s in pending if s in records], "Completing interrupted sources")
     return len(pending), removed
 
 
@@ -169,59 +208,101 @@ def _missing_vectors(index: "SlidingWindowIndex", sids: Sequence[str], *, force:
 
 def write_documents(index: "SlidingWindowIndex", documents: Sequence[Any], *, prune: bool | str = False,
                     remove_origins: Iterable[str] | None = None) -> IndexReport:
-    """Index documents (see :meth:`~.index.SlidingWindowIndex.index_documents`)."""
+    """Index documents (see :meth:`~.index.SlidingWindowIndex.index_documents`): plan
+    them here and write them with :func:`write_planned` (the store embeds)."""
+    prune = _check_prune(prune)
+    by_sid, report = dedupe_documents(documents)
+    if not by_sid and not remove_origins and prune != "all":
+        raise ValueError("no documents to add")
+
+    def planned() -> Iterator[tuple[SourceRecord, None]]:  # planned under the lock, as the write runs
+        for doc in by_sid.values():
+            yield plan_source(doc, index.config), None
+
+    return write_planned(index, planned(), prune=prune, remove_origins=remove_origins, report=report)
+
+
+def dedupe_documents(documents: Sequence[Any]) -> tuple[dict[str, Any], IndexReport]:
+    """Documents by source id (the same source twice: the last one wins) and a report
+    whose ``ids`` list every document's source id in order; non-Documents raise."""
     from langchain_core.documents import Document
 
+    report = IndexReport()
+    by_sid: dict[str, Any] = {}
+    for doc in documents:
+        if not isinstance(doc, Document):
+            raise TypeError(f"expected LangChain Document objects, got {type(doc).__name__}")
+        sid = source_id_for(doc)
+        by_sid[sid] = doc
+        report.ids.append(sid)
+    return by_sid, report
+
+
+def _check_prune(prune: bool | str) -> str | bool:
     if prune is True:
         prune = "origins"
     if prune not in (False, "origins", "all"):
         raise ValueError(f"prune must be False, True/'origins' or 'all', got {prune!r}")
-    for doc in documents:
-        if not isinstance(doc, Document):
-            raise TypeError(f"expected LangChain Document objects, got {type(doc).__name__}")
-    remove_origins = {str(o) for o in (remove_origins or ())}
-    if not documents and not remove_origins and prune != "all":
-        raise ValueError("no documents to add")
-    report = IndexReport()
-    by_sid: dict[str, Any] = {}
-    for doc in documents:  # the same source twice in one call: the last one wins
-        sid = source_id_for(doc)
-        by_sid[sid] = doc
-        report.ids.append(sid)
+    return prune
+
+
+def write_planned(index: "SlidingWindowIndex", planned: Iterable[tuple[SourceRecord, Any]], *,
+                  prune: bool | str = False,
+                  remove_origins: Iterable[str] | Callable[[], Iterable[str]] | None = None,
+                  report: IndexReport | None = None, total_chunks: int | Callable[[], int] | None = None,
+                  lookahead: int = 0,
+                  desc: str = "Embedding chunks") -> IndexReport:
+    """Write records planned elsewhere (:func:`~.records.plan_source`), with their vectors.
+
+    The one write path of the package, with the guarantees of the module docstring:
+    under the writer lock it first finishes what a dead writer left, then takes each
+    ``(record, vectors)`` of ``planned`` as it comes (a stream: records planned and
+    embedded in other processes are written as they arrive) and compares its content
+    hash with the source store's head: an unchanged source is not written (its vectors
+    are checked afterwards and written again if lost), a new or changed one is
+    written pending -> vectors (older version's deleted first) -> complete, a record
+    of an empty document removes the previous version of its source. Then the
+    sources the batch prunes are removed and BM25 catches up and is saved.
+
+    Args:
+        planned: ``(record, vectors)`` pairs, each source once (a repeated source id
+            raises ``ValueError``). ``vectors``: ``None`` (the store embeds the chunk
+            texts itself), rows indexable as ``vectors[lo:hi]`` (a ``(n_chunks, dim)``
+            array: written as they are through the store's
+            :class:`~.vectors.PrecomputedEmbeddings`), or a callable ``record ->
+            rows`` called only when the record has to be written (so unchanged
+            sources are never embedded). A store without ``PrecomputedEmbeddings``
+            embeds itself and the given vectors are not used (said in ``notes``).
+        prune, remove_origins: as in :meth:`~.index.SlidingWindowIndex.index_documents`;
+            ``remove_origins`` may be a callable, called after ``planned`` is consumed
+            (e.g. the files a streaming load skipped).
+        report: a report to fill (e.g. with ``ids`` already set).
+        total_chunks: for the progress bar (a callable: the total known so far).
+        lookahead: decide (and so start computing the vectors of) records up to this
+            many chunks ahead of the one being written.
+
+    Returns:
+        The :class:`IndexReport` (the same as :func:`write_documents` gives).
+    """
+    from .vectors import precomputed_of
+
+    prune = _check_prune(prune)
+    report = report if report is not None else IndexReport()
     with index._writing():
         report.repaired, report.removed = recover(index)
-        if any(doc.page_content.strip() for doc in by_sid.values()):
-            index._record_embedding()
-        heads = index.store.heads(list(by_sid))
-        plans: list[tuple[SourceRecord, bool]] = []
-        unchanged: list[str] = []
-        removals: list[str] = []
-        for sid, doc in by_sid.items():
-            old = heads.get(sid)
-            if not doc.page_content.strip():
-                if old is not None:
-                    removals.append(sid)  # the document became empty: forget its old text
-                else:
-                    report.skipped_empty += 1
-                continue
-            rec = plan_source(doc, index.config)
-            if old is not None and old.state == "complete" and old.content_hash == rec.content_hash:
-                unchanged.append(sid)
-                continue
-            rec.id_span = max(rec.n_chunks, old.id_span if old is not None else 0)
-            plans.append((rec, old is not None))
-            report.added += old is None
-            report.replaced += old is not None
-        lost = _missing_vectors(index, unchanged)
+        stream = _Decisions(index, report, usable_vectors=precomputed_of(index.vectorstore) is not None)
+        report.chunks += _write(index, stream.plans(planned, lookahead), desc, total_chunks)
+        lost = _missing_vectors(index, stream.unchanged)
         if lost:
             records = index.store.get_many(lost)
-            plans.extend((records[s], True) for s in lost if s in records)
+            report.chunks += _write(index, [(records[s], True, None) for s in lost if s in records],
+                                    "Writing lost vectors")
             report.repaired += len(lost)
             report.notes.append(f"{len(lost)} unchanged source(s) had lost vectors: written again")
-        report.unchanged = len(unchanged) - len(lost)
-        removals.extend(_prune_targets(index, by_sid, prune, remove_origins))
-        report.chunks = sum(rec.n_chunks for rec, _ in plans)
-        _write(index, plans, "Embedding chunks")
+        report.unchanged = len(stream.unchanged) - len(lost)
+        origins = remove_origins() if callable(remove_origins) else remove_origins
+        removals = stream.removals + _prune_targets(index, stream.keep, stream.origins, prune,
+                                                    {str(o) for o in (origins or ())})
         report.removed += _remove(index, removals)
         index.keyword.refresh()
         index.keyword.save()
@@ -231,7 +312,86 @@ def write_documents(index: "SlidingWindowIndex", documents: Sequence[Any], *, pr
     return report
 
 
-def _prune_targets(index: "SlidingWindowIndex", by_sid: dict[str, Any], prune: bool | str,
+class _Decisions:
+    """Turns a stream of planned records into write plans (lock held): unchanged
+    sources are set aside, empty documents become removals, the rest is written."""
+
+    def __init__(self, index: "SlidingWindowIndex", report: IndexReport, *, usable_vectors: bool) -> None:
+        self.index = index
+        self.report = report
+        self.usable_vectors = usable_vectors
+        self.unchanged: list[str] = []
+        self.removals: list[str] = []
+        self.keep: set[str] = set()
+        self.origins: set[str] = set()
+        self._embedding_recorded = False
+        self._noted = False
+
+    def plans(self, planned: Iterable[tuple[SourceRecord, Any]], lookahead: int) -> Iterator[Plan]:
+        ahead: deque[Plan] = deque()
+        chunks = 0
+        for plan in self._decide(planned):
+            ahead.append(plan)
+            chunks += plan[0].n_chunks
+            while ahead and chunks > lookahead:
+                first = ahead.popleft()
+                chunks -= first[0].n_chunks
+                yield first
+        yield from ahead
+
+    def _decide(self, planned: Iterable[tuple[SourceRecord, Any]]) -> Iterator[Plan]:
+        group: list[tuple[SourceRecord, Any]] = []
+        chunks = 0
+        for item in planned:
+            group.append(item)
+            chunks += item[0].n_chunks
+            if len(group) >= 64 or chunks >= self.index.batch_size:
+                yield from self._group(group)
+                group, chunks = [], 0
+        if group:
+            yield from self._group(group)
+
+    def _group(self, group: list[tuple[SourceRecord, Any]]) -> Iterator[Plan]:
+        index, report = self.index, self.report
+        heads = index.store.heads([rec.source_id for rec, _ in group])
+        for rec, vectors in group:
+            if not isinstance(rec, SourceRecord):
+                raise TypeError(f"write_planned takes (SourceRecord, vectors) pairs, got {type(rec).__name__}")
+            sid = rec.source_id
+            if sid in self.keep:
+                raise ValueError(f"source {sid} appears twice in one write; pass each source once (its last version)")
+            self.keep.add(sid)
+            if rec.origin is not None:
+                self.origins.add(rec.origin)
+            old = heads.get(sid)
+            if not rec.text.strip():
+                if old is not None:
+                    self.removals.append(sid)  # the document became empty: forget its old text
+                else:
+                    report.skipped_empty += 1
+                continue
+            if not self._embedding_recorded:
+                index._record_embedding()
+                self._embedding_recorded = True
+            if old is not None and old.state == "complete" and old.content_hash == rec.content_hash:
+                self.unchanged.append(sid)
+                continue
+            rec.state = "pending"
+            rec.id_span = max(rec.n_chunks, old.id_span if old is not None else 0)
+            if vectors is not None and not self.usable_vectors:
+                vectors = None
+                if not self._noted:
+                    self._noted = True
+                    report.notes.append(f"the vector store ({index.vectors.kind}) has no PrecomputedEmbeddings as its "
+                                        "embedding: it embedded the chunks itself")
+            elif callable(vectors):
+                vectors = vectors(rec)
+            report.added += old is None
+            report.replaced += old is not None
+            yield rec, old is not None, vectors
+
+
+def _prune_targets(index: "SlidingWindowIndex", keep: set[str], batch_origins: set[str], prune: bool | str,
                    remove_origins: set[str]) -> list[str]:
     """Sources not in this batch that the batch says are gone: the other rows/pages of
     its files (``prune="origins"``), every other source (``"all"``), or those of the
@@ -239,13 +399,11 @@ def _prune_targets(index: "SlidingWindowIndex", by_sid: dict[str, Any], prune: b
     if not prune and not remove_origins:
         return []
     heads = index.store.heads()
-    keep = set(by_sid)
     if prune == "all":
         return sorted(set(heads) - keep)
     origins = set(remove_origins)
     if prune:
-        origins |= {str(doc.metadata.get("source")) for doc in by_sid.values()
-                    if doc.metadata.get("source") not in (None, "")}
+        origins |= batch_origins
     return sorted(sid for sid, head in heads.items() if sid not in keep and head.origin in origins)
 
 
@@ -279,7 +437,7 @@ def repair(index: "SlidingWindowIndex", *, deep: bool = False) -> IndexReport:
             lost = _missing_vectors(index, complete, force=deep)
             if lost:
                 records = index.store.get_many(lost)
-                _write(index, [(records[s], True) for s in lost if s in records], "Writing missing vectors")
+                _write(index, [(records[s], True, None) for s in lost if s in records], "Writing missing vectors")
                 report.repaired += len(lost)
                 report.notes.append(f"{len(lost)} source(s) had missing vectors: written again")
         index.keyword.rebuild()
@@ -303,7 +461,7 @@ def _rebuild_vectors(index: "SlidingWindowIndex", sids: Sequence[str]) -> None:
         except Exception as exc:  # noqa: BLE001 - fall back to re-embedding
             logger.warning("copying the stored vectors failed (%s); embedding every chunk again", exc)
     records = index.store.get_many(list(sids))
-    _write(index, [(records[s], True) for s in sids if s in records], "Rebuilding vectors")
+    _write(index, [(records[s], True, None) for s in sids if s in records], "Rebuilding vectors")
 
 
 def _copy_chroma(index: "SlidingWindowIndex", collection: Any) -> None:
