@@ -438,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.set_defaults(func=cmd_tune)
 
     bench = sub.add_parser("bench", help="run a benchmark (source checkout)", description="Run benchmarks/bench_NAME.py of a source checkout.")
-    bench.add_argument("name", choices=["splitters", "retrieval", "llm", "ingest", "growth"], help="which benchmark")
+    bench.add_argument("name", choices=["splitters", "retrieval", "backends", "embeddings", "llm", "ingest", "growth"], help="which benchmark")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
     bench.set_defaults(func=cmd_bench)
     return parser
