@@ -250,12 +250,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Index the bundled sample into an embedded store and answer questions end to end."""
     from .retrieval import load_files
 
+    from .retrieval import source_id_for
+
+    own_index = args.persist_dir is None and not args.host
     if args.persist_dir is None:
         from .llm import default_cache_dir
 
         args.persist_dir = str(default_cache_dir() / "demo-index")
     index = _open_index(args, must_exist=False)
-    report = index.index_documents(load_files([sample_path()]).documents)
+    docs = load_files([sample_path()]).documents
+    report = index.index_documents(docs)
+    if own_index:  # the demo's own store holds only this sample (not copies from other checkouts)
+        keep = {source_id_for(d) for d in docs}
+        stale = [sid for sid in index.source_ids() if sid not in keep]
+        if stale:
+            index.delete(stale)
     print(f"indexed {sample_path().name}: {report.summary()}\n")
     llm = None if args.retrieval_only else _load_llm(args)
     for question in args.question or DEMO_QUESTIONS:

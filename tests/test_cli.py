@@ -68,3 +68,22 @@ def test_ask_and_index_bad_input(tmp_path):
     empty = run("ask", "   ", "--persist-dir", str(tmp_path), "--retrieval-only")
     assert empty.returncode == 2 and "must not be empty" in empty.stderr
     assert run("ask").returncode == 2  # missing question
+
+
+def test_demo_store_holds_only_the_current_sample(tmp_path, monkeypatch, capsys):
+    """Running the demo from two checkouts (two sample paths) must not serve both copies."""
+    import swrag_integrations.cli as cli
+    from swrag_integrations.retrieval import SlidingWindowIndex
+
+    monkeypatch.setenv("SWRAG_CACHE", str(tmp_path / "cache"))
+    text = cli.sample_path().read_text(encoding="utf-8")
+    for i in (1, 2):
+        copy = tmp_path / f"checkout{i}" / "sample.md"
+        copy.parent.mkdir()
+        copy.write_text(text, encoding="utf-8")
+        monkeypatch.setattr(cli, "sample_path", lambda copy=copy: copy)
+        assert cli.main(["demo", "--retrieval-only", "--question", "When was it first lit?"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("Q: When was it first lit?") == 2  # once per run
+    index = SlidingWindowIndex(tmp_path / "cache" / "demo-index", show_progress=False)
+    assert len(index.source_ids()) == 1
