@@ -21,7 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
 from ..retrieval.parents import check_query
-from ..retrieval.search import call_options
+from ..retrieval.search import call_options, positive_int
 
 __all__ = ["HippoRAGRetriever", "GraphRAGLocalRetriever", "span_documents", "report_document"]
 
@@ -57,16 +57,12 @@ class _GraphRetriever(BaseRetriever):
     @field_validator("k", "budget_tokens")
     @classmethod
     def _optional_positive(cls, value: int | None, info) -> int | None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            raise ValueError(f"{info.field_name} must be a positive int or None, got {value!r}")
-        return value
+        return positive_int(info.field_name, value, optional=True)
 
     @field_validator("k_passages")
     @classmethod
     def _positive(cls, value: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"k_passages must be a positive int, got {value!r}")
-        return value
+        return positive_int("k_passages", value)
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         return call_options(kwargs, {"k": self.k, "k_passages": self.k_passages, "budget_tokens": self.budget_tokens},

@@ -27,7 +27,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
 from ..retrieval.parents import check_query
-from ..retrieval.search import call_options
+from ..retrieval.search import call_options, positive_int
 from ..windows import DEFAULT_ENCODING
 from .search import DEFAULT_BUDGET, MODES, RaptorContext, SummaryPiece, assemble_hits, collapsed_hits, traversal_hits
 from .tree import RaptorTree
@@ -130,16 +130,12 @@ class RaptorRetriever(BaseRetriever):
     @field_validator("budget_tokens", "k")
     @classmethod
     def _optional_positive(cls, value: int | None, info: Any) -> int | None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            raise ValueError(f"{info.field_name} must be a positive int or None, got {value!r}")
-        return value
+        return positive_int(info.field_name, value, optional=True)
 
     @field_validator("top_k")
     @classmethod
     def _positive(cls, value: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"top_k must be a positive int, got {value!r}")
-        return value
+        return positive_int("top_k", value)
 
     def model_post_init(self, __context: Any) -> None:
         self._core = RaptorSearcher(self.raptor, self.embeddings)

@@ -19,7 +19,7 @@ from pydantic import ConfigDict, field_validator
 from .config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
 from .parents import check_query, spans_for
 from .protocols import ChunkIndex
-from .search import call_options
+from .search import call_options, positive_int
 
 __all__ = ["WindowedParentRetriever"]
 
@@ -83,16 +83,12 @@ class WindowedParentRetriever(BaseRetriever):
     @field_validator("k", "budget_tokens")
     @classmethod
     def _optional_positive(cls, value: int | None, info) -> int | None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            raise ValueError(f"{info.field_name} must be a positive int or None, got {value!r}")
-        return value
+        return positive_int(info.field_name, value, optional=True)
 
     @field_validator("k_child")
     @classmethod
     def _positive(cls, value: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"k_child must be a positive int, got {value!r}")
-        return value
+        return positive_int("k_child", value)
 
     @field_validator("index")
     @classmethod

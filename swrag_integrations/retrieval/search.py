@@ -30,9 +30,19 @@ from .bm25 import BM25Index
 from .fusion import reciprocal_rank_fusion
 from .parents import check_query
 
-__all__ = ["CJKBM25Retriever", "DenseChunkRetriever", "HybridRetriever", "call_options"]
+__all__ = ["CJKBM25Retriever", "DenseChunkRetriever", "HybridRetriever", "call_options", "positive_int"]
 
 _PASSED_BY_LANGCHAIN = {"verbose"}  # invoke() forwards these itself
+
+
+def positive_int(name: str, value: Any, *, optional: bool = False) -> Any:
+    """``value`` if it is a positive int (or ``None`` when ``optional``), else a
+    ``ValueError`` naming the parameter -- the one check behind the retrievers' fields."""
+    if value is None and optional:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
+    return value
 
 
 def call_options(kwargs: dict[str, Any], allowed: dict[str, Any], where: str) -> dict[str, Any]:
