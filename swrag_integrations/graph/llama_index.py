@@ -16,17 +16,9 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..convert import span_to_node
-from ..retrieval.parents import check_query
+from ..retrieval.parents import check_query, positive_int
 
 __all__ = ["HippoRAGLlamaIndexRetriever", "GraphRAGLocalLlamaIndexRetriever"]
-
-
-def _positive(value: Any, name: str, optional: bool) -> Any:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
-    return value
 
 
 class _GraphLlamaIndexRetriever(BaseRetriever):
@@ -40,9 +32,9 @@ class _GraphLlamaIndexRetriever(BaseRetriever):
         if expand not in ("window", "medium", "chunk"):
             raise ValueError(f"expand must be 'window', 'medium' or 'chunk', got {expand!r}")
         self.searcher = searcher
-        self.k = _positive(k, "k", True)
-        self.k_passages = _positive(k_passages, "k_passages", False)
-        self.budget_tokens = _positive(budget_tokens, "budget_tokens", True)
+        self.k = positive_int("k", k, optional=True)
+        self.k_passages = positive_int("k_passages", k_passages)
+        self.budget_tokens = positive_int("budget_tokens", budget_tokens, optional=True)
         self.expand = expand
         super().__init__(callback_manager=callback_manager)
 

@@ -17,7 +17,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ..convert import span_to_node
-from ..retrieval.parents import check_query
+from ..retrieval.parents import check_query, positive_int
 from .retrievers import RaptorSearcher
 from .search import DEFAULT_BUDGET, MODES, SummaryPiece
 
@@ -56,10 +56,8 @@ class RaptorLlamaIndexRetriever(BaseRetriever):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         for name, value in (("budget_tokens", budget_tokens), ("k", k)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
-            raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+            positive_int(name, value, optional=True)
+        positive_int("top_k", top_k)
         self._core = RaptorSearcher(raptor, as_embeddings(embeddings) if embeddings is not None else None)
         self._options = dict(mode=mode, budget_tokens=budget_tokens, top_k=top_k, k=k)
         super().__init__(callback_manager=callback_manager)

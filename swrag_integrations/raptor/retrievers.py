@@ -26,8 +26,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
-from ..retrieval.parents import check_query
-from ..retrieval.search import call_options, positive_int
+from ..retrieval.parents import check_query, positive_int
+from ..retrieval.search import call_options
 from ..windows import DEFAULT_ENCODING
 from .search import DEFAULT_BUDGET, MODES, RaptorContext, SummaryPiece, assemble_hits, collapsed_hits, traversal_hits
 from .tree import RaptorTree

@@ -29,7 +29,7 @@ from pydantic import PrivateAttr
 from ..convert import document_to_node, span_to_node
 from ..windows import DEFAULT_ENCODING, count_units
 from .config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
-from .parents import check_query, spans_for
+from .parents import check_query, positive_int, spans_for
 from .protocols import ChildHit, ChunkIndex, ChunkRow
 
 __all__ = ["WindowedLlamaIndexRetriever", "NodeChunkIndex", "MiniLMLlamaIndexEmbedding"]
@@ -181,8 +181,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         if (retriever is None) == (index is None):
             raise ValueError("give exactly one of index or retriever")
         for name, value in (("k", k), ("k_child", k_child), ("budget_tokens", budget_tokens)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+            positive_int(name, value, optional=True)
         if index is not None and not isinstance(index, ChunkIndex):
             index = NodeChunkIndex(index, neighbors=neighbors)
             k_child = k_child or 10

@@ -334,3 +334,13 @@ def check_query(query: Any) -> str:
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
     return query
+
+
+def positive_int(name: str, value: Any, *, optional: bool = False) -> Any:
+    """``value`` if it is a positive int (or ``None`` when ``optional``), else a
+    ``ValueError`` naming the parameter -- the one check behind the retrievers' fields."""
+    if value is None and optional:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
+    return value

@@ -17,9 +17,9 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
 from .config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
-from .parents import check_query, spans_for
+from .parents import check_query, positive_int, spans_for
 from .protocols import ChunkIndex
-from .search import call_options, positive_int
+from .search import call_options
 
 __all__ = ["WindowedParentRetriever"]
 

@@ -28,21 +28,11 @@ from pydantic import ConfigDict, field_validator, model_validator
 
 from .bm25 import BM25Index
 from .fusion import reciprocal_rank_fusion
-from .parents import check_query
+from .parents import check_query, positive_int
 
-__all__ = ["CJKBM25Retriever", "DenseChunkRetriever", "HybridRetriever", "call_options", "positive_int"]
+__all__ = ["CJKBM25Retriever", "DenseChunkRetriever", "HybridRetriever", "call_options"]
 
 _PASSED_BY_LANGCHAIN = {"verbose"}  # invoke() forwards these itself
-
-
-def positive_int(name: str, value: Any, *, optional: bool = False) -> Any:
-    """``value`` if it is a positive int (or ``None`` when ``optional``), else a
-    ``ValueError`` naming the parameter -- the one check behind the retrievers' fields."""
-    if value is None and optional:
-        return value
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
-    return value
 
 
 def call_options(kwargs: dict[str, Any], allowed: dict[str, Any], where: str) -> dict[str, Any]:
@@ -56,18 +46,8 @@ def call_options(kwargs: dict[str, Any], allowed: dict[str, Any], where: str) ->
     for name in allowed:
         if name in kwargs:
             value = kwargs[name]
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-            out[name] = value
+            out[name] = value if value is None else positive_int(name, value)
     return out
-
-
-def _positive(value: int | None, name: str, optional: bool = False) -> int | None:
-    if value is None and optional:
-        return value
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
 
 
 class CJKBM25Retriever(BaseRetriever):
@@ -94,7 +74,7 @@ class CJKBM25Retriever(BaseRetriever):
     @field_validator("k")
     @classmethod
     def _check_k(cls, value: int) -> int:
-        return _positive(value, "k")
+        return positive_int("k", value)
 
     @classmethod
     def from_documents(cls, documents: Iterable[Document], *, k: int = 4, **bm25_kwargs: Any) -> "CJKBM25Retriever":
@@ -157,7 +137,7 @@ class DenseChunkRetriever(BaseRetriever):
     @field_validator("k")
     @classmethod
     def _check_k(cls, value: int) -> int:
-        return _positive(value, "k")
+        return positive_int("k", value)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 **kwargs: Any) -> list[Document]:
@@ -189,7 +169,7 @@ class HybridRetriever(BaseRetriever):
     @field_validator("k")
     @classmethod
     def _check_k(cls, value: int) -> int:
-        return _positive(value, "k")
+        return positive_int("k", value)
 
     @model_validator(mode="after")
     def _check(self) -> "HybridRetriever":
