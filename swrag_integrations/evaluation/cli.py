@@ -69,7 +69,8 @@ def _steps(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive(text: str) -> int:
+def positive_arg(text: str) -> int:
+    """argparse type: a positive integer (shared by the eval and tune subcommands)."""
     try:
         value = int(text)
     except ValueError:
@@ -95,19 +96,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=_steps, default=None,
                         help="e.g. 1/2,1/4,1/8 (ffs/dfs) and 2,3,5 (dds); default: the method's per strategy")
     parser.add_argument("--unit", choices=["token", "char"], default="token", help="window unit (default: token)")
-    parser.add_argument("--limit", type=_positive, default=None, help="first N questions of each dataset")
+    parser.add_argument("--limit", type=positive_arg, default=None, help="first N questions of each dataset")
     parser.add_argument("--retrieval-only", action="store_true",
                         help="compute context recall only (no answer generation, f1 is null)")
     parser.add_argument("--multi-query", action="store_true",
                         help="also run every configuration with LLM-written query variants (single and multi)")
-    parser.add_argument("--n-queries", type=_positive, default=3, help="query variants per question (default: 3)")
+    parser.add_argument("--n-queries", type=positive_arg, default=3, help="query variants per question (default: 3)")
     parser.add_argument("--corpus", action="store_true",
                         help="corpus mode: index all documents of a dataset once; every question searches all")
     parser.add_argument("--split-passages", action="store_true",
                         help="cut 'Passage i:' blocks (HotpotQA) into separate source documents")
-    parser.add_argument("--budget", type=_positive, default=DEFAULT_BUDGET,
+    parser.add_argument("--budget", type=positive_arg, default=DEFAULT_BUDGET,
                         help=f"context budget in cl100k tokens, same for every configuration (default: {DEFAULT_BUDGET})")
-    parser.add_argument("--k", type=_positive, default=None,
+    parser.add_argument("--k", type=positive_arg, default=None,
                         help="cap on ranked chunks assembled (default: fill the budget; stock retrievers fetch 20)")
     parser.add_argument("--llm", default="default", metavar="SPEC",
                         help="the LLM for answers, query variants, --rerank llm and headers: 'default' (the local "
@@ -116,7 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "(arbitrary code: only name code you trust); it must return a LangChain LLM, chat "
                              "model or Runnable. Not loaded with --retrieval-only unless a step needs it")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
-    parser.add_argument("--bootstrap", type=_positive, default=1000, help="bootstrap resamples (default: 1000)")
+    parser.add_argument("--bootstrap", type=positive_arg, default=1000, help="bootstrap resamples (default: 1000)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-plots", action="store_true", help="skip Markdown tables and PNG plots")
     steps = parser.add_argument_group("context steps (swrag_integrations.context)")
@@ -132,9 +133,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                          help="index header + chunk, one LLM header per chunk (slow; ffs/dfs/dds/rcs only)")
     headers.add_argument("--autocontext", action="store_true",
                          help="index header + chunk, one LLM title/summary per document (ffs/dfs/dds/rcs only)")
-    steps.add_argument("--header-doc-tokens", type=_positive, default=6000,
+    steps.add_argument("--header-doc-tokens", type=positive_arg, default=6000,
                        help="document tokens the header LLM reads (default: 6000; AutoContext reads the head)")
-    steps.add_argument("--step-pool", type=_positive, default=None,
+    steps.add_argument("--step-pool", type=positive_arg, default=None,
                        help="candidates given to rerank/diversity/RSE (default: 10)")
     steps.add_argument("--measure-diversity", action="store_true",
                        help="record context_diversity (mean pairwise cosine distance of the context pieces) "

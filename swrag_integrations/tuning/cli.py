@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..evaluation.cli import positive_arg
 from .tune import DEFAULT_MAX_CANDIDATES, DEFAULT_QUESTIONS
 
 __all__ = ["add_arguments", "build_parser", "run", "main", "index_options", "retriever_options"]
@@ -32,16 +33,6 @@ use it:
   python:  index = SlidingWindowIndex("./store", config="CONFIG.json")
            retriever = index.as_retriever()    # the tuned retriever settings; index.tuned_config
 """
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _minutes(text: str) -> float | None:
@@ -72,16 +63,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, metavar="CONFIG.json", help="where to write the configuration")
     parser.add_argument("--budget-minutes", type=_minutes, default=10.0,
                         help="wall-clock budget, question set and embedding included (default: 10; 'none': no limit)")
-    parser.add_argument("--max-configs", type=_positive_int, default=DEFAULT_MAX_CANDIDATES,
+    parser.add_argument("--max-configs", type=positive_arg, default=DEFAULT_MAX_CANDIDATES,
                         help=f"configurations in the first rung: the budget in configurations "
                              f"(default: {DEFAULT_MAX_CANDIDATES})")
-    parser.add_argument("--questions", type=_positive_int, default=DEFAULT_QUESTIONS,
+    parser.add_argument("--questions", type=positive_arg, default=DEFAULT_QUESTIONS,
                         help=f"synthetic questions; the last rung uses all (default: {DEFAULT_QUESTIONS})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the questions, the sample and the order (default: 0)")
     parser.add_argument("--scope", choices=["corpus", "document"], default="corpus",
                         help="corpus: questions search every document (one index for the folder, default); "
                              "document: each question searches its own document only")
-    parser.add_argument("--budget", type=_positive_int, default=1500,
+    parser.add_argument("--budget", type=positive_arg, default=1500,
                         help="context budget in tokens the configuration is tuned for (default: 1500)")
     parser.add_argument("--space", choices=["default", "small", "full"], default="default",
                         help="configuration space: default (token unit, 50-token fixed and sentence children), "
