@@ -19,8 +19,7 @@ them with the ``graph`` extra. Names are imported on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 _NAMES = {
     "Extraction": ".extraction", "ExtractionStats": ".extraction", "RuleExtractor": ".extraction",
@@ -39,14 +38,4 @@ _NAMES = {
 __all__ = sorted(_NAMES)
 
 
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_NAMES))
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)

@@ -14,8 +14,7 @@ core is :mod:`.html`; ``swrag view`` is :mod:`.cli`. See docs/view.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 _NAMES = {
     "WindowsView": ".split",
@@ -31,13 +30,4 @@ _NAMES = {
 __all__ = sorted(_NAMES)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _NAMES:
-        value = getattr(importlib.import_module(_NAMES[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_NAMES))
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
