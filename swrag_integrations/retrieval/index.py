@@ -48,7 +48,7 @@ from .ids import chunk_id, parse_chunk_id, source_id_for, source_key, vector_id
 from .keyword import KeywordIndex
 from .protocols import ChildHit, ChunkRow
 from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
-from .sources import ChromaByteStore, KVSourceStore, SourceStore, SourceStoreError, SqliteSourceStore
+from .sources import ChromaByteStore, KVSourceStore, LockTimeout, SourceStore, SourceStoreError, SqliteSourceStore
 from .vectors import IndexTextEmbeddings, PrecomputedEmbeddings, VectorBackend, default_chroma
 
 __all__ = ["SlidingWindowIndex", "IndexMismatchError", "IndexDamagedError", "validate_collection_name", "FORMAT"]
@@ -308,8 +308,16 @@ class SlidingWindowIndex(VectorStore):
                     f"`chroma run --path DIR --host {host} --port {port}` or check host/port."
                 ) from exc
         assert root is not None
+        from filelock import FileLock, Timeout
+
+        # Chroma creates its SQLite schema on first open without a lock of its own: two
+        # processes opening a new folder at once raced ("table collections already exists")
         try:
-            return chromadb.PersistentClient(path=str(root / "chroma"), settings=settings)
+            with FileLock(str(root / "chroma.open.lock"), timeout=self.lock_timeout):
+                return chromadb.PersistentClient(path=str(root / "chroma"), settings=settings)
+        except Timeout as exc:
+            raise LockTimeout(f"another process has been opening the Chroma database in {str(root)!r} for over "
+                              f"{self.lock_timeout:.0f} s") from exc
         except Exception as exc:
             raise ValueError(f"cannot open a Chroma database in {str(root / 'chroma')!r}: {exc}") from exc
 
