@@ -5,8 +5,9 @@ speed-up (commit 3572bc1), fed with independent references: delimiter ends from
 ``re.finditer`` over the longest-first alternation, token boundaries from tiktoken's own
 ``decode_with_offsets``. Every path of the current core is checked against it: the
 plain-Python walk of short texts, the numpy walk of long ones (forced with
-``_SMALL_CHARS = 0``), the vectorised delimiter scan across block cuts, and the
-adapters' batches (``chunk_batches``).
+``_SMALL_CHARS = 0``), the vectorised delimiter scan across block cuts, DFS's search
+for each window's end near its threshold (forced with ``_LOCAL_SEARCH_CHARS = 0``), and
+the adapters' batches (``chunk_batches``).
 """
 
 import random
@@ -167,17 +168,24 @@ def every_path(text, strategy, w, s, unit, allow_gaps=False, delimiters=None, mo
     """The windows from every entry point and walk of the current core (all must agree)."""
     config = WindowConfig(strategy, w, s, unit=unit, allow_gaps=allow_gaps, delimiters=delimiters)
     results = {}
-    original = core._SMALL_CHARS
+    original = core._SMALL_CHARS, core._LOCAL_SEARCH_CHARS, core._LOCAL_BACKOFF
+    walks = (
+        ("short walk", 1 << 40, 0, 64),
+        ("numpy walk, delimiters scanned", 0, 1 << 40, 64),
+        # DFS ends searched near every threshold, with the walk back to a sync point cut
+        # short (so the fallback to the last sync point runs too)
+        ("numpy walk, delimiters searched", 0, 0, 2),
+    )
     try:
-        for name, small in (("short walk", 1 << 40), ("numpy walk", 0)):
-            core._SMALL_CHARS = small
+        for name, small, local, backoff in walks:
+            core._SMALL_CHARS, core._LOCAL_SEARCH_CHARS, core._LOCAL_BACKOFF = small, local, backoff
             results[f"{name}: spans"] = list(config.spans(text))
             results[f"{name}: span_lists"] = list(zip(*config.span_lists(text)))
             results[f"{name}: chunk_batches"] = [
                 (a, b) for batch in chunk_batches(config, text) for a, b in zip(batch.starts, batch.ends)
             ]
     finally:
-        core._SMALL_CHARS = original
+        core._SMALL_CHARS, core._LOCAL_SEARCH_CHARS, core._LOCAL_BACKOFF = original
     results["default"] = list(config.spans(text))
     return results
 
@@ -260,6 +268,47 @@ def test_custom_literal_delimiters_vectorised_scan_equals_the_regex(text, delimi
     finally:
         core._SMALL_CHARS = original
     check(text, "DDS", 3, 1, "char", delimiters=delimiters)
+    check(text, "DFS", 3, 1, "char", delimiters=delimiters)
+    check(text, "DFS", 6, 6, "char", delimiters=delimiters)  # thresholds far apart: walks back to sync points
+    check(text, "DFS", 2, 9, "char", allow_gaps=True, delimiters=delimiters)
+    check(text, "DFS", 5, 2, "token", delimiters=delimiters)
+
+
+@pytest.mark.parametrize("backoff", [1, 3, 64])
+def test_dfs_search_near_thresholds_starts_where_the_scan_is_in_step(monkeypatch, backoff):
+    """Searching from a place inside a run of overlapping delimiters gives other ends than
+    the left-to-right scan ("aaa" in "aaaaaa": the scan ends at 3 and 6, a search from 2
+    ends at 5); the search must start where no match can straddle."""
+    monkeypatch.setattr(core, "_LOCAL_BACKOFF", backoff)
+    text = "x" * 10 + "a" * 14 + "x" * 5 + "\n\n\n" + "y" * 9 + ". . ." + "z" * 7
+    for delimiters in (["aaa"], ["aaa", "a"], ["\n\n", "\n"], [". "], ["aaa", ". ", "\n\n"]):
+        scan = core._Delimiters(delimiters, False)
+        ends = reference_delimiter_ends(text, delimiters)
+        for x in range(len(text) + 2):  # one threshold per call: every sync point from scratch
+            expected = core._first_end_at_or_after(ends, np.array([x]), len(text)).tolist()
+            assert scan._local_ends(text)(np.array([x])).tolist() == expected, (delimiters, x)
+        for step in (1, 2, 5, 11):  # thresholds in batches: the state carried across calls
+            thresholds = np.arange(0, len(text) + 3, step)
+            find = scan._local_ends(text)
+            got = [v for batch in np.array_split(thresholds, 4) for v in find(batch).tolist()]
+            assert got == core._first_end_at_or_after(ends, thresholds, len(text)).tolist(), (delimiters, step)
+
+
+def test_dfs_search_switches_to_one_scan_where_delimiters_are_dense(monkeypatch):
+    """Text made of delimiters: after a bounded number of searches the rest of the
+    thresholds (in the batch where it happens and later ones) come from one scan."""
+    text = ". " * 400 + "x" * 300 + ". \n\n" * 200 + "y" * 50
+    scan = core._Delimiters([". ", "\n\n", "\n"], False)
+    ends = reference_delimiter_ends(text, [". ", "\n\n", "\n"])
+    thresholds = np.arange(0, len(text) + 3, 31)  # about 15 delimiters between thresholds
+    expected = core._first_end_at_or_after(ends, thresholds, len(text)).tolist()
+    calls = []
+    original_ends = scan.ends
+    monkeypatch.setattr(scan, "ends", lambda t: calls.append(1) or original_ends(t))
+    find = scan._local_ends(text)
+    got = [v for batch in np.array_split(thresholds, 5) for v in find(batch).tolist()]
+    assert got == expected
+    assert calls == [1]  # switched once, mid-way
 
 
 def test_token_boundaries_equal_tiktoken_offsets_with_surrogates_and_specials():
