@@ -592,32 +592,36 @@ class _CodePointSet:
 
 
 def _leftmost_longest(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Ends of the matches a left-to-right scan keeps (skipping matches inside a kept one).
+    """Ends of the matches a left-to-right scan keeps (skipping every match that starts
+    inside a kept one); ``starts`` is increasing, ``ends[i]`` the end of the longest match
+    at ``starts[i]``.
 
-    ``starts`` is increasing. A match that starts inside an earlier one starts inside its
-    predecessor too, so comparing neighbours finds every overlap. Two overlapping
-    matches alone (the second ``"\\n"`` of ``"\\n\\n"``): the second is dropped; longer
-    runs (``"\\n\\n\\n"``, rare) are scanned one match at a time.
+    A match that no earlier match reaches (it starts at or after all their ends) is kept.
+    The matches after it that an earlier one does reach form its *run*; in a run the scan
+    keeps the first match, then the first one starting at or after the end of the last
+    kept one, and so on. All runs are walked at once, one kept match per run and round,
+    so a long run (a thousand blank lines) costs rounds of numpy calls, not a Python step
+    per match. (Comparing each match with its predecessor only is not enough: in
+    ``"abb"`` with delimiters ``"abb"`` and ``"b"`` the last ``"b"`` starts inside
+    ``"abb"`` but not inside the first ``"b"``.)
     """
-    clash = np.flatnonzero(starts[1:] < ends[:-1])  # match i + 1 starts inside match i
-    if not clash.size:
+    if starts.size < 2:
         return ends
-    keep = np.ones(starts.size, dtype=bool)
-    chained = np.zeros(clash.size, dtype=bool)  # part of a run of three or more matches
-    adjacent = np.diff(clash) == 1
-    chained[1:] |= adjacent
-    chained[:-1] |= adjacent
-    keep[clash[~chained] + 1] = False
-    runs = clash[chained]
-    if runs.size:
-        affected = np.union1d(runs, runs + 1)
-        last_end, previous = 0, -2
-        for i, start, end in zip(affected.tolist(), starts[affected].tolist(), ends[affected].tolist()):
-            if i != previous + 1 or start >= last_end:  # the head of a run, or clear of the last kept
-                last_end = end
-            else:
-                keep[i] = False
-            previous = i
+    reached = np.maximum.accumulate(ends)  # the furthest end among matches 0..i
+    keep = np.empty(starts.size, dtype=bool)
+    keep[0] = True
+    keep[1:] = starts[1:] >= reached[:-1]
+    if keep.all():
+        return ends
+    heads = np.flatnonzero(keep)
+    run_stop = np.append(heads[1:], starts.size)  # index after each head's run
+    long_runs = run_stop - heads > 1
+    current, stop = heads[long_runs], run_stop[long_runs]
+    while current.size:
+        following = np.searchsorted(starts, ends[current], side="left")  # where the scan looks next
+        inside = following < stop
+        current, stop = following[inside], stop[inside]
+        keep[current] = True
     return ends[keep]
 
 

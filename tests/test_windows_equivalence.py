@@ -274,6 +274,31 @@ def test_custom_literal_delimiters_vectorised_scan_equals_the_regex(text, delimi
     check(text, "DFS", 5, 2, "token", delimiters=delimiters)
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.text(alphabet="ab.", max_size=120),
+    delimiters=st.lists(st.text(alphabet="ab.", min_size=1, max_size=5), min_size=1, max_size=4),
+)
+def test_overlapping_literal_delimiters_scan_equals_the_regex(text, delimiters):
+    """Delimiters inside longer ones, dense text: the matches a left-to-right scan keeps.
+    (Found the neighbour-only overlap check wrong: "abb" and "b" in "abb".)"""
+    scan = core._Delimiters(delimiters, False)
+    expected = reference_delimiter_ends(text, delimiters).tolist()
+    original = core._SMALL_CHARS, core._BLOCK_CHARS
+    try:
+        core._SMALL_CHARS, core._BLOCK_CHARS = 0, 7  # the numpy scan, cut in many blocks
+        assert scan.ends(text).tolist() == expected
+    finally:
+        core._SMALL_CHARS, core._BLOCK_CHARS = original
+
+
+@pytest.mark.parametrize("delimiters,unit", [(["abb", "b"], "abb"), (["abcde", "b", "d"], "abcde"), (["\n\n", "\n"], "\n" * 41)])
+def test_matches_inside_a_longer_match_are_skipped_in_long_text(delimiters, unit):
+    text = ("x" * 10 + unit) * 600  # long: the vectorised scan
+    expected = reference_delimiter_ends(text, delimiters).tolist()
+    assert core._Delimiters(delimiters, False).ends(text).tolist() == expected
+
+
 @pytest.mark.parametrize("backoff", [1, 3, 64])
 def test_dfs_search_near_thresholds_starts_where_the_scan_is_in_step(monkeypatch, backoff):
     """Searching from a place inside a run of overlapping delimiters gives other ends than
