@@ -133,6 +133,8 @@ _LOCAL_SEARCH_CHARS = 192
 _LOCAL_BACKOFF = 64  # characters walked back to a sync point before using the last one
 _LOCAL_SEARCHES = 4  # searches per window on average before the rest is done with one scan
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_BLANK_PIECE = 1 << 16
+_LONG_BLANK = re.compile(r"[^\S\r\n]{%d}" % _BLANK_PIECE)  # a piece of a long run of spaces/tabs
 
 
 class Span(NamedTuple):
@@ -203,7 +205,20 @@ def _encode(text: str, encoding_name: str) -> np.ndarray:
     try:
         return enc.encode_to_numpy(text, disallowed_special=())
     except UnicodeEncodeError:
-        return enc.encode_to_numpy(_SURROGATE.sub("\ufffd", text), disallowed_special=())
+        return _encode(_SURROGATE.sub("\ufffd", text), encoding_name)
+    except ValueError:
+        # tiktoken's regular-expression engine runs out of backtracking stack on a run of
+        # about a million spaces or tabs ("Regex error while tokenizing"): such runs are
+        # encoded in pieces of _BLANK_PIECE characters (only where tiktoken fails; the
+        # tokens inside the run may then differ from what tiktoken would give, the
+        # character offsets stay exact).
+        cuts = [m.end() for m in _LONG_BLANK.finditer(text) if m.end() < len(text)]
+        if not cuts:
+            raise
+        edges = [0, *cuts, len(text)]
+        return np.concatenate(
+            [enc.encode_to_numpy(text[a:b], disallowed_special=()) for a, b in zip(edges, edges[1:])]
+        )
 
 
 def _block_token_ends(block: str, encoding_name: str, dtype: type, offset: int) -> np.ndarray:
@@ -257,7 +272,7 @@ def count_units(text: str, unit: Unit = "token", encoding_name: str = DEFAULT_EN
     if unit == "char":
         return len(text)
     _check_unit("unit", unit)
-    return len(get_encoding(encoding_name).encode_ordinary(text))
+    return len(_encode(text, encoding_name))
 
 
 def hf_token_boundaries(text: str, tokenizer: Any) -> np.ndarray:

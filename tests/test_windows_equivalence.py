@@ -341,3 +341,20 @@ def test_token_boundaries_equal_tiktoken_offsets_with_surrogates_and_specials():
     expected = reference_token_boundaries(text).tolist()
     assert core.token_boundaries(text).tolist() == expected
     assert core.token_boundaries(text, block_chars=5).tolist() == expected
+
+
+def test_a_million_spaces_in_token_mode_are_split_not_an_error():
+    """tiktoken itself fails on a run of about a million spaces or tabs (its regex engine
+    runs out of backtracking stack); the windows still cover the text exactly."""
+    enc = get_encoding()
+    blank = " " * 1_100_000
+    with pytest.raises(ValueError):
+        enc.encode_to_numpy("a" + blank + "b", disallowed_special=())  # the limitation worked around
+    text = "Intro. " + blank + "x. End.\n" + "\t" * 5 + "y"
+    config = WindowConfig("DDS", 2048, 2, unit="token")
+    spans = list(config.spans(text))
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(b > a for a, b in spans) and all(b1 >= a2 for (_, b1), (a2, _) in zip(spans, spans[1:]))
+    assert core.count_units(text) == len(core.token_boundaries(text)) - 1
+    short = "a" + " " * 300_000 + "b"  # where tiktoken works, its tokens are kept
+    assert core.token_boundaries(short).tolist() == reference_token_boundaries(short).tolist()
