@@ -451,26 +451,29 @@ class _Delimiters:
         """
         assert self.pattern is not None and self.literals is not None
         search, chars, longest, length = self.pattern.search, self._chars, len(self.literals[0]), len(text)
-        # a sync point, the scan's first match after it (if found), no match left, searches, windows, scanned ends
-        state: dict[str, Any] = {"pos": 0, "match": None, "exhausted": False, "searches": 0, "windows": 0, "ends": None}
+        # a sync point, the end of the scan's first match after it (-1: not searched yet),
+        # no match left, searches so far, windows so far, the scanned ends (after a switch)
+        state: dict[str, Any] = {"pos": 0, "end": -1, "exhausted": False, "searches": 0, "windows": 0, "ends": None}
 
         def first_ends(thresholds: np.ndarray) -> np.ndarray:
             if state["ends"] is not None:
                 return _first_end_at_or_after(state["ends"], thresholds, length)
-            pos, match, exhausted, searches = state["pos"], state["match"], state["exhausted"], state["searches"]
+            pos, end, exhausted, searches = state["pos"], state["end"], state["exhausted"], state["searches"]
+            budget = _LOCAL_SEARCHES * state["windows"] + 64
             out: list[int] = []
-            for x in thresholds.tolist():
+            append = out.append
+            for i, x in enumerate(thresholds.tolist()):
                 if x >= length or exhausted:
-                    out.append(length)
+                    append(length)
                     continue
-                if match is not None:
-                    if match.end() >= x:
-                        out.append(match.end())
-                        continue
-                    pos = match.end()
-                if searches > _LOCAL_SEARCHES * (state["windows"] + len(out)) + 64:  # dense delimiters: scan
+                if end >= x:  # the match found for an earlier threshold
+                    append(end)
+                    continue
+                if end >= 0:
+                    pos = end
+                if searches > budget + _LOCAL_SEARCHES * i:  # dense delimiters: one scan instead
                     state["ends"] = self.ends(text)
-                    rest = _first_end_at_or_after(state["ends"], thresholds[len(out) :], length)
+                    rest = _first_end_at_or_after(state["ends"], thresholds[i:], length)
                     return np.concatenate((np.array(out, dtype=np.int64), rest))
                 q = x - longest
                 if q - pos > _LOCAL_BACKOFF:
@@ -483,15 +486,18 @@ class _Delimiters:
                     q = pos
                 match = search(text, q)
                 searches += 1
-                while match is not None and match.end() < x:
-                    match = search(text, match.end())
+                while match is not None:
+                    end = match.end()
+                    if end >= x:
+                        break
+                    match = search(text, end)
                     searches += 1
                 if match is None:
                     exhausted = True
-                    out.append(length)
+                    append(length)
                 else:
-                    out.append(match.end())
-            state.update(pos=pos, match=match, exhausted=exhausted, searches=searches, windows=state["windows"] + len(out))
+                    append(end)
+            state.update(pos=pos, end=end, exhausted=exhausted, searches=searches, windows=state["windows"] + len(out))
             return np.array(out, dtype=np.int64)
 
         return first_ends
