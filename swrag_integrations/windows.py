@@ -628,16 +628,18 @@ def _leftmost_longest(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """
     if starts.size < 2:
         return ends
-    reached = np.maximum.accumulate(ends)  # the furthest end among matches 0..i
     keep = np.empty(starts.size, dtype=bool)
     keep[0] = True
-    keep[1:] = starts[1:] >= reached[:-1]
-    if keep.all():
+    np.greater_equal(starts[1:], np.maximum.accumulate(ends)[:-1], out=keep[1:])  # no earlier match reaches it
+    reached = np.flatnonzero(~keep)
+    if not reached.size:
         return ends
-    heads = np.flatnonzero(keep)
-    run_stop = np.append(heads[1:], starts.size)  # index after each head's run
-    long_runs = run_stop - heads > 1
-    current, stop = heads[long_runs], run_stop[long_runs]
+    # A run with one reached match (the second "\n" of "\n\n") keeps only its head; runs
+    # with two or more (consecutive indices in ``reached``) are walked.
+    block_starts = np.flatnonzero(np.diff(reached, prepend=-2) != 1)
+    block_ends = np.append(block_starts[1:], reached.size) - 1
+    walked = block_ends > block_starts
+    current, stop = reached[block_starts[walked]] - 1, reached[block_ends[walked]] + 1  # head, index after the run
     while current.size:
         following = np.searchsorted(starts, ends[current], side="left")  # where the scan looks next
         inside = following < stop
