@@ -116,6 +116,7 @@ DEFAULT_DELIMITERS: tuple[str, ...] = (
 MAX_UNITS = 2**31 - 1
 
 _BATCH = 8192  # windows computed per vectorised batch
+_FIRST_BATCH = 64  # DDS: windows in the first batch of a walk (the batches then double)
 _BLOCK_CHARS = 1 << 18  # characters per block: per tiktoken call, per delimiter scan (scratch stays in cache)
 # After a newline that is followed by a non-space character, every tiktoken
 # pre-tokeniser pattern (gpt2, r50k, p50k, cl100k, o200k) starts a new piece, so
@@ -1151,34 +1152,33 @@ def _dds(measure: _Measure, ends: np.ndarray, w: int, s: int, allow_gaps: bool) 
     bounds, index = _unit_bounds(measure, ends, w)
     del ends
     units = bounds.size - 1
-    # For every start unit j: the index t of the first boundary where units j..t-1
-    # reach w units (at least one unit). In place where possible: with a long text
-    # these arrays are the peak memory of lazy iteration.
-    reach = index[:-1] + w
-    del index
-    stop = np.searchsorted(bounds, measure.offsets(reach), side="left")
-    del reach
-    np.minimum(stop, units, out=stop)
-    np.maximum(stop, np.arange(1, units + 1), out=stop)
     # Windows start at j, j+s, j+2s, ... as long as each holds at least s units; a
     # window with fewer units is followed by one that starts where it ends (no gaps).
-    j = 0
+    # For a start unit j the window ends at the first boundary t where units j..t-1
+    # reach w units (at least one unit). t is found for the start units only, in
+    # batches that grow while no window is short (a short window restarts the walk, and
+    # what was searched past it is wasted).
+    j, size = 0, _FIRST_BATCH
     while j < units:
-        starts = j + s * np.arange(_BATCH, dtype=np.int64)
+        starts = j + s * np.arange(size, dtype=np.int64)
         starts = starts[starts < units]
-        t = stop[starts]
+        t = np.searchsorted(bounds, measure.offsets(index[starts] + w), side="left")
+        np.minimum(t, units, out=t)
+        np.maximum(t, starts + 1, out=t)
         at_end = t >= units
         short = np.zeros(starts.size, dtype=bool) if allow_gaps else t < starts + s
         breaks = np.flatnonzero(at_end | short)
         if not breaks.size:
             yield bounds[starts], bounds[t]
             j = int(starts[-1]) + s
+            size = min(2 * size, _BATCH)
             continue
         f = int(breaks[0])
         yield bounds[starts[: f + 1]], bounds[t[: f + 1]]
         if at_end[f]:
             return
         j = int(t[f])
+        size = max(_FIRST_BATCH, 2 * (f + 1))
 
 
 # --------------------------------------------------------------- chunks for adapters
