@@ -456,29 +456,32 @@ class _Delimiters:
         # no match left, searches so far, windows so far, the scanned ends (after a switch)
         state: dict[str, Any] = {"pos": 0, "end": -1, "exhausted": False, "searches": 0, "windows": 0, "ends": None}
 
+        per_window, backoff = _LOCAL_SEARCHES, _LOCAL_BACKOFF
+
         def first_ends(thresholds: np.ndarray) -> np.ndarray:
             if state["ends"] is not None:
                 return _first_end_at_or_after(state["ends"], thresholds, length)
             pos, end, exhausted, searches = state["pos"], state["end"], state["exhausted"], state["searches"]
-            budget = _LOCAL_SEARCHES * state["windows"] + 64
+            budget = per_window * state["windows"] + 64
+            values = thresholds.tolist()
             out: list[int] = []
             append = out.append
-            for i, x in enumerate(thresholds.tolist()):
-                if x >= length or exhausted:
-                    append(length)
-                    continue
+            for i, x in enumerate(values):
                 if end >= x:  # the match found for an earlier threshold
                     append(end)
                     continue
+                if x >= length or exhausted:  # so are all later thresholds
+                    out += [length] * (len(values) - i)
+                    break
                 if end >= 0:
                     pos = end
-                if searches > budget + _LOCAL_SEARCHES * i:  # dense delimiters: one scan instead
+                if searches > budget + per_window * i:  # dense delimiters: one scan instead
                     state["ends"] = self.ends(text)
                     rest = _first_end_at_or_after(state["ends"], thresholds[i:], length)
                     return np.concatenate((np.array(out, dtype=np.int64), rest))
                 q = x - longest
-                if q - pos > _LOCAL_BACKOFF:
-                    stop = q - _LOCAL_BACKOFF
+                if q - pos > backoff:
+                    stop = q - backoff
                     while q > stop and text[q - 1] in chars:
                         q -= 1
                     if q == stop:
