@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import swrag_integrations.delimiters as delims
 import swrag_integrations.windows as core
 from swrag_integrations.windows import DEFAULT_DELIMITERS, WindowConfig, chunk_batches, get_encoding
 
@@ -168,7 +169,7 @@ def every_path(text, strategy, w, s, unit, allow_gaps=False, delimiters=None, mo
     """The windows from every entry point and walk of the current core (all must agree)."""
     config = WindowConfig(strategy, w, s, unit=unit, allow_gaps=allow_gaps, delimiters=delimiters)
     results = {}
-    original = core._SMALL_CHARS, core._LOCAL_SEARCH_CHARS, core._LOCAL_BACKOFF
+    original = delims._SMALL_CHARS, delims._LOCAL_SEARCH_CHARS, delims._LOCAL_BACKOFF
     walks = (
         ("short walk", 1 << 40, 0, 64),
         ("numpy walk, delimiters scanned", 0, 1 << 40, 64),
@@ -178,14 +179,14 @@ def every_path(text, strategy, w, s, unit, allow_gaps=False, delimiters=None, mo
     )
     try:
         for name, small, local, backoff in walks:
-            core._SMALL_CHARS, core._LOCAL_SEARCH_CHARS, core._LOCAL_BACKOFF = small, local, backoff
+            delims._SMALL_CHARS, delims._LOCAL_SEARCH_CHARS, delims._LOCAL_BACKOFF = small, local, backoff
             results[f"{name}: spans"] = list(config.spans(text))
             results[f"{name}: span_lists"] = list(zip(*config.span_lists(text)))
             results[f"{name}: chunk_batches"] = [
                 (a, b) for batch in chunk_batches(config, text) for a, b in zip(batch.starts, batch.ends)
             ]
     finally:
-        core._SMALL_CHARS, core._LOCAL_SEARCH_CHARS, core._LOCAL_BACKOFF = original
+        delims._SMALL_CHARS, delims._LOCAL_SEARCH_CHARS, delims._LOCAL_BACKOFF = original
     results["default"] = list(config.spans(text))
     return results
 
@@ -246,7 +247,7 @@ def test_real_text_every_path_equals_the_previous_core(strategy, unit, w, s):
 
 
 def test_long_text_across_delimiter_blocks_and_batches(monkeypatch):
-    monkeypatch.setattr(core, "_BLOCK_CHARS", 997)  # delimiter scan cut in many blocks
+    monkeypatch.setattr(delims, "_BLOCK_CHARS", 997)  # delimiter scan cut in many blocks
     monkeypatch.setattr(core, "_BATCH", 7)  # windows walked in many batches
     text = (SAMPLE + "\n\n\n") * 8 + "é, 你好。🙂. " * 300
     for strategy, s in (("FFS", 5), ("DFS", 5), ("DDS", 2)):
@@ -257,16 +258,16 @@ def test_long_text_across_delimiter_blocks_and_batches(monkeypatch):
 @settings(max_examples=300, deadline=None)
 @given(text=TEXTS, delimiters=st.lists(st.text(alphabet="ab.\n你🙂\x00\ud800", min_size=1, max_size=3), min_size=1, max_size=4))
 def test_custom_literal_delimiters_vectorised_scan_equals_the_regex(text, delimiters):
-    scan = core._Delimiters(delimiters, False)
+    scan = delims._Delimiters(delimiters, False)
     expected = reference_delimiter_ends(text, delimiters).tolist()
-    original = core._SMALL_CHARS
+    original = delims._SMALL_CHARS
     try:
         for small in (0, 1 << 40):
-            core._SMALL_CHARS = small
+            delims._SMALL_CHARS = small
             assert scan.ends(text).tolist() == expected
             assert scan.ends_list(text) == expected
     finally:
-        core._SMALL_CHARS = original
+        delims._SMALL_CHARS = original
     check(text, "DDS", 3, 1, "char", delimiters=delimiters)
     check(text, "DFS", 3, 1, "char", delimiters=delimiters)
     check(text, "DFS", 6, 6, "char", delimiters=delimiters)  # thresholds far apart: walks back to sync points
@@ -282,21 +283,21 @@ def test_custom_literal_delimiters_vectorised_scan_equals_the_regex(text, delimi
 def test_overlapping_literal_delimiters_scan_equals_the_regex(text, delimiters):
     """Delimiters inside longer ones, dense text: the matches a left-to-right scan keeps.
     (Found the neighbour-only overlap check wrong: "abb" and "b" in "abb".)"""
-    scan = core._Delimiters(delimiters, False)
+    scan = delims._Delimiters(delimiters, False)
     expected = reference_delimiter_ends(text, delimiters).tolist()
-    original = core._SMALL_CHARS, core._BLOCK_CHARS
+    original = delims._SMALL_CHARS, delims._BLOCK_CHARS
     try:
-        core._SMALL_CHARS, core._BLOCK_CHARS = 0, 7  # the numpy scan, cut in many blocks
+        delims._SMALL_CHARS, delims._BLOCK_CHARS = 0, 7  # the numpy scan, cut in many blocks
         assert scan.ends(text).tolist() == expected
     finally:
-        core._SMALL_CHARS, core._BLOCK_CHARS = original
+        delims._SMALL_CHARS, delims._BLOCK_CHARS = original
 
 
 @pytest.mark.parametrize("delimiters,unit", [(["abb", "b"], "abb"), (["abcde", "b", "d"], "abcde"), (["\n\n", "\n"], "\n" * 41)])
 def test_matches_inside_a_longer_match_are_skipped_in_long_text(delimiters, unit):
     text = ("x" * 10 + unit) * 600  # long: the vectorised scan
     expected = reference_delimiter_ends(text, delimiters).tolist()
-    assert core._Delimiters(delimiters, False).ends(text).tolist() == expected
+    assert delims._Delimiters(delimiters, False).ends(text).tolist() == expected
 
 
 @pytest.mark.parametrize("backoff", [1, 3, 64])
@@ -304,29 +305,29 @@ def test_dfs_search_near_thresholds_starts_where_the_scan_is_in_step(monkeypatch
     """Searching from a place inside a run of overlapping delimiters gives other ends than
     the left-to-right scan ("aaa" in "aaaaaa": the scan ends at 3 and 6, a search from 2
     ends at 5); the search must start where no match can straddle."""
-    monkeypatch.setattr(core, "_LOCAL_BACKOFF", backoff)
+    monkeypatch.setattr(delims, "_LOCAL_BACKOFF", backoff)
     text = "x" * 10 + "a" * 14 + "x" * 5 + "\n\n\n" + "y" * 9 + ". . ." + "z" * 7
     for delimiters in (["aaa"], ["aaa", "a"], ["\n\n", "\n"], [". "], ["aaa", ". ", "\n\n"]):
-        scan = core._Delimiters(delimiters, False)
+        scan = delims._Delimiters(delimiters, False)
         ends = reference_delimiter_ends(text, delimiters)
         for x in range(len(text) + 2):  # one threshold per call: every sync point from scratch
-            expected = core._first_end_at_or_after(ends, np.array([x]), len(text)).tolist()
+            expected = delims._first_end_at_or_after(ends, np.array([x]), len(text)).tolist()
             assert scan._local_ends(text)(np.array([x])).tolist() == expected, (delimiters, x)
         for step in (1, 2, 5, 11):  # thresholds in batches: the state carried across calls
             thresholds = np.arange(0, len(text) + 3, step)
             find = scan._local_ends(text)
             got = [v for batch in np.array_split(thresholds, 4) for v in find(batch).tolist()]
-            assert got == core._first_end_at_or_after(ends, thresholds, len(text)).tolist(), (delimiters, step)
+            assert got == delims._first_end_at_or_after(ends, thresholds, len(text)).tolist(), (delimiters, step)
 
 
 def test_dfs_search_switches_to_one_scan_where_delimiters_are_dense(monkeypatch):
     """Text made of delimiters: after a bounded number of searches the rest of the
     thresholds (in the batch where it happens and later ones) come from one scan."""
     text = ". " * 400 + "x" * 300 + ". \n\n" * 200 + "y" * 50
-    scan = core._Delimiters([". ", "\n\n", "\n"], False)
+    scan = delims._Delimiters([". ", "\n\n", "\n"], False)
     ends = reference_delimiter_ends(text, [". ", "\n\n", "\n"])
     thresholds = np.arange(0, len(text) + 3, 31)  # about 15 delimiters between thresholds
-    expected = core._first_end_at_or_after(ends, thresholds, len(text)).tolist()
+    expected = delims._first_end_at_or_after(ends, thresholds, len(text)).tolist()
     calls = []
     original_ends = scan.ends
     monkeypatch.setattr(scan, "ends", lambda t: calls.append(1) or original_ends(t))
