@@ -542,6 +542,8 @@ class WindowConfig:
         if len(text) <= _delimiters._SMALL_CHARS:
             starts, ends = _walk_short(self, text)
             return iter([(np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))] if starts else [])
+        if self.unit == "char":  # windows start at distinct characters and are never empty
+            return self._raw_batches(text)
         return _dedupe(self._raw_batches(text))
 
     def span_lists(self, text: str) -> tuple[list[int], list[int]]:
