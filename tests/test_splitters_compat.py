@@ -160,6 +160,20 @@ def test_from_huggingface_tokenizer_windows_are_exact_token_windows(cls, no_netw
     assert splitter._length_function(TEXT) == len(starts)
 
 
+def test_hf_tokenizer_long_text_dfs_search_near_thresholds_equals_the_scan(monkeypatch):
+    """A long text (the numpy walk) in Hugging Face tokens: DFS's search near each window's
+    threshold gives the windows of the whole-text delimiter scan."""
+    import swrag_integrations.delimiters as delimiters
+
+    config = WindowConfig("DFS", 40, 30, tokenizer=minilm_tokenizer())
+    text = TEXT * 12
+    assert len(text) > delimiters._SMALL_CHARS
+    monkeypatch.setattr(delimiters, "_LOCAL_SEARCH_CHARS", 0)  # force the search
+    searched = config.span_lists(text)
+    monkeypatch.setattr(delimiters, "_LOCAL_SEARCH_CHARS", 1 << 40)  # force the scan
+    assert config.span_lists(text) == searched and searched[0]
+
+
 def test_hf_token_boundaries_are_the_token_starts():
     tokenizer = minilm_tokenizer()
     text = "  Hello wörld, 你好。 🙂 café\n\nX [CLS] y\ud800z  "
