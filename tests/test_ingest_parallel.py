@@ -19,7 +19,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.retrieval import SlidingWindowIndex
-from swrag_integrations.retrieval.parallel import add_ingest_arguments, ingest_from_args, portable_embedding
+from swrag_integrations.cli import build_parser
+from swrag_integrations.retrieval.parallel import ingest_from_args, portable_embedding
 from swrag_integrations.retrieval.vectors import PrecomputedEmbeddings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,18 +192,13 @@ def test_bad_arguments_are_refused(tmp_path):
 
 def test_cli_pieces_run_the_workers_path(tmp_path):
     root = folder(tmp_path)
-    parser = argparse.ArgumentParser()
-    parser.add_argument("paths", nargs="+")
-    parser.add_argument("--keep-missing", action="store_true")
-    parser.add_argument("--encoding", default=None)
-    parser.add_argument("--errors", default="strict")
-    add_ingest_arguments(parser)
-    args = parser.parse_args([str(root), "--workers", "2", "--encoding", "latin-1"])
+    parser = build_parser()  # swrag's own options for `index`
+    args = parser.parse_args(["index", str(root), "--workers", "2", "--encoding", "latin-1"])
     idx = mk(tmp_path / "store")
     report = ingest_from_args(idx, args)
     assert report.added == 12 and not report.skipped_files  # latin-1 decodes every file (empty.md: nothing)
     with pytest.raises(SystemExit):  # argparse refuses it: "--workers must be >= 1"
-        parser.parse_args([str(root), "--workers", "0"])
+        parser.parse_args(["index", str(root), "--workers", "0"])
     with pytest.raises(ValueError, match="--workers"):  # and so does the function, for a namespace built by hand
         ingest_from_args(idx, argparse.Namespace(**dict(vars(args), workers=0)))
 

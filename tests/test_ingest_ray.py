@@ -8,7 +8,6 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import argparse
 import shutil
 import signal
 import socket
@@ -27,7 +26,8 @@ pytest.importorskip("ray.data", reason="the [ray] extra is not installed")
 pytestmark = pytest.mark.ray
 
 from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
-from swrag_integrations.retrieval.parallel import add_ingest_arguments, ingest_from_args  # noqa: E402
+from swrag_integrations.cli import build_parser  # noqa: E402
+from swrag_integrations.retrieval.parallel import ingest_from_args  # noqa: E402
 from swrag_integrations.retrieval.ray_ingest import index_with_ray  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,14 +240,8 @@ def test_a_bad_ray_address_is_a_clear_error_and_writes_nothing(tmp_path):
         with pytest.raises(ConnectionError, match="Ray"):
             index_with_ray(idx, root, address=address)
     (root / "b.txt").write_text("Ospreys fish in the bay. " * 20, encoding="utf-8")
-    parser = argparse.ArgumentParser()
-    parser.add_argument("paths", nargs="+")
-    parser.add_argument("--keep-missing", action="store_true")
-    parser.add_argument("--encoding", default=None)
-    parser.add_argument("--errors", default="strict")
-    add_ingest_arguments(parser)
     with pytest.raises(ConnectionError, match="no Ray cluster answers"):
-        ingest_from_args(idx, parser.parse_args([str(root), "--ray", dead]))
+        ingest_from_args(idx, build_parser().parse_args(["index", str(root), "--ray", dead]))
     from swrag_integrations.cli import EXIT_INPUT, main
 
     assert main(["index", str(root), "--persist-dir", str(tmp_path / "other"), "--host", "127.0.0.1", "--port",
