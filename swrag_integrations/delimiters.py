@@ -316,14 +316,14 @@ class _Delimiters:
             return np.zeros(0, dtype=np.int64)
         return _leftmost_longest(np.concatenate(all_starts), np.concatenate(all_ends))
 
-    def _longest_at_each_start(self, points: np.ndarray, raw: bytes | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _longest_at_each_start(self, points: np.ndarray, raw: bytes | None) -> tuple[np.ndarray, np.ndarray]:
         """Every position where a delimiter starts in ``points`` (``raw``: the same
         code points as bytes, for ASCII text), and the length of the longest there."""
         # Candidates: characters whose low byte is the low byte of a first code point,
         # found with bytes.translate (the fastest pass numpy offers here); for wider
         # characters the few candidates are then checked in full.
         if raw is None:
-            raw = (points if points.dtype == np.uint8 else points.astype(np.uint8)).tobytes()
+            raw = points.astype(np.uint8).tobytes()  # the low bytes of wider code points
         cand = np.flatnonzero(np.frombuffer(raw.translate(self._firsts.low_bytes), dtype=np.bool_))
         if points.dtype != np.uint8:
             cand = cand[self._firsts.members(points[cand])]
