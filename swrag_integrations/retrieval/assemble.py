@@ -273,7 +273,7 @@ def _fit(
                 return c0, c1
             want -= max(1, got - room)
         return None
-    points = [0, *[int(c) for c in cuts if 0 < c < len(text)], len(text)]
+    points = [0, *sorted({int(c) for c in cuts if 0 < c < len(text)}), len(text)]  # callers may pass sets
     if focus is not None:
         f0, f1 = max(0, focus[0]), min(len(text), focus[1])
         i0 = max(i for i, p in enumerate(points) if p <= f0)
@@ -432,7 +432,7 @@ def assemble_context(
                     keep_tail = any(blk.start == b for blk in source_blocks) and not any(
                         blk.end == a for blk in source_blocks
                     )
-                rel_cuts = None if span_cuts is None else [c - a for c in span_cuts if a < c < b]
+                rel_cuts = None if span_cuts is None else sorted(c - a for c in span_cuts if a < c < b)
                 tries = [rel_cuts]
                 if rel_cuts is not None and n_blocks == 0:
                     tries.append(None)  # nothing else in the context: a token cut beats nothing
