@@ -21,6 +21,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.utils.function_calling import convert_to_json_schema
 from pydantic import BaseModel, Field
 from chat_shared import shared_core
+from scripted_model import never_stops, stop_string_after
 
 from swrag_integrations.llm.chat import LocalChatModel, constrained_decoding_available, parse_tool_calls
 from swrag_integrations.llm.core import _template_facts, merge_consecutive_roles, merge_system_into_user
@@ -196,7 +197,12 @@ def test_template_without_system_role_gets_system_text_in_the_first_user_turn(co
 
 
 @pytest.mark.slow
-def test_stream_joins_to_invoke_with_usage_on_the_last_chunk_only(chat):
+def test_stream_joins_to_invoke_with_usage_on_the_last_chunk_only(core, chat):
+    with never_stops(core):  # runs to max_tokens (24) whatever the stand-in would write
+        _stream_joins_to_invoke(core, chat)
+
+
+def _stream_joins_to_invoke(core, chat):
     reply = chat.invoke("Write a short paragraph about the sea.")
     chunks = list(chat.stream("Write a short paragraph about the sea."))
     assert len(chunks) > 5  # incremental
@@ -207,7 +213,7 @@ def test_stream_joins_to_invoke_with_usage_on_the_last_chunk_only(chat):
     assert chunks[-1].response_metadata["finish_reason"] == reply.response_metadata["finish_reason"] == "length"
     assert reply.usage_metadata["output_tokens"] == 24
     # a stop string taken from the reply: cut there, in both paths, never streamed past
-    word = reply.content.split()[3]
+    word = stop_string_after(core, core.token_ids(reply.content), 4)
     stopped = chat.invoke("Write a short paragraph about the sea.", stop=[word])
     assert stopped.content == reply.content[: reply.content.index(word)]
     assert stopped.response_metadata["finish_reason"] == "stop"

@@ -21,6 +21,8 @@ from swrag_integrations.llm import loader as loader_module  # noqa: E402
 from swrag_integrations.llm.cache import MANIFEST_NAME, read_manifest  # noqa: E402
 from swrag_integrations.llm.core import _held_back, cut_at_stop  # noqa: E402
 
+from scripted_model import never_stops, scripted, stop_string_after  # noqa: E402
+
 QUESTION = "What is the capital of France?"
 PARAGRAPH = "Write a short paragraph about the sea."
 
@@ -60,6 +62,19 @@ def _long_prompt() -> str:
 @pytest.fixture(scope="module")
 def long_answer(llm) -> str:
     return llm.generate(_long_prompt())
+
+
+def _rank_of_paris(llm: LocalLLM) -> int:
+    """Rank of " Paris" among the next-token logits after "The capital of France is"
+    (teacher-forced, no sampling: a check that the loaded weights are sane which does not
+    depend on what the model chooses to write)."""
+    import torch
+
+    ids = torch.tensor([llm.token_ids("The capital of France is")], device=llm.device)
+    with torch.no_grad():
+        logits = llm.model(input_ids=ids).logits[0, -1].float()
+    paris = llm.token_ids(" Paris")[0]
+    return int((logits > logits[paris]).sum())
 
 
 def _probe_logits(model):
@@ -127,9 +142,10 @@ def answer(llm, answer_ids) -> str:
 
 
 @pytest.fixture(scope="module")
-def paragraph(llm) -> str:
-    """An answer that runs into max_new_tokens (no natural stop)."""
-    return llm.generate(PARAGRAPH, max_new_tokens=12)
+def paragraph_ids(llm) -> list[int]:
+    """12 new tokens of a model that is kept from stopping (:func:`never_stops`)."""
+    with never_stops(llm):
+        return llm.generate_ids(PARAGRAPH, max_new_tokens=12)
 
 
 @pytest.mark.slow
@@ -137,29 +153,57 @@ def test_generate_returns_only_new_text(llm, answer):
     assert answer == llm.generate(QUESTION)
     assert answer.strip() and QUESTION not in answer
     assert "<|im" not in answer and not answer.lower().startswith("assistant")
-    assert "paris" in answer.lower()  # the converted weights are sane
 
 
 @pytest.mark.slow
-def test_generation_stops_at_end_of_turn_token(llm, answer_ids):
-    assert llm.tokenizer.convert_tokens_to_ids("<|im_end|>") in llm.eos_token_ids
-    assert len(answer_ids) < llm.max_new_tokens and answer_ids[-1] in llm.eos_token_ids
+def test_converted_weights_are_sane(llm):
+    assert _rank_of_paris(llm) < 5  # teacher-forced: " Paris" among the model's top next tokens
 
 
 @pytest.mark.slow
-def test_stop_string_cuts_output(llm, paragraph):
-    word = paragraph.split()[3]
-    ids = llm.generate_ids(PARAGRAPH, stop=[word], max_new_tokens=12)
+def test_generation_stops_at_end_of_turn_token(llm):
+    """The model is made to emit <|im_end|> as its 4th new token: generation must stop
+    right there, whatever the stand-in would have written."""
+    im_end = llm.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert im_end in llm.eos_token_ids
+    with scripted(llm, force={3: im_end}, forbid=[i for i in llm.eos_token_ids if i != im_end]):
+        ids = llm.generate_ids(QUESTION)
+        result = llm.generate_result(QUESTION)
+    assert len(ids) == 4 and ids[-1] == im_end  # stopped at the token, not at max_new_tokens (24)
+    assert result.finish_reason == "stop" and result.completion_tokens == 4
+    assert result.text == llm.decode(ids[:3]) and "<|im" not in result.text
+
+
+@pytest.mark.slow
+def test_max_new_tokens_bounds_a_model_that_never_stops(llm):
+    with never_stops(llm):
+        ids = llm.generate_ids(QUESTION, max_new_tokens=10)
+        result = llm.generate_result(QUESTION, max_new_tokens=10)
+        default = llm.generate_ids(QUESTION)
+    assert len(ids) == 10 and not set(ids) & set(llm.eos_token_ids)
+    assert result.finish_reason == "length" and result.completion_tokens == 10
+    assert len(default) == llm.max_new_tokens == 24
+
+
+@pytest.mark.slow
+def test_stop_string_cuts_output(llm, paragraph_ids):
+    paragraph = llm.decode(paragraph_ids)
+    word = stop_string_after(llm, paragraph_ids, 4)
+    with never_stops(llm):
+        ids = llm.generate_ids(PARAGRAPH, stop=[word], max_new_tokens=12)
+        text = llm.generate(PARAGRAPH, stop=[word], max_new_tokens=12)
     assert len(ids) < 12  # generation halted, not only the text cut
-    assert llm.generate(PARAGRAPH, stop=[word], max_new_tokens=12) == paragraph[: paragraph.index(word)]
+    assert text == paragraph[: paragraph.index(word)]
 
 
 @pytest.mark.slow
-def test_stream_joins_to_generate(llm, paragraph):
-    pieces = list(llm.stream(PARAGRAPH, max_new_tokens=12))
+def test_stream_joins_to_generate(llm, paragraph_ids):
+    paragraph = llm.decode(paragraph_ids)
+    word = stop_string_after(llm, paragraph_ids, 4)
+    with never_stops(llm):
+        pieces = list(llm.stream(PARAGRAPH, max_new_tokens=12))
+        stopped = list(llm.stream(PARAGRAPH, stop=[word], max_new_tokens=12))
     assert len(pieces) > 3 and "".join(pieces) == paragraph
-    word = paragraph.split()[3]
-    stopped = list(llm.stream(PARAGRAPH, stop=[word], max_new_tokens=12))
     assert "".join(stopped) == paragraph[: paragraph.index(word)]
 
 
@@ -171,8 +215,12 @@ def test_langchain_wrapper(llm, answer, answer_ids):
     assert isinstance(chain_llm, LLM)
     assert chain_llm.invoke(QUESTION) == answer
     assert "".join(chain_llm.stream(QUESTION)) == answer
-    assert chain_llm.invoke(QUESTION, stop=["Paris"]) == answer[: answer.index("Paris")]
     assert chain_llm.invoke(QUESTION, max_new_tokens=2) == llm.decode(answer_ids[:2])
+    with never_stops(llm):
+        ids = llm.generate_ids(QUESTION, max_new_tokens=8)
+        word = stop_string_after(llm, ids, 2)
+        full = llm.decode(ids)
+        assert chain_llm.invoke(QUESTION, stop=[word], max_new_tokens=8) == full[: full.index(word)]
 
 
 @pytest.mark.slow
@@ -200,7 +248,6 @@ def test_second_load_comes_from_low_bit_cache(llm, cache_root, answer, long_answ
     assert _probe_logits(again.model).equal(_probe_logits(llm.model))
     assert again.generate(QUESTION) == answer
     assert again.generate(_long_prompt()) == long_answer
-    assert "1874" in long_answer and not any("\u4e00" <= ch <= "\u9fff" for ch in long_answer)
 
 
 @pytest.mark.slow
@@ -222,7 +269,7 @@ def test_prefix_cache_with_the_low_bit_model(llm):
     cache = llm.prefix_cache("A fact: Paris is the capital of France.\n")
     answers = [cache.generate(q) for q in (QUESTION, "Which city is the capital of France?")]
     assert cache.passes == 1 and cache.reused == 2
-    assert all("paris" in a.lower() for a in answers)
+    assert all(a.strip() for a in answers)
     assert llm.generate_with_prefix("A fact: Paris is the capital of France.\n", [QUESTION]) == answers[:1]
 
 
@@ -237,7 +284,7 @@ def test_fallback_without_ipex(llm, cache_root, monkeypatch):
     assert "xpu" in messages and "IPEX-LLM unavailable" in messages
     assert (plain.info.backend, plain.info.device, plain.info.low_bit) == ("transformers", "cpu", None)
     assert next(plain.model.parameters()).dtype.is_floating_point
-    assert "paris" in plain.generate(QUESTION).lower()
+    assert _rank_of_paris(plain) < 5
 
 
 @pytest.fixture(scope="module")

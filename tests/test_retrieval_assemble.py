@@ -27,6 +27,13 @@ def test_separators_count_against_the_budget():
     assert ctx.truncated
 
 
+def test_cut_points_given_as_a_set_still_give_an_ordered_cut():
+    # found by hypothesis: the boundaries reached the fitter unsorted and it kept (416, 226)
+    span = ContextSpan("en", 0, 418, EN[:418], score=0.0, focus=(225, 226), boundaries=(225, 226, 416))
+    ctx = assemble_context([span], 1)
+    assert [(s.start, s.end) for s in ctx.spans] == [(225, 226)]
+
+
 @st.composite
 def span_lists(draw):
     n = draw(st.integers(1, 8))
