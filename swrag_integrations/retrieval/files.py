@@ -179,6 +179,29 @@ class LoadResult:
                 gone.append(os.fspath(source))
         return gone
 
+    def stale(self, indexed: Iterable[str | os.PathLike[str]], loaded: Iterable[str | os.PathLike[str]],
+              skipped: Iterable[str | os.PathLike[str]] = ()) -> list[str]:
+        """The origins a re-index of these paths must remove (unless told to keep them).
+
+        That is: the ``indexed`` sources that :meth:`vanished`; every ``skipped`` file
+        (it can no longer be read faithfully, so its old text must not be served); and
+        every considered file that gave no document, neither ``loaded`` nor skipped
+        (a CSV emptied to its header or to 0 bytes: its old rows are gone).
+
+        Args:
+            indexed: the origins (``metadata["source"]``) the index holds.
+            loaded: the sources of the documents this load gave (for a load spread
+                over processes: of the records they planned).
+            skipped: the files skipped (here or in the processes that loaded them).
+
+        Returns:
+            Origin strings, each once, in a stable order.
+        """
+        loaded = {os.fspath(source) for source in loaded}
+        skipped = [os.fspath(path) for path in skipped]
+        empty = [str(path) for path in self.files if str(path) not in loaded]
+        return list(dict.fromkeys([*self.vanished(indexed), *skipped, *empty]))
+
 
 class _Skip(Exception):
     """Raised by the readers: skip this file for ``reason`` (with ``hint``)."""

@@ -507,7 +507,8 @@ class SlidingWindowIndex(VectorStore):
         remove: list[str] = []
         if prune:
             origins = sorted({h.origin for h in self.store.heads().values() if h.origin})
-            remove = loaded.vanished(origins) + [str(s.path) for s in loaded.skipped]
+            remove = loaded.stale(origins, {str(d.metadata["source"]) for d in loaded.documents},
+                                  [s.path for s in loaded.skipped])
         report = self.index_documents(loaded.documents, prune="origins" if prune else False, remove_origins=remove)
         report.skipped_files = [(str(s.path), s.reason) for s in loaded.skipped]
         return report
