@@ -62,3 +62,38 @@ def test_a_csv_emptied_to_its_header_loses_its_rows_with_workers(tmp_path):
     report = idx.add_files(folder, workers=2)
     assert report["removed"] == 5 and report["unchanged"] == 1
     assert sources(idx) == {str(folder / "keep.txt")}
+
+
+# ------------------------------------------------- 9: a rejected configuration
+
+
+@pytest.fixture
+def fake_default_embeddings(monkeypatch):
+    """The CLI's default embedding, replaced by a 384-d fake (no model load)."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    import swrag_integrations.retrieval.embeddings as embeddings
+
+    monkeypatch.setattr(embeddings, "default_embeddings", lambda: DeterministicFakeEmbedding(size=384))
+
+
+@pytest.mark.parametrize("retriever", [{"k": 0}, {"budget_tokens": -5}, {"k_child": 0}, {"weights": [1, 2, 3]}])
+def test_a_rejected_config_is_not_recorded(tmp_path, capsys, fake_default_embeddings, retriever):
+    import json
+
+    from swrag_integrations.cli import main as cli_main
+    from swrag_integrations.retrieval import SlidingWindowIndex
+
+    folder = _csv_folder(tmp_path)
+    store = str(tmp_path / "store")
+    assert cli_main(["index", str(folder), "--persist-dir", store]) == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"swrag_tuned_config": 1, "index": {}, "retriever": retriever}))
+    ask = ["ask", "Which city exports good3?", "--persist-dir", store, "--retrieval-only"]
+    capsys.readouterr()
+    assert cli_main([*ask, "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("swrag: error:") and next(iter(retriever)) in err
+    assert SlidingWindowIndex(store, show_progress=False).tuned_config is None  # nothing recorded
+    assert cli_main(ask) == 0, capsys.readouterr().err
+    assert "rows.csv" in capsys.readouterr().out

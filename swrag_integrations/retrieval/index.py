@@ -260,9 +260,14 @@ class SlidingWindowIndex(VectorStore):
 
     # ------------------------------------------------------------------ tuned configuration
     def _record_tuned(self, tuned: Any) -> None:
-        """Keep ``tuned`` (its settings and the summary of its evidence) in the manifest."""
+        """Keep ``tuned`` (its settings and the summary of its evidence) in the manifest,
+        once all of it validated: its retriever part too (a retriever is built from it
+        first), so a rejected configuration is never recorded."""
         import json
 
+        from .retriever import WindowedParentRetriever
+
+        WindowedParentRetriever(index=self, **{k: v for k, v in tuned.retriever_kwargs.items() if v is not None})
         ev = tuned.evidence or {}
         record = {"index": tuned.index_kwargs, "retriever": tuned.retriever_kwargs, "chosen": tuned.chosen,
                   "evidence": {k: ev[k] for k in ("best", "default", "versus_default") if k in ev}}
