@@ -97,3 +97,74 @@ def test_a_rejected_config_is_not_recorded(tmp_path, capsys, fake_default_embedd
     assert SlidingWindowIndex(store, show_progress=False).tuned_config is None  # nothing recorded
     assert cli_main(ask) == 0, capsys.readouterr().err
     assert "rows.csv" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------ 11: a full disk
+
+
+def _full_disk_cases():
+    import errno
+    import sqlite3
+
+    from chromadb.errors import InternalError
+
+    return {
+        "sqlite": sqlite3.OperationalError("database or disk is full"),
+        "enospc": OSError(errno.ENOSPC, "No space left on device"),
+        # what Chroma really raised on a full 3 MiB tmpfs: nothing says "disk" in it
+        "chroma": InternalError("Error in compaction: Failed to apply logs to the metadata segment"),
+    }
+
+
+@pytest.mark.parametrize("case", ["sqlite", "enospc", "chroma"])
+def test_a_full_disk_is_reported_as_such_with_exit_3(tmp_path, capsys, monkeypatch, fake_default_embeddings, case):
+    import shutil
+
+    from swrag_integrations.cli import main as cli_main
+    from swrag_integrations.retrieval.sources import SqliteSourceStore
+
+    folder = _csv_folder(tmp_path)
+    error = _full_disk_cases()[case]
+
+    def put(self, records):
+        raise error
+
+    monkeypatch.setattr(SqliteSourceStore, "put", put)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=300 * 1024))
+    assert cli_main(["index", str(folder), "--persist-dir", str(tmp_path / "store")]) == 3
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("swrag:")]
+    assert len(errors) == 1 and errors[0].startswith("swrag: error: no space left"), errors
+    err = errors[0]
+    assert str(tmp_path / "store") in err and "300 KiB free" in err and "unexpected" not in err
+
+
+def test_a_chroma_internal_error_with_space_left_stays_unexpected(tmp_path, capsys, monkeypatch,
+                                                                  fake_default_embeddings):
+    import shutil
+
+    from swrag_integrations.cli import main as cli_main
+    from swrag_integrations.retrieval.sources import SqliteSourceStore
+
+    def put(self, records):
+        raise _full_disk_cases()["chroma"]
+
+    monkeypatch.setattr(SqliteSourceStore, "put", put)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=50 << 30))
+    assert cli_main(["index", str(_csv_folder(tmp_path)), "--persist-dir", str(tmp_path / "store")]) == 1
+    assert "unexpected InternalError" in capsys.readouterr().err
+
+
+def test_a_full_disk_while_opening_chroma_is_not_a_usage_error(tmp_path, capsys, monkeypatch):
+    import chromadb
+
+    from swrag_integrations.cli import main as cli_main
+
+    def refuse(*args, **kwargs):
+        raise chromadb.errors.InternalError("error returned from database: (code: 13) database or disk is full")
+
+    monkeypatch.setattr(chromadb, "PersistentClient", refuse)
+    assert cli_main(["status", "--persist-dir", str(tmp_path / "store")]) != 0
+    assert cli_main(["index", str(_csv_folder(tmp_path)), "--persist-dir", str(tmp_path / "store")]) == 3
+    assert "no space left" in capsys.readouterr().err
