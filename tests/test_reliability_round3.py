@@ -168,3 +168,52 @@ def test_a_full_disk_while_opening_chroma_is_not_a_usage_error(tmp_path, capsys,
     assert cli_main(["status", "--persist-dir", str(tmp_path / "store")]) != 0
     assert cli_main(["index", str(_csv_folder(tmp_path)), "--persist-dir", str(tmp_path / "store")]) == 3
     assert "no space left" in capsys.readouterr().err
+
+
+# --------------------------------------------- 6: non-UTF-8 names, lone surrogates
+
+
+def test_a_file_with_a_non_utf8_name_is_skipped_and_named(tmp_path, capsys, fake_default_embeddings):
+    from swrag_integrations.cli import main as cli_main
+    from swrag_integrations.retrieval import SlidingWindowIndex, list_files
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.txt").write_text("Gannets dive for mackerel off the cliffs. " * 8)
+    with open(os.path.join(os.fsencode(folder), b"caf\xe9.txt"), "w") as handle:  # a Latin-1 file name
+        handle.write("Cafes serve coffee. " * 8)
+    store = str(tmp_path / "store")
+    assert cli_main(["index", str(folder), "--persist-dir", store]) == 0
+    out, err = capsys.readouterr()
+    assert "added: 1" in out and "skipped files: 1" in out
+    assert "caf\\xe9.txt" in err and "not valid UTF-8" in err and "\udce9" not in err
+    assert sources(SlidingWindowIndex(store, show_progress=False)) == {str(folder / "good.txt")}
+    listing = list_files(folder)  # the parallel paths list with the same rules
+    assert [s.reason for s in listing.skipped] == ["file name is not valid UTF-8"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "localfilestore"])
+def test_text_with_a_lone_surrogate_is_refused_by_every_source_store(tmp_path, kind):
+    from langchain_classic.storage import LocalFileStore
+    from langchain_core.documents import Document
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    if kind == "sqlite":
+        idx = mk(tmp_path)
+    else:
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+
+        from swrag_integrations.retrieval import SlidingWindowIndex
+
+        idx = SlidingWindowIndex(vectorstore=InMemoryVectorStore(DeterministicFakeEmbedding(size=16)),
+                                 source_store=LocalFileStore(tmp_path / "sources"), show_progress=False)
+    good = Document(page_content="Puffins nest in burrows. " * 6, metadata={"source": "good.txt"})
+    bad = Document(page_content="Caf\udce9 au lait. " * 6, metadata={"source": "bad.txt"})
+    with pytest.raises(ValueError, match=r"bad\.txt.*lone surrogate U\+DCE9 at offset 3"):
+        idx.index_documents([good, bad])
+    assert idx.source_ids() == []  # refused before anything was written
+    bad_meta = Document(page_content="Fine text. " * 6, metadata={"source": "caf\udce9.txt"})
+    with pytest.raises(ValueError, match=r"metadata.*lone surrogate"):
+        idx.index_documents([bad_meta])
+    idx.index_documents([good])
+    assert len(idx.source_ids()) == 1

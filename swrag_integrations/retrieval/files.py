@@ -54,6 +54,7 @@ __all__ = [
     "LoadResult",
     "load_files",
     "list_files",
+    "display_path",
 ]
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
@@ -119,8 +120,20 @@ class SkippedFile:
     hint: str = ""
 
     def message(self) -> str:
-        """One line naming the file, the reason and the hint (the warning's text)."""
-        return f"skipped {self.path}: {self.reason}" + (f"; {self.hint}" if self.hint else "")
+        """One line naming the file (bytes that are not UTF-8 escaped: ``caf\\xe9.txt``),
+        the reason and the hint (the warning's text)."""
+        return f"skipped {display_path(self.path)}: {self.reason}" + (f"; {self.hint}" if self.hint else "")
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as printable text: bytes of a file name that are not UTF-8 (which Python
+    keeps as lone surrogates) are shown escaped, e.g. ``caf\\xe9.txt``."""
+    text = os.fspath(path)
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no byte stands for
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 @dataclass
@@ -545,7 +558,13 @@ def _os_error(exc: OSError) -> str:
 
 
 def _check_file(path: Path) -> _Skip | None:
-    """Why ``path`` (an existing entry) cannot be read as a regular file, if it cannot."""
+    """Why ``path`` (an existing entry) cannot be read as a regular file or indexed under
+    its name, if it cannot."""
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes in the name: no store can keep it as the source
+        return _Skip("file name is not valid UTF-8",
+                     "rename it to UTF-8 (e.g. convmv -f latin1 -t utf8 --notest FILE)")
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -608,8 +627,11 @@ def load_files(
     silently. Entries whose name starts with ``"."`` (hidden files and folders
     such as ``.git`` or ``.venv``) are not walked into, and symlinked folders are
     not followed (no loops); symlinked files are read (``source`` is the target's
-    path). A dangling symlink, an unreadable file or folder, or a FIFO/socket/device
-    inside a folder is skipped with a warning: one bad entry never aborts a folder.
+    path). A dangling symlink, an unreadable file or folder, a FIFO/socket/device, or
+    a file whose path is not valid UTF-8 (``"file name is not valid UTF-8"``: no store
+    can keep such a name as the source; the warning shows its bytes escaped, e.g.
+    ``caf\\xe9.txt``) inside a folder is skipped with a warning: one bad entry never
+    aborts a folder.
     A file reached twice (given twice, or through a symlink) is loaded once. Paths
     given explicitly are read even when hidden or a symlinked folder; a given file
     that exists but cannot be read (binary, unreadable, a FIFO...) is skipped like

@@ -460,7 +460,9 @@ class SlidingWindowIndex(VectorStore):
         Re-adding an unchanged document writes nothing (unless its vectors are
         missing); a changed one (same :func:`~.ids.source_key`) replaces its record and
         vectors; an empty one removes the previous version of that source. ``ids`` gives
-        each document's identity (as ``Document.id``).
+        each document's identity (as ``Document.id``). Text or metadata with a lone
+        surrogate (not valid Unicode) is refused with a ``ValueError`` naming the
+        document, before anything is written (:func:`~.records.check_storable`).
 
         Args:
             prune: ``"origins"`` (or ``True``): for every file (``metadata["source"]``)
@@ -481,6 +483,11 @@ class SlidingWindowIndex(VectorStore):
                 raise ValueError(f"got {len(ids)} ids for {len(docs)} documents")
             docs = [Document(page_content=d.page_content, metadata=dict(d.metadata or {}), id=str(i))
                     for d, i in zip(docs, ids)]
+        from .records import check_storable
+
+        for doc in docs:  # all of them before anything is written
+            if isinstance(doc, Document):
+                check_storable(doc)
         if workers is not None:
             from .parallel import index_in_parallel
 
