@@ -217,3 +217,59 @@ def test_text_with_a_lone_surrogate_is_refused_by_every_source_store(tmp_path, k
         idx.index_documents([bad_meta])
     idx.index_documents([good])
     assert len(idx.source_ids()) == 1
+
+
+# ------------------------------------------- 7: LocalFileStore values never torn
+
+
+BYTE_STORE_WRITER = """
+import sys
+from pathlib import Path
+from langchain_classic.storage import LocalFileStore
+from swrag_integrations.retrieval.sources import KVSourceStore
+store = KVSourceStore(LocalFileStore(sys.argv[1]))
+Path(sys.argv[2]).write_text("started")
+for i in range(int(sys.argv[3])):
+    store.set_meta({"round": i, "padding": "x" * 300_000})  # the manifest, rewritten whole
+    store.renew_lock()
+    store._write_lease()
+Path(sys.argv[2]).write_text("done")
+"""
+
+BYTE_STORE_READER = """
+import json, sys, time
+from pathlib import Path
+from langchain_classic.storage import LocalFileStore
+from swrag_integrations.retrieval.sources import KVSourceStore
+store = KVSourceStore(LocalFileStore(sys.argv[1]))
+flag = Path(sys.argv[2])
+while not flag.exists():
+    time.sleep(0.01)
+reads = torn = 0
+while flag.read_text() != "done":
+    for read in (store.get_meta, store.generation, lambda: store._json("lock")):
+        try:
+            read()
+        except json.JSONDecodeError:
+            torn += 1
+        reads += 1
+print(reads, torn)
+"""
+
+
+@pytest.mark.integration
+def test_local_file_store_values_are_never_read_half_written(tmp_path):
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = [str(tmp_path / "sources"), str(tmp_path / "flag")]
+    reader = subprocess.Popen([sys.executable, "-c", BYTE_STORE_READER, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    writer = subprocess.run([sys.executable, "-c", BYTE_STORE_WRITER, *args, "400"], capture_output=True,
+                            text=True, env=env, timeout=600)
+    out, err = reader.communicate(timeout=600)
+    assert writer.returncode == 0 and reader.returncode == 0, writer.stderr[-2000:] + err[-2000:]
+    reads, torn = map(int, out.split())
+    assert reads > 0 and torn == 0, f"{torn} of {reads} reads saw a half-written value"
+    leftovers = [p.name for p in (tmp_path / "sources").rglob("*") if p.name.startswith(".swrag.tmp")]
+    assert leftovers == []
