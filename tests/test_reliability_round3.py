@@ -273,3 +273,40 @@ def test_local_file_store_values_are_never_read_half_written(tmp_path):
     assert reads > 0 and torn == 0, f"{torn} of {reads} reads saw a half-written value"
     leftovers = [p.name for p in (tmp_path / "sources").rglob("*") if p.name.startswith(".swrag.tmp")]
     assert leftovers == []
+
+
+# ------------------------------- 8: a handle opened on an empty index, another writer
+
+
+@pytest.mark.integration
+def test_a_handle_opened_on_an_empty_index_sees_what_another_process_wrote(tmp_path):
+    import subprocess
+
+    from test_retrieval_reliability import WRITER
+
+    reader = mk(tmp_path)
+    assert reader.as_retriever().invoke("zzb1") == [] and reader.status().healthy  # searched while empty
+    # something else in this process queries the empty collection itself: the stale state
+    assert reader.vectorstore.similarity_search_by_vector([0.1] * 16, k=1) == []
+    writer = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), "b", "3"], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    assert writer.returncode == 0, writer.stderr[-2000:]
+    hits = reader.as_retriever(weights=(0.0, 1.0)).invoke("writer b document 1 mentions zzb1")  # dense only
+    assert {d.metadata["source"] for d in hits} >= {"b1.txt"}
+    assert reader.status().healthy
+    assert reader.repair().repaired == 0
+    fresh = mk(tmp_path)  # a new handle in the same process
+    assert fresh.status().healthy and fresh.as_retriever(weights=(0.0, 1.0)).invoke("zzb2")
+
+
+def test_searching_an_empty_chroma_collection_does_not_query_it(tmp_path, monkeypatch):
+    """The trigger of the stale state: a nearest-neighbour query on an empty embedded
+    Chroma collection (see SlidingWindowIndex._reopen_chroma)."""
+    idx = mk(tmp_path)
+    collection = type(idx.vectorstore._collection)
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("an empty collection was queried")
+
+    monkeypatch.setattr(collection, "query", refuse)
+    assert idx.as_retriever().invoke("anything") == [] and idx.status().healthy

@@ -220,6 +220,7 @@ class SlidingWindowIndex(VectorStore):
             if not root.is_dir():
                 raise ValueError(f"persist_directory {str(root)!r} is not a directory")
         self.persist_directory = root
+        self._own_chroma = vectorstore is None and host is None and client is None  # an embedded Chroma of ours
         if vectorstore is None:
             self._client = self._chroma_client(root, host, port, ssl, headers, client)
         self.store = self._open_source_store(source_store, root, vectorstore)
@@ -248,7 +249,7 @@ class SlidingWindowIndex(VectorStore):
         elif index_text is not None:
             raise ValueError("index_text only applies to the default Chroma store; for your own vectorstore, build it "
                              "with IndexTextEmbeddings(embedding, index_text) as its embedding")
-        self.vectors = VectorBackend(vectorstore, embedding)
+        self.vectors = VectorBackend(vectorstore, embedding, reopen=self._reopen_chroma if self._own_chroma else None)
         self.vectorstore = vectorstore
         self._embedding_checked = False
         self._probed = False
@@ -325,6 +326,30 @@ class SlidingWindowIndex(VectorStore):
                               f"{self.lock_timeout:.0f} s") from exc
         except Exception as exc:
             raise ValueError(f"cannot open a Chroma database in {str(root / 'chroma')!r}: {exc}") from exc
+
+    def _reopen_chroma(self) -> Any:
+        """A fresh embedded Chroma system for this index's folder; returns the new store.
+
+        chromadb keeps one ``System`` per folder and process (``SharedSystemClient``),
+        shared by every client opened on it. A nearest-neighbour query on a collection
+        while it was empty leaves that system's HNSW segment state at "nothing
+        persisted"; once another process has written, every search, ``status()`` and
+        ``repair()`` of every handle in this process fails with "Error creating hnsw
+        segment reader: Nothing found on disk", and chromadb offers no reload. A new
+        ``System`` reads the collection afresh (from its files and write log). So the
+        stale system is dropped from chromadb's cache (not stopped: other handles may
+        still hold it; they reopen in turn and then share the new one) and the
+        collection is opened again through a new client.
+        """
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        identifier = getattr(self._client, "_identifier", None)
+        cache = SharedSystemClient._identifier_to_system
+        if identifier is not None and cache.get(identifier) is getattr(self._client, "_system", None):
+            cache.pop(identifier, None)
+        self._client = self._chroma_client(self.persist_directory, None, None, False, None, None)
+        self.vectorstore = default_chroma(self._client, self.collection_name, self.vectorstore.embeddings)
+        return self.vectorstore
 
     def _open_source_store(self, source_store: Any, root: Path | None, vectorstore: Any) -> SourceStore:
         if source_store is not None:
