@@ -356,8 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     index = sub.add_parser(
         "index", help="index files or folders",
         description="Index .txt, .md, .pdf and .csv files (folders are searched recursively). Re-indexing is "
-                    "idempotent; files that vanished or became empty under the given paths are removed from the "
-                    "index (CSV rows and PDF pages too), unless --keep-missing. Files that cannot be read "
+                    "idempotent; files that vanished or became empty are removed from the "
+                    "index (CSV rows and PDF pages too), unless --keep-missing. A file is indexed under the path "
+                    "it was reached by (a symlink's own path, not its target's). Files that cannot be read "
                     "faithfully (binary, not UTF-8/UTF-16/GB18030, broken PDF) are skipped with a warning. "
                     "--workers N spreads loading, cutting and embedding over N processes, --ray ADDRESS over a "
                     "Ray cluster; one writer either way, and an interrupted run is finished by the next one.")

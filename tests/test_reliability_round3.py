@@ -310,3 +310,109 @@ def test_searching_an_empty_chroma_collection_does_not_query_it(tmp_path, monkey
 
     monkeypatch.setattr(collection, "query", refuse)
     assert idx.as_retriever().invoke("anything") == [] and idx.status().healthy
+
+
+# ------------------------------------------------------ 5: files reached by symlinks
+
+
+def _linked_folder(tmp_path):
+    """docs/keep.txt, and docs/link.txt -> outside/target.txt (outside the folder)."""
+    folder, outside = tmp_path / "docs", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (folder / "keep.txt").write_text("Kestrels nest on the north tower. " * 10)
+    (outside / "target.txt").write_text("Terns return in April to the shingle spit. " * 10)
+    (folder / "link.txt").symlink_to(outside / "target.txt")
+    return folder, outside / "target.txt"
+
+
+@pytest.mark.parametrize("delete_target", [True, False])
+def test_a_deleted_symlink_forgets_its_file(tmp_path, delete_target):
+    folder, target = _linked_folder(tmp_path)
+    idx = mk(tmp_path / "store")
+    idx.add_files(folder)
+    assert sources(idx) == {str(folder / "keep.txt"), str(folder / "link.txt")}  # the path indexed, not the target
+    (folder / "link.txt").unlink()
+    if delete_target:
+        target.unlink()
+    report = idx.add_files(folder)
+    assert report["removed"] == 1 and sources(idx) == {str(folder / "keep.txt")}
+    assert idx.bm25_retriever(3).invoke("terns shingle") == []
+
+
+def _legacy_add(idx, path: Path):
+    """What add_files of earlier versions stored: the file under its resolved path."""
+    from langchain_core.documents import Document
+
+    real = os.path.realpath(path)
+    idx.index_documents([Document(page_content=Path(real).read_text(), metadata={"source": real})])
+
+
+def test_a_legacy_source_stored_under_the_link_target_is_replaced_by_the_links_path(tmp_path):
+    folder, target = _linked_folder(tmp_path)
+    idx = mk(tmp_path / "store")
+    for name in ("keep.txt", "link.txt"):
+        _legacy_add(idx, folder / name)
+    assert sources(idx) == {str(folder / "keep.txt"), str(target)}
+    report = idx.add_files(folder)
+    assert report["removed"] == 1 and report["added"] == 1
+    assert sources(idx) == {str(folder / "keep.txt"), str(folder / "link.txt")}
+
+
+def test_a_legacy_link_target_deleted_with_its_link_is_removed(tmp_path):
+    folder, target = _linked_folder(tmp_path)
+    idx = mk(tmp_path / "store")
+    for name in ("keep.txt", "link.txt"):
+        _legacy_add(idx, folder / name)
+    (folder / "link.txt").unlink()
+    target.unlink()
+    report = idx.add_files(folder)
+    assert report["removed"] == 1 and sources(idx) == {str(folder / "keep.txt")}
+
+
+def test_a_legacy_index_of_a_folder_given_through_a_symlink_is_pruned(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    for name in ("keep.txt", "gone.txt"):
+        (real / name).write_text(f"{name} holds puffin counts. " * 10)
+    alias = tmp_path / "alias"
+    alias.symlink_to(real, target_is_directory=True)
+    idx = mk(tmp_path / "store")
+    for name in ("keep.txt", "gone.txt"):
+        _legacy_add(idx, alias / name)  # stored as real/...
+    (real / "gone.txt").unlink()
+    report = idx.add_files(alias)
+    assert sources(idx) == {str(alias / "keep.txt")}
+    assert report["removed"] == 2 and report["added"] == 1
+
+
+def test_other_sources_outside_the_folder_are_kept_unless_their_file_is_gone(tmp_path):
+    from langchain_core.documents import Document
+
+    folder, _ = _linked_folder(tmp_path)
+    idx = mk(tmp_path / "store")
+    idx.add_files(folder)
+    other = tmp_path / "other.txt"
+    other.write_text("Gulls. " * 20)
+    idx.add_files(other)
+    idx.add_texts(["Named, not a file. " * 10], [{"source": "notes.txt"}])
+    idx.index_documents([Document(page_content="From a machine we cannot see. " * 10,
+                                  metadata={"source": str(tmp_path / "no-such-folder" / "x.txt")})])
+    assert idx.add_files(folder)["removed"] == 0  # other.txt exists; the others are not files of this machine
+    other.unlink()
+    assert idx.add_files(folder, prune=False)["removed"] == 0  # --keep-missing
+    assert idx.add_files(folder)["removed"] == 1
+    assert str(other) not in sources(idx) and len(sources(idx)) == 4
+
+
+@pytest.mark.integration
+def test_a_deleted_symlink_forgets_its_file_with_workers(tmp_path):
+    folder, target = _linked_folder(tmp_path)
+    idx = mk(tmp_path / "store")
+    _legacy_add(idx, folder / "link.txt")  # an older index stored the target
+    idx.add_files(folder, workers=2)
+    assert sources(idx) == {str(folder / "keep.txt"), str(folder / "link.txt")}
+    (folder / "link.txt").unlink()
+    target.unlink()
+    assert idx.add_files(folder, workers=2)["removed"] == 1
+    assert sources(idx) == {str(folder / "keep.txt")}

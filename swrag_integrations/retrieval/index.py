@@ -523,11 +523,16 @@ class SlidingWindowIndex(VectorStore):
                   encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
         """Load files (:func:`~.files.load_files`) and index them.
 
-        With ``prune`` (default) the index then mirrors the given paths: sources of files
-        that were deleted, emptied, or can no longer be read faithfully (skipped, with a
-        warning) are removed, as are CSV rows and PDF pages that disappeared; files the
-        walk does not look at (hidden or symlinked folders) keep their sources while
-        they exist. Returns an :class:`~.writer.IndexReport` (``skipped_files`` lists
+        A file's identity (``metadata["source"]``) is the absolute path it was reached
+        by: a symlinked file is read through its link but indexed under the link's path.
+        With ``prune`` (default) the index then mirrors the given paths
+        (:meth:`~.files.LoadResult.stale`): sources of files that were deleted, emptied
+        (a CSV down to its header or 0 bytes too), or can no longer be read faithfully
+        (skipped, with a warning) are removed, as are CSV rows and PDF pages that
+        disappeared, sources stored under another path to a file indexed now (the
+        resolved path earlier versions stored), and sources of files elsewhere that no
+        longer exist while their folder does; files the walk does not look at (hidden
+        or symlinked folders) keep their sources while they exist. Returns an :class:`~.writer.IndexReport` (``skipped_files`` lists
         what was not loaded and why). ``workers``: load, cut and embed in this many
         worker processes, one writer (:func:`~.parallel.index_in_parallel`).
         """
