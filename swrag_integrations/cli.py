@@ -16,6 +16,7 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -355,8 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     index = sub.add_parser(
         "index", help="index files or folders",
         description="Index .txt, .md, .pdf and .csv files (folders are searched recursively). Re-indexing is "
-                    "idempotent; files that vanished or became empty under the given paths are removed from the "
-                    "index (CSV rows and PDF pages too), unless --keep-missing. Files that cannot be read "
+                    "idempotent; files that vanished or became empty are removed from the "
+                    "index (CSV rows and PDF pages too), unless --keep-missing. A file is indexed under the path "
+                    "it was reached by (a symlink's own path, not its target's). Files that cannot be read "
                     "faithfully (binary, not UTF-8/UTF-16/GB18030, broken PDF) are skipped with a warning. "
                     "--workers N spreads loading, cutting and embedding over N processes, --ray ADDRESS over a "
                     "Ray cluster; one writer either way, and an interrupted run is finished by the next one.")
@@ -453,6 +455,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+DISK_NEARLY_FULL = 64 << 20
+"""Free bytes below which a store's unexplained write error is taken for a full disk."""
+
+_DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "(os error 28)", "disk quota exceeded")
+
+
+class DiskFullError(OSError):
+    """The disk holding the index ran out of space (the message says where and what to do)."""
+
+
+def disk_full_message(exc: BaseException, persist_dir: str | os.PathLike | None) -> str | None:
+    """One line saying the disk is full, when ``exc`` (or an exception it was raised
+    from) means that, else ``None``.
+
+    A full disk is: an ``OSError`` with ``ENOSPC``/``EDQUOT``; SQLite's "database or
+    disk is full" (the source store, Chroma's own database); or an internal Chroma
+    error (it reports a failed write as e.g. "Error in compaction: Failed to apply
+    logs to the metadata segment", without the reason) while the disk holding
+    ``persist_dir`` has less than :data:`DISK_NEARLY_FULL` bytes free.
+    """
+    import errno
+    import shutil
+
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    free = None
+    if persist_dir is not None:
+        folder = Path(persist_dir).expanduser().absolute()
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        try:
+            free = shutil.disk_usage(folder).free
+        except OSError:
+            free = None
+    full = any(isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) for e in chain)
+    full = full or any(text in str(e).lower() for e in chain for text in _DISK_FULL_TEXTS)
+    full = full or (free is not None and free < DISK_NEARLY_FULL and
+                    any(type(e).__module__.startswith("chromadb") and type(e).__name__ == "InternalError"
+                        for e in chain))
+    if not full:
+        return None
+    where = f" holding {persist_dir}" if persist_dir is not None else " of the index (the Chroma server's?)"
+    left = f" ({free // 1024} KiB free)" if free is not None else ""
+    return (f"no space left on the disk{where}{left}: free some space (or use another --persist-dir) and run the "
+            f"command again; an interrupted write is finished by the next one or by `swrag repair` "
+            f"[{type(chain[0]).__name__}: {chain[0]}]")
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``args.func(args)``, a full disk raised as :class:`DiskFullError`."""
+    try:
+        return args.func(args)
+    except Exception as exc:
+        persist = None if getattr(args, "host", None) else getattr(args, "persist_dir", None)
+        message = disk_full_message(exc, persist)
+        if message is None:
+            raise
+        raise DiskFullError(message) from exc
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"swrag: warning: {message}", file=sys.stderr)
 
@@ -461,10 +526,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``swrag`` command; returns the exit code (never raises for bad input).
 
     Exit codes: 0 ok, 2 bad usage or input, 3 missing file/index, server down, damaged
-    or locked index, 4 ``status``/``repair``: the index needs a repair, 1 an unexpected
+    or locked index, a full disk, 4 ``status``/``repair``: the index needs a repair, 1 an unexpected
     error (``SWRAG_DEBUG=1`` prints its traceback).
     """
-    import os
     import sqlite3
     import warnings
 
@@ -475,7 +539,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     warnings.showwarning = _show_warning
     try:
-        return args.func(args)
+        return _run(args)
+    except DiskFullError as exc:
+        print(f"swrag: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
     except BrokenPipeError:  # output piped into `head` and the like
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

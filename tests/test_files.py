@@ -350,17 +350,28 @@ def test_hidden_and_symlinked_folders_given_explicitly_are_read(tmp_path):
     link.symlink_to(hidden, target_is_directory=True)
     result, _ = load([hidden, link])  # the same file twice: loaded once
     assert texts(result) == ["note"]
-    assert result.roots == [hidden.resolve(), hidden.resolve()]
-    assert result.documents[0].metadata["source"] == str((hidden / "n.txt").resolve())
+    assert result.roots == [hidden, link]  # as given: links are not resolved
+    assert result.documents[0].metadata["source"] == str(hidden / "n.txt")
+    assert result.duplicates == [link / "n.txt"]
 
 
-def test_symlinked_file_is_read_with_the_target_as_source(tmp_path):
+def test_symlinked_file_is_read_under_the_links_own_path(tmp_path):
     (tmp_path / "real.txt").write_text("real", encoding="utf-8")
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "alias.txt").symlink_to(tmp_path / "real.txt")
     result, _ = load(sub)
-    assert texts(result) == ["real"] and result.files == [(tmp_path / "real.txt").resolve()]
+    assert texts(result) == ["real"] and result.files == [sub / "alias.txt"]
+    assert result.documents[0].metadata["source"] == str(sub / "alias.txt")
+
+
+def test_a_link_beside_its_target_is_a_duplicate_whichever_sorts_first(tmp_path):
+    (tmp_path / "b.txt").write_text("bee", encoding="utf-8")
+    (tmp_path / "a-link.txt").symlink_to(tmp_path / "b.txt")  # sorts first
+    result, _ = load(tmp_path)
+    assert texts(result) == ["bee"] and result.files == [tmp_path / "b.txt"]
+    assert result.duplicates == [tmp_path / "a-link.txt"]
+    assert result.superseded([str(tmp_path / "a-link.txt"), str(tmp_path / "b.txt")]) == [str(tmp_path / "a-link.txt")]
 
 
 def test_dangling_symlink_in_a_folder_is_skipped(tmp_path):
@@ -368,7 +379,7 @@ def test_dangling_symlink_in_a_folder_is_skipped(tmp_path):
     (tmp_path / "gone.txt").symlink_to(tmp_path / "nowhere.txt")
     result, messages = load(tmp_path)
     assert texts(result) == ["ok"]
-    assert skip_reasons(result) == [("nowhere.txt", "dangling symlink")]
+    assert skip_reasons(result) == [("gone.txt", "dangling symlink")]  # named by the link (its identity)
     assert str(tmp_path / "gone.txt") in result.skipped[0].hint
     assert len(messages) == 1 and "gone.txt" in messages[0] and "dangling symlink" in messages[0]
 

@@ -54,6 +54,7 @@ __all__ = [
     "LoadResult",
     "load_files",
     "list_files",
+    "display_path",
 ]
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
@@ -108,7 +109,8 @@ class SkippedFile:
     """A file :func:`load_files` did not load.
 
     Attributes:
-        path: the resolved path (the same string as a loaded document's ``source``).
+        path: the file's identity, the absolute path it was reached by (the same
+            string as a loaded document's ``source``; see :func:`load_files`).
         reason: short and stable, e.g. ``"not UTF-8 text"``, ``"binary file"``,
             ``"no extractable text (scanned PDF?)"``.
         hint: what to do about it (may be empty).
@@ -119,8 +121,20 @@ class SkippedFile:
     hint: str = ""
 
     def message(self) -> str:
-        """One line naming the file, the reason and the hint (the warning's text)."""
-        return f"skipped {self.path}: {self.reason}" + (f"; {self.hint}" if self.hint else "")
+        """One line naming the file (bytes that are not UTF-8 escaped: ``caf\\xe9.txt``),
+        the reason and the hint (the warning's text)."""
+        return f"skipped {display_path(self.path)}: {self.reason}" + (f"; {self.hint}" if self.hint else "")
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as printable text: bytes of a file name that are not UTF-8 (which Python
+    keeps as lone surrogates) are shown escaped, e.g. ``caf\\xe9.txt``."""
+    text = os.fspath(path)
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no byte stands for
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 @dataclass
@@ -131,18 +145,22 @@ class LoadResult:
         documents: the loaded documents, in file order (CSV rows in row order).
         skipped: the files (and unreadable folders) that were not loaded.
         files: every file with a supported suffix that was considered, loaded or
-            skipped, resolved and without duplicates. An indexed source under one of
-            ``roots`` that is not in ``files`` may have vanished (deleted or renamed);
-            :meth:`vanished` makes that test safely. A skipped file *is* in ``files``,
-            so a file that failed to load this time (say, it is briefly unreadable)
-            does not look deleted.
-        roots: the given paths, resolved, in the given order.
+            skipped, by identity (absolute, symlinks not resolved) and without
+            duplicates. An indexed source that is not in ``files`` may have vanished
+            (deleted or renamed); :meth:`vanished` makes that test safely. A skipped
+            file *is* in ``files``, so a file that failed to load this time (say, it is
+            briefly unreadable) does not look deleted.
+        roots: the given paths, absolute (symlinks not resolved), in the given order.
+        duplicates: files reached again by another path (through a symlink, or a
+            folder given twice) and so not loaded again: their content is indexed under
+            the path in ``files`` that reaches the same file.
     """
 
     documents: list[Document] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     roots: list[Path] = field(default_factory=list)
+    duplicates: list[Path] = field(default_factory=list)
 
     # A LoadResult reads like the list of documents earlier versions returned.
     def __iter__(self):
@@ -155,29 +173,75 @@ class LoadResult:
         return self.documents[item]
 
     def vanished(self, sources: Iterable[str | os.PathLike[str]]) -> list[str]:
-        """The ``sources`` (e.g. of an index) whose file is gone from under the roots.
+        """The ``sources`` (e.g. of an index) whose file is gone.
 
-        A source counts as vanished when it is one of :attr:`roots` or lies under
-        one, was not considered in this load (not in :attr:`files`), and no longer
-        exists. The existence check keeps what this load could not see: files in an
-        unreadable, hidden or symlinked folder, or below a folder walked with
-        ``recursive=False``.
+        A source counts as vanished when it was not considered in this load (not in
+        :attr:`files`), no longer exists (not even as a dangling link), and either
+        lies under one of :attr:`roots` (as given, or with its links resolved: an
+        index that stored resolved paths), or is a file path elsewhere whose folder
+        still exists (a file indexed from another folder, or the target of a link
+        an earlier version stored, deleted since). The existence check keeps what
+        this load could not see: files in an unreadable, hidden or symlinked folder,
+        or below a folder walked with ``recursive=False``; the folder check keeps
+        the sources of an index moved to another machine, or of an unmounted disk,
+        and anything that is not an absolute path of a supported file type (a URL,
+        a name given to ``add_texts``).
 
         Args:
-            sources: ``metadata["source"]`` values (resolved path strings).
+            sources: ``metadata["source"]`` values (path strings).
 
         Returns:
             The vanished sources as strings, in the given order.
         """
         considered = {str(path) for path in self.files}
+        roots = list(dict.fromkeys([*self.roots, *(_resolve(root) for root in self.roots)]))
         gone = []
         for source in sources:
             path = Path(source)
-            if str(path) in considered or not any(path == root or path.is_relative_to(root) for root in self.roots):
+            if str(path) in considered or os.path.lexists(path):
                 continue
-            if not os.path.lexists(path):
+            if any(path == root or path.is_relative_to(root) for root in roots):
+                gone.append(os.fspath(source))
+            elif path.is_absolute() and _supported(path) and os.path.isdir(path.parent):
                 gone.append(os.fspath(source))
         return gone
+
+    def superseded(self, sources: Iterable[str | os.PathLike[str]]) -> list[str]:
+        """The ``sources`` that name a considered file by another path: its resolved
+        path (what indexes written before file identity kept the path given stored,
+        e.g. the target of a symlink), or a path that is in :attr:`duplicates`. The
+        file's content is indexed under its path in :attr:`files` now.
+        """
+        considered = {str(path) for path in self.files}
+        other = {str(path) for path in self.duplicates}
+        other.update(str(_resolve(path)) for path in self.files)
+        return [os.fspath(source) for source in sources
+                if str(Path(source)) in other and str(Path(source)) not in considered]
+
+    def stale(self, indexed: Iterable[str | os.PathLike[str]], loaded: Iterable[str | os.PathLike[str]],
+              skipped: Iterable[str | os.PathLike[str]] = ()) -> list[str]:
+        """The origins a re-index of these paths must remove (unless told to keep them).
+
+        That is: the ``indexed`` sources that :meth:`vanished`; those
+        :meth:`superseded` by another path to the same file; every ``skipped`` file
+        (it can no longer be read faithfully, so its old text must not be served); and
+        every considered file that gave no document, neither ``loaded`` nor skipped
+        (a CSV emptied to its header or to 0 bytes: its old rows are gone).
+
+        Args:
+            indexed: the origins (``metadata["source"]``) the index holds.
+            loaded: the sources of the documents this load gave (for a load spread
+                over processes: of the records they planned).
+            skipped: the files skipped (here or in the processes that loaded them).
+
+        Returns:
+            Origin strings, each once, in a stable order.
+        """
+        loaded = {os.fspath(source) for source in loaded}
+        skipped = [os.fspath(path) for path in skipped]
+        empty = [str(path) for path in self.files if str(path) not in loaded]
+        indexed = list(indexed)
+        return list(dict.fromkeys([*self.vanished(indexed), *self.superseded(indexed), *skipped, *empty]))
 
 
 class _Skip(Exception):
@@ -476,6 +540,37 @@ def _resolve(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def _identity(path: Path) -> Path:
+    """A file's identity: the absolute path it was reached by, symlinks *not* resolved
+    (links are resolved for reading only), so deleting a link forgets its source."""
+    return Path(os.path.abspath(path))
+
+
+def _unique(candidates: list[tuple[Path, _Skip | None]]) -> tuple[list[tuple[Path, Path, _Skip | None]], list[Path]]:
+    """Each file once: ``(path, identity, problem)`` in walk order, and the identities of
+    the other paths to a file already listed (duplicates).
+
+    Paths reaching the same file (same resolved path) are one file; its identity is
+    the path that is the file itself (no link on the way) when one of them is, else
+    the first, so a link beside its target never takes the target's place.
+    """
+    real_of = [_resolve(path) for path, _ in candidates]
+    chosen: dict[Path, int] = {}
+    for i, ((path, _), real) in enumerate(zip(candidates, real_of)):
+        if real not in chosen or (_identity(path) == real and _identity(candidates[chosen[real]][0]) != real):
+            chosen[real] = i
+    unique, duplicates, listed = [], [], set()
+    for i, ((path, problem), real) in enumerate(zip(candidates, real_of)):
+        identity = _identity(path)
+        if chosen[real] == i:
+            unique.append((path, identity, problem))
+            listed.add(identity)
+        elif identity not in listed and identity != _identity(candidates[chosen[real]][0]):
+            duplicates.append(identity)
+            listed.add(identity)
+    return unique, duplicates
+
+
 def _walk(folder: Path, recursive: bool) -> Iterator[tuple[Path, _Skip | None]]:
     """Candidate files under ``folder`` in sorted order, each with a reason to skip it.
 
@@ -522,7 +617,13 @@ def _os_error(exc: OSError) -> str:
 
 
 def _check_file(path: Path) -> _Skip | None:
-    """Why ``path`` (an existing entry) cannot be read as a regular file, if it cannot."""
+    """Why ``path`` (an existing entry) cannot be read as a regular file or indexed under
+    its name, if it cannot."""
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes in the name: no store can keep it as the source
+        return _Skip("file name is not valid UTF-8",
+                     "rename it to UTF-8 (e.g. convmv -f latin1 -t utf8 --notest FILE)")
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -567,7 +668,9 @@ def load_files(
       ``"column <n>"`` (:data:`CSV_EXTRA_LABEL`, ``n`` = 1-based column number). A
       CSV with only a header gives no documents (and no error).
 
-    Every document has metadata ``source``: the resolved path as a string.
+    Every document has metadata ``source``: the file's identity, the absolute path
+    it was reached by (``os.path.abspath``: symlinks are followed for reading, not
+    resolved for identity), as a string.
 
     Empty or whitespace-only text files are *not* skipped: each gives a document
     with empty ``page_content``, so a caller can drop the previous version of that
@@ -584,10 +687,15 @@ def load_files(
     ``recursive=False``, for the supported suffixes; other files are ignored
     silently. Entries whose name starts with ``"."`` (hidden files and folders
     such as ``.git`` or ``.venv``) are not walked into, and symlinked folders are
-    not followed (no loops); symlinked files are read (``source`` is the target's
-    path). A dangling symlink, an unreadable file or folder, or a FIFO/socket/device
-    inside a folder is skipped with a warning: one bad entry never aborts a folder.
-    A file reached twice (given twice, or through a symlink) is loaded once. Paths
+    not followed (no loops); symlinked files are read (``source`` is the link's
+    path, so deleting the link forgets the file). A dangling symlink, an unreadable file or folder, a FIFO/socket/device, or
+    a file whose path is not valid UTF-8 (``"file name is not valid UTF-8"``: no store
+    can keep such a name as the source; the warning shows its bytes escaped, e.g.
+    ``caf\\xe9.txt``) inside a folder is skipped with a warning: one bad entry never
+    aborts a folder.
+    A file reached twice (given twice, or through a symlink) is loaded once, under
+    the path that is the file itself if one is, else the first path
+    (:attr:`LoadResult.duplicates` lists the others). Paths
     given explicitly are read even when hidden or a symlinked folder; a given file
     that exists but cannot be read (binary, unreadable, a FIFO...) is skipped like
     one found in a folder, not raised.
@@ -609,7 +717,7 @@ def load_files(
 
     Returns:
         A :class:`LoadResult` with the documents, the skipped files, every file
-        considered and the resolved roots.
+        considered, the roots and the duplicates.
 
     Raises:
         FileNotFoundError: a given path does not exist (or is a dangling symlink).
@@ -625,34 +733,29 @@ def load_files(
             raise ValueError(f"unknown encoding {encoding!r}") from None
 
     result = LoadResult()
-    candidates = _candidates(paths, recursive, result.roots)
-    seen: set[Path] = set()
-    for path, problem in candidates:
-        resolved = _resolve(path)
-        if resolved in seen:
-            continue
-        seen.add(resolved)
+    unique, result.duplicates = _unique(_candidates(paths, recursive, result.roots))
+    for path, identity, problem in unique:
         if path.is_dir() and problem is not None:  # an unreadable folder: not a file
-            _skip(result, SkippedFile(resolved, problem.reason, problem.hint), on_skip)
+            _skip(result, SkippedFile(identity, problem.reason, problem.hint), on_skip)
             continue
-        result.files.append(resolved)
+        result.files.append(identity)
         if problem is None:
             try:
                 raw = _read_bytes(path)
-                result.documents.extend(_READERS[path.suffix.lower()](raw, path, str(resolved), encoding, errors))
+                result.documents.extend(_READERS[path.suffix.lower()](raw, path, str(identity), encoding, errors))
                 continue
             except _Skip as skip:
                 problem = skip
             except OSError as exc:
                 problem = _Skip("unreadable", _os_error(exc))
-        _skip(result, SkippedFile(resolved, problem.reason, problem.hint), on_skip)
+        _skip(result, SkippedFile(identity, problem.reason, problem.hint), on_skip)
     return result
 
 
 def _candidates(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], recursive: bool,
                 roots: list[Path]) -> list[tuple[Path, _Skip | None]]:
     """The entries to consider under ``paths`` (walk order), each with a reason to skip
-    it; appends the resolved roots to ``roots``."""
+    it; appends the roots (absolute, links not resolved) to ``roots``."""
     candidates: list[tuple[Path, _Skip | None]] = []
     for path in _as_paths(paths):
         if not path.exists():
@@ -660,7 +763,7 @@ def _candidates(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
                 raise FileNotFoundError(f"no such file or directory: {path} (a symlink to the missing "
                                         f"{os.readlink(path)})")
             raise FileNotFoundError(f"no such file or directory: {path}")
-        roots.append(_resolve(path))
+        roots.append(_identity(path))
         if path.is_dir():
             candidates.extend(_walk(path, recursive))
             continue
@@ -686,16 +789,12 @@ def list_files(
     not in ``skipped`` gives the same documents.
     """
     result = LoadResult()
-    seen: set[Path] = set()
-    for path, problem in _candidates(paths, recursive, result.roots):
-        resolved = _resolve(path)
-        if resolved in seen:
-            continue
-        seen.add(resolved)
+    unique, result.duplicates = _unique(_candidates(paths, recursive, result.roots))
+    for path, identity, problem in unique:
         if not (path.is_dir() and problem is not None):
-            result.files.append(resolved)
+            result.files.append(identity)
         if problem is not None:
-            _skip(result, SkippedFile(resolved, problem.reason, problem.hint), on_skip)
+            _skip(result, SkippedFile(identity, problem.reason, problem.hint), on_skip)
     return result
 
 

@@ -220,6 +220,7 @@ class SlidingWindowIndex(VectorStore):
             if not root.is_dir():
                 raise ValueError(f"persist_directory {str(root)!r} is not a directory")
         self.persist_directory = root
+        self._own_chroma = vectorstore is None and host is None and client is None  # an embedded Chroma of ours
         if vectorstore is None:
             self._client = self._chroma_client(root, host, port, ssl, headers, client)
         self.store = self._open_source_store(source_store, root, vectorstore)
@@ -248,7 +249,7 @@ class SlidingWindowIndex(VectorStore):
         elif index_text is not None:
             raise ValueError("index_text only applies to the default Chroma store; for your own vectorstore, build it "
                              "with IndexTextEmbeddings(embedding, index_text) as its embedding")
-        self.vectors = VectorBackend(vectorstore, embedding)
+        self.vectors = VectorBackend(vectorstore, embedding, reopen=self._reopen_chroma if self._own_chroma else None)
         self.vectorstore = vectorstore
         self._embedding_checked = False
         self._probed = False
@@ -260,9 +261,14 @@ class SlidingWindowIndex(VectorStore):
 
     # ------------------------------------------------------------------ tuned configuration
     def _record_tuned(self, tuned: Any) -> None:
-        """Keep ``tuned`` (its settings and the summary of its evidence) in the manifest."""
+        """Keep ``tuned`` (its settings and the summary of its evidence) in the manifest,
+        once all of it validated: its retriever part too (a retriever is built from it
+        first), so a rejected configuration is never recorded."""
         import json
 
+        from .retriever import WindowedParentRetriever
+
+        WindowedParentRetriever(index=self, **{k: v for k, v in tuned.retriever_kwargs.items() if v is not None})
         ev = tuned.evidence or {}
         record = {"index": tuned.index_kwargs, "retriever": tuned.retriever_kwargs, "chosen": tuned.chosen,
                   "evidence": {k: ev[k] for k in ("best", "default", "versus_default") if k in ev}}
@@ -320,6 +326,30 @@ class SlidingWindowIndex(VectorStore):
                               f"{self.lock_timeout:.0f} s") from exc
         except Exception as exc:
             raise ValueError(f"cannot open a Chroma database in {str(root / 'chroma')!r}: {exc}") from exc
+
+    def _reopen_chroma(self) -> Any:
+        """A fresh embedded Chroma system for this index's folder; returns the new store.
+
+        chromadb keeps one ``System`` per folder and process (``SharedSystemClient``),
+        shared by every client opened on it. A nearest-neighbour query on a collection
+        while it was empty leaves that system's HNSW segment state at "nothing
+        persisted"; once another process has written, every search, ``status()`` and
+        ``repair()`` of every handle in this process fails with "Error creating hnsw
+        segment reader: Nothing found on disk", and chromadb offers no reload. A new
+        ``System`` reads the collection afresh (from its files and write log). So the
+        stale system is dropped from chromadb's cache (not stopped: other handles may
+        still hold it; they reopen in turn and then share the new one) and the
+        collection is opened again through a new client.
+        """
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        identifier = getattr(self._client, "_identifier", None)
+        cache = SharedSystemClient._identifier_to_system
+        if identifier is not None and cache.get(identifier) is getattr(self._client, "_system", None):
+            cache.pop(identifier, None)
+        self._client = self._chroma_client(self.persist_directory, None, None, False, None, None)
+        self.vectorstore = default_chroma(self._client, self.collection_name, self.vectorstore.embeddings)
+        return self.vectorstore
 
     def _open_source_store(self, source_store: Any, root: Path | None, vectorstore: Any) -> SourceStore:
         if source_store is not None:
@@ -455,7 +485,9 @@ class SlidingWindowIndex(VectorStore):
         Re-adding an unchanged document writes nothing (unless its vectors are
         missing); a changed one (same :func:`~.ids.source_key`) replaces its record and
         vectors; an empty one removes the previous version of that source. ``ids`` gives
-        each document's identity (as ``Document.id``).
+        each document's identity (as ``Document.id``). Text or metadata with a lone
+        surrogate (not valid Unicode) is refused with a ``ValueError`` naming the
+        document, before anything is written (:func:`~.records.check_storable`).
 
         Args:
             prune: ``"origins"`` (or ``True``): for every file (``metadata["source"]``)
@@ -476,6 +508,11 @@ class SlidingWindowIndex(VectorStore):
                 raise ValueError(f"got {len(ids)} ids for {len(docs)} documents")
             docs = [Document(page_content=d.page_content, metadata=dict(d.metadata or {}), id=str(i))
                     for d, i in zip(docs, ids)]
+        from .records import check_storable
+
+        for doc in docs:  # all of them before anything is written
+            if isinstance(doc, Document):
+                check_storable(doc)
         if workers is not None:
             from .parallel import index_in_parallel
 
@@ -486,11 +523,16 @@ class SlidingWindowIndex(VectorStore):
                   encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
         """Load files (:func:`~.files.load_files`) and index them.
 
-        With ``prune`` (default) the index then mirrors the given paths: sources of files
-        that were deleted, emptied, or can no longer be read faithfully (skipped, with a
-        warning) are removed, as are CSV rows and PDF pages that disappeared; files the
-        walk does not look at (hidden or symlinked folders) keep their sources while
-        they exist. Returns an :class:`~.writer.IndexReport` (``skipped_files`` lists
+        A file's identity (``metadata["source"]``) is the absolute path it was reached
+        by: a symlinked file is read through its link but indexed under the link's path.
+        With ``prune`` (default) the index then mirrors the given paths
+        (:meth:`~.files.LoadResult.stale`): sources of files that were deleted, emptied
+        (a CSV down to its header or 0 bytes too), or can no longer be read faithfully
+        (skipped, with a warning) are removed, as are CSV rows and PDF pages that
+        disappeared, sources stored under another path to a file indexed now (the
+        resolved path earlier versions stored), and sources of files elsewhere that no
+        longer exist while their folder does; files the walk does not look at (hidden
+        or symlinked folders) keep their sources while they exist. Returns an :class:`~.writer.IndexReport` (``skipped_files`` lists
         what was not loaded and why). ``workers``: load, cut and embed in this many
         worker processes, one writer (:func:`~.parallel.index_in_parallel`).
         """
@@ -507,7 +549,8 @@ class SlidingWindowIndex(VectorStore):
         remove: list[str] = []
         if prune:
             origins = sorted({h.origin for h in self.store.heads().values() if h.origin})
-            remove = loaded.vanished(origins) + [str(s.path) for s in loaded.skipped]
+            remove = loaded.stale(origins, {str(d.metadata["source"]) for d in loaded.documents},
+                                  [s.path for s in loaded.skipped])
         report = self.index_documents(loaded.documents, prune="origins" if prune else False, remove_origins=remove)
         report.skipped_files = [(str(s.path), s.reason) for s in loaded.skipped]
         return report

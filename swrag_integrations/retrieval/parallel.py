@@ -407,6 +407,7 @@ def index_in_parallel(index: "SlidingWindowIndex", documents: Iterable[Any] | No
     config_json = index.config.to_json()
     skipped: list[tuple[str, str, str]] = []
     remove: list[str] = list(remove_origins or ())
+    loaded: set[str] = set()  # the files that gave records (the others were emptied or skipped)
     if paths is not None:
         from .files import list_files
 
@@ -417,7 +418,6 @@ def index_in_parallel(index: "SlidingWindowIndex", documents: Iterable[Any] | No
         skipped.extend((str(s.path), s.reason, s.hint) for s in listing.skipped)
         if prune:
             origins = sorted({h.origin for h in index.store.heads().values() if h.origin})
-            remove += listing.vanished(origins)
             prune = "origins"
         files = [str(f) for f in listing.files if str(f) not in bad]
         from .writer import IndexReport
@@ -455,14 +455,18 @@ def index_in_parallel(index: "SlidingWindowIndex", documents: Iterable[Any] | No
                         _warn_load(f"skipped {item[0]}: {item[1]}" + (f"; {item[2]}" if item[2] else ""))
                     if records:
                         report.ids.extend(rec.source_id for rec in records)
+                        loaded.update(rec.origin for rec in records if rec.origin is not None)
                 else:
                     records = result
                 for rec in records:
                     planned_chunks[0] += rec.n_chunks
                     yield rec, (queue.rows_for if spec is not None else None)
 
-        if paths is not None:
-            removals = lambda: remove + [path for path, _, _ in skipped]  # noqa: E731 - known after the stream
+        if paths is not None and prune:
+            # known after the stream: vanished, skipped and emptied files
+            removals = lambda: remove + listing.stale(origins, loaded, [path for path, _, _ in skipped])  # noqa: E731
+        elif paths is not None:
+            removals = remove
         else:
             removals = remove
         report = write_planned(index, planned(), prune=prune, remove_origins=removals, report=report,

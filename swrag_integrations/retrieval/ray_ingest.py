@@ -286,10 +286,8 @@ def _run(index: "SlidingWindowIndex", listing: Any, *, actors: int, prune: bool,
     bad = {str(s.path) for s in listing.skipped}
     skipped: list[tuple[str, str]] = [(str(s.path), s.reason) for s in listing.skipped]
     files = [str(f) for f in listing.files if str(f) not in bad]
-    remove: list[str] = []
-    if prune:
-        origins = sorted({h.origin for h in index.store.heads().values() if h.origin})
-        remove = listing.vanished(origins)
+    origins = sorted({h.origin for h in index.store.heads().values() if h.origin}) if prune else []
+    loaded: set[str] = set()  # the files that gave records (the others were emptied or skipped)
     known = [0]
 
     def planned() -> Iterator[tuple[SourceRecord, Any]]:
@@ -318,6 +316,8 @@ def _run(index: "SlidingWindowIndex", listing: Any, *, actors: int, prune: bool,
             if kind == "record":
                 entry["record"] = SourceRecord.from_bytes(bytes(row["record"]))
                 report.ids.append(row["sid"])
+                if entry["record"].origin is not None:
+                    loaded.add(entry["record"].origin)
                 known[0] += entry["record"].n_chunks
             else:
                 n = int(row["hi"]) - int(row["lo"])
@@ -333,7 +333,9 @@ def _run(index: "SlidingWindowIndex", listing: Any, *, actors: int, prune: bool,
 
     with _keep_lease(index):
         result = index._wrap(lambda: write(index, planned(), prune="origins" if prune else False,
-                                           remove_origins=lambda: remove + [p for p, _ in skipped], report=report,
+                                           remove_origins=lambda: listing.stale(origins, loaded,
+                                                                                [p for p, _ in skipped])
+                                           if prune else [], report=report,
                                            total_chunks=lambda: known[0],
                                            desc=f"Writing chunks (Ray, {actors} actors)"),
                              "write the index")

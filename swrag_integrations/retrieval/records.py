@@ -179,6 +179,34 @@ class SourceRecord:
                    head.get("state", "complete"), int(head.get("id_span", 0)), windows)
 
 
+def check_storable(doc: Any) -> None:
+    """Raise ``ValueError`` when ``doc`` holds text no store can keep faithfully: a lone
+    surrogate (U+D800-U+DFFF; what ``surrogateescape`` makes of undecodable bytes) in
+    its text or metadata. The message names the document, the code point and its offset.
+
+    Every source store refuses such text the same way (a ``LocalFileStore`` could keep
+    it, SQLite and the vector stores cannot), before anything is written.
+    """
+    from .files import display_path
+
+    text = doc.page_content
+    meta = getattr(doc, "metadata", None) or {}
+    for where, value in (("text", text), ("metadata", json.dumps(meta, ensure_ascii=False))):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            char, start = exc.object[exc.start], exc.start
+            break
+    else:
+        return
+    name = meta.get("source") or getattr(doc, "id", None) or f"source {source_id_for(doc)}"
+    offset = f" at offset {start}" if where == "text" else ""
+    raise ValueError(
+        f"document '{display_path(str(name))}': its {where} has a lone surrogate U+{ord(char):04X}{offset}, which is not "
+        f"valid Unicode (undecodable bytes kept by errors='surrogateescape'?), so it cannot be stored faithfully: "
+        f"decode the bytes with their real encoding, or replace them (errors='replace')")
+
+
 def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
     """Cut one document into its small-chunk rows (no I/O); the record is ``pending``.
 
@@ -187,6 +215,7 @@ def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
     it: windows of ``window_size`` chunks moving by ``step`` chunks (``"chunks"``), or
     the FFS/DFS/DDS windows of the text mapped onto the chunks they touch.
     """
+    check_storable(doc)
     text = doc.page_content
     sid = source_id_for(doc)
     cfg = config

@@ -377,7 +377,8 @@ class KVSourceStore(_CachedStore):
     between the two harmless.
 
     Args:
-        store: the byte store (e.g. ``LocalFileStore("sources/")``).
+        store: the byte store (e.g. ``LocalFileStore("sources/")``; a ``LocalFileStore``
+            is written atomically, through :class:`~.filestore.AtomicFileStore`).
         lease_seconds: how long a writer's lease lasts without renewal.
     """
 
@@ -387,7 +388,9 @@ class KVSourceStore(_CachedStore):
             if not callable(getattr(store, name, None)):
                 raise TypeError(f"source_store must be a LangChain BaseStore[str, bytes] (no {name}()): "
                                 f"got {type(store).__name__}")
-        self.store = store
+        from .filestore import atomic_byte_store
+
+        self.store = atomic_byte_store(store)  # a LocalFileStore writes in place: readers would see torn values
         self.lease_seconds = lease_seconds
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._lock = threading.RLock()

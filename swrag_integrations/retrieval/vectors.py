@@ -28,12 +28,12 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from langchain_core.embeddings import Embeddings
 
 __all__ = ["VectorBackend", "default_chroma", "VectorStoreError", "IndexTextEmbeddings", "PrecomputedEmbeddings",
-           "doc_vector_id", "precomputed_of"]
+           "doc_vector_id", "precomputed_of", "stale_chroma"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +69,11 @@ class VectorBackend:
     Args:
         store: the vector store (its ``embeddings`` embed chunk texts at ``add``).
         embedding: the embedding used for queries; default ``store.embeddings``.
+        reopen: ``() -> store``: a fresh handle on the same store, used once when a
+            search finds this one stale (:func:`stale_chroma`).
     """
 
-    def __init__(self, store: Any, embedding: Any = None) -> None:
+    def __init__(self, store: Any, embedding: Any = None, *, reopen: Callable[[], Any] | None = None) -> None:
         from langchain_core.vectorstores import VectorStore
 
         if not isinstance(store, VectorStore):
@@ -89,6 +91,8 @@ class VectorBackend:
         self.can_get = _overrides(store, "get_by_ids")
         self.can_mmr = _overrides(store, "max_marginal_relevance_search_by_vector")
         self._warned_mmr = False
+        self.reopen = reopen
+        self._nonempty = False
 
     def __repr__(self) -> str:
         return f"VectorBackend({self.kind})"
@@ -152,7 +156,29 @@ class VectorBackend:
 
     def search(self, vector: Sequence[float], k: int, *, mmr: bool = False, fetch_k: int | None = None,
                lambda_mult: float = 0.5) -> list[Any]:
-        """The ``k`` nearest chunk documents of a query vector, best first (MMR optional)."""
+        """The ``k`` nearest chunk documents of a query vector, best first (MMR optional).
+
+        An empty store is not queried (no hits; an embedded Chroma collection queried
+        while empty keeps a state that fails once another process writes). When the
+        store reports a stale embedded Chroma system anyway (:func:`stale_chroma`) and
+        the backend has ``reopen``, the store is reopened once and asked again.
+        """
+        if not self._nonempty:
+            held = self.count()
+            if held == 0:
+                return []
+            self._nonempty = True  # held, or cannot tell: not asked again
+        try:
+            return self._search(vector, k, mmr=mmr, fetch_k=fetch_k, lambda_mult=lambda_mult)
+        except Exception as exc:
+            if self.reopen is None or not stale_chroma(exc):
+                raise
+            logger.info("reopening the embedded Chroma store after: %s", exc)
+            self.store = self.reopen()
+            return self._search(vector, k, mmr=mmr, fetch_k=fetch_k, lambda_mult=lambda_mult)
+
+    def _search(self, vector: Sequence[float], k: int, *, mmr: bool, fetch_k: int | None,
+                lambda_mult: float) -> list[Any]:
         vec = [float(x) for x in vector]
         if mmr and self.can_mmr:
             return self.store.max_marginal_relevance_search_by_vector(
@@ -164,6 +190,13 @@ class VectorBackend:
 
     def embed_query(self, text: str) -> list[float]:
         return list(self.embedding.embed_query(text))
+
+
+def stale_chroma(exc: BaseException) -> bool:
+    """Whether ``exc`` is embedded Chroma's "Nothing found on disk" for an HNSW segment:
+    this process's cached Chroma system holds the state of a collection it searched
+    while empty, and another process has written to it since."""
+    return type(exc).__name__ == "InternalError" and "nothing found on disk" in str(exc).lower()
 
 
 def default_chroma(client: Any, collection_name: str, embedding: Any) -> Any:

@@ -485,4 +485,4 @@ def _copy_chroma(index: "SlidingWindowIndex", collection: Any) -> None:
         fresh.upsert(ids=rows["ids"][b:b + 1000], embeddings=rows["embeddings"][b:b + 1000],
                      documents=rows["documents"][b:b + 1000], metadatas=rows["metadatas"][b:b + 1000])
     index.vectorstore = store
-    index.vectors = VectorBackend(store, index.vectors.embedding)
+    index.vectors = VectorBackend(store, index.vectors.embedding, reopen=index.vectors.reopen)

@@ -88,6 +88,10 @@ class TunedConfig:
         if "weights" in self.retriever_kwargs:
             self.retriever_kwargs["weights"] = tuple(float(w) for w in self.retriever_kwargs["weights"])
         self.candidate  # validates every value (ValueError naming the parameter)
+        from ..retrieval.parents import positive_int
+
+        for name in ("k", "budget_tokens"):  # the retriever keys the search space does not hold
+            positive_int(name, self.retriever_kwargs.get(name), optional=True)
         if self.chosen not in ("tuned", "default"):
             raise ValueError(f"chosen must be 'tuned' or 'default', got {self.chosen!r}")
 
