@@ -459,6 +459,7 @@ class KVSourceStore(_CachedStore):
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._lock = threading.RLock()
         self._lease: _Lease | None = None  # while this handle holds the writer lock
+        self._threads = threading.Lock()  # one thread of this handle holds the lease at a time
 
     def __repr__(self) -> str:
         return f"KVSourceStore({self.store!r})"
@@ -606,11 +607,17 @@ class KVSourceStore(_CachedStore):
                 finally:
                     self._lease.depth -= 1
                 return
-            lease = self._acquire(timeout)
+            # other threads of this handle wait here (the lease record cannot tell them apart)
+            if not self._threads.acquire(timeout=timeout):
+                raise LockTimeout(f"another thread of this process has held the index's lease for over {timeout:.0f} s")
             try:
-                yield
+                lease = self._acquire(timeout)
+                try:
+                    yield
+                finally:
+                    self._release(lease)
             finally:
-                self._release(lease)
+                self._threads.release()
 
         return held()
 
@@ -683,10 +690,10 @@ class KVSourceStore(_CachedStore):
             found = self._read_lease()
             if found.get("owner") != self._owner or int(found.get("epoch", -1)) != lease.epoch:
                 lease.lost = (f"this writer's lease on the index (epoch {lease.epoch}) expired and another writer "
-                              f"took it (now {found.get('owner') or 'free'}, epoch {found.get('epoch')}): it stopped "
-                              f"before writing anything more. Nothing of the other writer's work was overwritten; "
-                              f"run the write again (a stall longer than lease_seconds={self.lease_seconds:g} s, e.g. "
-                              f"a suspended process, causes this)")
+                              f"took it (now {found.get('owner') or 'free'}, epoch {found.get('epoch')}), so it stopped "
+                              f"and writes nothing more; what it left pending is finished by the next write. Run the "
+                              f"write again (a stall longer than lease_seconds={self.lease_seconds:g} s, e.g. a "
+                              f"suspended process, causes this)")
         if lease.lost is not None:
             raise LeaseLostError(lease.lost)
 
