@@ -115,10 +115,12 @@ def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
            total: int | Callable[[], int] | None = None) -> int:
     """Steps 1-3 for each planned record, in batches of about ``batch_size`` chunks.
 
-    A plan's vectors (rows ``vectors[lo:hi]`` for chunks ``lo..hi-1``) are primed into
-    the store's :class:`~.vectors.PrecomputedEmbeddings` right before the store adds
-    those chunks, so the store writes them instead of embedding; ``None`` lets the
-    store embed. Returns the number of chunks written.
+    A plan's vectors (rows ``vectors[lo:hi]`` for chunks ``lo..hi-1``; ``None``: embedded
+    here with the store's own embedding) are primed into the store's
+    :class:`~.vectors.PrecomputedEmbeddings` right before the store adds those chunks, so
+    the store writes them instead of embedding, and the lease is checked between the two
+    (a store without ``PrecomputedEmbeddings`` embeds inside its ``add``, after the
+    check). Returns the number of chunks written.
     """
     from tqdm.auto import tqdm
 
