@@ -325,3 +325,21 @@ def test_lazy_rows_look_only_at_the_parts_a_slice_needs():
     for lo in range(0, 4000, 4):
         assert rows[lo:lo + 4].shape == (4, 2)
     assert looked[0] < 10 * len(parts)  # scanning every part for every slice: about len(parts) ** 2
+
+
+def test_status_finds_vectors_of_another_version_under_current_ids(tmp_path):
+    """What an unfenced stale writer left (v1's vectors under v2's chunk ids) was reported
+    healthy by `swrag status` (only --deep looked); now a sample is checked."""
+    from swrag_integrations.retrieval.ids import chunk_id, vector_id
+    from swrag_integrations.retrieval.writer import chunk_documents
+
+    idx = mk(tmp_path)
+    idx.index_documents([doc(V2)])
+    assert idx.status().healthy
+    old = plan_source(doc(V1), idx.config)
+    n = min(old.n_chunks, idx.store.heads()[SID].n_chunks)
+    idx.vectors.add(chunk_documents(old, idx.index_id, 0, n), [vector_id(chunk_id(SID, i)) for i in range(n)])
+    status = idx.status()
+    assert not status.healthy and any("another version" in p for p in status.vector_problems)
+    idx.repair(deep=True)
+    assert idx.status().healthy and vector_hashes(idx, SID) == {idx.store.heads()[SID].content_hash}
