@@ -343,3 +343,26 @@ def test_status_finds_vectors_of_another_version_under_current_ids(tmp_path):
     assert not status.healthy and any("another version" in p for p in status.vector_problems)
     idx.repair(deep=True)
     assert idx.status().healthy and vector_hashes(idx, SID) == {idx.store.heads()[SID].content_hash}
+
+
+def test_recovery_reads_the_store_not_the_cache_after_a_crash_before_the_log(tmp_path):
+    """A key-value writer that died after writing v2's record and head but before its
+    change-log entry leaves no trace for a cache to see: recovery must still complete v2."""
+    from langchain_core.stores import InMemoryByteStore
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from swrag_integrations.retrieval import PrecomputedEmbeddings
+    from swrag_integrations.retrieval.sources import RecordHead
+
+    store = KVSourceStore(InMemoryByteStore())
+    a = SlidingWindowIndex(vectorstore=InMemoryVectorStore(PrecomputedEmbeddings(fake())), source_store=store,
+                           show_progress=False)
+    a.index_documents([doc(V1)])
+    assert a.source_text(SID) == V1  # cached
+    new = plan_source(doc(V2), a.config)
+    store.store.mset([(f"src/{SID}", new.to_bytes())])  # the dead writer's record and head, no log entry
+    store.store.mset([(f"head/{SID}", store._head_bytes(RecordHead(new.content_hash, "pending", new.id_span,
+                                                                    new.n_chunks, new.origin)))])
+    a.add_texts(["An unrelated note about copper."], [{"source": "other.txt"}])
+    assert a.store.heads()[SID] == RecordHead(new.content_hash, "complete", new.n_chunks, new.n_chunks, "doc.txt")
+    assert a.source_text(SID) == V2

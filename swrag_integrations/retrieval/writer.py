@@ -102,9 +102,13 @@ def _fence(index: "SlidingWindowIndex") -> None:
 
 
 def _rewrite_plans(index: "SlidingWindowIndex", sids: Sequence[str]) -> list["Plan"]:
-    """Plans that write these stored sources again (their vectors are recomputed): copies
-    of the store's current records, so a record served from the cache is never changed."""
-    records = index.store.get_many(list(sids))
+    """Plans that write these stored sources again (recovery, lost vectors, repair): the
+    records read from the store itself, not its cache (a key-value store's writer that died
+    between a record and its change-log entry left no trace for the cache to see), copied
+    so that a record served elsewhere is never changed."""
+    uncached = getattr(index.store, "iter_records", None)
+    records = ({rec.source_id: rec for rec in uncached(list(sids))} if uncached is not None
+               else index.store.get_many(list(sids)))
     return [(replace(records[s], state="pending"), True, None) for s in sids if s in records]
 
 
