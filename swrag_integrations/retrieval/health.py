@@ -19,7 +19,7 @@ from .vectors import doc_vector_id
 if TYPE_CHECKING:
     from .index import SlidingWindowIndex
 
-__all__ = ["IndexStatus", "index_status", "probe_vectors"]
+__all__ = ["IndexStatus", "index_status", "probe_vectors", "stale_vectors"]
 
 PROBES = 8
 
@@ -54,6 +54,26 @@ def probe_vectors(index: "SlidingWindowIndex", n: int = PROBES) -> str | None:
     if found * 2 <= len(sample):  # allow near-duplicates crowding some out; not most
         return (f"only {found} of {len(sample)} sampled chunks find themselves in the vector store "
                 f"({index.vectors.kind}): its search structure is damaged or holds other vectors")
+    return None
+
+
+def stale_vectors(index: "SlidingWindowIndex", n: int = PROBES) -> str | None:
+    """``None`` when sampled chunks' vectors carry their source's current content hash,
+    else the problem (vectors of another version written under the chunk ids of the
+    current one, as a writer that kept writing after losing its lease did)."""
+    if not index.vectors.can_get:
+        return None
+    sample = _sample(index, n)
+    if not sample:
+        return None
+    heads = index.store.heads(sorted({sid for sid, _ in sample}))
+    found = index.vectors.present([vector_id(chunk_id(sid, i)) for sid, i in sample])
+    stale = sorted({sid for sid, i in sample
+                    if (meta := found.get(vector_id(chunk_id(sid, i)))) is not None and sid in heads
+                    and meta.get("content_hash") != heads[sid].content_hash})
+    if stale:
+        return (f"{len(stale)} sampled source(s) have vectors of another version of their text (e.g. {stale[0]}); "
+                f"`swrag repair --deep` writes them again")
     return None
 
 
@@ -127,9 +147,9 @@ def index_status(index: "SlidingWindowIndex", *, deep: bool = False) -> IndexSta
     except ValueError as exc:
         status.vector_problems.append(str(exc))
     else:
-        problem = probe_vectors(index)
-        if problem:
-            status.vector_problems.append(problem)
+        for problem in (probe_vectors(index), None if deep else stale_vectors(index)):
+            if problem:
+                status.vector_problems.append(problem)
         if deep:
             lost = _missing_vectors(index, sorted(complete), force=True)
             if lost:

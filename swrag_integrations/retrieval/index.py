@@ -17,10 +17,15 @@ Guarantees (tested in ``tests/test_retrieval_reliability.py``):
   write (from the stored text; the original documents are not needed) or by
   :meth:`SlidingWindowIndex.repair`.
 * **Many writers, one truth.** Writers serialise on the source store's writer lock
-  (a file lock for a local index, an advisory lease otherwise); every writer replays
+  (a file lock for a local index, otherwise a lease that renews itself while held and
+  whose epoch fences every write: a writer that lost it raises
+  :class:`~.sources.LeaseLostError` and writes nothing more); every writer replays
   the store's change log into BM25 before it saves, and readers catch up with the
   log before every search, so no writer's documents are lost and no reader serves a
   stale keyword index.
+* **Long-lived handles see other processes' writes.** Records are served from a cache
+  only after it has replayed the store's change log, so a handle never reads, serves,
+  re-indexes or completes (recovery) an older version of a source than the store holds.
 * **Derived parts are checked.** The BM25 snapshot carries a checksum and the store
   generation it reflects; vector counts and a self-retrieval probe are checked before
   the first search (:meth:`SlidingWindowIndex.status` reports them), and re-adding a

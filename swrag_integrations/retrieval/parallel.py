@@ -36,6 +36,7 @@ each worker).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import inspect
 import multiprocessing
@@ -249,10 +250,12 @@ def worker_embedding_spec(index: "SlidingWindowIndex", embedding_factory: Callab
 
 
 class _Part:
-    __slots__ = ("lo", "hi", "texts", "future", "rows", "done")
+    """Chunks ``lo..hi-1`` of a record: their texts are cut when the batch is submitted."""
 
-    def __init__(self, lo: int, hi: int, texts: list[str]) -> None:
-        self.lo, self.hi, self.texts = lo, hi, texts
+    __slots__ = ("lo", "hi", "rec", "future", "rows", "done")
+
+    def __init__(self, lo: int, hi: int, rec: SourceRecord | None) -> None:
+        self.lo, self.hi, self.rec = lo, hi, rec
         self.future: Future | None = None
         self.rows: np.ndarray | None = None
         self.done = False
@@ -271,9 +274,7 @@ class EmbedQueue:
         self._lock = threading.Lock()
 
     def rows_for(self, rec: SourceRecord) -> "LazyRows":
-        parts = [_Part(lo, min(rec.n_chunks, lo + self.batch),
-                       [rec.chunk_text(i) for i in range(lo, min(rec.n_chunks, lo + self.batch))])
-                 for lo in range(0, rec.n_chunks, self.batch)]
+        parts = [_Part(lo, min(rec.n_chunks, lo + self.batch), rec) for lo in range(0, rec.n_chunks, self.batch)]
         with self._lock:
             self._waiting.extend(parts)
         self.pump()
@@ -285,8 +286,9 @@ class EmbedQueue:
                 self._start(self._waiting.popleft())
 
     def _start(self, part: _Part) -> None:  # lock held
-        part.future = self.submit(part.texts)
-        part.texts = []
+        assert part.rec is not None
+        part.future = self.submit([part.rec.chunk_text(i) for i in range(part.lo, part.hi)])
+        part.rec = None
         self._active += 1
 
     def result(self, part: _Part) -> np.ndarray:
@@ -319,6 +321,7 @@ class LazyRows:
     def __init__(self, queue: EmbedQueue, parts: list[_Part]) -> None:
         self.queue = queue
         self.parts = parts
+        self._firsts = [part.lo for part in parts]
         self.n = parts[-1].hi if parts else 0
 
     def __len__(self) -> int:
@@ -329,8 +332,12 @@ class LazyRows:
             raise TypeError("LazyRows takes contiguous slices")
         lo, hi, _ = item.indices(self.n)
         out = []
-        for part in self.parts:
-            if part.hi <= lo or part.lo >= hi:
+        # from the part holding row lo on (not every part for every slice: a large record has thousands)
+        for k in range(max(0, bisect.bisect_right(self._firsts, lo) - 1), len(self.parts)):
+            part = self.parts[k]
+            if part.lo >= hi:
+                break
+            if part.hi <= lo:
                 continue
             if part.done:
                 raise LookupError(f"rows {part.lo}..{part.hi - 1} were already read and released")

@@ -31,9 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import threading
 import warnings
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
@@ -194,31 +192,6 @@ class _Embedder:
         return batch
 
 
-@contextmanager
-def _keep_lease(index: "SlidingWindowIndex", every: float = 10.0) -> Iterator[None]:
-    """Renew a lease-based writer lock while the driver waits on Ray (a no-op for file locks)."""
-    renew = getattr(index.store, "renew_lock", None)
-    if renew is None:
-        yield
-        return
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.wait(every):
-            try:
-                renew()
-            except Exception as exc:  # noqa: BLE001 - the writer itself will fail loudly
-                logger.debug("lease renewal failed: %s", exc)
-
-    thread = threading.Thread(target=loop, name="swrag-lease", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=every)
-
-
 def index_with_ray(index: "SlidingWindowIndex", paths: Any, *, address: str = "local", actors: int = 2,
                    prune: bool = True, encoding: str | None = None, errors: str = "strict",
                    embed_batch: int | None = None, embedding_factory: Callable[[], Any] | None = None,
@@ -331,14 +304,12 @@ def _run(index: "SlidingWindowIndex", listing: Any, *, actors: int, prune: bool,
             raise RuntimeError(f"the Ray pipeline lost parts of {len(waiting)} source(s); nothing of them was "
                                "written: run again")
 
-    with _keep_lease(index):
-        result = index._wrap(lambda: write(index, planned(), prune="origins" if prune else False,
-                                           remove_origins=lambda: listing.stale(origins, loaded,
-                                                                                [p for p, _ in skipped])
-                                           if prune else [], report=report,
-                                           total_chunks=lambda: known[0],
-                                           desc=f"Writing chunks (Ray, {actors} actors)"),
-                             "write the index")
+    # the writer lock renews its own lease while the driver waits on Ray (sources.KVSourceStore)
+    result = index._wrap(lambda: write(index, planned(), prune="origins" if prune else False,
+                                       remove_origins=lambda: listing.stale(origins, loaded, [p for p, _ in skipped])
+                                       if prune else [], report=report,
+                                       total_chunks=lambda: known[0], desc=f"Writing chunks (Ray, {actors} actors)"),
+                         "write the index")
     result.skipped_files = skipped
     result.notes.extend(notes)
     return result

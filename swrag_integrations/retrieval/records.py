@@ -228,9 +228,7 @@ def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
         starts = np.fromiter((s.start for s in spans), dtype=np.int64, count=len(spans))
         ends = np.fromiter((s.end for s in spans), dtype=np.int64, count=len(spans))
     n = int(starts.size)
-    # exact token count of each chunk on its own (used for budgets)
-    n_tokens = np.fromiter((len(t) for t in encoding.encode_ordinary_batch(
-        [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())])), dtype=np.int64, count=n)
+    n_tokens = _token_counts(text, starts, ends, encoding)
     idx = np.arange(n, dtype=np.int64)
     if cfg.strategy == "chunks":
         w, s = cfg.window_size, cfg.step
@@ -264,16 +262,26 @@ def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
                         windows=windows.astype(np.int64))
 
 
+def _token_counts(text: str, starts: np.ndarray, ends: np.ndarray, encoding: Any, block: int = 4096) -> np.ndarray:
+    """The exact token count of each chunk on its own (used for budgets), encoded
+    ``block`` chunks at a time: memory stays bounded however many chunks a text has
+    (all token lists at once took about 2 KB per chunk)."""
+    out = np.zeros(starts.size, dtype=np.int64)
+    for lo in range(0, starts.size, block):
+        pieces = [text[a:b] for a, b in zip(starts[lo:lo + block].tolist(), ends[lo:lo + block].tolist())]
+        out[lo:lo + len(pieces)] = [len(t) for t in encoding.encode_ordinary_batch(pieces)]
+    return out
+
+
 def _sentence_children(text: str, cfg: IndexConfig) -> tuple[np.ndarray, np.ndarray]:
     """Runs of whole delimiter units packed up to ``chunk_size`` units (they tile the text)."""
     bounds = cfg.child_config().unit_bounds(text)
     if bounds.size < 2:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    pieces = [text[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
     if cfg.unit == "token":
-        sizes = [len(t) for t in get_encoding(cfg.encoding_name).encode_ordinary_batch(pieces)]
+        sizes = _token_counts(text, bounds[:-1], bounds[1:], get_encoding(cfg.encoding_name)).tolist()
     else:
-        sizes = [len(p) for p in pieces]
+        sizes = np.diff(bounds).tolist()
     starts, ends, used = [int(bounds[0])], [], 0
     for i, size in enumerate(sizes):
         if used and used + size > cfg.chunk_size:  # close the child before this unit

@@ -11,12 +11,20 @@ and checked against it. Two implementations of :class:`SourceStore`:
 * :class:`KVSourceStore` -- any LangChain ``BaseStore[str, bytes]`` (``LocalFileStore``,
   ``InMemoryByteStore``, Redis, ...) or a Chroma collection through
   :class:`ChromaByteStore` (the default when the vectors live on a Chroma server).
-  The writer lock is an advisory lease record (owner + expiry), renewed while a write
-  runs: it serialises cooperating writers, it is not a hard mutual exclusion.
+  The writer lock is a lease record (owner, expiry and an *epoch* that grows by one
+  with every acquisition), renewed by a background thread for as long as the lock is
+  held. The epoch is a fencing token: every write of the holder (records, states,
+  manifest, blobs) first checks that the lease still carries its epoch, and the index's
+  writer checks it again right before every vector write
+  (:meth:`KVSourceStore.check_writer`); a writer whose lease expired and was taken by
+  another one raises :class:`LeaseLostError` and writes nothing more.
 
 The *generation* counts changes: every ``put``/``set_state``/``remove`` call bumps it
 once and logs the source ids it touched, so a derived part that remembers the
 generation it reflects can catch up by replaying :meth:`SourceStore.changes_since`.
+The record cache of a store is such a derived part: before any record is served from
+it, the cache replays the change log since the generation it last saw and drops what
+another handle or process changed, so a long-lived handle never uses replaced text.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import logging
 import os
 import socket
 import sqlite3
@@ -39,7 +48,9 @@ import numpy as np
 from .records import STATES, SourceRecord
 
 __all__ = ["SourceStore", "RecordHead", "SqliteSourceStore", "KVSourceStore", "ChromaByteStore", "LockTimeout",
-           "SourceStoreError"]
+           "SourceStoreError", "LeaseLostError"]
+
+logger = logging.getLogger(__name__)
 
 _LOG_KEEP = 200_000  # change-log rows kept; older generations make readers rebuild instead of catching up
 _BLOB_PART = 4 << 20
@@ -51,6 +62,10 @@ class SourceStoreError(RuntimeError):
 
 class LockTimeout(TimeoutError):
     """Another writer held the index for longer than the timeout."""
+
+
+class LeaseLostError(SourceStoreError):
+    """This writer's lease expired and another writer took the index: it stopped writing."""
 
 
 class RecordHead(NamedTuple):
@@ -126,16 +141,47 @@ class _Cache:
 
 
 class _CachedStore:
-    """``get_many`` through a record cache; records are immutable once loaded."""
+    """``get_many`` through a record cache that is checked against the change log.
+
+    Records are immutable once loaded, but another handle (or process) may replace or
+    remove a source at any time; before records are served from the cache, the cache
+    replays :meth:`changes_since` the generation it last saw and drops every source
+    changed since (all of them when the log no longer reaches back). Subclasses
+    provide ``_load``, ``generation`` and ``changes_since``.
+    """
 
     def __init__(self, cache_chars: int) -> None:
         self._cache = _Cache(cache_chars)
+        self._cache_generation = -1  # the store generation the cached records are known to reflect
+        self._cache_sync = threading.Lock()
 
     def _load(self, sids: Sequence[str]) -> dict[str, SourceRecord]:
         raise NotImplementedError
 
+    def generation(self) -> int:
+        raise NotImplementedError
+
+    def changes_since(self, generation: int) -> set[str] | None:
+        raise NotImplementedError
+
+    def _sync_cache(self) -> int:
+        """Drop cached records changed since the cache last looked; returns the generation
+        the cache now reflects (records loaded after this call are at least that new)."""
+        with self._cache_sync:
+            current = self.generation()
+            seen = self._cache_generation
+            if current != seen:
+                changed = self.changes_since(seen) if 0 <= seen < current else None
+                if changed is None:
+                    self._cache.clear()
+                else:
+                    self._cache.drop(changed)
+                self._cache_generation = current
+            return current
+
     def get_many(self, sids: Sequence[str]) -> dict[str, SourceRecord]:
-        """Records by source id (unknown ids are left out)."""
+        """Records by source id (unknown ids are left out), as the store holds them now."""
+        seen = self._sync_cache()
         out: dict[str, SourceRecord] = {}
         missing = []
         for sid in dict.fromkeys(sids):
@@ -145,9 +191,13 @@ class _CachedStore:
             else:
                 out[sid] = rec
         if missing:
-            for sid, rec in self._load(missing).items():
-                self._cache.put(rec)
-                out[sid] = rec
+            loaded = self._load(missing)
+            out.update(loaded)
+            with self._cache_sync:
+                # another thread synced meanwhile: these records may predate what it dropped
+                if self._cache_generation == seen:
+                    for rec in loaded.values():
+                        self._cache.put(rec)
         return out
 
     def get(self, sid: str) -> SourceRecord | None:
@@ -346,6 +396,10 @@ class SqliteSourceStore(_CachedStore):
 
         return held()
 
+    def check_writer(self) -> None:
+        """Nothing to check: the file lock is held by the operating system until it is
+        released or this process ends, so it cannot be lost while the process runs."""
+
     def check(self) -> list[str]:
         """Integrity problems (``PRAGMA quick_check``); empty when sound."""
         with self._lock:
@@ -365,6 +419,19 @@ class SqliteSourceStore(_CachedStore):
 
 
 # ------------------------------------------------------------------ key-value stores
+
+
+class _Lease:
+    """A lease this handle holds: its epoch (the fencing token), the holding thread, the
+    renewal thread and why it was lost (``None`` while held)."""
+
+    def __init__(self, epoch: int, holder: int) -> None:
+        self.epoch = epoch
+        self.holder = holder
+        self.depth = 0
+        self.lost: str | None = None
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
 
 
 class KVSourceStore(_CachedStore):
@@ -394,6 +461,8 @@ class KVSourceStore(_CachedStore):
         self.lease_seconds = lease_seconds
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._lock = threading.RLock()
+        self._lease: _Lease | None = None  # while this handle holds the writer lock
+        self._threads = threading.Lock()  # one thread of this handle holds the lease at a time
 
     def __repr__(self) -> str:
         return f"KVSourceStore({self.store!r})"
@@ -437,6 +506,7 @@ class KVSourceStore(_CachedStore):
 
     def put(self, records: Sequence[SourceRecord]) -> int:
         with self._lock:
+            self.check_writer()
             self.store.mset([(f"src/{r.source_id}", r.to_bytes()) for r in records])
             self.store.mset([(f"head/{r.source_id}", self._head_bytes(
                 RecordHead(r.content_hash, r.state, r.id_span, r.n_chunks, r.origin))) for r in records])
@@ -448,6 +518,7 @@ class KVSourceStore(_CachedStore):
         if state not in STATES:
             raise ValueError(f"state must be one of {STATES}, got {state!r}")
         with self._lock:
+            self.check_writer()
             records = self._load(list(dict.fromkeys(sids)))
             for rec in records.values():
                 rec.state = state
@@ -461,6 +532,7 @@ class KVSourceStore(_CachedStore):
 
     def remove(self, sids: Sequence[str]) -> int:
         with self._lock:
+            self.check_writer()
             self.store.mdelete([f"head/{s}" for s in sids])
             self.store.mdelete([f"src/{s}" for s in sids])
             gen = self._log(list(sids))
@@ -490,6 +562,7 @@ class KVSourceStore(_CachedStore):
 
     def set_meta(self, meta: dict[str, Any]) -> None:
         with self._lock:
+            self.check_writer()
             current = self._json("meta") or {}
             current["manifest"] = meta
             self.store.mset([("meta", json.dumps(current).encode())])
@@ -505,6 +578,7 @@ class KVSourceStore(_CachedStore):
 
     def put_blob(self, name: str, data: bytes | None) -> None:
         with self._lock:
+            self.check_writer()
             old = self._json(f"blobmeta/{name}")
             if data is not None:
                 parts = [data[i:i + _BLOB_PART] for i in range(0, len(data), _BLOB_PART)] or [b""]
@@ -517,38 +591,130 @@ class KVSourceStore(_CachedStore):
                 self.store.mdelete([f"blob/{name}.{old['tag']}/{i}" for i in range(int(old["parts"]))])
 
     def writer_lock(self, timeout: float = 600.0) -> contextlib.AbstractContextManager:
-        """An advisory lease (``lock`` record with owner and expiry), renewed by :meth:`renew_lock`."""
+        """The index's lease: a ``lock`` record (owner, expiry, epoch), renewed every
+        third of ``lease_seconds`` by a background thread while held (re-entrant for
+        this handle). Writes made while it is held are fenced by its epoch
+        (:meth:`check_writer`); it is released only if this writer still holds it."""
 
         @contextlib.contextmanager
         def held() -> Iterator[None]:
-            deadline = time.monotonic() + timeout
-            while True:
-                lease = self._json("lock")
-                if lease is None or lease.get("owner") == self._owner or lease.get("expires", 0) < time.time():
-                    self._write_lease()
-                    time.sleep(0.05)  # another writer may have written at the same moment: the last one wins
-                    if (self._json("lock") or {}).get("owner") == self._owner:
-                        break
-                if time.monotonic() > deadline:
-                    raise LockTimeout(f"another writer ({(lease or {}).get('owner')}) holds the index's lease; "
-                                      f"retry when it is done (leases expire after {self.lease_seconds:.0f} s)")
-                time.sleep(0.2)
+            with self._lock:
+                if self._lease is not None and self._lease.holder == threading.get_ident():
+                    self._lease.depth += 1
+                    nested = True
+                else:
+                    nested = False
+            if nested:
+                try:
+                    yield
+                finally:
+                    self._lease.depth -= 1
+                return
+            # other threads of this handle wait here (the lease record cannot tell them apart)
+            if not self._threads.acquire(timeout=timeout):
+                raise LockTimeout(f"another thread of this process has held the index's lease for over {timeout:.0f} s")
             try:
-                yield
+                lease = self._acquire(timeout)
+                try:
+                    yield
+                finally:
+                    self._release(lease)
             finally:
-                if (self._json("lock") or {}).get("owner") == self._owner:
-                    self.store.mdelete(["lock"])
+                self._threads.release()
 
         return held()
 
-    def _write_lease(self) -> None:
-        lease = {"owner": self._owner, "expires": time.time() + self.lease_seconds}
+    def _acquire(self, timeout: float) -> "_Lease":
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self._read_lease()
+            if not found.get("owner") or found.get("owner") == self._owner or found.get("expires", 0) < time.time():
+                epoch = int(found.get("epoch", 0)) + 1
+                self._write_lease(epoch)
+                time.sleep(0.05)  # another writer may have written at the same moment: the last one wins
+                now = self._read_lease()
+                if now.get("owner") == self._owner and int(now.get("epoch", -1)) == epoch:
+                    break
+            if time.monotonic() > deadline:
+                raise LockTimeout(f"another writer ({found.get('owner')}) holds the index's lease; retry when it is "
+                                  f"done (leases expire after {self.lease_seconds:.0f} s without renewal)")
+            time.sleep(0.2)
+        lease = _Lease(epoch, threading.get_ident())
+        with self._lock:
+            self._lease = lease
+        lease.thread = threading.Thread(target=self._keep, args=(lease,), name="swrag-lease", daemon=True)
+        lease.thread.start()
+        return lease
+
+    def _release(self, lease: "_Lease") -> None:
+        lease.stop.set()
+        if lease.thread is not None:
+            lease.thread.join(timeout=self.lease_seconds)
+        with self._lock:
+            self._lease = None
+            found = self._read_lease()
+            if found.get("owner") == self._owner and int(found.get("epoch", -1)) == lease.epoch:
+                # freed, not deleted: the next writer's epoch continues from this one
+                self.store.mset([("lock", json.dumps({"owner": None, "expires": 0, "epoch": lease.epoch}).encode())])
+
+    def _keep(self, lease: "_Lease") -> None:
+        """The renewal thread: extends the lease until released, or until it is lost."""
+        while not lease.stop.wait(self.lease_seconds / 3):
+            try:
+                with self._lock:
+                    if lease.stop.is_set():
+                        return
+                    self._verify(lease)
+                    self._write_lease(lease.epoch)
+            except LeaseLostError:
+                return
+            except Exception as exc:  # noqa: BLE001 - a failed renewal is retried; the writes check the lease
+                logger.warning("renewing the writer lease failed (%s); retrying", exc)
+
+    def _read_lease(self) -> dict[str, Any]:
+        """The ``lock`` record (``{}`` when there is none). A store whose writes are not
+        atomic (``LocalFileStore``) can show a record half-written by another writer:
+        read again until it decodes."""
+        for attempt in range(50):
+            try:
+                return self._json("lock") or {}
+            except ValueError:
+                time.sleep(0.01 * (attempt + 1))
+        raise SourceStoreError(f"the writer lease record of {self!r} does not decode; delete its 'lock' key "
+                               f"when no writer is running")
+
+    def _write_lease(self, epoch: int) -> None:
+        lease = {"owner": self._owner, "expires": time.time() + self.lease_seconds, "epoch": epoch}
         self.store.mset([("lock", json.dumps(lease).encode())])
 
+    def _verify(self, lease: "_Lease") -> None:
+        """Raise :class:`LeaseLostError` unless the stored lease is still ``lease`` (lock held)."""
+        if lease.lost is None:
+            found = self._read_lease()
+            if found.get("owner") != self._owner or int(found.get("epoch", -1)) != lease.epoch:
+                lease.lost = (f"this writer's lease on the index (epoch {lease.epoch}) expired and another writer "
+                              f"took it (now {found.get('owner') or 'free'}, epoch {found.get('epoch')}), so it stopped "
+                              f"and writes nothing more; what it left pending is finished by the next write. Run the "
+                              f"write again (a stall longer than lease_seconds={self.lease_seconds:g} s, e.g. a "
+                              f"suspended process, causes this)")
+        if lease.lost is not None:
+            raise LeaseLostError(lease.lost)
+
+    def check_writer(self) -> None:
+        """Raise :class:`LeaseLostError` when this handle holds the writer lock but its lease
+        now belongs to another writer (the fencing check before every write). Writes made
+        outside :meth:`writer_lock` are not fenced."""
+        with self._lock:
+            if self._lease is not None:
+                self._verify(self._lease)
+
     def renew_lock(self) -> None:
-        """Extend this writer's lease (called between write batches)."""
-        if (self._json("lock") or {}).get("owner") == self._owner:
-            self._write_lease()
+        """Extend this writer's lease now (the lock renews itself while held); raises
+        :class:`LeaseLostError` if it was lost."""
+        with self._lock:
+            if self._lease is not None:
+                self._verify(self._lease)
+                self._write_lease(self._lease.epoch)
 
     def _decodes(self, key: str) -> bool:
         try:
@@ -571,6 +737,7 @@ class KVSourceStore(_CachedStore):
 
     def clear(self) -> None:
         with self._lock:
+            self.check_writer()
             keys = [k for k in self.store.yield_keys() if k != "lock"]
             for b in range(0, len(keys), 500):
                 self.store.mdelete(keys[b:b + 500])

@@ -10,7 +10,14 @@ The order of writes makes every crash recoverable and nothing half-written serva
 
 Removal marks the record ``deleting``, deletes its vectors, then removes the record.
 Any later write first finishes what a dead writer left ``pending`` or ``deleting``
-(:func:`recover`) from the stored record alone.
+(:func:`recover`) from the record the store holds now (never from a cached copy: the
+store's record cache replays the change log first).
+
+Every write is fenced: the source store refuses writes of a writer whose lease was
+taken over (:class:`~.sources.LeaseLostError`), and right before every vector write
+(after the batch's vectors are computed, so a stall while embedding is caught) the
+writer checks its lease again; the lease renews itself while the lock is held, so
+cutting a large document does not let it expire.
 
 There is one write path: :func:`write_planned` takes records already cut by
 :func:`~.records.plan_source` (here, in worker processes or in Ray tasks), each with its
@@ -23,7 +30,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .ids import chunk_id, source_id_for, vector_id
@@ -80,14 +87,29 @@ def chunk_documents(rec: SourceRecord, index_id: str, start: int = 0, stop: int 
     return out
 
 
-def _vector_ids(sid: str, upto: int) -> list[str]:
-    return [vector_id(chunk_id(sid, i)) for i in range(upto)]
+def _vector_ids(sid: str, start: int, stop: int) -> list[str]:
+    """The vector ids of chunks ``start..stop-1`` of a source (only those: linear in the range)."""
+    return [vector_id(chunk_id(sid, i)) for i in range(start, stop)]
 
 
-def _renew(index: "SlidingWindowIndex") -> None:
-    renew = getattr(index.store, "renew_lock", None)
-    if renew is not None:
-        renew()
+def _fence(index: "SlidingWindowIndex") -> None:
+    """Before a vector write: raise :class:`~.sources.LeaseLostError` if this writer no
+    longer holds the index's lease (its store's ``check_writer``; a store without one
+    is not fenced)."""
+    check = getattr(index.store, "check_writer", None)
+    if check is not None:
+        check()
+
+
+def _rewrite_plans(index: "SlidingWindowIndex", sids: Sequence[str]) -> list["Plan"]:
+    """Plans that write these stored sources again (recovery, lost vectors, repair): the
+    records read from the store itself, not its cache (a key-value store's writer that died
+    between a record and its change-log entry left no trace for the cache to see), copied
+    so that a record served elsewhere is never changed."""
+    uncached = getattr(index.store, "iter_records", None)
+    records = ({rec.source_id: rec for rec in uncached(list(sids))} if uncached is not None
+               else index.store.get_many(list(sids)))
+    return [(replace(records[s], state="pending"), True, None) for s in sids if s in records]
 
 
 Plan = tuple[SourceRecord, bool, Any]  # (record, an older version exists, its vectors or None)
@@ -97,10 +119,12 @@ def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
            total: int | Callable[[], int] | None = None) -> int:
     """Steps 1-3 for each planned record, in batches of about ``batch_size`` chunks.
 
-    A plan's vectors (rows ``vectors[lo:hi]`` for chunks ``lo..hi-1``) are primed into
-    the store's :class:`~.vectors.PrecomputedEmbeddings` right before the store adds
-    those chunks, so the store writes them instead of embedding; ``None`` lets the
-    store embed. Returns the number of chunks written.
+    A plan's vectors (rows ``vectors[lo:hi]`` for chunks ``lo..hi-1``; ``None``: embedded
+    here with the store's own embedding) are primed into the store's
+    :class:`~.vectors.PrecomputedEmbeddings` right before the store adds those chunks, so
+    the store writes them instead of embedding, and the lease is checked between the two
+    (a store without ``PrecomputedEmbeddings`` embeds inside its ``add``, after the
+    check). Returns the number of chunks written.
     """
     from tqdm.auto import tqdm
 
@@ -117,20 +141,25 @@ def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
             for rec, _, _ in batch:
                 rec.state = "pending"
             index.store.put([rec for rec, _, _ in batch])
-            stale = [v for rec, had, _ in batch if had for v in _vector_ids(rec.source_id, rec.id_span)]
+            stale = [v for rec, had, _ in batch if had for v in _vector_ids(rec.source_id, 0, rec.id_span)]
+            _fence(index)
             index.vectors.delete(stale)
             for rec, _, vectors in batch:
                 for lo in range(0, rec.n_chunks, index.batch_size):
                     hi = min(rec.n_chunks, lo + index.batch_size)
                     docs = chunk_documents(rec, index.index_id, lo, hi)
-                    primed = vectors is not None and pre is not None
+                    primed = pre is not None
                     if primed:
-                        rows = vectors[lo:hi]
+                        # the vectors first (given, or embedded here), then the lease check, then
+                        # the write: a writer that stalled while embedding cannot write afterwards
+                        texts = [d.page_content for d in docs]
+                        rows = pre.base.embed_documents(texts) if vectors is None else vectors[lo:hi]
                         if len(rows) != hi - lo:
                             raise ValueError(f"source {rec.source_id}: got {len(rows)} vectors for chunks {lo}..{hi - 1}")
-                        pre.prime([d.page_content for d in docs], rows)
+                        pre.prime(texts, rows)
                     try:
-                        index.vectors.add(docs, _vector_ids(rec.source_id, hi)[lo:])
+                        _fence(index)
+                        index.vectors.add(docs, _vector_ids(rec.source_id, lo, hi))
                     except BaseException:
                         if primed:
                             pre.forget()
@@ -139,7 +168,6 @@ def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
                         bar.total = total()  # a stream: known so far
                     bar.update(hi - lo)
                     written += hi - lo
-                    _renew(index)
             index.store.set_state([rec.source_id for rec, _, _ in batch], "complete", id_span=-1)
     finally:
         if bar is not None:
@@ -165,7 +193,8 @@ def _remove(index: "SlidingWindowIndex", sids: Sequence[str]) -> int:
     if not heads:
         return 0
     index.store.set_state(list(heads), "deleting")
-    index.vectors.delete([v for sid, h in heads.items() for v in _vector_ids(sid, h.id_span)])
+    _fence(index)
+    index.vectors.delete([v for sid, h in heads.items() for v in _vector_ids(sid, 0, h.id_span)])
     index.store.remove(list(heads))
     return len(heads)
 
@@ -178,8 +207,7 @@ def recover(index: "SlidingWindowIndex") -> tuple[int, int]:
     removed = _remove(index, deleting) if deleting else 0
     if pending:
         logger.warning("completing %d source(s) an interrupted write left unfinished", len(pending))
-        records = index.store.get_many(pending)
-        _write(index, [(records[s], True, None) for s in pending if s in records], "Completing interrupted sources")
+        _write(index, _rewrite_plans(index, pending), "Completing interrupted sources")
     return len(pending), removed
 
 
@@ -199,7 +227,7 @@ def _missing_vectors(index: "SlidingWindowIndex", sids: Sequence[str], *, force:
         head = heads.get(sid)
         if head is None or head.state != "complete":
             continue
-        ids = _vector_ids(sid, head.n_chunks)
+        ids = _vector_ids(sid, 0, head.n_chunks)
         found = index.vectors.present(ids)
         if len(found) < len(ids) or any(m.get("content_hash") != head.content_hash for m in found.values()):
             missing.append(sid)
@@ -294,9 +322,7 @@ def write_planned(index: "SlidingWindowIndex", planned: Iterable[tuple[SourceRec
         report.chunks += _write(index, stream.plans(planned, lookahead), desc, total_chunks)
         lost = _missing_vectors(index, stream.unchanged)
         if lost:
-            records = index.store.get_many(lost)
-            report.chunks += _write(index, [(records[s], True, None) for s in lost if s in records],
-                                    "Writing lost vectors")
+            report.chunks += _write(index, _rewrite_plans(index, lost), "Writing lost vectors")
             report.repaired += len(lost)
             report.notes.append(f"{len(lost)} unchanged source(s) had lost vectors: written again")
         report.unchanged = len(stream.unchanged) - len(lost)
@@ -436,8 +462,7 @@ def repair(index: "SlidingWindowIndex", *, deep: bool = False) -> IndexReport:
         else:
             lost = _missing_vectors(index, complete, force=deep)
             if lost:
-                records = index.store.get_many(lost)
-                _write(index, [(records[s], True, None) for s in lost if s in records], "Writing missing vectors")
+                _write(index, _rewrite_plans(index, lost), "Writing missing vectors")
                 report.repaired += len(lost)
                 report.notes.append(f"{len(lost)} source(s) had missing vectors: written again")
         index.keyword.rebuild()
@@ -460,8 +485,7 @@ def _rebuild_vectors(index: "SlidingWindowIndex", sids: Sequence[str]) -> None:
             return
         except Exception as exc:  # noqa: BLE001 - fall back to re-embedding
             logger.warning("copying the stored vectors failed (%s); embedding every chunk again", exc)
-    records = index.store.get_many(list(sids))
-    _write(index, [(records[s], True, None) for s in sids if s in records], "Rebuilding vectors")
+    _write(index, _rewrite_plans(index, sids), "Rebuilding vectors")
 
 
 def _copy_chroma(index: "SlidingWindowIndex", collection: Any) -> None:
@@ -478,6 +502,7 @@ def _copy_chroma(index: "SlidingWindowIndex", collection: Any) -> None:
         rows["documents"].extend(got["documents"])
         rows["metadatas"].extend(got["metadatas"])
         offset += len(got["ids"])
+    _fence(index)
     index._client.delete_collection(index.collection_name)
     store = default_chroma(index._client, index.collection_name, index.vectorstore.embeddings)
     fresh = store._collection
