@@ -299,6 +299,26 @@ def test_a_handle_opened_on_an_empty_index_sees_what_another_process_wrote(tmp_p
     assert fresh.status().healthy and fresh.as_retriever(weights=(0.0, 1.0)).invoke("zzb2")
 
 
+@pytest.mark.integration
+def test_a_long_lived_handle_searches_the_vectors_another_process_wrote(tmp_path):
+    """An embedded Chroma collection keeps its HNSW index in the process: a handle that had
+    searched a non-empty index missed another process's new vectors in dense search."""
+    import subprocess
+
+    from test_retrieval_reliability import WRITER
+
+    reader = mk(tmp_path)
+    reader.add_texts(["alpha beta gamma, the first document " * 20], [{"source": "a.txt"}])
+    assert reader.dense_ids("alpha", 5, search_type="similarity")  # searched: its HNSW index is loaded
+    writer = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), "b", "3"], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    assert writer.returncode == 0, writer.stderr[-2000:]
+    found = {cid.split(":")[0] for cid in reader.dense_ids("zzb1", 20, search_type="similarity")}
+    assert len(found) == 4  # a.txt and the three documents of the other process
+    hits = reader.as_retriever(weights=(0.0, 1.0), k=10).invoke("writer b document 1 mentions zzb1")  # dense only
+    assert {d.metadata["source"] for d in hits} >= {"b0.txt", "b1.txt", "b2.txt"}
+
+
 def test_searching_an_empty_chroma_collection_does_not_query_it(tmp_path, monkeypatch):
     """The trigger of the stale state: a nearest-neighbour query on an empty embedded
     Chroma collection (see SlidingWindowIndex._reopen_chroma)."""

@@ -34,13 +34,14 @@ Guarantees (tested in ``tests/test_retrieval_reliability.py``):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from langchain_core.documents import Document
@@ -226,6 +227,7 @@ class SlidingWindowIndex(VectorStore):
                 raise ValueError(f"persist_directory {str(root)!r} is not a directory")
         self.persist_directory = root
         self._own_chroma = vectorstore is None and host is None and client is None  # an embedded Chroma of ours
+        self._vector_generation: int | None = None  # the source-store generation this handle's vectors reflect
         if vectorstore is None:
             self._client = self._chroma_client(root, host, port, ssl, headers, client)
         self.store = self._open_source_store(source_store, root, vectorstore)
@@ -439,8 +441,32 @@ class SlidingWindowIndex(VectorStore):
             raise
 
     # ------------------------------------------------------------------ checks
-    def _writing(self):
-        return self.store.writer_lock(self.lock_timeout)
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        with self.store.writer_lock(self.lock_timeout):
+            try:
+                yield
+            finally:  # what this handle wrote, its own Chroma client already sees
+                self._vector_generation = self._wrap(self.store.generation, "read the index generation")
+
+    def _sync_vectors(self) -> None:
+        """Reopen an embedded Chroma store once another process has written to it.
+
+        An embedded (``persist_directory``) Chroma collection keeps its HNSW index in
+        this process and does not read what another process added later: a long-lived
+        handle's dense search missed those vectors until it wrote itself. The source
+        store's generation tells when anything was written since this handle last wrote
+        or looked; then the collection is opened afresh (:meth:`_reopen_chroma`). A
+        Chroma server or a caller's own vector store is left alone.
+        """
+        if not self._own_chroma or self.persist_directory is None:
+            return
+        generation = self._wrap(self.store.generation, "read the index generation")
+        if self._vector_generation is None:
+            self._vector_generation = generation
+        elif generation != self._vector_generation:
+            self.vectors.store = self._reopen_chroma()
+            self._vector_generation = generation
 
     def check_embedding(self) -> None:
         """Raise :class:`IndexMismatchError` when the embedding's dimension differs from
@@ -767,6 +793,7 @@ class SlidingWindowIndex(VectorStore):
         if search_type not in ("mmr", "similarity"):
             raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
         self._before_search()
+        self._sync_vectors()
         qvec = self.vectors.embed_query(query)
         docs = self._wrap(lambda: self.vectors.search(qvec, k, mmr=search_type == "mmr",
                                                       fetch_k=fetch_k or max(4 * k, 20), lambda_mult=lambda_mult),
