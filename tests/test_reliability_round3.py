@@ -229,11 +229,13 @@ from langchain_classic.storage import LocalFileStore
 from swrag_integrations.retrieval.sources import KVSourceStore
 store = KVSourceStore(LocalFileStore(sys.argv[1]))
 Path(sys.argv[2]).write_text("started")
-for i in range(int(sys.argv[3])):
-    store.set_meta({"round": i, "padding": "x" * 300_000})  # the manifest, rewritten whole
-    store.renew_lock()
-    store._write_lease()
-Path(sys.argv[2]).write_text("done")
+try:
+    with store.writer_lock(timeout=60):  # writes are fenced: only the lease holder may write
+        for i in range(int(sys.argv[3])):
+            store.set_meta({"round": i, "padding": "x" * 300_000})  # the manifest, rewritten whole
+            store.renew_lock()
+finally:
+    Path(sys.argv[2]).write_text("done")  # the reader stops even if this writer failed
 """
 
 BYTE_STORE_READER = """
