@@ -128,10 +128,13 @@ class SlidingWindowIndex(VectorStore):
     """Windowed parent-child index over any LangChain vector store (a ``VectorStore`` itself).
 
     As a LangChain ``VectorStore`` its documents are *sources*: ``add_documents``
-    indexes whole documents (cut into small chunks), ``delete``/``get_by_ids`` work on
-    source ids, ``similarity_search`` returns merged windows (exact source text), and
-    ``as_retriever`` gives a :class:`~.retriever.WindowedParentRetriever`; it works
-    with LangChain's indexing API (``langchain_core.indexing.index``).
+    indexes documents (each cut into small chunks), ``delete``/``get_by_ids`` take the
+    ids it returned, ``similarity_search`` (with scores, MMR, by vector) returns the
+    added documents as they were added, ranked by their best chunk; windows come from
+    the retrievers: ``as_retriever`` gives a :class:`~.retriever.WindowedParentRetriever`
+    (merged windows under a token budget). It passes LangChain's
+    ``VectorStoreIntegrationTests`` and works with its indexing API
+    (``langchain_core.indexing.index``).
 
     Args:
         persist_directory: a local folder for the default stores (Chroma in
@@ -516,15 +519,17 @@ class SlidingWindowIndex(VectorStore):
         """LangChain ``VectorStore.add_documents``: index whole documents; returns their ids.
 
         The id of a document is ``ids[i]`` or ``Document.id`` if given (and then
-        ``delete``/``get_by_ids`` take it), else its source id. ``batch_size`` is
-        accepted (the index batches by itself); other keywords raise ``TypeError``.
+        ``delete``/``get_by_ids`` take it), else its source id. Every document is kept,
+        also several of one source (chunks of a file: see :func:`~.ids.batch_source_ids`).
+        ``batch_size`` is accepted (the index batches by itself); other keywords raise
+        ``TypeError``.
         """
         _only(kwargs, {"batch_size"}, "add_documents")
         docs = list(documents)
-        if ids is None:
-            ids = [d.id for d in docs] if all(d.id for d in docs) else None
         report = self.index_documents(docs, ids=ids)
-        return list(ids) if ids is not None else report.ids
+        if ids is not None:
+            return [str(i) for i in ids]
+        return [str(d.id) if d.id else sid for d, sid in zip(docs, report.ids)]
 
     def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None,
                   **kwargs: Any) -> list[str]:
@@ -635,14 +640,19 @@ class SlidingWindowIndex(VectorStore):
         return [rec.chunk_metadata(i, self.config.medium_size) for i in range(rec.n_chunks)]
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        """LangChain ``VectorStore.get_by_ids``: the source documents (whole text)."""
+        """LangChain ``VectorStore.get_by_ids``: the documents as they were added (whole
+        text, their own metadata), under the ids asked for; unknown ids are left out."""
+        from .plain import source_document
+
         sids = self._resolve_ids(list(ids))
         records = self.store.get_many(sids)
         out = []
         for given, sid in zip(ids, sids):
             rec = records.get(sid)
             if rec is not None and rec.complete:
-                out.append(Document(page_content=rec.text, metadata={**rec.metadata, "source_id": sid}, id=str(given)))
+                doc = source_document(rec)
+                doc.id = str(given)
+                out.append(doc)
         return out
 
     def get_chunks(self, ids: Sequence[str]) -> list[Document]:
@@ -806,16 +816,28 @@ class SlidingWindowIndex(VectorStore):
                                weights=list(weights), c=c, k=k, names=["bm25", "dense"])
 
     def as_retriever(self, **kwargs: Any):
-        """A :class:`~.retriever.WindowedParentRetriever` on this index.
+        """The package's retriever on this index: a :class:`~.retriever.WindowedParentRetriever`.
+
+        It does not return a fixed ``k=4``: it returns as many merged windows (exact
+        ``text[start_index:end_index]``) as fit its token budget, ``budget_tokens=1500``
+        for all documents together, best first (a window whose hits lie apart can come
+        back in pieces, each a document). Cap the count with ``k``
+        (``search_kwargs={"k": 4}`` or ``invoke(q, k=4)``), change the budget with
+        ``budget_tokens`` (``None``: no limit).
 
         Takes the retriever's fields as keywords, and like a ``VectorStore``
-        ``search_kwargs={"k": ..., ...}`` and ``search_type`` (``"mmr"`` or
-        ``"similarity"``: the dense part). Unknown keywords raise ``TypeError``. An index
-        built with a tuned configuration (:attr:`tuned_config`) starts from its retriever
+        ``search_kwargs={...}`` and ``search_type``: ``"similarity"``/``"mmr"`` choose the
+        dense part of the windowed retriever; ``"similarity_score_threshold"`` (with
+        ``search_kwargs={"score_threshold": ...}``) returns LangChain's plain
+        ``VectorStoreRetriever`` over the added documents, as :meth:`as_document_retriever`
+        does for every search type. Unknown keywords raise ``TypeError``. An index built
+        with a tuned configuration (:attr:`tuned_config`) starts from its retriever
         settings; keywords given here win.
         """
         from .retriever import WindowedParentRetriever
 
+        if kwargs.get("search_type") == "similarity_score_threshold":
+            return self.as_document_retriever(**kwargs)
         tuned = self.tuned_config
         options = {k: v for k, v in tuned.retriever_kwargs.items() if v is not None} if tuned is not None else {}
         options.update(kwargs.pop("search_kwargs", None) or {})
@@ -832,15 +854,61 @@ class SlidingWindowIndex(VectorStore):
 
         return RetrievalView.from_index(self, query, **options)
 
+    # ----------------------------------------- the plain VectorStore contract (documents as added)
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
-        """The ``k`` best merged windows for ``query`` (:class:`~.retriever.WindowedParentRetriever`)."""
-        return self.as_retriever(k=k, **kwargs).invoke(query)
+        """LangChain ``VectorStore.similarity_search``: the ``k`` added documents most similar
+        to ``query`` (whole text, their own metadata and id), ranked by their best small chunk.
+
+        Windows are the retrievers' part: :meth:`as_retriever` returns merged windows
+        under a token budget.
+        """
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        return [(d, float(d.metadata.get("score", 0.0))) for d in self.similarity_search(query, k, **kwargs)]
+        """:meth:`similarity_search` with each document's relevance in [0, 1] (its best
+        chunk's; higher is better), in rank order."""
+        from .parents import check_query
+
+        return self.similarity_search_with_score_by_vector(self.vectors.embed_query(check_query(query)), k, **kwargs)
+
+    def similarity_search_with_score_by_vector(self, embedding: list[float], k: int = 4,
+                                               **kwargs: Any) -> list[tuple[Document, float]]:
+        """:meth:`similarity_search_with_score` for a query vector."""
+        from .plain import search_documents
+
+        _only(kwargs, set(), "similarity_search")
+        return search_documents(self, embedding, k)  # type: ignore[return-value]
+
+    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
+        """:meth:`similarity_search` for a query vector."""
+        return [doc for doc, _ in self.similarity_search_with_score_by_vector(embedding, k, **kwargs)]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        return lambda score: score
+        return lambda score: score  # the scores are relevances in [0, 1] already
+
+    def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
+                                      **kwargs: Any) -> list[Document]:
+        """LangChain MMR search: ``k`` added documents, chosen by MMR over the small chunks
+        (``fetch_k`` candidates, ``lambda_mult`` 1 = relevance only), each source once."""
+        from .parents import check_query
+
+        return self.max_marginal_relevance_search_by_vector(self.vectors.embed_query(check_query(query)), k, fetch_k,
+                                                            lambda_mult, **kwargs)
+
+    def max_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
+                                                lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
+        """:meth:`max_marginal_relevance_search` for a query vector."""
+        from .plain import search_documents
+
+        _only(kwargs, set(), "max_marginal_relevance_search")
+        return [doc for doc, _ in search_documents(self, embedding, k, mmr=True, fetch_k=fetch_k,
+                                                   lambda_mult=lambda_mult)]
+
+    def as_document_retriever(self, **kwargs: Any) -> Any:
+        """LangChain's plain ``VectorStoreRetriever`` on this index: ``k`` (default 4) added
+        documents per query (``search_type``: ``"similarity"``, ``"mmr"`` or
+        ``"similarity_score_threshold"``, with ``search_kwargs``), no windows, no budget."""
+        return VectorStore.as_retriever(self, **kwargs)
 
     @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, *,

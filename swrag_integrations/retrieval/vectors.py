@@ -89,6 +89,7 @@ class VectorBackend:
         self.can_get = _overrides(store, "get_by_ids")
         self.can_mmr = _overrides(store, "max_marginal_relevance_search_by_vector")
         self._warned_mmr = False
+        self._warned_scores = False
 
     def __repr__(self) -> str:
         return f"VectorBackend({self.kind})"
@@ -161,6 +162,45 @@ class VectorBackend:
             warnings.warn(f"{self.kind} has no MMR search; using plain similarity", stacklevel=3)
             self._warned_mmr = True
         return self.store.similarity_search_by_vector(vec, k=k)
+
+    def search_scored(self, vector: Sequence[float], k: int) -> list[tuple[Any, float]]:
+        """The ``k`` nearest chunk documents with relevance scores in [0, 1], best first.
+
+        The store ranks; its own relevance function (``_select_relevance_score_fn``:
+        Chroma's distances, FAISS, Qdrant) turns its scores into relevances, a store
+        without one is taken to return similarities (``InMemoryVectorStore``: cosine).
+        Scores are clipped to [0, 1]; where the store's relevance function disagrees
+        with its own ranking (e.g. FAISS ``IndexFlatIP`` without
+        ``distance_strategy=MAX_INNER_PRODUCT``) a warning says so and each score is
+        capped by the one ranked above it, so scores never rise down the list.
+        """
+        vec = [float(x) for x in vector]
+        store = self.store
+        if hasattr(store, "similarity_search_by_vector_with_relevance_scores"):  # Chroma: (doc, distance)
+            pairs = store.similarity_search_by_vector_with_relevance_scores(vec, k=k)
+        elif hasattr(store, "similarity_search_with_score_by_vector"):
+            pairs = store.similarity_search_with_score_by_vector(vec, k=k)
+        else:
+            docs = self.store.similarity_search_by_vector(vec, k=k)
+            return [(doc, 1.0 / (1 + rank)) for rank, doc in enumerate(docs)]  # the rank is all there is
+        try:
+            relevance = store._select_relevance_score_fn()
+        except (NotImplementedError, ValueError):
+            relevance = float
+        out, previous = [], 1.0
+        for doc, raw in pairs:
+            score = min(1.0, max(0.0, float(relevance(raw))))
+            if score > previous + 1e-9:
+                if not self._warned_scores:
+                    warnings.warn(f"{self.kind}'s relevance scores rise down its own ranking (check its distance "
+                                  "strategy against its index, e.g. FAISS IndexFlatIP needs "
+                                  "distance_strategy=MAX_INNER_PRODUCT); scores are capped to keep rank order",
+                                  stacklevel=3)
+                    self._warned_scores = True
+                score = previous
+            out.append((doc, score))
+            previous = score
+        return out
 
     def embed_query(self, text: str) -> list[float]:
         return list(self.embedding.embed_query(text))

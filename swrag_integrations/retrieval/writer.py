@@ -73,7 +73,7 @@ def chunk_documents(rec: SourceRecord, index_id: str, start: int = 0, stop: int 
     out = []
     a = rec.arrays
     for i in range(start, rec.n_chunks if stop is None else stop):
-        meta = dict(rec.metadata)
+        meta = rec.index_metadata
         meta.update(source_id=rec.source_id, chunk_index=i, start_index=int(a[0, i]), end_index=int(a[1, i]),
                     content_hash=rec.content_hash, chunk_id=chunk_id(rec.source_id, i), swrag_index=index_id)
         out.append(Document(page_content=rec.chunk_text(i), metadata=meta))
