@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from .ids import chunk_id, source_id_for, vector_id
+from .ids import batch_source_ids, chunk_id, vector_id
 from .records import SourceRecord, plan_source
 
 if TYPE_CHECKING:
@@ -216,25 +216,24 @@ def write_documents(index: "SlidingWindowIndex", documents: Sequence[Any], *, pr
         raise ValueError("no documents to add")
 
     def planned() -> Iterator[tuple[SourceRecord, None]]:  # planned under the lock, as the write runs
-        for doc in by_sid.values():
-            yield plan_source(doc, index.config), None
+        for sid, doc in by_sid.items():
+            yield plan_source(doc, index.config, sid), None
 
     return write_planned(index, planned(), prune=prune, remove_origins=remove_origins, report=report)
 
 
 def dedupe_documents(documents: Sequence[Any]) -> tuple[dict[str, Any], IndexReport]:
-    """Documents by source id (the same source twice: the last one wins) and a report
-    whose ``ids`` list every document's source id in order; non-Documents raise."""
+    """Documents by source id (:func:`~.ids.batch_source_ids`: several different documents
+    of one source are parts of it, each kept; identical ones are written once) and a
+    report whose ``ids`` list every document's source id in order; non-Documents raise."""
     from langchain_core.documents import Document
 
     report = IndexReport()
-    by_sid: dict[str, Any] = {}
     for doc in documents:
         if not isinstance(doc, Document):
             raise TypeError(f"expected LangChain Document objects, got {type(doc).__name__}")
-        sid = source_id_for(doc)
-        by_sid[sid] = doc
-        report.ids.append(sid)
+    report.ids = batch_source_ids(documents)
+    by_sid = dict(zip(report.ids, documents))
     return by_sid, report
 
 
