@@ -718,48 +718,73 @@ class SlidingWindowIndex(VectorStore):
         return text[start:end]
 
     # ------------------------------------------------------------------ search
-    def bm25_search(self, query: str, k: int = 20) -> list[tuple[str, float]]:
-        """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only)."""
-        return self.keyword.search(query, k)
+    def bm25_search(self, query: str, k: int = 20, *, filter: Any = None) -> list[tuple[str, float]]:
+        """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only;
+        ``filter``: only sources whose metadata passes it, see :mod:`.filters`)."""
+        from .filters import SourceMatcher, parse_filter
+
+        flt = parse_filter(filter)
+        return self.keyword.search(query, k, allow=SourceMatcher(flt, self.store).chunk_ids() if flt else None)
 
     def dense_ids(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
-                  lambda_mult: float = 0.5) -> list[str]:
+                  lambda_mult: float = 0.5, filter: Any = None) -> list[str]:
         """Chunk ids of the ``k`` nearest small chunks (optionally MMR), best first,
-        only chunks whose vector matches a complete source's current text."""
+        only chunks whose vector matches a complete source's current text.
+
+        ``filter``: a metadata filter (:mod:`.filters`), pushed down to the store where
+        it can filter, and checked against each source's record; more chunks are
+        fetched while fewer than ``k`` passed and the store had more.
+        """
+        from .filters import SourceMatcher, native_filter, parse_filter
+
         if search_type not in ("mmr", "similarity"):
             raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
+        flt = parse_filter(filter)
+        matcher = SourceMatcher(flt, self.store) if flt is not None else None
+        native = native_filter(flt, self.vectorstore) if flt is not None else None
         self._before_search()
         qvec = self.vectors.embed_query(query)
-        docs = self._wrap(lambda: self.vectors.search(qvec, k, mmr=search_type == "mmr",
-                                                      fetch_k=fetch_k or max(4 * k, 20), lambda_mult=lambda_mult),
-                          "search the vectors")
-        heads = self.store.heads(sorted({str(d.metadata.get("source_id")) for d in docs}))
-        out = []
-        for doc in docs:
-            meta = doc.metadata or {}
-            head = heads.get(str(meta.get("source_id")))
-            if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
-                continue  # a vector of a source being rewritten, or of an old version
-            out.append(chunk_id(str(meta["source_id"]), int(meta["chunk_index"])))
-        return out
+        n = k
+        while True:
+            docs = self._wrap(lambda: self.vectors.search(qvec, n, mmr=search_type == "mmr",
+                                                          fetch_k=fetch_k or max(4 * n, 20), lambda_mult=lambda_mult,
+                                                          native=native),
+                              "search the vectors")
+            heads = self.store.heads(sorted({str(d.metadata.get("source_id")) for d in docs}))
+            out = []
+            for doc in docs:
+                meta = doc.metadata or {}
+                sid = str(meta.get("source_id"))
+                head = heads.get(sid)
+                if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
+                    continue  # a vector of a source being rewritten, or of an old version
+                if matcher is not None and not matcher.passes([sid])[0]:
+                    continue
+                out.append(chunk_id(sid, int(meta["chunk_index"])))
+            if matcher is None or len(out) >= k or len(docs) < n:
+                return out[:k]
+            n *= 4
 
     def dense_search(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
-                     lambda_mult: float = 0.5) -> list[Document]:
+                     lambda_mult: float = 0.5, filter: Any = None) -> list[Document]:
         """The ``k`` nearest small chunks as Documents (``metadata["dense_rank"]``)."""
         docs = self.get_chunks(self.dense_ids(query, k, search_type=search_type, fetch_k=fetch_k,
-                                              lambda_mult=lambda_mult))
+                                              lambda_mult=lambda_mult, filter=filter))
         for rank, doc in enumerate(docs, start=1):
             doc.metadata["dense_rank"] = rank
         return docs
 
     def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE, weights: Sequence[float] = (0.5, 0.5),
-                        rrf_c: float = 60.0) -> list[ChildHit]:
+                        rrf_c: float = 60.0, filter: Any = None) -> list[ChildHit]:
         """Stage 1 of the windowed parent retriever (see :class:`~.protocols.ChunkIndex`).
 
         The ``k`` best small chunks, BM25 and dense fused by weighted RRF. (Ranking whole
         windows from their chunks' BM25 statistics was measured and dropped: lower context
-        recall on every dev set, see docs/eval/ranking.md.)
+        recall on every dev set, see docs/eval/ranking.md.) ``filter``: only chunks of
+        sources whose metadata passes it (:mod:`.filters`), in both rankings, so no
+        window is built from (or around) a source the filter excludes.
         """
+        from .filters import SourceMatcher, parse_filter
         from .parents import check_query
 
         check_query(query)
@@ -767,8 +792,10 @@ class SlidingWindowIndex(VectorStore):
             raise ValueError(f"k must be > 0, got {k}")
         if len(weights) != 2:
             raise ValueError(f"weights must be (bm25, dense), got {weights!r}")
-        bm25 = self.keyword.search(query, k) if weights[0] > 0 else []
-        dense = self.dense_ids(query, k, search_type=search_type) if weights[1] > 0 else []
+        flt = parse_filter(filter)
+        matcher = SourceMatcher(flt, self.store) if flt is not None else None
+        bm25 = self.keyword.search(query, k, allow=matcher.chunk_ids() if matcher else None) if weights[0] > 0 else []
+        dense = self.dense_ids(query, k, search_type=search_type, filter=flt) if weights[1] > 0 else []
         fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
         bm25_score = dict(bm25)
         parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
@@ -779,6 +806,8 @@ class SlidingWindowIndex(VectorStore):
             rec = records.get(p.source_id) if p is not None else None
             if rec is None or not rec.complete or p.index >= rec.n_chunks:
                 continue
+            if flt is not None and not flt.matches({**rec.index_metadata, "source_id": rec.source_id}):
+                continue  # changed since the rankings looked (never served against the filter)
             meta = rec.chunk_metadata(p.index, m)
             meta.update(rrf_score=score, fused_rank=len(hits) + 1)
             if ranks[0] is not None:
@@ -858,6 +887,8 @@ class SlidingWindowIndex(VectorStore):
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """LangChain ``VectorStore.similarity_search``: the ``k`` added documents most similar
         to ``query`` (whole text, their own metadata and id), ranked by their best small chunk.
+        ``filter=`` takes a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/
+        $gte/$lt/$lte/$and/$or``; :mod:`.filters`), also on the other search methods.
 
         Windows are the retrievers' part: :meth:`as_retriever` returns merged windows
         under a token budget.
@@ -876,8 +907,8 @@ class SlidingWindowIndex(VectorStore):
         """:meth:`similarity_search_with_score` for a query vector."""
         from .plain import search_documents
 
-        _only(kwargs, set(), "similarity_search")
-        return search_documents(self, embedding, k)  # type: ignore[return-value]
+        _only(kwargs, {"filter"}, "similarity_search")
+        return search_documents(self, embedding, k, filter=kwargs.get("filter"))  # type: ignore[return-value]
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """:meth:`similarity_search` for a query vector."""
@@ -900,9 +931,9 @@ class SlidingWindowIndex(VectorStore):
         """:meth:`max_marginal_relevance_search` for a query vector."""
         from .plain import search_documents
 
-        _only(kwargs, set(), "max_marginal_relevance_search")
+        _only(kwargs, {"filter"}, "max_marginal_relevance_search")
         return [doc for doc, _ in search_documents(self, embedding, k, mmr=True, fetch_k=fetch_k,
-                                                   lambda_mult=lambda_mult)]
+                                                   lambda_mult=lambda_mult, filter=kwargs.get("filter"))]
 
     def as_document_retriever(self, **kwargs: Any) -> Any:
         """LangChain's plain ``VectorStoreRetriever`` on this index: ``k`` (default 4) added

@@ -27,7 +27,8 @@ def source_document(rec: Any) -> Document:
 
 
 def search_documents(index: "SlidingWindowIndex", vector: Sequence[float], k: int, *, mmr: bool = False,
-                     fetch_k: int = 20, lambda_mult: float = 0.5) -> list[tuple[Document, float | None]]:
+                     fetch_k: int = 20, lambda_mult: float = 0.5,
+                     filter: Any = None) -> list[tuple[Document, float | None]]:
     """The ``k`` best added documents for a query vector, best first.
 
     Small chunks are fetched from the vector store (plain similarity with relevance
@@ -36,19 +37,28 @@ def search_documents(index: "SlidingWindowIndex", vector: Sequence[float], k: in
     more. Chunks of sources that are not complete, or of an older version of a
     source's text, are dropped (as for every search of the index). The score is the
     best chunk's relevance in [0, 1] (``None`` for MMR, which has none).
+
+    ``filter``: a metadata filter (:func:`~.filters.parse_filter`), pushed down to the
+    store where it can filter and checked against every source's record.
     """
+    from .filters import SourceMatcher, native_filter, parse_filter
+
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise ValueError(f"k must be a positive int, got {k!r}")
+    flt = parse_filter(filter)
+    matcher = SourceMatcher(flt, index.store) if flt is not None else None
+    native = native_filter(flt, index.vectorstore) if flt is not None else None
     index._before_search()
     n = max(4 * k, fetch_k if mmr else 0, 20)
     while True:
         if mmr:
             pairs = [(d, None) for d in index._wrap(
-                lambda: index.vectors.search(vector, n, mmr=True, fetch_k=max(fetch_k, n), lambda_mult=lambda_mult),
+                lambda: index.vectors.search(vector, n, mmr=True, fetch_k=max(fetch_k, n), lambda_mult=lambda_mult,
+                                             native=native),
                 "search the vectors")]
         else:
-            pairs = index._wrap(lambda: index.vectors.search_scored(vector, n), "search the vectors")
-        best = _best_per_source(index, pairs)
+            pairs = index._wrap(lambda: index.vectors.search_scored(vector, n, native=native), "search the vectors")
+        best = _best_per_source(index, pairs, matcher)
         if len(best) >= k or len(pairs) < n:
             break
         n *= 4
@@ -58,8 +68,10 @@ def search_documents(index: "SlidingWindowIndex", vector: Sequence[float], k: in
             if sid in records and records[sid].complete]
 
 
-def _best_per_source(index: "SlidingWindowIndex", pairs: list[tuple[Any, float | None]]) -> dict[str, float | None]:
-    """Source id -> score of its first (best) chunk, in rank order; stale chunks dropped."""
+def _best_per_source(index: "SlidingWindowIndex", pairs: list[tuple[Any, float | None]],
+                     matcher: Any = None) -> dict[str, float | None]:
+    """Source id -> score of its first (best) chunk, in rank order; stale chunks and
+    sources the filter (``matcher``: a :class:`~.filters.SourceMatcher`) excludes dropped."""
     heads = index.store.heads(sorted({str((d.metadata or {}).get("source_id")) for d, _ in pairs}))
     best: dict[str, float | None] = {}
     for doc, score in pairs:
@@ -68,5 +80,6 @@ def _best_per_source(index: "SlidingWindowIndex", pairs: list[tuple[Any, float |
         head = heads.get(sid)
         if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
             continue
-        best.setdefault(sid, score)
+        if sid not in best and (matcher is None or matcher.passes([sid])[0]):
+            best[sid] = score
     return best

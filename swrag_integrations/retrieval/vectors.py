@@ -152,18 +152,24 @@ class VectorBackend:
         return None
 
     def search(self, vector: Sequence[float], k: int, *, mmr: bool = False, fetch_k: int | None = None,
-               lambda_mult: float = 0.5) -> list[Any]:
-        """The ``k`` nearest chunk documents of a query vector, best first (MMR optional)."""
+               lambda_mult: float = 0.5, native: dict[str, Any] | None = None) -> list[Any]:
+        """The ``k`` nearest chunk documents of a query vector, best first (MMR optional).
+
+        ``native``: the store's own filter keywords (:func:`~.filters.native_filter`).
+        """
         vec = [float(x) for x in vector]
+        extra = dict(native or {})
         if mmr and self.can_mmr:
+            fetch = max(k, fetch_k or 4 * k, int(extra.pop("fetch_k", 0)))
             return self.store.max_marginal_relevance_search_by_vector(
-                vec, k=k, fetch_k=max(k, fetch_k or 4 * k), lambda_mult=lambda_mult)
+                vec, k=k, fetch_k=fetch, lambda_mult=lambda_mult, **extra)
         if mmr and not self._warned_mmr:
             warnings.warn(f"{self.kind} has no MMR search; using plain similarity", stacklevel=3)
             self._warned_mmr = True
-        return self.store.similarity_search_by_vector(vec, k=k)
+        return self.store.similarity_search_by_vector(vec, k=k, **extra)
 
-    def search_scored(self, vector: Sequence[float], k: int) -> list[tuple[Any, float]]:
+    def search_scored(self, vector: Sequence[float], k: int, *,
+                      native: dict[str, Any] | None = None) -> list[tuple[Any, float]]:
         """The ``k`` nearest chunk documents with relevance scores in [0, 1], best first.
 
         The store ranks; its own relevance function (``_select_relevance_score_fn``:
@@ -176,12 +182,13 @@ class VectorBackend:
         """
         vec = [float(x) for x in vector]
         store = self.store
+        extra = dict(native or {})
         if hasattr(store, "similarity_search_by_vector_with_relevance_scores"):  # Chroma: (doc, distance)
-            pairs = store.similarity_search_by_vector_with_relevance_scores(vec, k=k)
+            pairs = store.similarity_search_by_vector_with_relevance_scores(vec, k=k, **extra)
         elif hasattr(store, "similarity_search_with_score_by_vector"):
-            pairs = store.similarity_search_with_score_by_vector(vec, k=k)
+            pairs = store.similarity_search_with_score_by_vector(vec, k=k, **extra)
         else:
-            docs = self.store.similarity_search_by_vector(vec, k=k)
+            docs = self.store.similarity_search_by_vector(vec, k=k, **extra)
             return [(doc, 1.0 / (1 + rank)) for rank, doc in enumerate(docs)]  # the rank is all there is
         try:
             relevance = store._select_relevance_score_fn()
