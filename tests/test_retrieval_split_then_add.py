@@ -68,3 +68,19 @@ def test_a_later_call_still_replaces_a_version(index):
     first = index.add_documents([Document(page_content="Version one of the notes.", metadata={"source": "n.txt"})])
     second = index.add_documents([Document(page_content="Version two of the notes.", metadata={"source": "n.txt"})])
     assert first == second and index.source_text(first[0]) == "Version two of the notes."
+
+
+def test_re_adding_with_new_metadata_updates_it(index):
+    """Same text, new metadata: the document comes back (and filters) with the new metadata."""
+    first = Document(id="n1", page_content="The lighthouse keeper logged fog and ships.", metadata={"topic": "sea"})
+    index.add_documents([first])
+    moved = Document(id="n1", page_content=first.page_content, metadata={"topic": "town", "tags": ["a", "b"]})
+    report = index.index_documents([moved])
+    assert report["replaced"] == 1  # the chunks carry "topic": their vectors are written again
+    assert index.get_by_ids(["n1"]) == [moved]
+    assert index.similarity_search("lighthouse fog", k=1, filter={"topic": "town"}) == [moved]
+    assert index.similarity_search("lighthouse fog", k=1, filter={"topic": "sea"}) == []
+    retagged = Document(id="n1", page_content=first.page_content, metadata={"topic": "town", "tags": ["c"]})
+    report = index.index_documents([retagged])
+    assert report["unchanged"] == 1 and report["chunks"] == 0  # only what chunks do not carry: no re-embedding
+    assert index.get_by_ids(["n1"]) == [retagged]

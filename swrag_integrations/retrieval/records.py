@@ -30,7 +30,7 @@ from ..windows import get_encoding, iter_windows
 from .config import IndexConfig
 from .ids import chunk_id, content_hash, source_id_for
 
-__all__ = ["SourceRecord", "plan_source", "clean_metadata", "doc_record_metadata", "DOC_KEY", "STATES",
+__all__ = ["SourceRecord", "plan_source", "clean_metadata", "doc_record_metadata", "metadata_change", "DOC_KEY", "STATES",
            "START", "END", "N_TOKENS", "WIN_LO", "WIN_HI", "WIN_START", "WIN_END"]
 
 # rows of SourceRecord.arrays
@@ -225,6 +225,22 @@ def doc_record_metadata(doc: Any) -> dict[str, Any]:
     if doc_id is not None or extra:
         meta[DOC_KEY] = {"id": None if doc_id is None else str(doc_id), "extra": extra}
     return meta
+
+
+def metadata_change(old: SourceRecord | None, new: SourceRecord) -> str | None:
+    """How the metadata of ``new`` differs from the stored ``old`` version of a source with
+    the same text: ``None`` (not at all), ``"doc"`` (only what :data:`DOC_KEY` keeps: the
+    document's id or metadata the chunks do not carry) or ``"index"`` (what the chunks,
+    and so their vectors and filters, carry; also when ``old`` is missing)."""
+    if old is None:
+        return "index"
+
+    def plain(value: Any) -> Any:
+        return json.loads(json.dumps(value, ensure_ascii=False))
+
+    if plain(old.index_metadata) != plain(new.index_metadata):
+        return "index"
+    return None if plain(old.metadata.get(DOC_KEY)) == plain(new.metadata.get(DOC_KEY)) else "doc"
 
 
 def plan_source(doc: Any, config: IndexConfig, source_id: str | None = None) -> SourceRecord:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from .ids import batch_source_ids, chunk_id, vector_id
-from .records import SourceRecord, plan_source
+from .records import SourceRecord, metadata_change, plan_source
 
 if TYPE_CHECKING:
     from .index import SlidingWindowIndex
@@ -353,6 +353,9 @@ class _Decisions:
     def _group(self, group: list[tuple[SourceRecord, Any]]) -> Iterator[Plan]:
         index, report = self.index, self.report
         heads = index.store.heads([rec.source_id for rec, _ in group])
+        same_text = [rec.source_id for rec, _ in group if isinstance(rec, SourceRecord) and rec.source_id in heads
+                     and heads[rec.source_id].content_hash == rec.content_hash]
+        stored = index.store.get_many(same_text) if same_text else {}  # their metadata may have changed
         for rec, vectors in group:
             if not isinstance(rec, SourceRecord):
                 raise TypeError(f"write_planned takes (SourceRecord, vectors) pairs, got {type(rec).__name__}")
@@ -373,8 +376,13 @@ class _Decisions:
                 index._record_embedding()
                 self._embedding_recorded = True
             if old is not None and old.state == "complete" and old.content_hash == rec.content_hash:
-                self.unchanged.append(sid)
-                continue
+                change = metadata_change(stored.get(sid), rec)
+                if change != "index":  # chunks and vectors stay; a new id/extra metadata is one record write
+                    if change == "doc":
+                        rec.state, rec.id_span = "complete", old.id_span
+                        index.store.put([rec])
+                    self.unchanged.append(sid)
+                    continue
             rec.state = "pending"
             rec.id_span = max(rec.n_chunks, old.id_span if old is not None else 0)
             if vectors is not None and not self.usable_vectors:
