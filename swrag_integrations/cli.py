@@ -131,6 +131,10 @@ def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
         options["budget_tokens"] = args.budget
     if index.tuned_config is None:  # the index's tuned settings, else the retriever's defaults
         options.setdefault("budget_tokens", 1500)
+    if getattr(args, "filter", None):
+        from .retrieval.filters import filter_from_pairs
+
+        options["filter"] = filter_from_pairs(args.filter)
     retriever = index.as_retriever(**options)
     if llm is None:
         docs = retriever.invoke(question)
@@ -407,6 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     _answer_options(ask)
     _config_option(ask, "the index must have its chunking; its retriever settings are used (and recorded in the "
                         "index)")
+    ask.add_argument("--filter", action="append", metavar="KEY=VALUE", default=None,
+                     help="only sources whose metadata has KEY=VALUE (repeatable: all must hold), e.g. "
+                          "--filter source=docs/a.md")
     ask.add_argument("--view", metavar="FILE", default=None,
                      help="also write the answer with its sources as a self-contained HTML page")
     ask.set_defaults(func=cmd_ask)

@@ -10,6 +10,8 @@ Layout (one concern per module; framework-free unless noted):
 ``keyword``        BM25 kept in step with the source store (``bm25``: BM25 + tokenizer)
 ``vectors``        the vectors in any LangChain ``VectorStore`` (LangChain)
 ``index``          :class:`SlidingWindowIndex`, itself a LangChain ``VectorStore``
+``plain``          its ``VectorStore`` face: the added documents, ranked by their best chunk
+``filters``        metadata filters: one definition, pushed down to each store (:func:`parse_filter`)
 ``writer``         add / replace / remove / prune / repair under the writer lock (``write_planned``)
 ``parallel``       ingestion in N worker processes, one writer (``workers=N``)
 ``ray_ingest``     ingestion as a Ray Data pipeline (``index_with_ray``; the ``[ray]`` extra)
@@ -41,7 +43,8 @@ _LAZY = {
     "IndexConfig": "config",
     "rrf": "fusion", "doc_key": "fusion", "reciprocal_rank_fusion": "fusion",
     "ChunkId": "ids", "chunk_id": "ids", "parse_chunk_id": "ids", "source_id_for": "ids", "source_key": "ids",
-    "vector_id": "ids",
+    "vector_id": "ids", "batch_source_ids": "ids",
+    "MetadataFilter": "filters", "parse_filter": "filters",
     "SourceRecord": "records", "plan_source": "records",
     "SourceStore": "sources", "SqliteSourceStore": "sources", "KVSourceStore": "sources",
     "ChromaByteStore": "sources", "LockTimeout": "sources", "SourceStoreError": "sources",

@@ -211,8 +211,13 @@ class BM25Index:
                 self._bm25 = self._build()
             return self._bm25
 
-    def search(self, query: str, k: int = 10) -> list[tuple[str, float]]:
-        """The ``k`` best ``(id, score)`` pairs (score > 0), best first."""
+    def search(self, query: str, k: int = 10, *,
+               allow: Callable[[Sequence[str]], Sequence[bool]] | None = None) -> list[tuple[str, float]]:
+        """The ``k`` best ``(id, score)`` pairs (score > 0), best first.
+
+        ``allow``: only ids it accepts (called on blocks of ids in score order, e.g. the
+        chunks of sources a metadata filter lets through) count towards ``k``.
+        """
         if k <= 0:
             raise ValueError(f"k must be > 0, got {k}")
         with self._lock:
@@ -224,6 +229,8 @@ class BM25Index:
                 return []
             scores = bm25.get_scores_from_ids(token_ids)
             ids = self.ids
+        if allow is not None:
+            return _allowed_top(ids, scores, k, allow)
         n = scores.shape[0]
         k = min(k, n)
         if k < n:
@@ -320,6 +327,23 @@ class BM25Index:
         if not path.is_file():
             raise FileNotFoundError(f"no BM25 index at {path}")
         return cls.from_bytes(path.read_bytes(), tokenizer=tokenizer)
+
+
+def _allowed_top(ids: Sequence[str], scores: np.ndarray, k: int,
+                 allow: Callable[[Sequence[str]], Sequence[bool]]) -> list[tuple[str, float]]:
+    """The ``k`` best positive-scored ids that ``allow`` accepts, best first."""
+    positive = np.nonzero(scores > 0)[0]
+    order = positive[np.argsort(-scores[positive], kind="stable")]
+    out: list[tuple[str, float]] = []
+    block = max(4 * k, 256)
+    for b in range(0, order.size, block):
+        rows = order[b:b + block].tolist()
+        for row, ok in zip(rows, allow([ids[r] for r in rows])):
+            if ok:
+                out.append((ids[row], float(scores[row])))
+                if len(out) == k:
+                    return out
+    return out
 
 
 def _json_array(value: Any) -> np.ndarray:

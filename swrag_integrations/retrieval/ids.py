@@ -3,7 +3,11 @@
 One definition each, used everywhere:
 
 * :func:`source_key` -- what decides "same document, new version" (``Document.id``,
-  else ``metadata["source"]`` plus ``page``/``row``, else the text);
+  else ``metadata["source"]`` plus ``page``/``row`` and a chunk's ``start_index``/
+  ``end_index``, else the text);
+* :func:`batch_source_ids` -- the source id of every document of one write: several
+  documents of one source in one call are parts of it, each kept (never one replacing
+  another);
 * :func:`source_id_for` -- the 16-hex-digit id of a source (hash of its key);
 * :func:`chunk_id` / :func:`parse_chunk_id` -- ``"<source_id>:s:<i>"`` for small
   chunk ``i`` (``"<source_id>:m:<j>"`` for the derived medium chunk ``j``);
@@ -18,9 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
-__all__ = ["source_key", "source_id_for", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id", "content_hash"]
+__all__ = ["source_key", "source_id_for", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
+           "content_hash"]
 
 # A fixed namespace: the same chunk id gives the same vector id in every process.
 _VECTOR_NAMESPACE = uuid.UUID("6f2b1f5e-0c7d-4d8e-9a51-5a1e6f0d2c31")
@@ -31,8 +36,9 @@ def source_key(doc: Any) -> str:
     """The identity of a source document.
 
     ``Document.id`` if set; else ``metadata["source"]`` (plus ``page``/``row`` when
-    present, so the pages of one PDF and the rows of one CSV stay apart); else the
-    text itself (then every edit makes a new source).
+    present, so the pages of one PDF and the rows of one CSV stay apart, and the
+    integer ``start_index``/``end_index`` a splitter puts on its chunks, so the chunks
+    of one file stay apart); else the text itself (then every edit makes a new source).
     """
     doc_id = getattr(doc, "id", None)
     if doc_id:
@@ -43,6 +49,10 @@ def source_key(doc: Any) -> str:
         for extra in ("page", "row"):
             if extra in meta:
                 key += f"#{extra}={meta[extra]}"
+        for offset in ("start_index", "end_index"):
+            value = meta.get(offset)
+            if isinstance(value, int) and not isinstance(value, bool):
+                key += f"#{offset}={value}"
         return key
     return "text:" + _sha1(getattr(doc, "page_content", ""))
 
@@ -51,6 +61,46 @@ def source_id_for(doc_or_key: Any) -> str:
     """Stable 16-hex-digit id of a source: a document, or a key from :func:`source_key`."""
     key = doc_or_key if isinstance(doc_or_key, str) else source_key(doc_or_key)
     return _sha1(key)[:16]
+
+
+def batch_source_ids(documents: Sequence[Any]) -> list[str]:
+    """The source id of each document of one write (same order).
+
+    A document is its own source (:func:`source_id_for`), with one exception: when
+    several *different* documents of one call share a key (chunks of one file without
+    offsets, say), each becomes a part of it -- key ``<key>#part=<j>``, ``j`` counting
+    the distinct documents of that key in call order -- so no document replaces another
+    one of the same call and re-adding the same batch gives the same ids. Identical
+    documents (same text and metadata) share one id.
+
+    Raises:
+        ValueError: two different documents given the same id (``Document.id`` or
+            ``ids=``) in one call: the index cannot keep both under one id.
+    """
+    keys = [source_key(doc) for doc in documents]
+    contents = [_content_of(doc) for doc in documents]
+    parts: dict[str, dict[str, int]] = {}  # key -> content -> part number
+    for key, content in zip(keys, contents):
+        seen = parts.setdefault(key, {})
+        seen.setdefault(content, len(seen))
+    out = []
+    for key, content in zip(keys, contents):
+        if len(parts[key]) == 1:
+            out.append(source_id_for(key))
+        elif key.startswith("id:"):
+            raise ValueError(f"two different documents have the id {key[3:]!r} in one call; give each document its "
+                             "own id (or add the new version in a later call to replace the old one)")
+        else:
+            out.append(source_id_for(f"{key}#part={parts[key][content]}"))
+    return out
+
+
+def _content_of(doc: Any) -> str:
+    """Text and metadata of a document as one comparable string."""
+    import json
+
+    meta = json.dumps(getattr(doc, "metadata", None) or {}, sort_keys=True, default=repr, ensure_ascii=False)
+    return _sha1(meta + "\x00" + getattr(doc, "page_content", ""))
 
 
 def content_hash(text: str, config_json: str) -> str:

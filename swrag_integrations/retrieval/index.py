@@ -134,10 +134,13 @@ class SlidingWindowIndex(VectorStore):
     """Windowed parent-child index over any LangChain vector store (a ``VectorStore`` itself).
 
     As a LangChain ``VectorStore`` its documents are *sources*: ``add_documents``
-    indexes whole documents (cut into small chunks), ``delete``/``get_by_ids`` work on
-    source ids, ``similarity_search`` returns merged windows (exact source text), and
-    ``as_retriever`` gives a :class:`~.retriever.WindowedParentRetriever`; it works
-    with LangChain's indexing API (``langchain_core.indexing.index``).
+    indexes documents (each cut into small chunks), ``delete``/``get_by_ids`` take the
+    ids it returned, ``similarity_search`` (with scores, MMR, by vector) returns the
+    added documents as they were added, ranked by their best chunk; windows come from
+    the retrievers: ``as_retriever`` gives a :class:`~.retriever.WindowedParentRetriever`
+    (merged windows under a token budget). It passes LangChain's
+    ``VectorStoreIntegrationTests`` and works with its indexing API
+    (``langchain_core.indexing.index``).
 
     Args:
         persist_directory: a local folder for the default stores (Chroma in
@@ -590,15 +593,17 @@ class SlidingWindowIndex(VectorStore):
         """LangChain ``VectorStore.add_documents``: index whole documents; returns their ids.
 
         The id of a document is ``ids[i]`` or ``Document.id`` if given (and then
-        ``delete``/``get_by_ids`` take it), else its source id. ``batch_size`` is
-        accepted (the index batches by itself); other keywords raise ``TypeError``.
+        ``delete``/``get_by_ids`` take it), else its source id. Every document is kept,
+        also several of one source (chunks of a file: see :func:`~.ids.batch_source_ids`).
+        ``batch_size`` is accepted (the index batches by itself); other keywords raise
+        ``TypeError``.
         """
         _only(kwargs, {"batch_size"}, "add_documents")
         docs = list(documents)
-        if ids is None:
-            ids = [d.id for d in docs] if all(d.id for d in docs) else None
         report = self.index_documents(docs, ids=ids)
-        return list(ids) if ids is not None else report.ids
+        if ids is not None:
+            return [str(i) for i in ids]
+        return [str(d.id) if d.id else sid for d, sid in zip(docs, report.ids)]
 
     def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None,
                   **kwargs: Any) -> list[str]:
@@ -709,14 +714,19 @@ class SlidingWindowIndex(VectorStore):
         return [rec.chunk_metadata(i, self.config.medium_size) for i in range(rec.n_chunks)]
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        """LangChain ``VectorStore.get_by_ids``: the source documents (whole text)."""
+        """LangChain ``VectorStore.get_by_ids``: the documents as they were added (whole
+        text, their own metadata), under the ids asked for; unknown ids are left out."""
+        from .plain import source_document
+
         sids = self._resolve_ids(list(ids))
         records = self.store.get_many(sids)
         out = []
         for given, sid in zip(ids, sids):
             rec = records.get(sid)
             if rec is not None and rec.complete:
-                out.append(Document(page_content=rec.text, metadata={**rec.metadata, "source_id": sid}, id=str(given)))
+                doc = source_document(rec)
+                doc.id = str(given)
+                out.append(doc)
         return out
 
     def get_chunks(self, ids: Sequence[str]) -> list[Document]:
@@ -782,49 +792,74 @@ class SlidingWindowIndex(VectorStore):
         return text[start:end]
 
     # ------------------------------------------------------------------ search
-    def bm25_search(self, query: str, k: int = 20) -> list[tuple[str, float]]:
-        """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only)."""
-        return self.keyword.search(query, k)
+    def bm25_search(self, query: str, k: int = 20, *, filter: Any = None) -> list[tuple[str, float]]:
+        """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only;
+        ``filter``: only sources whose metadata passes it, see :mod:`.filters`)."""
+        from .filters import SourceMatcher, parse_filter
+
+        flt = parse_filter(filter)
+        return self.keyword.search(query, k, allow=SourceMatcher(flt, self.store).chunk_ids() if flt else None)
 
     def dense_ids(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
-                  lambda_mult: float = 0.5) -> list[str]:
+                  lambda_mult: float = 0.5, filter: Any = None) -> list[str]:
         """Chunk ids of the ``k`` nearest small chunks (optionally MMR), best first,
-        only chunks whose vector matches a complete source's current text."""
+        only chunks whose vector matches a complete source's current text.
+
+        ``filter``: a metadata filter (:mod:`.filters`), pushed down to the store where
+        it can filter, and checked against each source's record; more chunks are
+        fetched while fewer than ``k`` passed and the store had more.
+        """
+        from .filters import SourceMatcher, native_filter, parse_filter
+
         if search_type not in ("mmr", "similarity"):
             raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
+        flt = parse_filter(filter)
+        matcher = SourceMatcher(flt, self.store) if flt is not None else None
+        native = native_filter(flt, self.vectorstore) if flt is not None else None
         self._before_search()
         self._sync_vectors()
         qvec = self.vectors.embed_query(query)
-        docs = self._wrap(lambda: self.vectors.search(qvec, k, mmr=search_type == "mmr",
-                                                      fetch_k=fetch_k or max(4 * k, 20), lambda_mult=lambda_mult),
-                          "search the vectors")
-        heads = self.store.heads(sorted({str(d.metadata.get("source_id")) for d in docs}))
-        out = []
-        for doc in docs:
-            meta = doc.metadata or {}
-            head = heads.get(str(meta.get("source_id")))
-            if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
-                continue  # a vector of a source being rewritten, or of an old version
-            out.append(chunk_id(str(meta["source_id"]), int(meta["chunk_index"])))
-        return out
+        n = k
+        while True:
+            docs = self._wrap(lambda: self.vectors.search(qvec, n, mmr=search_type == "mmr",
+                                                          fetch_k=fetch_k or max(4 * n, 20), lambda_mult=lambda_mult,
+                                                          native=native),
+                              "search the vectors")
+            heads = self.store.heads(sorted({str(d.metadata.get("source_id")) for d in docs}))
+            out = []
+            for doc in docs:
+                meta = doc.metadata or {}
+                sid = str(meta.get("source_id"))
+                head = heads.get(sid)
+                if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
+                    continue  # a vector of a source being rewritten, or of an old version
+                if matcher is not None and not matcher.passes([sid])[0]:
+                    continue
+                out.append(chunk_id(sid, int(meta["chunk_index"])))
+            if matcher is None or len(out) >= k or len(docs) < n:
+                return out[:k]
+            n *= 4
 
     def dense_search(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
-                     lambda_mult: float = 0.5) -> list[Document]:
+                     lambda_mult: float = 0.5, filter: Any = None) -> list[Document]:
         """The ``k`` nearest small chunks as Documents (``metadata["dense_rank"]``)."""
         docs = self.get_chunks(self.dense_ids(query, k, search_type=search_type, fetch_k=fetch_k,
-                                              lambda_mult=lambda_mult))
+                                              lambda_mult=lambda_mult, filter=filter))
         for rank, doc in enumerate(docs, start=1):
             doc.metadata["dense_rank"] = rank
         return docs
 
     def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE, weights: Sequence[float] = (0.5, 0.5),
-                        rrf_c: float = 60.0) -> list[ChildHit]:
+                        rrf_c: float = 60.0, filter: Any = None) -> list[ChildHit]:
         """Stage 1 of the windowed parent retriever (see :class:`~.protocols.ChunkIndex`).
 
         The ``k`` best small chunks, BM25 and dense fused by weighted RRF. (Ranking whole
         windows from their chunks' BM25 statistics was measured and dropped: lower context
-        recall on every dev set, see docs/eval/ranking.md.)
+        recall on every dev set, see docs/eval/ranking.md.) ``filter``: only chunks of
+        sources whose metadata passes it (:mod:`.filters`), in both rankings, so no
+        window is built from (or around) a source the filter excludes.
         """
+        from .filters import SourceMatcher, parse_filter
         from .parents import check_query
 
         check_query(query)
@@ -832,8 +867,10 @@ class SlidingWindowIndex(VectorStore):
             raise ValueError(f"k must be > 0, got {k}")
         if len(weights) != 2:
             raise ValueError(f"weights must be (bm25, dense), got {weights!r}")
-        bm25 = self.keyword.search(query, k) if weights[0] > 0 else []
-        dense = self.dense_ids(query, k, search_type=search_type) if weights[1] > 0 else []
+        flt = parse_filter(filter)
+        matcher = SourceMatcher(flt, self.store) if flt is not None else None
+        bm25 = self.keyword.search(query, k, allow=matcher.chunk_ids() if matcher else None) if weights[0] > 0 else []
+        dense = self.dense_ids(query, k, search_type=search_type, filter=flt) if weights[1] > 0 else []
         fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
         bm25_score = dict(bm25)
         parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
@@ -844,6 +881,8 @@ class SlidingWindowIndex(VectorStore):
             rec = records.get(p.source_id) if p is not None else None
             if rec is None or not rec.complete or p.index >= rec.n_chunks:
                 continue
+            if flt is not None and not flt.matches({**rec.index_metadata, "source_id": rec.source_id}):
+                continue  # changed since the rankings looked (never served against the filter)
             meta = rec.chunk_metadata(p.index, m)
             meta.update(rrf_score=score, fused_rank=len(hits) + 1)
             if ranks[0] is not None:
@@ -881,16 +920,28 @@ class SlidingWindowIndex(VectorStore):
                                weights=list(weights), c=c, k=k, names=["bm25", "dense"])
 
     def as_retriever(self, **kwargs: Any):
-        """A :class:`~.retriever.WindowedParentRetriever` on this index.
+        """The package's retriever on this index: a :class:`~.retriever.WindowedParentRetriever`.
+
+        It does not return a fixed ``k=4``: it returns as many merged windows (exact
+        ``text[start_index:end_index]``) as fit its token budget, ``budget_tokens=1500``
+        for all documents together, best first (a window whose hits lie apart can come
+        back in pieces, each a document). Cap the count with ``k``
+        (``search_kwargs={"k": 4}`` or ``invoke(q, k=4)``), change the budget with
+        ``budget_tokens`` (``None``: no limit).
 
         Takes the retriever's fields as keywords, and like a ``VectorStore``
-        ``search_kwargs={"k": ..., ...}`` and ``search_type`` (``"mmr"`` or
-        ``"similarity"``: the dense part). Unknown keywords raise ``TypeError``. An index
-        built with a tuned configuration (:attr:`tuned_config`) starts from its retriever
+        ``search_kwargs={...}`` and ``search_type``: ``"similarity"``/``"mmr"`` choose the
+        dense part of the windowed retriever; ``"similarity_score_threshold"`` (with
+        ``search_kwargs={"score_threshold": ...}``) returns LangChain's plain
+        ``VectorStoreRetriever`` over the added documents, as :meth:`as_document_retriever`
+        does for every search type. Unknown keywords raise ``TypeError``. An index built
+        with a tuned configuration (:attr:`tuned_config`) starts from its retriever
         settings; keywords given here win.
         """
         from .retriever import WindowedParentRetriever
 
+        if kwargs.get("search_type") == "similarity_score_threshold":
+            return self.as_document_retriever(**kwargs)
         tuned = self.tuned_config
         options = {k: v for k, v in tuned.retriever_kwargs.items() if v is not None} if tuned is not None else {}
         options.update(kwargs.pop("search_kwargs", None) or {})
@@ -907,15 +958,63 @@ class SlidingWindowIndex(VectorStore):
 
         return RetrievalView.from_index(self, query, **options)
 
+    # ----------------------------------------- the plain VectorStore contract (documents as added)
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
-        """The ``k`` best merged windows for ``query`` (:class:`~.retriever.WindowedParentRetriever`)."""
-        return self.as_retriever(k=k, **kwargs).invoke(query)
+        """LangChain ``VectorStore.similarity_search``: the ``k`` added documents most similar
+        to ``query`` (whole text, their own metadata and id), ranked by their best small chunk.
+        ``filter=`` takes a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/
+        $gte/$lt/$lte/$and/$or``; :mod:`.filters`), also on the other search methods.
+
+        Windows are the retrievers' part: :meth:`as_retriever` returns merged windows
+        under a token budget.
+        """
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        return [(d, float(d.metadata.get("score", 0.0))) for d in self.similarity_search(query, k, **kwargs)]
+        """:meth:`similarity_search` with each document's relevance in [0, 1] (its best
+        chunk's; higher is better), in rank order."""
+        from .parents import check_query
+
+        return self.similarity_search_with_score_by_vector(self.vectors.embed_query(check_query(query)), k, **kwargs)
+
+    def similarity_search_with_score_by_vector(self, embedding: list[float], k: int = 4,
+                                               **kwargs: Any) -> list[tuple[Document, float]]:
+        """:meth:`similarity_search_with_score` for a query vector."""
+        from .plain import search_documents
+
+        _only(kwargs, {"filter"}, "similarity_search")
+        return search_documents(self, embedding, k, filter=kwargs.get("filter"))  # type: ignore[return-value]
+
+    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
+        """:meth:`similarity_search` for a query vector."""
+        return [doc for doc, _ in self.similarity_search_with_score_by_vector(embedding, k, **kwargs)]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        return lambda score: score
+        return lambda score: score  # the scores are relevances in [0, 1] already
+
+    def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
+                                      **kwargs: Any) -> list[Document]:
+        """LangChain MMR search: ``k`` added documents, chosen by MMR over the small chunks
+        (``fetch_k`` candidates, ``lambda_mult`` 1 = relevance only), each source once."""
+        from .parents import check_query
+
+        return self.max_marginal_relevance_search_by_vector(self.vectors.embed_query(check_query(query)), k, fetch_k,
+                                                            lambda_mult, **kwargs)
+
+    def max_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
+                                                lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
+        """:meth:`max_marginal_relevance_search` for a query vector."""
+        from .plain import search_documents
+
+        _only(kwargs, {"filter"}, "max_marginal_relevance_search")
+        return [doc for doc, _ in search_documents(self, embedding, k, mmr=True, fetch_k=fetch_k,
+                                                   lambda_mult=lambda_mult, filter=kwargs.get("filter"))]
+
+    def as_document_retriever(self, **kwargs: Any) -> Any:
+        """LangChain's plain ``VectorStoreRetriever`` on this index: ``k`` (default 4) added
+        documents per query (``search_type``: ``"similarity"``, ``"mmr"`` or
+        ``"similarity_score_threshold"``, with ``search_kwargs``), no windows, no budget."""
+        return VectorStore.as_retriever(self, **kwargs)
 
     @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, *,

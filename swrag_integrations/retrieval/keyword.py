@@ -153,10 +153,11 @@ class KeywordIndex:
             self.rebuilt = False
 
     # -------------------------------------------------------------- querying
-    def search(self, query: str, k: int) -> list[tuple[str, float]]:
-        """``(chunk_id, score)`` best first (after catching up with the store)."""
+    def search(self, query: str, k: int, *, allow: Callable[..., Any] | None = None) -> list[tuple[str, float]]:
+        """``(chunk_id, score)`` best first (after catching up with the store); ``allow``:
+        see :meth:`~.bm25.BM25Index.search` (a metadata filter's chunk predicate)."""
         self.refresh()
-        return self.bm25.search(query, k)
+        return self.bm25.search(query, k, allow=allow)
 
     def __len__(self) -> int:
         return len(self.bm25)

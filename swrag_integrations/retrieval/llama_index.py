@@ -39,9 +39,24 @@ __all__ = ["WindowedLlamaIndexRetriever", "NodeChunkIndex", "MiniLMLlamaIndexEmb
 class _Tiling:
     """A document's covered text cut at every node boundary."""
 
-    rows: list[ChunkRow]
+    rows: list[ChunkRow | None]  # position == row index; None marks text no known node holds
     node_range: dict[str, tuple[int, int]]  # node id -> (first row, last row)
     order: list[str]  # node ids by start offset
+
+
+def _contiguous(rows: Sequence[ChunkRow], lo: int, hi: int, w_lo: int, w_hi: int) -> tuple[int, int]:
+    """The window ``w_lo..w_hi`` of the hit rows ``lo..hi`` cut back to the rows that join
+    the hit without a gap (text no known node holds: nodes a filter excluded, or nodes
+    that are not in the docstore), so a window is always one exact stretch of text."""
+    def joined(i: int) -> bool:
+        a, b = rows[i], rows[i + 1]
+        return a is not None and b is not None and a.end == b.start
+
+    while w_lo < lo and not all(joined(i) for i in range(w_lo, lo)):
+        w_lo += 1
+    while w_hi > hi and not all(joined(i) for i in range(hi, w_hi)):
+        w_hi -= 1
+    return w_lo, w_hi
 
 
 class NodeChunkIndex:
@@ -55,6 +70,9 @@ class NodeChunkIndex:
         neighbors: widen each hit node by this many neighbouring nodes on each side
             (0: the node itself; its overlap with other hits is still merged).
         encoding_name: tiktoken encoding of budgets.
+        filters: a metadata filter (LlamaIndex ``MetadataFilters`` or a LangChain-style
+            dict, :mod:`.filters`): passed to the index's retriever, checked on every
+            retrieved node, and nodes that fail it are left out of the windows too.
 
     A document's other nodes are read from ``index.docstore`` (a ``VectorStoreIndex``
     over a text-storing vector store needs ``store_nodes_override=True`` for that);
@@ -62,7 +80,9 @@ class NodeChunkIndex:
     """
 
     def __init__(self, index: Any, *, retriever: Any = None, neighbors: int = 0,
-                 encoding_name: str = DEFAULT_ENCODING) -> None:
+                 encoding_name: str = DEFAULT_ENCODING, filters: Any = None) -> None:
+        from .filters import parse_filter
+
         if isinstance(neighbors, bool) or not isinstance(neighbors, int) or neighbors < 0:
             raise ValueError(f"neighbors must be an int >= 0, got {neighbors!r}")
         if retriever is None and not hasattr(index, "as_retriever"):
@@ -73,18 +93,25 @@ class NodeChunkIndex:
         self._encoding_name = encoding_name
         self._tilings: dict[str, _Tiling] = {}
         self._lock = threading.Lock()
+        self.filter = parse_filter(filters)
+
+    def _passes(self, node: Any) -> bool:
+        return self.filter is None or self.filter.matches(node.metadata or {})
 
     @property
     def encoding_name(self) -> str:
         return self._encoding_name
 
     def _retrieve(self, query: str, k: int) -> list[NodeWithScore]:
+        from .filters import to_llama_index
+
         retriever = self.retriever
         if retriever is None:
-            retriever = self.index.as_retriever(similarity_top_k=k)
+            extra = {"filters": to_llama_index(self.filter)} if self.filter is not None else {}
+            retriever = self.index.as_retriever(similarity_top_k=k, **extra)
         elif hasattr(retriever, "similarity_top_k"):
             retriever.similarity_top_k = k
-        return list(retriever.retrieve(QueryBundle(query_str=query)))[:k]
+        return [item for item in retriever.retrieve(QueryBundle(query_str=query)) if self._passes(item.node)][:k]
 
     def _doc_nodes(self, ref_doc_id: str, seen: Sequence[Any]) -> list[Any]:
         docstore = getattr(self.index, "docstore", None)
@@ -92,7 +119,8 @@ class NodeChunkIndex:
         if docstore is not None:
             info = docstore.get_ref_doc_info(ref_doc_id)
             if info is not None and info.node_ids:
-                nodes = [n for n in docstore.get_nodes(list(info.node_ids), raise_error=False) if n is not None]
+                nodes = [n for n in docstore.get_nodes(list(info.node_ids), raise_error=False)
+                         if n is not None and self._passes(n)]
         return nodes or list(seen)
 
     def _tiling(self, ref_doc_id: str, seen: Sequence[Any]) -> _Tiling:
@@ -103,15 +131,17 @@ class NodeChunkIndex:
         nodes = [n for n in self._doc_nodes(ref_doc_id, seen) if n.start_char_idx is not None and n.end_char_idx is not None]
         nodes.sort(key=lambda n: (n.start_char_idx, n.end_char_idx))
         cuts = sorted({p for n in nodes for p in (n.start_char_idx, n.end_char_idx)})
-        rows: list[ChunkRow] = []
+        rows: list[ChunkRow | None] = []
         for a, b in zip(cuts, cuts[1:]):
             cover = next((n for n in nodes if n.start_char_idx <= a and b <= n.end_char_idx), None)
-            if cover is None:
-                continue  # text no node holds (only retrieved nodes are known)
+            if cover is None:  # text no known node holds (only retrieved nodes are known, or a filter left it out):
+                if rows and rows[-1] is not None:  # a placeholder, so the rows either side never count as adjacent
+                    rows.append(None)
+                continue
             text = cover.get_content()[a - cover.start_char_idx:b - cover.start_char_idx]
             rows.append(ChunkRow(len(rows), a, b, count_units(text, "token", self._encoding_name), text))
-        starts = {row.start: row.index for row in rows}
-        ends = {row.end: row.index for row in rows}
+        starts = {row.start: row.index for row in rows if row is not None}
+        ends = {row.end: row.index for row in rows if row is not None}
         tiling = _Tiling(rows, {n.node_id: (starts[n.start_char_idx], ends[n.end_char_idx]) for n in nodes
                                 if n.end_char_idx > n.start_char_idx}, [n.node_id for n in nodes])
         with self._lock:
@@ -138,6 +168,7 @@ class NodeChunkIndex:
             around = tiling.order[max(0, pos - self.neighbors):pos + self.neighbors + 1]
             w_lo = min(tiling.node_range[n][0] for n in around)
             w_hi = max(tiling.node_range[n][1] for n in around)
+            w_lo, w_hi = _contiguous(tiling.rows, lo, hi, w_lo, w_hi)
             score = 1.0 / (rrf_c + rank)
             meta = {**{k: v for k, v in (node.metadata or {}).items() if isinstance(v, (str, int, float, bool))},
                     "node_id": node.node_id, "node_score": item.score}
@@ -153,7 +184,7 @@ class NodeChunkIndex:
             tiling = self._tilings.get(sid)
             rows = out.setdefault(sid, [])
             if tiling is not None:
-                rows.extend(tiling.rows[max(0, lower):upper + 1])
+                rows.extend(r for r in tiling.rows[max(0, lower):upper + 1] if r is not None)
         return {sid: sorted({r.index: r for r in rows}.values()) for sid, rows in out.items()}
 
     def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
@@ -173,23 +204,35 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
             :class:`~.retriever.WindowedParentRetriever` (``k_child``: nodes fetched
             from a ``VectorStoreIndex``, default 10).
         neighbors: for a ``VectorStoreIndex``: neighbouring nodes added to each hit's window.
+        filters: a metadata filter, LlamaIndex ``MetadataFilters`` or a LangChain-style
+            dict (:mod:`.filters`): only sources/nodes whose metadata passes it are
+            searched and widened into windows (not with ``retriever=``).
     """
 
     def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = None, k_child: int | None = None,
                  budget_tokens: int | None = 1500, search_type: str = DEFAULT_SEARCH_TYPE, weights: Sequence[float] = (0.5, 0.5),
-                 rrf_c: float = 60.0, expand: str = "window", neighbors: int = 0, callback_manager: Any = None) -> None:
+                 rrf_c: float = 60.0, expand: str = "window", neighbors: int = 0, filters: Any = None,
+                 callback_manager: Any = None) -> None:
+        from .filters import parse_filter
+
         if (retriever is None) == (index is None):
             raise ValueError("give exactly one of index or retriever")
+        flt = parse_filter(filters)
+        if flt is not None and retriever is not None:
+            raise ValueError("filters= applies to index=, not to a LangChain retriever= (give that retriever its own "
+                             "filter, e.g. index.as_retriever(search_kwargs={'filter': ...}))")
         for name, value in (("k", k), ("k_child", k_child), ("budget_tokens", budget_tokens)):
             positive_int(name, value, optional=True)
         if index is not None and not isinstance(index, ChunkIndex):
-            index = NodeChunkIndex(index, neighbors=neighbors)
+            index = NodeChunkIndex(index, neighbors=neighbors, filters=flt)
+            flt = None  # applied by the NodeChunkIndex itself
             k_child = k_child or 10
             search_type = "similarity"
         self._chunk_index = index
         self._lc_retriever = retriever
         self._options = dict(k=k, k_child=k_child or DEFAULT_K_CHILD, budget_tokens=budget_tokens, search_type=search_type,
                              weights=tuple(weights), rrf_c=rrf_c, expand=expand)
+        self._filter = flt
         super().__init__(callback_manager=callback_manager)
 
     @property
@@ -198,8 +241,9 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
 
     def _nodes(self, query: str) -> list[NodeWithScore]:
         o = self._options
+        extra = {"filter": self._filter} if self._filter is not None else {}
         hits = self._chunk_index.search_children(query, o["k_child"], search_type=o["search_type"],
-                                                 weights=o["weights"], rrf_c=o["rrf_c"])
+                                                 weights=o["weights"], rrf_c=o["rrf_c"], **extra)
         spans = spans_for([hits], self._chunk_index, budget_tokens=o["budget_tokens"], k=o["k"], expand=o["expand"])
         return [span_to_node(s) for s in spans]
 

@@ -108,7 +108,7 @@ def _upgrade(root: Path, name: str, old_name: str, client: Any, con: sqlite3.Con
             ids.append(vector_id(chunk_id(rec.source_id, i)))
             vecs.append(vec)
             docs.append(rec.chunk_text(i))
-            metas.append({**rec.metadata, "source_id": rec.source_id, "chunk_index": i,
+            metas.append({**rec.index_metadata, "source_id": rec.source_id, "chunk_index": i,
                           "start_index": int(rec.arrays[0, i]), "end_index": int(rec.arrays[1, i]),
                           "content_hash": rec.content_hash, "chunk_id": chunk_id(rec.source_id, i),
                           "swrag_index": index_id})

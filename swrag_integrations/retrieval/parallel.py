@@ -153,12 +153,13 @@ def load_and_plan(path: str, config_json: str, encoding: str | None = None,
     return [plan_source(doc, config) for doc in loaded.documents], skipped, notes
 
 
-def _plan_task(docs: list[Any], config_json: str) -> list[SourceRecord]:
+def _plan_task(docs: list[tuple[str, Any]], config_json: str) -> list[SourceRecord]:
+    """Records of ``(source_id, document)`` pairs (ids decided for the batch by the caller)."""
     from .config import IndexConfig
     from .records import plan_source
 
     config = IndexConfig.from_json(config_json)
-    return [plan_source(doc, config) for doc in docs]
+    return [plan_source(doc, config, sid) for sid, doc in docs]
 
 
 # ---------------------------------------------------------------- the embedding spec
@@ -357,11 +358,13 @@ def _pool(workers: int, spec: Any, threads: int) -> ProcessPoolExecutor:
                                initializer=_init_worker, initargs=(spec, threads, os.getpid()))
 
 
-def _doc_groups(docs: Sequence[Any], chars: int = 2_000_000, most: int = 256) -> Iterator[list[Any]]:
-    group: list[Any] = []
+def _doc_groups(docs: Sequence[tuple[str, Any]], chars: int = 2_000_000,
+                most: int = 256) -> Iterator[list[tuple[str, Any]]]:
+    """``(source_id, document)`` pairs in groups of about ``chars`` characters."""
+    group: list[tuple[str, Any]] = []
     size = 0
-    for doc in docs:
-        group.append(doc)
+    for sid, doc in docs:
+        group.append((sid, doc))
         size += len(doc.page_content)
         if size >= chars or len(group) >= most:
             yield group
@@ -435,7 +438,7 @@ def index_in_parallel(index: "SlidingWindowIndex", documents: Iterable[Any] | No
         by_sid, report = dedupe_documents(list(documents))
         if not by_sid and not remove and prune != "all":
             raise ValueError("no documents to add")
-        docs_or_files = list(_doc_groups(list(by_sid.values())))
+        docs_or_files = list(_doc_groups(list(by_sid.items())))
     planned_chunks = [0]
     from tqdm.auto import tqdm
 

@@ -59,7 +59,9 @@ class ChunkIndex(Protocol):
     def search_children(self, query: str, k: int, *, search_type: str = "similarity",
                         weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0) -> list[ChildHit]:
         """The ``k`` best small chunks for ``query`` (fused ranking), best first; only
-        chunks of sources that are completely indexed."""
+        chunks of sources that are completely indexed. An index that can filter also
+        takes ``filter=`` (a :class:`~.filters.MetadataFilter`); the retrievers pass it
+        only when one is set."""
         ...
 
     def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import struct
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ from ..windows import get_encoding, iter_windows
 from .config import IndexConfig
 from .ids import chunk_id, content_hash, source_id_for
 
-__all__ = ["SourceRecord", "plan_source", "clean_metadata", "STATES",
+__all__ = ["SourceRecord", "plan_source", "clean_metadata", "doc_record_metadata", "metadata_change", "DOC_KEY", "STATES",
            "START", "END", "N_TOKENS", "WIN_LO", "WIN_HI", "WIN_START", "WIN_END"]
 
 # rows of SourceRecord.arrays
@@ -41,8 +42,11 @@ MAX_OFFSET = 2**31 - 1  # arrays are stored as int32
 RESERVED = frozenset({
     "source_id", "level", "chunk_index", "medium_index", "start_index", "end_index", "n_tokens",
     "window_lower_bound", "window_upper_bound", "window_start_index", "window_end_index",
-    "first_chunk", "last_chunk", "n_chunks", "content_hash", "chunk_id", "swrag_index",
+    "first_chunk", "last_chunk", "n_chunks", "content_hash", "chunk_id", "swrag_index", "swrag_doc",
 })
+# key of a record's metadata that keeps what the user added but the chunks do not carry: the
+# document's own id and its metadata values that clean_metadata drops (see SourceRecord.doc_metadata)
+DOC_KEY = "swrag_doc"
 _MAGIC = b"SWRS1"
 
 
@@ -88,6 +92,23 @@ class SourceRecord:
         return self.state == "complete"
 
     @property
+    def index_metadata(self) -> dict[str, Any]:
+        """The scalar user metadata the chunks carry (in the vector store, on hits, for filters)."""
+        return {k: v for k, v in self.metadata.items() if k != DOC_KEY}
+
+    @property
+    def doc_id(self) -> str | None:
+        """The id the document was added under (``Document.id`` / ``ids=``), if any."""
+        value = (self.metadata.get(DOC_KEY) or {}).get("id")
+        return None if value is None else str(value)
+
+    @property
+    def doc_metadata(self) -> dict[str, Any]:
+        """The document's metadata as it was added: :attr:`index_metadata` plus the values the
+        chunks do not carry (reserved keys such as a chunk's own ``start_index``, lists...)."""
+        return {**self.index_metadata, **((self.metadata.get(DOC_KEY) or {}).get("extra") or {})}
+
+    @property
     def origin(self) -> str | None:
         """The file (``metadata["source"]``) the record came from, if any."""
         value = self.metadata.get("source")
@@ -101,7 +122,7 @@ class SourceRecord:
 
     def chunk_metadata(self, i: int, medium_size: int) -> dict[str, Any]:
         a = self.arrays
-        meta = dict(self.metadata)
+        meta = self.index_metadata
         meta.update(
             source_id=self.source_id, level="small", chunk_index=int(i), start_index=int(a[START, i]),
             end_index=int(a[END, i]), n_tokens=int(a[N_TOKENS, i]), window_lower_bound=int(a[WIN_LO, i]),
@@ -116,7 +137,7 @@ class SourceRecord:
         first = int(j) * medium_size
         last = min(first + medium_size, self.n_chunks) - 1
         sl = slice(first, last + 1)
-        meta = dict(self.metadata)
+        meta = self.index_metadata
         meta.update(
             source_id=self.source_id, level="medium", medium_index=int(j), first_chunk=first, last_chunk=last,
             start_index=int(a[START, first]), end_index=int(a[END, last]), n_tokens=int(a[N_TOKENS, sl].sum()),
@@ -207,8 +228,54 @@ def check_storable(doc: Any) -> None:
         f"decode the bytes with their real encoding, or replace them (errors='replace')")
 
 
-def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
+def doc_record_metadata(doc: Any) -> dict[str, Any]:
+    """The metadata a record keeps for ``doc``: :func:`clean_metadata`, plus under
+    :data:`DOC_KEY` the document's id and the JSON values ``clean_metadata`` drops, so the
+    document comes back as it was added (:attr:`SourceRecord.doc_metadata`).
+
+    A value that JSON cannot hold (a ``datetime``, an object...) is left out with a
+    warning naming its key.
+    """
+    given = dict(getattr(doc, "metadata", None) or {})
+    meta = clean_metadata(given)
+    extra = {}
+    for key, value in given.items():
+        if key in meta and meta[key] == value:
+            continue
+        try:
+            json.dumps({key: value}, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            warnings.warn(f"metadata[{key!r}] ({type(value).__name__}) cannot be stored in the index and is left "
+                          f"out ({exc}); give str/int/float/bool values or JSON lists/dicts", stacklevel=4)
+            continue
+        extra[key] = value
+    doc_id = getattr(doc, "id", None)
+    if doc_id is not None or extra:
+        meta[DOC_KEY] = {"id": None if doc_id is None else str(doc_id), "extra": extra}
+    return meta
+
+
+def metadata_change(old: SourceRecord | None, new: SourceRecord) -> str | None:
+    """How the metadata of ``new`` differs from the stored ``old`` version of a source with
+    the same text: ``None`` (not at all), ``"doc"`` (only what :data:`DOC_KEY` keeps: the
+    document's id or metadata the chunks do not carry) or ``"index"`` (what the chunks,
+    and so their vectors and filters, carry; also when ``old`` is missing)."""
+    if old is None:
+        return "index"
+
+    def plain(value: Any) -> Any:
+        return json.loads(json.dumps(value, ensure_ascii=False))
+
+    if plain(old.index_metadata) != plain(new.index_metadata):
+        return "index"
+    return None if plain(old.metadata.get(DOC_KEY)) == plain(new.metadata.get(DOC_KEY)) else "doc"
+
+
+def plan_source(doc: Any, config: IndexConfig, source_id: str | None = None) -> SourceRecord:
     """Cut one document into its small-chunk rows (no I/O); the record is ``pending``.
+
+    ``source_id``: the record's id when the caller decided it for a batch
+    (:func:`~.ids.batch_source_ids`); default :func:`~.ids.source_id_for` of ``doc``.
 
     Small chunks are FFS pieces of ``chunk_size`` units with step == size, so they tile
     the text exactly. Each chunk's window bounds are the union of the windows that hold
@@ -217,7 +284,7 @@ def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
     """
     check_storable(doc)
     text = doc.page_content
-    sid = source_id_for(doc)
+    sid = source_id if source_id is not None else source_id_for(doc)
     cfg = config
     encoding = get_encoding(cfg.encoding_name)
     if cfg.child == "sentence":
@@ -257,7 +324,7 @@ def plan_source(doc: Any, config: IndexConfig) -> SourceRecord:
         upper = np.searchsorted(starts, win_end, side="left") - 1
         windows = np.array(sorted(set(ranges)), dtype=np.int64).T.reshape(2, -1)
     arrays = np.stack([starts, ends, n_tokens, lower, upper, win_start, win_end]).astype(np.int64)
-    meta = clean_metadata(getattr(doc, "metadata", None))
+    meta = doc_record_metadata(doc)
     return SourceRecord(sid, content_hash(text, cfg.to_json()), text, arrays, meta, state="pending",
                         windows=windows.astype(np.int64))
 

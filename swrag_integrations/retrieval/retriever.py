@@ -55,6 +55,9 @@ class WindowedParentRetriever(BaseRetriever):
         expand: ``"window"`` (the window(s) around each hit, default), ``"medium"``
             (the medium chunks whose windows cover the hit) or ``"chunk"`` (no
             widening: plain small chunks, for comparison).
+        filter: a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/$gte/
+            $lt/$lte/$and/$or``; :mod:`.filters`): only sources whose metadata passes
+            it are searched (BM25 and dense) and widened into windows.
 
     ``k``, ``k_child`` and ``budget_tokens`` can also be given per call
     (``retriever.invoke(q, k=2)``); other keywords raise ``TypeError``.
@@ -79,6 +82,7 @@ class WindowedParentRetriever(BaseRetriever):
     weights: tuple[float, float] = (0.5, 0.5)
     rrf_c: float = 60.0
     expand: Literal["window", "medium", "chunk"] = "window"
+    filter: Any = None
 
     @field_validator("k", "budget_tokens")
     @classmethod
@@ -89,6 +93,13 @@ class WindowedParentRetriever(BaseRetriever):
     @classmethod
     def _positive(cls, value: int) -> int:
         return positive_int("k_child", value)
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, value: Any) -> Any:
+        from .filters import parse_filter
+
+        return parse_filter(value)
 
     @field_validator("index")
     @classmethod
@@ -104,8 +115,9 @@ class WindowedParentRetriever(BaseRetriever):
 
     def find_chunks(self, query: str, k_child: int | None = None):
         """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`)."""
+        extra = {"filter": self.filter} if self.filter is not None else {}
         return self.index.search_children(check_query(query), k_child or self.k_child, search_type=self.search_type,
-                                          weights=self.weights, rrf_c=self.rrf_c)
+                                          weights=self.weights, rrf_c=self.rrf_c, **extra)
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
         spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand)

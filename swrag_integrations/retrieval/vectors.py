@@ -93,6 +93,7 @@ class VectorBackend:
         self._warned_mmr = False
         self.reopen = reopen
         self._nonempty = False
+        self._warned_scores = False
 
     def __repr__(self) -> str:
         return f"VectorBackend({self.kind})"
@@ -155,38 +156,93 @@ class VectorBackend:
         return None
 
     def search(self, vector: Sequence[float], k: int, *, mmr: bool = False, fetch_k: int | None = None,
-               lambda_mult: float = 0.5) -> list[Any]:
+               lambda_mult: float = 0.5, native: dict[str, Any] | None = None) -> list[Any]:
         """The ``k`` nearest chunk documents of a query vector, best first (MMR optional).
 
-        An empty store is not queried (no hits; an embedded Chroma collection queried
-        while empty keeps a state that fails once another process writes). When the
-        store reports a stale embedded Chroma system anyway (:func:`stale_chroma`) and
-        the backend has ``reopen``, the store is reopened once and asked again.
+        ``native``: the store's own filter keywords (:func:`~.filters.native_filter`).
+        Guarded by :meth:`_guarded` (an empty store is not queried; a stale embedded
+        Chroma is reopened once).
         """
+        return self._guarded(lambda: self._search(vector, k, mmr=mmr, fetch_k=fetch_k, lambda_mult=lambda_mult,
+                                                  native=native))
+
+    def _guarded(self, search: Callable[[], list[Any]]) -> list[Any]:
+        """Run ``search`` unless the store is empty (no hits; an embedded Chroma collection
+        queried while empty keeps a state that fails once another process writes). When
+        the store reports a stale embedded Chroma system anyway (:func:`stale_chroma`) and
+        the backend has ``reopen``, the store is reopened once and asked again."""
         if not self._nonempty:
             held = self.count()
             if held == 0:
                 return []
             self._nonempty = True  # held, or cannot tell: not asked again
         try:
-            return self._search(vector, k, mmr=mmr, fetch_k=fetch_k, lambda_mult=lambda_mult)
+            return search()
         except Exception as exc:
             if self.reopen is None or not stale_chroma(exc):
                 raise
             logger.info("reopening the embedded Chroma store after: %s", exc)
             self.store = self.reopen()
-            return self._search(vector, k, mmr=mmr, fetch_k=fetch_k, lambda_mult=lambda_mult)
+            return search()
 
     def _search(self, vector: Sequence[float], k: int, *, mmr: bool, fetch_k: int | None,
-                lambda_mult: float) -> list[Any]:
+                lambda_mult: float, native: dict[str, Any] | None = None) -> list[Any]:
         vec = [float(x) for x in vector]
+        extra = dict(native or {})
         if mmr and self.can_mmr:
+            fetch = max(k, fetch_k or 4 * k, int(extra.pop("fetch_k", 0)))
             return self.store.max_marginal_relevance_search_by_vector(
-                vec, k=k, fetch_k=max(k, fetch_k or 4 * k), lambda_mult=lambda_mult)
+                vec, k=k, fetch_k=fetch, lambda_mult=lambda_mult, **extra)
         if mmr and not self._warned_mmr:
             warnings.warn(f"{self.kind} has no MMR search; using plain similarity", stacklevel=3)
             self._warned_mmr = True
-        return self.store.similarity_search_by_vector(vec, k=k)
+        return self.store.similarity_search_by_vector(vec, k=k, **extra)
+
+    def search_scored(self, vector: Sequence[float], k: int, *,
+                      native: dict[str, Any] | None = None) -> list[tuple[Any, float]]:
+        """As :meth:`_search_scored`, guarded like :meth:`search`."""
+        return self._guarded(lambda: self._search_scored(vector, k, native=native))
+
+    def _search_scored(self, vector: Sequence[float], k: int, *,
+                       native: dict[str, Any] | None = None) -> list[tuple[Any, float]]:
+        """The ``k`` nearest chunk documents with relevance scores in [0, 1], best first.
+
+        The store ranks; its own relevance function (``_select_relevance_score_fn``:
+        Chroma's distances, FAISS, Qdrant) turns its scores into relevances, a store
+        without one is taken to return similarities (``InMemoryVectorStore``: cosine).
+        Scores are clipped to [0, 1]; where the store's relevance function disagrees
+        with its own ranking (e.g. FAISS ``IndexFlatIP`` without
+        ``distance_strategy=MAX_INNER_PRODUCT``) a warning says so and each score is
+        capped by the one ranked above it, so scores never rise down the list.
+        """
+        vec = [float(x) for x in vector]
+        store = self.store
+        extra = dict(native or {})
+        if hasattr(store, "similarity_search_by_vector_with_relevance_scores"):  # Chroma: (doc, distance)
+            pairs = store.similarity_search_by_vector_with_relevance_scores(vec, k=k, **extra)
+        elif hasattr(store, "similarity_search_with_score_by_vector"):
+            pairs = store.similarity_search_with_score_by_vector(vec, k=k, **extra)
+        else:
+            docs = self.store.similarity_search_by_vector(vec, k=k, **extra)
+            return [(doc, 1.0 / (1 + rank)) for rank, doc in enumerate(docs)]  # the rank is all there is
+        try:
+            relevance = store._select_relevance_score_fn()
+        except (NotImplementedError, ValueError):
+            relevance = float
+        out, previous = [], 1.0
+        for doc, raw in pairs:
+            score = min(1.0, max(0.0, float(relevance(raw))))
+            if score > previous + 1e-9:
+                if not self._warned_scores:
+                    warnings.warn(f"{self.kind}'s relevance scores rise down its own ranking (check its distance "
+                                  "strategy against its index, e.g. FAISS IndexFlatIP needs "
+                                  "distance_strategy=MAX_INNER_PRODUCT); scores are capped to keep rank order",
+                                  stacklevel=3)
+                    self._warned_scores = True
+                score = previous
+            out.append((doc, score))
+            previous = score
+        return out
 
     def embed_query(self, text: str) -> list[float]:
         return list(self.embedding.embed_query(text))

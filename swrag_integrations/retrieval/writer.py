@@ -33,8 +33,8 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from .ids import chunk_id, source_id_for, vector_id
-from .records import SourceRecord, plan_source
+from .ids import batch_source_ids, chunk_id, vector_id
+from .records import SourceRecord, metadata_change, plan_source
 
 if TYPE_CHECKING:
     from .index import SlidingWindowIndex
@@ -80,7 +80,7 @@ def chunk_documents(rec: SourceRecord, index_id: str, start: int = 0, stop: int 
     out = []
     a = rec.arrays
     for i in range(start, rec.n_chunks if stop is None else stop):
-        meta = dict(rec.metadata)
+        meta = rec.index_metadata
         meta.update(source_id=rec.source_id, chunk_index=i, start_index=int(a[0, i]), end_index=int(a[1, i]),
                     content_hash=rec.content_hash, chunk_id=chunk_id(rec.source_id, i), swrag_index=index_id)
         out.append(Document(page_content=rec.chunk_text(i), metadata=meta))
@@ -244,25 +244,24 @@ def write_documents(index: "SlidingWindowIndex", documents: Sequence[Any], *, pr
         raise ValueError("no documents to add")
 
     def planned() -> Iterator[tuple[SourceRecord, None]]:  # planned under the lock, as the write runs
-        for doc in by_sid.values():
-            yield plan_source(doc, index.config), None
+        for sid, doc in by_sid.items():
+            yield plan_source(doc, index.config, sid), None
 
     return write_planned(index, planned(), prune=prune, remove_origins=remove_origins, report=report)
 
 
 def dedupe_documents(documents: Sequence[Any]) -> tuple[dict[str, Any], IndexReport]:
-    """Documents by source id (the same source twice: the last one wins) and a report
-    whose ``ids`` list every document's source id in order; non-Documents raise."""
+    """Documents by source id (:func:`~.ids.batch_source_ids`: several different documents
+    of one source are parts of it, each kept; identical ones are written once) and a
+    report whose ``ids`` list every document's source id in order; non-Documents raise."""
     from langchain_core.documents import Document
 
     report = IndexReport()
-    by_sid: dict[str, Any] = {}
     for doc in documents:
         if not isinstance(doc, Document):
             raise TypeError(f"expected LangChain Document objects, got {type(doc).__name__}")
-        sid = source_id_for(doc)
-        by_sid[sid] = doc
-        report.ids.append(sid)
+    report.ids = batch_source_ids(documents)
+    by_sid = dict(zip(report.ids, documents))
     return by_sid, report
 
 
@@ -380,6 +379,9 @@ class _Decisions:
     def _group(self, group: list[tuple[SourceRecord, Any]]) -> Iterator[Plan]:
         index, report = self.index, self.report
         heads = index.store.heads([rec.source_id for rec, _ in group])
+        same_text = [rec.source_id for rec, _ in group if isinstance(rec, SourceRecord) and rec.source_id in heads
+                     and heads[rec.source_id].content_hash == rec.content_hash]
+        stored = index.store.get_many(same_text) if same_text else {}  # their metadata may have changed
         for rec, vectors in group:
             if not isinstance(rec, SourceRecord):
                 raise TypeError(f"write_planned takes (SourceRecord, vectors) pairs, got {type(rec).__name__}")
@@ -400,8 +402,13 @@ class _Decisions:
                 index._record_embedding()
                 self._embedding_recorded = True
             if old is not None and old.state == "complete" and old.content_hash == rec.content_hash:
-                self.unchanged.append(sid)
-                continue
+                change = metadata_change(stored.get(sid), rec)
+                if change != "index":  # chunks and vectors stay; a new id/extra metadata is one record write
+                    if change == "doc":
+                        rec.state, rec.id_span = "complete", old.id_span
+                        index.store.put([rec])
+                    self.unchanged.append(sid)
+                    continue
             rec.state = "pending"
             rec.id_span = max(rec.n_chunks, old.id_span if old is not None else 0)
             if vectors is not None and not self.usable_vectors:
