@@ -134,10 +134,10 @@ KV_WRITER = textwrap.dedent("""
 
     if mode == "slowcut":
         cut = writer.plan_source
-        def slow_cut(doc, config):
+        def slow_cut(doc, *args, **kwargs):
             marker.write_text("cutting")
             time.sleep(7.0)  # more than twice the lease
-            return cut(doc, config)
+            return cut(doc, *args, **kwargs)
         writer.plan_source = slow_cut
     t.fake = lambda size=16: Stalling(size=size)
     idx = t.kv_index(root, lease=float(sys.argv[4]))
