@@ -17,3 +17,13 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not present")
     return SHARED
+
+
+@pytest.fixture
+def fake_default_embeddings(monkeypatch):
+    """The CLI's default embedding, replaced by a 384-d fake (no model load)."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    import swrag_integrations.retrieval.embeddings as embeddings
+
+    monkeypatch.setattr(embeddings, "default_embeddings", lambda: DeterministicFakeEmbedding(size=384))

@@ -67,16 +67,6 @@ def test_a_csv_emptied_to_its_header_loses_its_rows_with_workers(tmp_path):
 # ------------------------------------------------- 9: a rejected configuration
 
 
-@pytest.fixture
-def fake_default_embeddings(monkeypatch):
-    """The CLI's default embedding, replaced by a 384-d fake (no model load)."""
-    from langchain_core.embeddings import DeterministicFakeEmbedding
-
-    import swrag_integrations.retrieval.embeddings as embeddings
-
-    monkeypatch.setattr(embeddings, "default_embeddings", lambda: DeterministicFakeEmbedding(size=384))
-
-
 @pytest.mark.parametrize("retriever", [{"k": 0}, {"budget_tokens": -5}, {"k_child": 0}, {"weights": [1, 2, 3]}])
 def test_a_rejected_config_is_not_recorded(tmp_path, capsys, fake_default_embeddings, retriever):
     import json

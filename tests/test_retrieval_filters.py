@@ -30,11 +30,26 @@ FILTERS = [
 BY_SOURCE = {d.metadata["source"]: d.metadata for d in DOCS}
 
 
-@pytest.fixture(params=KINDS)
-def index(request, tmp_path):
-    backend = Backend(request.param, tmp_path)
+def _built(kind, folder):
+    backend = Backend(kind, folder)
     idx = backend.open()
     idx.add_documents(DOCS)
+    return backend, idx
+
+
+@pytest.fixture(params=KINDS, scope="module")
+def index(request, tmp_path_factory):
+    """One index per store for the module's read-only tests (building it is most of their cost)."""
+    backend, idx = _built(request.param, tmp_path_factory.mktemp(request.param))
+    yield idx
+    if backend.kind == "qdrant-local":
+        backend.memory_store[0].close()
+
+
+@pytest.fixture(params=KINDS)
+def fresh_index(request, tmp_path):
+    """An index of its own, for a test that writes to it."""
+    backend, idx = _built(request.param, tmp_path)
     yield idx
     if backend.kind == "qdrant-local":
         backend.memory_store[0].close()
@@ -160,7 +175,7 @@ def test_llama_index_native_windows_leave_out_nodes_the_filter_excludes():
 
 
 @pytest.mark.slow
-def test_swrag_ask_filter(tmp_path, capsys):
+def test_swrag_ask_filter(tmp_path, capsys, fake_default_embeddings):
     import json
 
     from swrag_integrations import cli
@@ -181,7 +196,8 @@ def test_swrag_ask_filter(tmp_path, capsys):
     assert {s["source"] for s in json.loads(capsys.readouterr().out)["sources"]} == {only_b}
 
 
-def test_a_document_without_the_key_passes_ne_and_nin_only(index):
+def test_a_document_without_the_key_passes_ne_and_nin_only(fresh_index):
+    index = fresh_index
     untagged = Document(page_content="The lighthouse keeper of the untagged harbour saw fog and boats.",
                         metadata={"source": "untagged.txt", "year": 1999})
     index.add_documents([untagged])
