@@ -107,8 +107,11 @@ class LLMFallbackWarning(UserWarning):
 
 
 def default_cache_dir() -> Path:
-    """``$SWRAG_CACHE`` if set, else ``~/.cache/swrag``."""
-    return Path(os.environ.get("SWRAG_CACHE") or Path.home() / ".cache" / "swrag").expanduser()
+    """``$SWRAG_CACHE``, else ``$XDG_CACHE_HOME/swrag``, else ``~/.cache/swrag``
+    (:func:`swrag_integrations.paths.cache_dir`)."""
+    from ..paths import cache_dir
+
+    return cache_dir()
 
 
 def _require_local_stack() -> None:
