@@ -356,11 +356,38 @@ def test_llama3_style_directory(llama3_style_dir, cache_root):
     assert plain.generate(QUESTION) == "AA"
 
 
-def test_partial_character_at_the_token_limit_is_dropped():
-    from swrag_integrations.llm.core import _complete_chars
+def _byte_tokens(llm: LocalLLM, text: str) -> list[int]:
+    """Ids of the single-byte tokens that spell ``text``'s UTF-8 bytes one by one (the
+    stand-in's GPT-2 byte-level vocabulary), so one character spans several tokens."""
+    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
 
-    assert _complete_chars("灯塔高31米\ufffd") == "灯塔高31米"
-    assert _complete_chars("complete") == "complete"
+    byte_char = bytes_to_unicode()
+    ids = [llm.tokenizer.convert_tokens_to_ids(byte_char[b]) for b in text.encode("utf-8")]
+    assert llm.tokenizer.unk_token_id not in ids
+    return ids
+
+
+def test_partial_character_at_the_token_limit_is_dropped():
+    from swrag_integrations.llm.core import whole_chars
+
+    assert whole_chars("灯塔高31米\ufffd") == "灯塔高31米"
+    assert whole_chars("complete") == "complete"
+
+
+@pytest.mark.slow
+def test_stream_emits_whole_characters_only(llm):
+    """A Chinese answer and an emoji written byte by byte, with one stray byte (the
+    first byte of 好 followed by ASCII, as in the demo's ``相�lovely``): no piece holds a
+    partial character or U+FFFD, and the pieces join to the non-streamed text."""
+    script = [*_byte_tokens(llm, "灯塔相"), _byte_tokens(llm, "好")[0], *llm.token_ids("lovely"),
+              *_byte_tokens(llm, "😀"), *_byte_tokens(llm, "高31米")]
+    with scripted(llm, force=dict(enumerate(script)), forbid=llm.eos_token_ids):
+        pieces = list(llm.stream(QUESTION, max_new_tokens=len(script)))
+        whole = llm.generate(QUESTION, max_new_tokens=len(script))
+        cut = list(llm.stream(QUESTION, max_new_tokens=len(script) - 1))  # ends inside 米
+    assert not [p for p in pieces if "\ufffd" in p or not p]
+    assert "".join(pieces) == whole == "灯塔相lovely😀高31米"
+    assert "".join(cut) == "灯塔相lovely😀高31"
 
 
 def test_importing_ipex_leaves_the_root_logger_alone():

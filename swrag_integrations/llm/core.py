@@ -190,9 +190,18 @@ def _stopping_criteria(check: Any) -> Any:
     return StoppingCriteriaList([_Criterion()])
 
 
-def _complete_chars(text: str) -> str:
-    """Drop a trailing partial multi-byte character (generation cut at max_new_tokens)."""
-    return text.rstrip("\ufffd")
+def whole_chars(text: str) -> str:
+    """``text`` without the U+FFFD that a byte-level detokeniser puts for bytes that are
+    not (yet) a whole character.
+
+    A model writes a multi-byte character (CJK, emoji) as several byte tokens; until the
+    last one arrives, and for ever if it never does (a garbled answer such as bytes of
+    one character followed by ``lovely``; generation cut at ``max_new_tokens``), the
+    tokenizer decodes the stray bytes to U+FFFD. They are not text the model wrote, so
+    they are dropped wherever they are; a partial character at the end reappears whole
+    once its last byte arrives. Generated text therefore never contains U+FFFD.
+    """
+    return text.replace("\ufffd", "")
 
 
 class _QueueStreamer:
@@ -367,10 +376,11 @@ class LocalLLM:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        """Text of generated ids (special tokens dropped, spacing left untouched)."""
-        return self.tokenizer.decode(
+        """Text of generated ids: whole characters only (:func:`whole_chars`), special
+        tokens dropped, spacing left untouched."""
+        return whole_chars(self.tokenizer.decode(
             list(token_ids), skip_special_tokens=True, clean_up_tokenization_spaces=False
-        )
+        ))
 
     # ----------------------------------------------------------------- generation
     def _split_stops(self, stop: Sequence[str] | None) -> tuple[list[int], list[str]]:
@@ -467,7 +477,7 @@ class LocalLLM:
         return "length" if len(ids) >= max_new_tokens else "stop"
 
     def _finish_text(self, ids: Sequence[int], stops: list[str]) -> str:
-        return _complete_chars(cut_at_stop(self.decode(ids), stops)[0])
+        return cut_at_stop(self.decode(ids), stops)[0]
 
     def generate_ids(
         self, prompt: Prompt, *, stop: Sequence[str] | None = None, chat: bool | None = None, **options: Any
@@ -516,7 +526,7 @@ class LocalLLM:
         ids = self._run_generate(kwargs, stops)
         text, stopped = cut_at_stop(self.decode(ids), stops)
         return Generation(
-            text=_complete_chars(text),
+            text=text,
             prompt_tokens=int(kwargs["input_ids"].shape[1]),
             completion_tokens=len(ids),
             finish_reason=self._finish_reason(ids, stopped, kwargs["generation_config"].max_new_tokens),
@@ -602,9 +612,9 @@ class LocalLLM:
                 ids.extend(chunk)
                 result.completion_tokens = len(ids)
                 text, stopped = cut_at_stop(self.decode(ids), stops)
+                # decode() holds a partial multi-byte character back (whole_chars); a
+                # possible start of a stop string is held back here.
                 end = len(text) if stopped else len(text) - _held_back(text, stops)
-                if not stopped and text.endswith("\ufffd"):  # partial multi-byte character
-                    end = min(end, len(text.rstrip("\ufffd")))
                 if end > emitted:
                     yield text[emitted:end]
                     emitted = end
@@ -614,7 +624,7 @@ class LocalLLM:
             if failure:
                 raise failure[0]
             result.finish_reason = self._finish_reason(ids, False, max_new_tokens)
-            text = _complete_chars(cut_at_stop(self.decode(ids), stops)[0])
+            text = cut_at_stop(self.decode(ids), stops)[0]
             if len(text) > emitted:
                 yield text[emitted:]
         finally:
