@@ -122,7 +122,8 @@ def _load_llm(args: argparse.Namespace):
     warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
 
     print(f"loading the LLM ({args.model or 'bundled SmolLM2-135M-Instruct'}, {args.low_bit}, {args.device})...", file=sys.stderr)
-    return load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens)
+    return load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens,
+                       backend=getattr(args, "backend", "auto"))
 
 
 def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
@@ -335,6 +336,8 @@ def _answer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retrieval-only", action="store_true", help="print the retrieved windows, do not load the LLM")
     parser.add_argument("--model", default=None, help="Llama-family model: local path, .gguf file or hub id (default: bundled SmolLM2)")
     parser.add_argument("--device", choices=["cpu", "xpu", "auto"], default="cpu", help="device (default: cpu)")
+    parser.add_argument("--backend", choices=["auto", "ipex", "transformers"], default="auto",
+                        help="auto (default): IPEX-LLM low-bit when installed ([ipex] extra), else transformers")
     parser.add_argument("--low-bit", default="sym_int8", help="IPEX-LLM low-bit format (default: sym_int8)")
     parser.add_argument("--max-new-tokens", type=int, default=96, help="answer length limit (default: 96)")
     parser.add_argument("--json", action="store_true",

@@ -425,13 +425,9 @@ class LocalLLM:
 
     def _json_constraint(self, schema: Mapping[str, Any]) -> Any:
         """``prefix_allowed_tokens_fn`` that only lets tokens through that keep the output a
-        prefix of a JSON value valid for ``schema`` (lm-format-enforcer)."""
+        prefix of a JSON value valid for ``schema`` (lm-format-enforcer's ``TokenEnforcer``)."""
         try:
-            from lmformatenforcer import JsonSchemaParser
-            from lmformatenforcer.integrations.transformers import (
-                build_token_enforcer_tokenizer_data,
-                build_transformers_prefix_allowed_tokens_fn,
-            )
+            from lmformatenforcer import JsonSchemaParser, TokenEnforcer
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError(
                 "json_schema= needs lm-format-enforcer (pip install lm-format-enforcer)"
@@ -439,8 +435,38 @@ class LocalLLM:
         if not isinstance(schema, Mapping):
             raise TypeError(f"json_schema must be a JSON schema dict, got {type(schema).__name__}")
         if self._json_tokenizer_data is None:  # ~4 s for a 49k vocabulary; once per model
-            self._json_tokenizer_data = build_token_enforcer_tokenizer_data(self.tokenizer)
-        return build_transformers_prefix_allowed_tokens_fn(self._json_tokenizer_data, JsonSchemaParser(dict(schema)))
+            self._json_tokenizer_data = self._enforcer_tokenizer_data()
+        enforcer = TokenEnforcer(self._json_tokenizer_data, JsonSchemaParser(dict(schema)))
+
+        def allowed(batch_id: int, ids: Any) -> list[int]:
+            return list(enforcer.get_allowed_tokens(ids.tolist()).allowed_tokens)
+
+        return allowed
+
+    def _enforcer_tokenizer_data(self) -> Any:
+        """The tokenizer as lm-format-enforcer's ``TokenEnforcerTokenizerData`` sees it: each
+        regular token's text as it reads after another token (a word-initial token keeps
+        its leading space, which it loses when decoded alone) and whether it starts a word.
+
+        Built here through lm-format-enforcer's extension API rather than its
+        ``integrations.transformers`` module: that module (0.11.3, the latest release)
+        imports ``transformers.tokenization_utils.PreTrainedTokenizerBase``, which
+        transformers 5 no longer has, so it fails to import there.
+        """
+        from lmformatenforcer import TokenEnforcerTokenizerData
+
+        tok = self.tokenizer
+        anchor = tok.encode("0", add_special_tokens=False)[-1]  # decodes to one character
+        special = set(tok.all_special_ids)
+        size = len(tok)
+        regular = []
+        for token_id in range(size):
+            if token_id in special:
+                continue
+            after = tok.decode([anchor, token_id])[1:]
+            regular.append((token_id, after, len(after) > len(tok.decode([token_id]))))
+        return TokenEnforcerTokenizerData(regular, lambda ids: tok.decode(ids).rstrip("\ufffd"), tok.eos_token_id,
+                                          False, size)
 
     def _generate_kwargs(
         self,
