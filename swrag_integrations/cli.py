@@ -83,6 +83,10 @@ def _open_index(args: argparse.Namespace, *, must_exist: bool):
         from .tuning.config import TunedConfig
 
         config = TunedConfig.load(args.config)
+    if args.persist_dir is None and getattr(args, "default_index", False):
+        from .paths import default_index_dir
+
+        args.persist_dir = str(default_index_dir())
     persist = Path(args.persist_dir).expanduser()
     if args.host is None and must_exist:
         store = persist / "sources" / f"{args.collection}.sqlite3"
@@ -119,7 +123,8 @@ def _load_llm(args: argparse.Namespace):
     warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
 
     print(f"loading the LLM ({args.model or 'bundled SmolLM2-135M-Instruct'}, {args.low_bit}, {args.device})...", file=sys.stderr)
-    return load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens)
+    return load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens,
+                       backend=getattr(args, "backend", "auto"))
 
 
 def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
@@ -214,12 +219,14 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     import json
 
+    from .paths import cache_dir
+
     index = _open_index(args, must_exist=True)
-    status = index.status(deep=args.deep)
+    status = index.status(deep=args.deep, probe=args.deep)  # the embedding model only for --deep
     if args.json:
-        print(json.dumps(status.to_dict(), indent=2, ensure_ascii=False))
+        print(json.dumps({**status.to_dict(), "cache": str(cache_dir())}, indent=2, ensure_ascii=False))
     else:
-        print("\n".join(status.lines()))
+        print("\n".join([*status.lines(), f"cache: {cache_dir()}"]))
     return 0 if status.healthy else EXIT_UNHEALTHY
 
 
@@ -305,8 +312,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store_options(parser: argparse.ArgumentParser, default_dir: str | None = ".swrag/index") -> None:
-    parser.add_argument("--persist-dir", default=default_dir, help=f"embedded Chroma directory (default: {default_dir or 'a cache folder'})")
+DEFAULT_INDEX = "$SWRAG_HOME/index"  # --persist-dir's default: paths.default_index_dir(), resolved when opened
+
+
+def _store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEFAULT_INDEX) -> None:
+    """The index location options; ``default_dir=None``: no index unless one is given."""
+    parser.set_defaults(default_index=default_dir == DEFAULT_INDEX)
+    parser.add_argument("--persist-dir", default=None if default_dir == DEFAULT_INDEX else default_dir,
+                        help="the index folder (default: " + (
+                            "$SWRAG_HOME/index, else $XDG_DATA_HOME/swrag/index, i.e. ~/.local/share/swrag/index; "
+                            "./.swrag/index if it exists" if default_dir == DEFAULT_INDEX else
+                            default_dir or "a cache folder") + ")")
     parser.add_argument("--collection", default="swrag", help="Chroma collection name (default: swrag)")
     parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
     parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
@@ -325,6 +341,8 @@ def _answer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retrieval-only", action="store_true", help="print the retrieved windows, do not load the LLM")
     parser.add_argument("--model", default=None, help="Llama-family model: local path, .gguf file or hub id (default: bundled SmolLM2)")
     parser.add_argument("--device", choices=["cpu", "xpu", "auto"], default="cpu", help="device (default: cpu)")
+    parser.add_argument("--backend", choices=["auto", "ipex", "transformers"], default="auto",
+                        help="auto (default): IPEX-LLM low-bit when installed ([ipex] extra), else transformers")
     parser.add_argument("--low-bit", default="sym_int8", help="IPEX-LLM low-bit format (default: sym_int8)")
     parser.add_argument("--max-new-tokens", type=int, default=96, help="answer length limit (default: 96)")
     parser.add_argument("--json", action="store_true",
@@ -332,10 +350,13 @@ def _answer_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(
         prog="swrag",
         description="Sliding-window RAG: split documents into overlapping windows (FFS, DFS, DDS).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     split = sub.add_parser("split", help="print the windows of a text file", description="Print the windows of a UTF-8 text file.")
@@ -393,7 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Print the index's sources, unfinished writes and the health of its vectors "
                                         "and keyword index. Exit code 4 when a repair is needed.")
     _store_options(status)
-    status.add_argument("--deep", action="store_true", help="also check every vector id and the source store's integrity")
+    status.add_argument("--deep", action="store_true",
+                        help="also check the vectors with the embedding model (loads it), every vector id and the "
+                             "source store's integrity")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=cmd_status)
 

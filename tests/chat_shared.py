@@ -20,9 +20,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 @functools.lru_cache(maxsize=1)
 def shared_core():
-    """The session's :class:`~swrag_integrations.llm.LocalLLM` (bundled model, sym_int8)."""
+    """The session's :class:`~swrag_integrations.llm.LocalLLM` (bundled model; IPEX-LLM sym_int8 where
+    ipex-llm is installed, else plain transformers)."""
     from swrag_integrations.llm import load_llama3
 
     cache = tempfile.mkdtemp(prefix="swrag-chat-cache-")
     atexit.register(shutil.rmtree, cache, True)
-    return load_llama3(cache_dir=cache, max_new_tokens=64)
+    return load_llama3(cache_dir=cache, max_new_tokens=64, backend="auto")

@@ -7,6 +7,7 @@ generation on the CPU. Cache-entry tampering tests are in ``test_llm_cache.py``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import warnings
@@ -22,6 +23,9 @@ from swrag_integrations.llm.cache import MANIFEST_NAME, read_manifest  # noqa: E
 from swrag_integrations.llm.core import _held_back, cut_at_stop  # noqa: E402
 
 from scripted_model import never_stops, scripted, stop_string_after  # noqa: E402
+
+IPEX = importlib.util.find_spec("ipex_llm") is not None
+needs_ipex = pytest.mark.skipif(not IPEX, reason="ipex-llm is not installed (the [ipex] extra: its own environment)")
 
 QUESTION = "What is the capital of France?"
 PARAGRAPH = "Write a short paragraph about the sea."
@@ -43,10 +47,12 @@ def cache_root(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def llm(cache_root) -> LocalLLM:
-    """Cold load: GGUF conversion + IPEX-LLM sym_int8 quantization + low-bit cache write."""
+    """Cold load through backend='auto': in the ipex-llm environment GGUF conversion +
+    IPEX-LLM sym_int8 quantization + low-bit cache write; elsewhere plain transformers."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheRebuildWarning)  # a fresh cache has nothing to rebuild
-        return load_llama3(cache_dir=cache_root, max_new_tokens=24)
+        warnings.simplefilter("error", LLMFallbackWarning)  # ipex-llm installed and usable, or not installed
+        return load_llama3(cache_dir=cache_root, max_new_tokens=24, backend="auto")
 
 
 def _long_prompt() -> str:
@@ -116,6 +122,7 @@ def test_directory_without_config_is_rejected(tmp_path):
 
 # ----------------------------------------------------------------------------- model tests
 @pytest.mark.slow
+@needs_ipex
 def test_cold_load_uses_ipex_and_writes_low_bit_cache(llm):
     info = llm.info
     assert (info.backend, info.device, info.low_bit) == ("ipex-llm", "cpu", "sym_int8")
@@ -237,11 +244,12 @@ def test_llamaindex_wrapper(llm, answer):
 
 
 @pytest.mark.slow
+@needs_ipex
 def test_second_load_comes_from_low_bit_cache(llm, cache_root, answer, long_answer):
     """First (cold) load and cached load are the same model: bit-identical logits, same
     greedy answers, also on the long prompt where the old float16-RoPE cold path answered
     in garbled Chinese."""
-    again = load_llama3(cache_dir=cache_root, max_new_tokens=24)
+    again = load_llama3(cache_dir=cache_root, max_new_tokens=24, backend="ipex")
     assert again.info.from_cache and not again.info.converted_gguf and again.info.cache_status == "hit"
     assert again.info.cache_path == llm.info.cache_path
     assert os.path.isfile(os.path.join(again.info.cache_path, "load_keys.json"))
@@ -251,10 +259,11 @@ def test_second_load_comes_from_low_bit_cache(llm, cache_root, answer, long_answ
 
 
 @pytest.mark.slow
+@needs_ipex
 def test_uncached_quantisation_matches_the_cached_model(llm, cache_root):
     """Without the cache the model is quantised in memory (float32 build): still the very
     same numbers as load_low_bit (this differed by up to 1.07 logits with float16 RoPE)."""
-    fresh = load_llama3(cache_dir=cache_root, use_low_bit_cache=False, max_new_tokens=24)
+    fresh = load_llama3(cache_dir=cache_root, use_low_bit_cache=False, max_new_tokens=24, backend="ipex")
     assert fresh.info.cache_status == "disabled" and fresh.info.cache_path is None
     assert _probe_logits(fresh.model).equal(_probe_logits(llm.model))
     rope = fresh.model.model.layers[0].self_attn.rotary_emb.cos_cached
@@ -262,6 +271,7 @@ def test_uncached_quantisation_matches_the_cached_model(llm, cache_root):
 
 
 @pytest.mark.slow
+@needs_ipex
 def test_prefix_cache_with_the_low_bit_model(llm):
     """The IPEX-LLM model takes the shared-prefix path too (its own KV cache class). Its
     low-bit kernels are not batch-invariant, so only sanity is checked here; exact
@@ -274,17 +284,51 @@ def test_prefix_cache_with_the_low_bit_model(llm):
 
 
 @pytest.mark.slow
-def test_fallback_without_ipex(llm, cache_root, monkeypatch):
-    monkeypatch.setitem(sys.modules, "ipex_llm", None)
-    monkeypatch.setitem(sys.modules, "ipex_llm.transformers", None)
+def test_default_backend_is_transformers_and_reads_the_gguf(llm, cache_root, monkeypatch):
+    """The default backend is plain transformers, whether ipex-llm is installed or not; the
+    GGUF is read by transformers itself where it can (>= 4.41), converted under 4.37."""
+    monkeypatch.setattr(loader_module, "_import_ipex", lambda: pytest.fail("ipex-llm imported"))
     monkeypatch.setattr(loader_module, "_xpu_available", lambda: False)
-    with pytest.warns(LLMFallbackWarning) as record:
+    with pytest.warns(LLMFallbackWarning, match="xpu") as record:
         plain = load_llama3(device="xpu", cache_dir=cache_root, max_new_tokens=24)
-    messages = " ".join(str(w.message) for w in record)
-    assert "xpu" in messages and "IPEX-LLM unavailable" in messages
+    assert len(record) == 1  # only the missing device
     assert (plain.info.backend, plain.info.device, plain.info.low_bit) == ("transformers", "cpu", None)
     assert next(plain.model.parameters()).dtype.is_floating_point
+    if loader_module.transformers_reads_gguf():
+        assert plain.info.source.endswith(".gguf") and not plain.info.converted_gguf
+        assert not os.path.isdir(os.path.join(cache_root, "hf-from-gguf"))  # nothing converted
+    else:
+        assert os.path.isfile(os.path.join(plain.info.source, "config.json"))
     assert _rank_of_paris(plain) < 5
+
+
+def test_auto_backend_without_ipex_is_quiet_broken_ipex_warns(monkeypatch, tmp_path):
+    """backend='auto': ipex-llm not installed is the usual case (a note, no warning); an
+    installed ipex-llm that fails to import (e.g. beside a transformers it does not
+    support) warns before falling back. backend='ipex' names the extra."""
+    loaded = []
+
+    def fake_transformers(source, device, trust_remote_code, model_kwargs):
+        loaded.append(source)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(loader_module, "_load_transformers", fake_transformers)
+    monkeypatch.setitem(sys.modules, "ipex_llm", None)
+    monkeypatch.setitem(sys.modules, "ipex_llm.transformers", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LLMFallbackWarning)
+        with pytest.raises(RuntimeError, match="stop here"):
+            load_llama3(backend="auto", cache_dir=tmp_path)
+    with pytest.raises(ImportError, match=r"\[ipex\]"):
+        load_llama3(backend="ipex", cache_dir=tmp_path)
+
+    def broken():
+        raise ImportError("cannot import name 'LlamaSdpaAttention' from 'transformers.models.llama'")
+
+    monkeypatch.setattr(loader_module, "_import_ipex", broken)
+    with pytest.warns(LLMFallbackWarning, match="IPEX-LLM unusable"), pytest.raises(RuntimeError):
+        load_llama3(backend="auto", cache_dir=tmp_path)
+    assert len(loaded) == 2
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +338,9 @@ def llama3_style_dir(llm, tmp_path_factory):
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    tokenizer = llm.tokenizer.__class__.from_pretrained(llm.info.source)
+    saved = tmp_path_factory.mktemp("tokenizer")
+    llm.tokenizer.save_pretrained(saved)
+    tokenizer = llm.tokenizer.__class__.from_pretrained(saved)
     tokenizer.add_tokens(
         ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
         special_tokens=True,
@@ -322,12 +368,13 @@ def llama3_style_dir(llm, tmp_path_factory):
 def test_llama3_style_directory(llama3_style_dir, cache_root):
     import torch
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", LLMFallbackWarning)
-        quantized = load_llama3(llama3_style_dir, cache_dir=cache_root, use_low_bit_cache=False,
-                                max_new_tokens=6)
-    assert quantized.info.backend == "ipex-llm"
-    assert quantized.generate("hi") == quantized.generate("hi")  # greedy despite do_sample config
+    if IPEX:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LLMFallbackWarning)
+            quantized = load_llama3(llama3_style_dir, cache_dir=cache_root, use_low_bit_cache=False,
+                                    max_new_tokens=6, backend="ipex")
+        assert quantized.info.backend == "ipex-llm"
+        assert quantized.generate("hi") == quantized.generate("hi")  # greedy despite do_sample config
 
     plain = load_llama3(llama3_style_dir, backend="transformers", cache_dir=cache_root, max_new_tokens=6)
     eot = plain.tokenizer.convert_tokens_to_ids("<|eot_id|>")
@@ -356,11 +403,41 @@ def test_llama3_style_directory(llama3_style_dir, cache_root):
     assert plain.generate(QUESTION) == "AA"
 
 
-def test_partial_character_at_the_token_limit_is_dropped():
-    from swrag_integrations.llm.core import _complete_chars
+def _byte_tokens(llm: LocalLLM, text: str) -> list[int]:
+    """Ids of the single-byte tokens that spell ``text``'s UTF-8 bytes one by one (the
+    stand-in's GPT-2 byte-level vocabulary), so one character spans several tokens."""
+    try:  # transformers 5
+        from transformers.convert_slow_tokenizer import bytes_to_unicode
+    except ImportError:  # transformers 4.x
+        from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
 
-    assert _complete_chars("灯塔高31米\ufffd") == "灯塔高31米"
-    assert _complete_chars("complete") == "complete"
+    byte_char = bytes_to_unicode()
+    ids = [llm.tokenizer.convert_tokens_to_ids(byte_char[b]) for b in text.encode("utf-8")]
+    assert llm.tokenizer.unk_token_id not in ids
+    return ids
+
+
+def test_partial_character_at_the_token_limit_is_dropped():
+    from swrag_integrations.llm.core import whole_chars
+
+    assert whole_chars("灯塔高31米\ufffd") == "灯塔高31米"
+    assert whole_chars("complete") == "complete"
+
+
+@pytest.mark.slow
+def test_stream_emits_whole_characters_only(llm):
+    """A Chinese answer and an emoji written byte by byte, with one stray byte (the
+    first byte of 好 followed by ASCII, as in the demo's ``相�lovely``): no piece holds a
+    partial character or U+FFFD, and the pieces join to the non-streamed text."""
+    script = [*_byte_tokens(llm, "灯塔相"), _byte_tokens(llm, "好")[0], *llm.token_ids("lovely"),
+              *_byte_tokens(llm, "😀"), *_byte_tokens(llm, "高31米")]
+    with scripted(llm, force=dict(enumerate(script)), forbid=llm.eos_token_ids):
+        pieces = list(llm.stream(QUESTION, max_new_tokens=len(script)))
+        whole = llm.generate(QUESTION, max_new_tokens=len(script))
+        cut = list(llm.stream(QUESTION, max_new_tokens=len(script) - 1))  # ends inside 米
+    assert not [p for p in pieces if "\ufffd" in p or not p]
+    assert "".join(pieces) == whole == "灯塔相lovely😀高31米"
+    assert "".join(cut) == "灯塔相lovely😀高31"
 
 
 def test_importing_ipex_leaves_the_root_logger_alone():

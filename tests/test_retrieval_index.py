@@ -345,3 +345,39 @@ def test_pdf_file_is_loaded_and_indexed(tmp_path):
     assert "Isle4" in hit.page_content
     assert hit.page_content == text[hit.metadata["start_index"]:hit.metadata["end_index"]]
     assert hit.metadata["source"] == str(pdf.resolve()) and hit.metadata["n_pages"] == 6
+
+
+def test_progress_bars_know_their_totals(tmp_path, monkeypatch):
+    """Every writing bar has a total (so tqdm shows an ETA), and it counts only the chunks
+    written: unchanged sources are not part of it, and a rebuild counts its sources' chunks."""
+    import tqdm.auto
+
+    bars = []
+
+    class Recording(tqdm.auto.tqdm):
+        def close(self):
+            if not getattr(self, "_recorded", True):
+                self._recorded = True
+                bars.append((self.desc, self.total, self.n))
+            super().close()
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._recorded = False
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
+    idx = SlidingWindowIndex(tmp_path / "store", embedding=fake(), show_progress=True, batch_size=16)
+    idx.add_documents(DOCS)
+    first = idx.count("small")
+    assert bars == [("Embedding chunks", first, first)]
+    changed = Document(page_content=EN + " One more sentence.", metadata=DOCS[0].metadata)
+    bars.clear()
+    idx.add_documents([changed, DOCS[1]])  # zh.txt unchanged: not written, not in the total
+    n_en = len(idx.chunk_metadata(source_id_for(changed)))
+    assert bars == [("Embedding chunks", n_en, n_en)]
+    zh = source_id_for(DOCS[1])
+    n_zh = len(idx.chunk_metadata(zh))
+    idx.vectorstore.delete(ids=[vector_id(f"{zh}:s:{n_zh - 1}")])  # one of zh.txt's vectors lost
+    bars.clear()
+    idx.repair(deep=True)  # writes zh.txt's vectors again
+    assert bars == [("Writing missing vectors", n_zh, n_zh)]

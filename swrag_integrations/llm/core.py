@@ -190,9 +190,18 @@ def _stopping_criteria(check: Any) -> Any:
     return StoppingCriteriaList([_Criterion()])
 
 
-def _complete_chars(text: str) -> str:
-    """Drop a trailing partial multi-byte character (generation cut at max_new_tokens)."""
-    return text.rstrip("\ufffd")
+def whole_chars(text: str) -> str:
+    """``text`` without the U+FFFD that a byte-level detokeniser puts for bytes that are
+    not (yet) a whole character.
+
+    A model writes a multi-byte character (CJK, emoji) as several byte tokens; until the
+    last one arrives, and for ever if it never does (a garbled answer such as bytes of
+    one character followed by ``lovely``; generation cut at ``max_new_tokens``), the
+    tokenizer decodes the stray bytes to U+FFFD. They are not text the model wrote, so
+    they are dropped wherever they are; a partial character at the end reappears whole
+    once its last byte arrives. Generated text therefore never contains U+FFFD.
+    """
+    return text.replace("\ufffd", "")
 
 
 class _QueueStreamer:
@@ -367,10 +376,11 @@ class LocalLLM:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        """Text of generated ids (special tokens dropped, spacing left untouched)."""
-        return self.tokenizer.decode(
+        """Text of generated ids: whole characters only (:func:`whole_chars`), special
+        tokens dropped, spacing left untouched."""
+        return whole_chars(self.tokenizer.decode(
             list(token_ids), skip_special_tokens=True, clean_up_tokenization_spaces=False
-        )
+        ))
 
     # ----------------------------------------------------------------- generation
     def _split_stops(self, stop: Sequence[str] | None) -> tuple[list[int], list[str]]:
@@ -415,13 +425,9 @@ class LocalLLM:
 
     def _json_constraint(self, schema: Mapping[str, Any]) -> Any:
         """``prefix_allowed_tokens_fn`` that only lets tokens through that keep the output a
-        prefix of a JSON value valid for ``schema`` (lm-format-enforcer)."""
+        prefix of a JSON value valid for ``schema`` (lm-format-enforcer's ``TokenEnforcer``)."""
         try:
-            from lmformatenforcer import JsonSchemaParser
-            from lmformatenforcer.integrations.transformers import (
-                build_token_enforcer_tokenizer_data,
-                build_transformers_prefix_allowed_tokens_fn,
-            )
+            from lmformatenforcer import JsonSchemaParser, TokenEnforcer
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError(
                 "json_schema= needs lm-format-enforcer (pip install lm-format-enforcer)"
@@ -429,8 +435,38 @@ class LocalLLM:
         if not isinstance(schema, Mapping):
             raise TypeError(f"json_schema must be a JSON schema dict, got {type(schema).__name__}")
         if self._json_tokenizer_data is None:  # ~4 s for a 49k vocabulary; once per model
-            self._json_tokenizer_data = build_token_enforcer_tokenizer_data(self.tokenizer)
-        return build_transformers_prefix_allowed_tokens_fn(self._json_tokenizer_data, JsonSchemaParser(dict(schema)))
+            self._json_tokenizer_data = self._enforcer_tokenizer_data()
+        enforcer = TokenEnforcer(self._json_tokenizer_data, JsonSchemaParser(dict(schema)))
+
+        def allowed(batch_id: int, ids: Any) -> list[int]:
+            return list(enforcer.get_allowed_tokens(ids.tolist()).allowed_tokens)
+
+        return allowed
+
+    def _enforcer_tokenizer_data(self) -> Any:
+        """The tokenizer as lm-format-enforcer's ``TokenEnforcerTokenizerData`` sees it: each
+        regular token's text as it reads after another token (a word-initial token keeps
+        its leading space, which it loses when decoded alone) and whether it starts a word.
+
+        Built here through lm-format-enforcer's extension API rather than its
+        ``integrations.transformers`` module: that module (0.11.3, the latest release)
+        imports ``transformers.tokenization_utils.PreTrainedTokenizerBase``, which
+        transformers 5 no longer has, so it fails to import there.
+        """
+        from lmformatenforcer import TokenEnforcerTokenizerData
+
+        tok = self.tokenizer
+        anchor = tok.encode("0", add_special_tokens=False)[-1]  # decodes to one character
+        special = set(tok.all_special_ids)
+        size = len(tok)
+        regular = []
+        for token_id in range(size):
+            if token_id in special:
+                continue
+            after = tok.decode([anchor, token_id])[1:]
+            regular.append((token_id, after, len(after) > len(tok.decode([token_id]))))
+        return TokenEnforcerTokenizerData(regular, lambda ids: tok.decode(ids).rstrip("\ufffd"), tok.eos_token_id,
+                                          False, size)
 
     def _generate_kwargs(
         self,
@@ -467,7 +503,7 @@ class LocalLLM:
         return "length" if len(ids) >= max_new_tokens else "stop"
 
     def _finish_text(self, ids: Sequence[int], stops: list[str]) -> str:
-        return _complete_chars(cut_at_stop(self.decode(ids), stops)[0])
+        return cut_at_stop(self.decode(ids), stops)[0]
 
     def generate_ids(
         self, prompt: Prompt, *, stop: Sequence[str] | None = None, chat: bool | None = None, **options: Any
@@ -516,7 +552,7 @@ class LocalLLM:
         ids = self._run_generate(kwargs, stops)
         text, stopped = cut_at_stop(self.decode(ids), stops)
         return Generation(
-            text=_complete_chars(text),
+            text=text,
             prompt_tokens=int(kwargs["input_ids"].shape[1]),
             completion_tokens=len(ids),
             finish_reason=self._finish_reason(ids, stopped, kwargs["generation_config"].max_new_tokens),
@@ -602,9 +638,9 @@ class LocalLLM:
                 ids.extend(chunk)
                 result.completion_tokens = len(ids)
                 text, stopped = cut_at_stop(self.decode(ids), stops)
+                # decode() holds a partial multi-byte character back (whole_chars); a
+                # possible start of a stop string is held back here.
                 end = len(text) if stopped else len(text) - _held_back(text, stops)
-                if not stopped and text.endswith("\ufffd"):  # partial multi-byte character
-                    end = min(end, len(text.rstrip("\ufffd")))
                 if end > emitted:
                     yield text[emitted:end]
                     emitted = end
@@ -614,7 +650,7 @@ class LocalLLM:
             if failure:
                 raise failure[0]
             result.finish_reason = self._finish_reason(ids, False, max_new_tokens)
-            text = _complete_chars(cut_at_stop(self.decode(ids), stops)[0])
+            text = cut_at_stop(self.decode(ids), stops)[0]
             if len(text) > emitted:
                 yield text[emitted:]
         finally:

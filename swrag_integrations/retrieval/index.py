@@ -145,7 +145,8 @@ class SlidingWindowIndex(VectorStore):
     Args:
         persist_directory: a local folder for the default stores (Chroma in
             ``<dir>/chroma``, sources in ``<dir>/sources/<collection>.sqlite3``). Default
-            ``.swrag/index`` when no ``vectorstore``, ``host`` or ``client`` is given.
+            :func:`~swrag_integrations.paths.default_index_dir` (``$SWRAG_HOME/index``, else
+            ``$XDG_DATA_HOME/swrag/index``) when no ``vectorstore``, ``host`` or ``client`` is given.
         vectorstore: any LangChain ``VectorStore`` for the chunk vectors (it embeds
             the chunk texts with its own embedding; ``embedding`` defaults to it).
             Needs ``source_store`` or ``persist_directory`` for the sources.
@@ -221,7 +222,11 @@ class SlidingWindowIndex(VectorStore):
         root = None
         if persist_directory is not None or (vectorstore is None and host is None and client is None
                                              and source_store is None):
-            root = Path(persist_directory if persist_directory is not None else ".swrag/index").expanduser()
+            if persist_directory is None:
+                from ..paths import default_index_dir
+
+                persist_directory = default_index_dir()
+            root = Path(persist_directory).expanduser()
             try:
                 root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -655,12 +660,13 @@ class SlidingWindowIndex(VectorStore):
 
         return repair(self, deep=deep)
 
-    def status(self, *, deep: bool = False) -> Any:
+    def status(self, *, deep: bool = False, probe: bool = True) -> Any:
         """Health of every part (:class:`~.health.IndexStatus`); ``deep`` checks every
-        vector id and the source store's integrity too."""
+        vector id and the source store's integrity too; ``probe=False`` skips the checks
+        that need the embedding model (it is then not loaded)."""
         from .health import index_status
 
-        return index_status(self, deep=deep)
+        return index_status(self, deep=deep, probe=probe)
 
     def reset(self) -> None:
         """Remove every source and vector (keeps the configuration)."""

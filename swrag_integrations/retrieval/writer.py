@@ -31,7 +31,7 @@ import logging
 import warnings
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Sized
 
 from .ids import batch_source_ids, chunk_id, vector_id
 from .records import SourceRecord, metadata_change, plan_source
@@ -131,6 +131,8 @@ def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
     from .vectors import precomputed_of
 
     pre = precomputed_of(index.vectorstore)
+    if total is None and isinstance(plans, Sized):  # a list of plans: its chunks are the total
+        total = sum(rec.n_chunks for rec, _, _ in plans)
     bar = None
     written = 0
     try:
@@ -171,6 +173,8 @@ def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
             index.store.set_state([rec.source_id for rec, _, _ in batch], "complete", id_span=-1)
     finally:
         if bar is not None:
+            if callable(total):  # sources decided after the last batch (unchanged ones) come off it
+                bar.total = total()
             bar.close()
     return written
 
@@ -243,11 +247,17 @@ def write_documents(index: "SlidingWindowIndex", documents: Sequence[Any], *, pr
     if not by_sid and not remove_origins and prune != "all":
         raise ValueError("no documents to add")
 
-    def planned() -> Iterator[tuple[SourceRecord, None]]:  # planned under the lock, as the write runs
-        for sid, doc in by_sid.items():
-            yield plan_source(doc, index.config, sid), None
+    planned_chunks = [0]
 
-    return write_planned(index, planned(), prune=prune, remove_origins=remove_origins, report=report)
+    def planned() -> Iterator[tuple[SourceRecord, None]]:
+        # planned under the lock, all before the first write, so the progress bar has its total
+        records = [plan_source(doc, index.config, sid) for sid, doc in by_sid.items()]
+        planned_chunks[0] = sum(rec.n_chunks for rec in records)
+        for rec in records:
+            yield rec, None
+
+    return write_planned(index, planned(), prune=prune, remove_origins=remove_origins, report=report,
+                         total_chunks=lambda: planned_chunks[0])
 
 
 def dedupe_documents(documents: Sequence[Any]) -> tuple[dict[str, Any], IndexReport]:
@@ -304,7 +314,8 @@ def write_planned(index: "SlidingWindowIndex", planned: Iterable[tuple[SourceRec
             ``remove_origins`` may be a callable, called after ``planned`` is consumed
             (e.g. the files a streaming load skipped).
         report: a report to fill (e.g. with ``ids`` already set).
-        total_chunks: for the progress bar (a callable: the total known so far).
+        total_chunks: for the progress bar (a callable: the total known so far); the
+            chunks of unchanged sources, which are not written, are taken off it.
         lookahead: decide (and so start computing the vectors of) records up to this
             many chunks ahead of the one being written.
 
@@ -318,7 +329,12 @@ def write_planned(index: "SlidingWindowIndex", planned: Iterable[tuple[SourceRec
     with index._writing():
         report.repaired, report.removed = recover(index)
         stream = _Decisions(index, report, usable_vectors=precomputed_of(index.vectorstore) is not None)
-        report.chunks += _write(index, stream.plans(planned, lookahead), desc, total_chunks)
+        def to_write() -> int:
+            known = total_chunks() if callable(total_chunks) else total_chunks
+            return max(0, (known or 0) - stream.skipped_chunks)
+
+        report.chunks += _write(index, stream.plans(planned, lookahead), desc,
+                                to_write if total_chunks is not None else None)
         lost = _missing_vectors(index, stream.unchanged)
         if lost:
             report.chunks += _write(index, _rewrite_plans(index, lost), "Writing lost vectors")
@@ -346,6 +362,7 @@ class _Decisions:
         self.report = report
         self.usable_vectors = usable_vectors
         self.unchanged: list[str] = []
+        self.skipped_chunks = 0  # chunks of planned records that are not written (unchanged or empty)
         self.removals: list[str] = []
         self.keep: set[str] = set()
         self.origins: set[str] = set()
@@ -393,6 +410,7 @@ class _Decisions:
                 self.origins.add(rec.origin)
             old = heads.get(sid)
             if not rec.text.strip():
+                self.skipped_chunks += rec.n_chunks
                 if old is not None:
                     self.removals.append(sid)  # the document became empty: forget its old text
                 else:
@@ -408,6 +426,7 @@ class _Decisions:
                         rec.state, rec.id_span = "complete", old.id_span
                         index.store.put([rec])
                     self.unchanged.append(sid)
+                    self.skipped_chunks += rec.n_chunks
                     continue
             rec.state = "pending"
             rec.id_span = max(rec.n_chunks, old.id_span if old is not None else 0)
