@@ -55,8 +55,9 @@ logging.getLogger("ipex_llm").setLevel(logging.ERROR)
 
 
 def load_local_llm(**kwargs):
-    """The local LLM through IPEX-LLM (low-bit); plain transformers if IPEX-LLM cannot run here."""
-    llm = load_llama3(**kwargs)
+    """The local LLM through IPEX-LLM (low-bit) where it is installed; plain transformers if
+    IPEX-LLM cannot run here."""
+    llm = load_llama3(backend="auto", **kwargs)
     try:
         llm.generate("Hi", max_new_tokens=1)
     except Exception as exc:  # an IPEX-LLM runtime problem on this machine
@@ -458,8 +459,8 @@ show_context(retriever.invoke("茶园有多少公顷？"))
     md("""
     ## The local LLM
 
-    `load_llama3()` loads the model through IPEX-LLM with `sym_int8` weights (see
-    `04_ipex_llm.ipynb`). `.as_langchain()` gives a LangChain `LLM`.
+    `load_llama3(backend="auto")` loads the model through IPEX-LLM with `sym_int8` weights
+    where ipex-llm is installed, else through plain transformers (see `04_ipex_llm.ipynb`). `.as_langchain()` gives a LangChain `LLM`.
     """),
     code(LOAD_LLM),
     md("""
@@ -737,7 +738,8 @@ print(f"checkpoint: {checkpoint.name} ({folder_size(checkpoint) / 1e6:.0f} MB, c
     code('''
 LOW_BIT_CACHE = Path(tempfile.mkdtemp(prefix="swrag-cookbook-04-"))
 
-llm = load_llama3(checkpoint, device="auto", low_bit="sym_int8", cache_dir=LOW_BIT_CACHE, max_new_tokens=32)
+llm = load_llama3(checkpoint, backend="ipex", device="auto", low_bit="sym_int8", cache_dir=LOW_BIT_CACHE,
+                  max_new_tokens=32)
 info = llm.info
 print(f"backend={info.backend}  device={info.device}  low_bit={info.low_bit}")
 print(f"loaded in {info.load_seconds:.1f} s; read from the low-bit cache: {info.from_cache}")
@@ -752,7 +754,8 @@ print("files:", ", ".join(sorted(p.name for p in saved.iterdir())))
     """),
     code('''
 del llm
-llm = load_llama3(checkpoint, device="auto", low_bit="sym_int8", cache_dir=LOW_BIT_CACHE, max_new_tokens=32)
+llm = load_llama3(checkpoint, backend="ipex", device="auto", low_bit="sym_int8", cache_dir=LOW_BIT_CACHE,
+                  max_new_tokens=32)
 print(f"loaded in {llm.info.load_seconds:.1f} s; read from the low-bit cache: {llm.info.from_cache}")
 '''),
     md("""
@@ -798,7 +801,7 @@ print(f"LlamaIndex: {type(li_llm).__name__}, context_window={meta.context_window
     code('''
 REAL_MODEL = os.environ.get("SWRAG_LLAMA3")  # e.g. "meta-llama/Meta-Llama-3-8B-Instruct" or /models/llama3-8b
 if REAL_MODEL:
-    llama3 = load_llama3(REAL_MODEL, device="xpu", low_bit="sym_int4", max_new_tokens=128)
+    llama3 = load_llama3(REAL_MODEL, backend="ipex", device="xpu", low_bit="sym_int4", max_new_tokens=128)
     print(llama3.info)  # second run: from_cache=True (load_low_bit)
     print(llama3.generate("In one sentence: what is retrieval-augmented generation?"))
 else:
