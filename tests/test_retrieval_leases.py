@@ -154,6 +154,16 @@ def _wait_for(path, proc, seconds=120):
         time.sleep(0.05)
 
 
+def _assert_v2_served(tmp_path, lease: float) -> None:
+    """A fresh handle serves v2 whole: complete, its vectors all of v2's text, healthy."""
+    forget_clients()
+    after = kv_index(tmp_path, lease=lease)
+    head = after.store.heads()[SID]
+    assert after.source_text(SID) == V2 and head.state == "complete"
+    assert vector_hashes(after, SID) == {head.content_hash}
+    assert after.status(deep=True).healthy
+
+
 @pytest.mark.integration
 def test_a_stalled_writer_does_not_overwrite_the_next_writers_vectors(tmp_path):
     """Writer A freezes (SIGSTOP) while embedding, its lease expires, B writes v2; A resumes
@@ -168,12 +178,7 @@ def test_a_stalled_writer_does_not_overwrite_the_next_writers_vectors(tmp_path):
         os.kill(proc.pid, signal.SIGCONT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and "LeaseLostError" in err and "another writer took it" in err, err[-3000:]
-    forget_clients()
-    after = kv_index(tmp_path, lease=2.0)
-    head = after.store.heads()[SID]
-    assert after.source_text(SID) == V2 and head.state == "complete"
-    assert vector_hashes(after, SID) == {head.content_hash}
-    assert after.status(deep=True).healthy
+    _assert_v2_served(tmp_path, lease=2.0)
 
 
 @pytest.mark.integration
@@ -187,12 +192,7 @@ def test_a_slow_cut_keeps_the_lease(tmp_path):
     b.index_documents([doc(V2)])  # so B's version is the last one written
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-3000:]
-    forget_clients()
-    after = kv_index(tmp_path, lease=3.0)
-    head = after.store.heads()[SID]
-    assert after.source_text(SID) == V2 and head.state == "complete"
-    assert vector_hashes(after, SID) == {head.content_hash}
-    assert after.status(deep=True).healthy
+    _assert_v2_served(tmp_path, lease=3.0)
 
 
 # ------------------------------------------------ long-lived handles (processes)
