@@ -8,10 +8,21 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 # A real browser for the HTML view's browser tests (Debian's chromium; Playwright's own download
-# is not reachable here). Only as root on Debian; elsewhere those tests skip and say why.
+# is not reachable here). Installed only as root on Debian; elsewhere those tests skip and say why.
+# With CI set (non-empty, not 0/false) the browser tests must run, so no chromium is an error here.
+ci_set() { case "$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]')" in ""|0|false) return 1 ;; *) return 0 ;; esac; }
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || echo "setup: chromium could not be installed; the browser tests will be skipped" >&2
+    || echo "setup: chromium could not be installed (apt-get install chromium failed)" >&2
+fi
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 \
+    && ! command -v google-chrome >/dev/null 2>&1; then
+  if ci_set; then
+    echo "setup: CI is set but there is no chromium on PATH, so the browser tests cannot run:" \
+         "install it (as root on Debian: apt-get install chromium) and run setup again" >&2
+    exit 1
+  fi
+  echo "setup: no chromium on PATH; the browser tests will be skipped (apt-get install chromium)" >&2
 fi
 stamp=.venv/.swrag-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/setup.sh -nt "$stamp" ]; then
