@@ -4,8 +4,9 @@
 runs ``swrag eval`` (retrieval only, 1500-token budget, window 512) once per dev set in
 its mode -- multifieldqa_zh, qasper and minilongbench one index per document;
 squad_v2_articles, hotpotqa (``--split-passages``) and cmrc2018_corpus one index per
-dataset -- with the package's ``default`` pipeline, ``default-v1`` (the defaults before
-sentence children: fixed 50-token children, ``k_child=30``) and the peers' anchors
+dataset -- with the package's ``default`` pipeline, ``default-v1`` (the children and
+search of the defaults before issue 19 -- fixed 50-token children, ``k_child=30``, MMR --
+with today's best-hit parent ranking: not the old default, which summed hits per parent) and the peers' anchors
 (``langchain-stock``, ``langchain-ensemble``, ``llamaindex-window``,
 ``langchain-parent``), then writes ``peers.md``: every metric with its 95% bootstrap
 interval, chunks, index size, retrieval p50, and the paired bootstrap of ``default``
