@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ci_switch import SHARED_HOW, ci_requires_everything, missing
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -32,6 +33,7 @@ EXPECTED = [
 # where 05_evaluation.ipynb looks for the dev data (cwd = cookbook/)
 SHARED_EVAL = Path(os.environ.get("SWRAG_SHARED") or COOKBOOK.parents[1] / "shared") / "data" / "eval"
 EVAL_FILES = ("multifieldqa_zh.jsonl", "hotpotqa.jsonl")
+NEEDS_SHARED = {"05": EVAL_FILES, "08": ("squad_v2_articles.jsonl",)}  # notebook prefix -> files it reads
 CELL_TIMEOUT = 300
 
 
@@ -104,6 +106,11 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     # One OpenMP thread in the kernel: on a busy 2-core machine torch's spinning worker
     # threads make generation ~10x slower; with one thread it stays a few seconds.
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("SWRAG_TEST_OMP_THREADS", "1"))
+    # 05 and 08 skip their data cells without the shared data; in CI that is a failure, not a pass
+    absent = [f for f in NEEDS_SHARED.get(path.name[:2], ()) if not (SHARED_EVAL / f).is_file()]
+    if absent and ci_requires_everything():
+        missing(f"the shared data the notebook's cells read ({', '.join(str(SHARED_EVAL / f) for f in absent)})",
+                f"{SHARED_HOW} (or point SWRAG_SHARED at it)")
     nb = nbformat.read(path, as_version=4)
     before = sorted(p.name for p in COOKBOOK.iterdir())
     nb = _execute(nb, tmp_path, path.name)
