@@ -189,7 +189,8 @@ class TunedConfig:
         if best and default and best.get("mean") is not None and default.get("mean") is not None:
             lines.append(f"synthetic context recall {100 * best['mean']:.1f} [{100 * best['ci_low']:.1f}, "
                          f"{100 * best['ci_high']:.1f}] vs default {100 * default['mean']:.1f} "
-                         f"[{100 * default['ci_low']:.1f}, {100 * default['ci_high']:.1f}] on {best['n']} questions")
+                         f"[{100 * default['ci_low']:.1f}, {100 * default['ci_high']:.1f}] on {best['n']} "
+                         f"{'held-out ' if ev.get('holdout') else ''}questions")
         cmp_ = ev.get("versus_default")
         if cmp_ and cmp_.get("diff") is not None:
             lines.append(f"difference {100 * cmp_['diff']:+.1f} points [{100 * cmp_['ci_low']:+.1f}, "
