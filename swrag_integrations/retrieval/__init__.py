@@ -68,7 +68,7 @@ _LAZY = {
     "MultiQueryFusionRetriever": "multi_query", "generate_queries": "multi_query",
     "parse_query_variants": "multi_query",
     "WindowedLlamaIndexRetriever": "llama_index", "NodeChunkIndex": "llama_index",
-    "MiniLMLlamaIndexEmbedding": "llama_index",
+    "MiniLMLlamaIndexEmbedding": "llama_index", "SlidingWindowLlamaIndex": "llama_index",
     "MiniLMEmbeddings": "embeddings", "default_embeddings": "embeddings", "minilm_model_path": "embeddings",
     "OnnxSentenceEncoder": "onnx_embeddings", "ensure_onnx_model": "onnx_embeddings",
 }

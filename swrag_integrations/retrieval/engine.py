@@ -6,7 +6,7 @@ searches of small chunks (BM25, dense, hybrid) and their spans, over a
 :class:`~.storage.VectorStorage`. The writers (:mod:`.writer`), health checks
 (:mod:`.health`), parallel and Ray ingestion take an engine. Framework faces sit on
 top: :class:`~.index.SlidingWindowIndex` (LangChain) and
-:class:`~.llama_index.LlamaIndexWindowStore` (LlamaIndex); the engine imports neither
+:class:`~.llama_index.SlidingWindowLlamaIndex` (LlamaIndex); the engine imports neither
 framework, so it runs with only ``chromadb`` and an embedding installed::
 
     engine = IndexEngine.open("my_index", embedding=my_embedding)  # embed_documents/embed_query
