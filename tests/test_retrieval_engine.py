@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ class HashEmbedder:
         v = np.zeros(self.dim)
         t = text.lower()
         for i in range(len(t) - 2):
-            v[hash(t[i:i + 3]) % self.dim] += 1.0
+            v[zlib.crc32(t[i:i + 3].encode()) % self.dim] += 1.0
         n = np.linalg.norm(v)
         return list(v / n) if n else list(v)
 
@@ -145,3 +146,19 @@ def test_engine_open_rejects_unknown_chunking_keyword(tmp_path: Path) -> None:
 
     with pytest.raises(TypeError, match="chunk_sise"):
         IndexEngine.open(tmp_path / "x", embedding=HashEmbedder(), chunk_sise=10)
+
+
+def test_mmr_picks_what_langchain_chroma_picks() -> None:
+    """The engine's MMR (chroma.mmr_select) chooses the same chunks as langchain_chroma's,
+    near-ties included (duplicated and nearly duplicated candidates)."""
+    lc = pytest.importorskip("langchain_chroma.vectorstores")
+    from swrag_integrations.retrieval.chroma import mmr_select
+
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        base = rng.normal(size=(12, 16))
+        cand = np.vstack([base, base[:5] + rng.normal(scale=1e-7, size=(5, 16)), base[:3]])
+        query = list(rng.normal(size=16))
+        k, lam = int(rng.integers(1, 10)), float(rng.choice([0.0, 0.25, 0.5, 1.0]))
+        assert mmr_select(query, cand, k, lam) == lc.maximal_marginal_relevance(
+            np.array(query, dtype=np.float32), cand, k=k, lambda_mult=lam), trial

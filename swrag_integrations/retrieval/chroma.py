@@ -124,28 +124,30 @@ def copy_collection(client: Any, name: str, fence: Any = None) -> Any:
     return fresh
 
 
-def mmr_select(query: np.ndarray, candidates: np.ndarray, k: int, lambda_mult: float) -> list[int]:
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-by-row cosine similarities of ``a`` and ``b`` (0 where a row is all zeros)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sim = np.dot(a, b.T) / np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1))
+    sim[~np.isfinite(sim)] = 0.0
+    return sim
+
+
+def mmr_select(query: Any, candidates: Any, k: int, lambda_mult: float) -> list[int]:
     """Indices of ``k`` of ``candidates`` (rows) chosen by maximal marginal relevance
-    under cosine similarity: each next one maximises ``lambda_mult * sim(query, c) -
-    (1 - lambda_mult) * max sim(c, chosen)``; the first is the most similar. In float32,
-    as LangChain's vector stores compute it, so both rank near-ties alike."""
-    if not len(candidates) or k <= 0:
+    under cosine similarity: the first is the most similar to ``query``, each next one
+    maximises ``lambda_mult * sim(query, c) - (1 - lambda_mult) * max sim(c, chosen)``
+    (ties: the earlier candidate). The query is taken in float32 and the candidates as
+    the store returned them, as ``langchain_chroma`` does, so both faces of an index
+    pick the same chunks even among near-ties."""
+    cand = np.asarray(candidates)
+    if not len(cand) or k <= 0:
         return []
-    cand = np.asarray(candidates, dtype=np.float32)
-    norms = np.linalg.norm(cand, axis=1)
-    norms[norms == 0] = 1.0
-    cand = cand / norms[:, None]
-    q = np.asarray(query, dtype=np.float32)
-    q = q / (np.linalg.norm(q) or np.float32(1.0))
-    relevance = cand @ q
+    relevance = _cosine(np.asarray(query, dtype=np.float32)[None, :], cand)[0]
     chosen = [int(np.argmax(relevance))]
-    redundancy = cand @ cand[chosen[0]]
     while len(chosen) < min(k, len(cand)):
-        score = lambda_mult * relevance - (1 - lambda_mult) * redundancy
+        score = lambda_mult * relevance - (1 - lambda_mult) * _cosine(cand, cand[chosen]).max(axis=1)
         score[chosen] = -np.inf
-        best = int(np.argmax(score))
-        chosen.append(best)
-        redundancy = np.maximum(redundancy, cand @ cand[best])
+        chosen.append(int(np.argmax(score)))
     return chosen
 
 
@@ -246,7 +248,7 @@ class ChromaStorage:
         chunks = self._chunks(got)
         if not chunks:
             return []
-        picked = set(mmr_select(np.asarray(vector), np.asarray(got["embeddings"][0]), k, lambda_mult))
+        picked = set(mmr_select(vector, got["embeddings"][0], k, lambda_mult))
         # the chosen ones in similarity order, as langchain_chroma returns them (the same
         # ranking through either face)
         return [c for i, c in enumerate(chunks) if i in picked]
