@@ -189,6 +189,26 @@ def test_onnx_backends_build_and_embed_without_torch(tmp_path, reference):
     assert cos.mean() >= 0.98 and cos.min() >= 0.95, cos  # the bounds of the int8 test below
 
 
+def test_default_embeddings_are_onnx_int8_unless_the_environment_says_otherwise():
+    """The process-wide default (index, CLI, evaluation) is ONNX int8; $SWRAG_EMBEDDINGS_BACKEND
+    picks another backend, and a bad value is named. Fresh processes: the default is shared."""
+    import subprocess
+    import sys
+
+    code = "from swrag_integrations.retrieval.embeddings import default_embeddings as d; print(d().backend)"
+
+    def backend(value):
+        env = {k: v for k, v in os.environ.items() if k != "SWRAG_EMBEDDINGS_BACKEND"}
+        if value is not None:
+            env["SWRAG_EMBEDDINGS_BACKEND"] = value
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+
+    assert backend(None).stdout.strip() == "onnx-int8"
+    assert backend("sentence-transformers").stdout.strip() == "sentence-transformers"
+    bad = backend("onnx-int4")
+    assert bad.returncode != 0 and "$SWRAG_EMBEDDINGS_BACKEND must be one of" in bad.stderr
+
+
 def test_graph_builder_refuses_what_it_does_not_reproduce(tmp_path):
     from swrag_integrations.retrieval.onnx_bert import build_bert_onnx
 
