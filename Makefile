@@ -1,10 +1,14 @@
-# The two commands of the README. Each sets up .venv on a fresh machine first.
-.PHONY: setup demo test bench
+# The two commands of the README. Each sets up .venv on a fresh machine first: `make demo`
+# installs only what the demo imports, `make test` (and `make setup`) everything.
+.PHONY: setup setup-demo demo test bench
 
 setup:
 	@bash scripts/setup.sh
 
-demo: setup
+setup-demo:
+	@bash scripts/setup.sh demo
+
+demo: setup-demo
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/swrag demo
 
 test: setup

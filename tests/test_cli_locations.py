@@ -56,7 +56,7 @@ def test_status_does_not_load_the_embedding_model(tmp_path, monkeypatch, capsys)
         raise AssertionError("swrag status loaded the embedding model")
 
     monkeypatch.setattr(MiniLMEmbeddings, "_load", no_model)
-    monkeypatch.setattr(embeddings_module, "_default", None)  # a model loaded by an earlier test is not reused
+    monkeypatch.setattr(embeddings_module, "_defaults", {})  # a model loaded by an earlier test is not reused
     assert swrag(["status", "--persist-dir", str(tmp_path / "idx")]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert ": ok" in out and "sources: 1 (1 complete)" in out and "--deep checks them" in out
@@ -89,7 +89,7 @@ def test_index_and_status_use_one_location_from_any_directory(home, tmp_path, mo
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     monkeypatch.setattr(MiniLMEmbeddings, "_load", lambda self: pytest.fail("model loaded"))
-    monkeypatch.setattr(embeddings_module, "_default", None)
+    monkeypatch.setattr(embeddings_module, "_defaults", {})
     assert swrag(["status"]) == 0
     out = capsys.readouterr().out
     assert f"index {default} (" in out and "sources: 1" in out
@@ -101,7 +101,7 @@ def test_an_existing_index_in_the_old_place_is_still_used(home, capsys, monkeypa
     with pytest.warns(UserWarning, match="default location before 0.3"):
         assert paths.default_index_dir() == Path(".swrag/index").resolve()
     monkeypatch.setattr(MiniLMEmbeddings, "_load", lambda self: pytest.fail("model loaded"))
-    monkeypatch.setattr(embeddings_module, "_default", None)
+    monkeypatch.setattr(embeddings_module, "_defaults", {})
     assert swrag(["status"]) == 0
     captured = capsys.readouterr()
     assert f"index {Path('.swrag/index').resolve()} (" in captured.out

