@@ -23,4 +23,4 @@ def fake_default_embeddings(monkeypatch):
 
     import swrag_integrations.retrieval.embeddings as embeddings
 
-    monkeypatch.setattr(embeddings, "default_embeddings", lambda: DeterministicFakeEmbedding(size=384))
+    monkeypatch.setattr(embeddings, "default_embeddings", lambda backend=None: DeterministicFakeEmbedding(size=384))
