@@ -52,7 +52,6 @@ KNOWN_CIRCLES: list[list[str]] = [
     [f"{PACKAGE}.llm.adapters", f"{PACKAGE}.llm.chat", f"{PACKAGE}.llm.core"],
     [f"{PACKAGE}.retrieval.assemble", f"{PACKAGE}.retrieval.parents", f"{PACKAGE}.view.retrieval"],
     [f"{PACKAGE}.raptor.llama_index", f"{PACKAGE}.raptor.retrievers", f"{PACKAGE}.raptor.store"],
-    [f"{PACKAGE}.cli", f"{PACKAGE}.raptor.cli", f"{PACKAGE}.view.cli"],
 ]
 KNOWN_LAYER_BREACHES = {
     f"{PACKAGE}.grounding.result -> {PACKAGE}.view.answer",

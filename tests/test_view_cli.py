@@ -1,7 +1,6 @@
 """`swrag view` (split, retrieval, answer): pages written, bad input gives a message and
 exit code 2 or 3 through the swrag command's own error handling."""
 
-import argparse
 import json
 
 import pytest
@@ -17,20 +16,8 @@ DOC = ("The Marrow Point Lighthouse was first lit on 14 October 1874. The tower 
 
 
 @pytest.fixture
-def swrag(monkeypatch):
-    """``swrag`` with the view subcommand wired as proposed for cli.py (the real wiring once it is there)."""
-    original = cli.build_parser
-
-    def build_parser():
-        parser = original()
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        if "view" not in sub.choices:
-            view = sub.add_parser("view", help="write an HTML view of windows, retrieval or an answer")
-            add_arguments(view)
-            view.set_defaults(func=run)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", build_parser)
+def swrag():
+    """The ``swrag`` command (its ``view`` subcommand)."""
     return cli.main
 
 
