@@ -18,8 +18,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ..convert import span_to_node
 from ..retrieval.parents import check_query, positive_int
-from .retrievers import RaptorSearcher
-from .search import DEFAULT_BUDGET, MODES, SummaryPiece
+from .search import DEFAULT_BUDGET, MODES, RaptorSearcher, SummaryPiece
 
 __all__ = ["RaptorLlamaIndexRetriever", "summary_node"]
 
