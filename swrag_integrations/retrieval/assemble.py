@@ -130,10 +130,12 @@ class AssembledContext:
     def to_documents(self) -> list[Any]:
         return [s.to_document() for s in self.spans]
 
-    def _repr_html_(self) -> str:  # Jupyter: the spans over their sources (swrag_integrations.view)
-        from ..view.retrieval import RetrievalView
+    def _repr_html_(self) -> str | None:
+        """Jupyter: the spans over their sources, once :mod:`swrag_integrations.view` is
+        imported (it registers the view), else ``None`` (the plain repr)."""
+        from ..display import html_of
 
-        return RetrievalView.from_spans(self)._repr_html_()
+        return html_of("spans", self)
 
 
 def _as_span(item: Any, position: int) -> ContextSpan:
