@@ -236,6 +236,27 @@ def test_lower_layers_are_recognised(module):
     assert not is_application(module)
 
 
+METHOD_PACKAGES = ("context", "grounding", "raptor", "graph")
+"""The methods built on retrieval and the LLM: none imports another (shared helpers live
+below them, in ``llm``, ``retrieval`` or a top-level module)."""
+BASE_PACKAGES = ("retrieval", "llm")
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_methods_do_not_import_each_other_and_the_base_imports_no_method():
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph().items() if not is_application(module)
+        for target in targets
+        if _package(target) in METHOD_PACKAGES and _package(target) != _package(module)
+        and (_package(module) in METHOD_PACKAGES or _package(module) in BASE_PACKAGES)
+    )
+    assert not wrong, "imports across the method layers:\n" + "\n".join(wrong)
+
 
 def test_views_register_themselves(tmp_path):
     """A splitter, an assembled context and a grounded answer offer HTML views without

@@ -50,7 +50,7 @@ class RaptorLlamaIndexRetriever(BaseRetriever):
     def __init__(self, raptor: Any, embeddings: Any = None, *, mode: str = "collapsed",
                  budget_tokens: int | None = DEFAULT_BUDGET, top_k: int = 5, k: int | None = None,
                  callback_manager: Any = None) -> None:
-        from ..context._common import as_embeddings
+        from ..retrieval.embeddings import as_embeddings
 
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
