@@ -154,3 +154,9 @@ def test_llama_index_extra_alone_runs_the_snippet(tmp_path: Path) -> None:
     out = _run(python, "import os\nos.environ['HF_HUB_OFFLINE'] = os.environ['TRANSFORMERS_OFFLINE'] = '1'\n"
                + _script(tmp_path / "idx", block=False))
     assert "SNIPPET-OK" in out and "LANGCHAIN-LOADED []" in out, out
+
+
+def test_the_readme_shows_this_snippet() -> None:
+    """The README's LlamaIndex block is the snippet the tests above run (it cannot drift)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f'INDEX_DIR = "./my_llama_index"\n{SNIPPET.lstrip()}```' in readme

@@ -25,7 +25,7 @@ from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from pydantic import ConfigDict, Field
 
-from .core import LocalLLM
+from .generation import GenerationCore
 
 
 def _options(defaults: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +40,7 @@ class LangChainLLM(LLM):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    core: LocalLLM = Field(exclude=True, repr=False)
+    core: GenerationCore = Field(exclude=True, repr=False)
     max_new_tokens: int | None = None
     temperature: float | None = None
     repetition_penalty: float | None = None
@@ -100,7 +100,7 @@ class LlamaIndexLLM(CustomLLM):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    core: LocalLLM = Field(exclude=True, repr=False)
+    core: GenerationCore = Field(exclude=True, repr=False)
     max_new_tokens: int | None = None
     temperature: float | None = None
     repetition_penalty: float | None = None

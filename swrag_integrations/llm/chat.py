@@ -62,7 +62,7 @@ from langchain_core.utils.function_calling import convert_to_json_schema, conver
 from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import BaseModel, ConfigDict, Field
 
-from .core import Generation, LocalLLM
+from .generation import Generation, GenerationCore
 
 __all__ = ["LocalChatModel", "constrained_decoding_available", "parse_tool_calls"]
 
@@ -197,7 +197,7 @@ class LocalChatModel(BaseChatModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    core: LocalLLM = Field(exclude=True, repr=False)
+    core: GenerationCore = Field(exclude=True, repr=False)
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0)
     repetition_penalty: float | None = None

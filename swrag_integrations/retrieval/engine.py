@@ -35,7 +35,7 @@ from .config import DEFAULT_SEARCH_TYPE, IndexConfig
 from .fusion import rrf
 from .ids import chunk_id, parse_chunk_id, source_id_for, vector_id
 from .keyword import KeywordIndex
-from .protocols import ChildHit, ChunkRow
+from .protocols import ChildHit, ChunkRow, as_engine
 from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
 from .sources import ChromaByteStore, KVSourceStore, SourceStore, SqliteSourceStore
 from .storage import PlainDocument, VectorStorage
@@ -650,15 +650,6 @@ class IndexEngine:
     def __repr__(self) -> str:
         where = self.server or (str(self.persist_directory) if self.persist_directory else repr(self.store))
         return f"IndexEngine({where!r}, collection_name={self.collection_name!r}, vectors={self.vectors.kind})"
-
-
-def as_engine(index: Any) -> IndexEngine:
-    """The engine of a face (``index.engine``) or the engine itself."""
-    engine = getattr(index, "engine", index)
-    if not isinstance(engine, IndexEngine):
-        raise TypeError(f"expected an IndexEngine or an index over one (SlidingWindowIndex...), "
-                        f"got {type(index).__name__}")
-    return engine
 
 
 def _wrap(server: str | None, fn: Callable[[], Any], action: str) -> Any:

@@ -11,7 +11,7 @@ probes into an :class:`IndexStatus` for ``swrag status``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .ids import chunk_id, vector_id
 from .vectors import doc_vector_id
@@ -132,8 +132,7 @@ def index_status(index: "IndexEngine", *, deep: bool = False, probe: bool = True
     ``deep`` every vector id): the counts, states, keyword index and source store are
     still checked, without loading the model.
     """
-    from .engine import as_engine
-    from .writer import _missing_vectors
+    from .protocols import as_engine
 
     index = as_engine(index)
     heads = index.store.heads()
@@ -166,7 +165,7 @@ def index_status(index: "IndexEngine", *, deep: bool = False, probe: bool = True
             if problem:
                 status.vector_problems.append(problem)
             if deep:
-                lost = _missing_vectors(index, sorted(complete), force=True)
+                lost = missing_vectors(index, sorted(complete), force=True)
                 if lost:
                     status.vector_problems.append(f"{len(lost)} source(s) lack some of their vectors")
     status.store_generation = index.store.generation()
@@ -181,3 +180,26 @@ def index_status(index: "IndexEngine", *, deep: bool = False, probe: bool = True
     if deep:
         status.store_problems.extend(index.store.check())
     return status
+
+
+def missing_vectors(index: "IndexEngine", sids: Sequence[str], *, force: bool = False) -> list[str]:
+    """Complete sources among ``sids`` whose vectors are not all in the vector store."""
+    if not sids or not index.vectors.can_get:
+        return []
+    if not force:
+        held = index.vectors.count()
+        heads = index.store.heads()
+        expected = sum(h.n_chunks for h in heads.values() if h.state == "complete")
+        if held is not None and held == expected:
+            return []
+    heads = index.store.heads(list(sids))
+    missing = []
+    for sid in sids:
+        head = heads.get(sid)
+        if head is None or head.state != "complete":
+            continue
+        ids = [vector_id(chunk_id(sid, i)) for i in range(head.n_chunks)]
+        found = index.vectors.present(ids)
+        if len(found) < len(ids) or any(m.get("content_hash") != head.content_hash for m in found.values()):
+            missing.append(sid)
+    return missing

@@ -587,11 +587,11 @@ class SlidingWindowIndex(VectorStore):
 
     def explain(self, query: str, **options: Any) -> Any:
         """An HTML view of a query against this index (hits with their ranks, the windows
-        they widen to, the spans kept under the budget, what was cut); shows itself in
-        Jupyter."""
-        from ..view.retrieval import RetrievalView
+        they widen to, the spans kept under the budget, what was cut; shows itself in
+        Jupyter; needs ``import swrag_integrations.view`` first, which registers the view)."""
+        from ..display import make_view
 
-        return RetrievalView.from_index(self, query, **options)
+        return make_view("index", self, query, **options)
 
     # ----------------------------------------- the plain VectorStore contract (documents as added)
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from .engine import IndexEngine
     from .writer import IndexReport
 
-__all__ = ["index_in_parallel", "portable_embedding", "load_and_plan", "add_ingest_arguments", "ingest_from_args"]
+__all__ = ["index_in_parallel", "portable_embedding", "load_and_plan"]
 
 # --------------------------------------------------------------------------- workers
 
@@ -401,7 +401,7 @@ def index_in_parallel(index: "IndexEngine | Any", documents: Iterable[Any] | Non
             workers should use (it must give the vectors the index's embedding gives).
         threads_per_worker: math threads per worker (torch/OpenMP).
     """
-    from .engine import as_engine
+    from .protocols import as_engine
     from .writer import dedupe_documents, write_planned
 
     index = as_engine(index)
@@ -498,54 +498,3 @@ def _warn_load(message: str) -> None:
     from .files import LoadWarning
 
     warnings.warn(message, LoadWarning, stacklevel=4)
-
-
-# ------------------------------------------------------------------------ CLI pieces
-
-
-def _workers_arg(value: str) -> int:
-    import argparse
-
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--workers takes a whole number >= 1, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"--workers must be >= 1, got {number}")
-    return number
-
-
-def add_ingest_arguments(parser: Any) -> None:
-    """``--workers N`` and ``--ray ADDRESS`` for ``swrag index``."""
-    parser.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
-                        help="load, cut and embed in N worker processes, one writer (default: in this process); "
-                             "with --ray: N embedding actors (default 2)")
-    parser.add_argument("--ray", default=None, metavar="ADDRESS",
-                        help="run the ingestion as a Ray Data pipeline: 'local' (a Ray started in this process), "
-                             "'auto', 'HOST:PORT' (a `ray start --head` cluster's GCS port) or 'ray://HOST:PORT' "
-                             "(needs the [ray] extra; files must be readable at the same paths on every node)")
-    parser.add_argument("--ray-node-ip", default=None, metavar="IP",
-                        help="this machine's address in the Ray cluster, when Ray's guess is wrong (several "
-                             "networks, or a loopback cluster started with --node-ip-address 127.0.0.2)")
-
-
-def ingest_from_args(index: Any, args: Any) -> "IndexReport":
-    """Run ``swrag index`` for parsed arguments (``paths``, ``keep_missing``, ``encoding``,
-    ``errors``, ``workers``, ``ray``): in this process, in worker processes, or on Ray.
-
-    With ``ray``, a Ray connection this process already holds is used (and kept); else
-    :func:`~.ray_ingest.index_with_ray` connects and disconnects.
-    """
-    workers = getattr(args, "workers", None)
-    address = getattr(args, "ray", None)
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"--workers must be >= 1, got {workers}")
-    options = dict(prune=not args.keep_missing, encoding=args.encoding, errors=args.errors)
-    if address:
-        from .ray_ingest import index_with_ray
-
-        return index_with_ray(index, args.paths, address=address, actors=workers or 2,
-                              node_ip_address=getattr(args, "ray_node_ip", None), **options)
-    if workers:
-        return index.add_files(args.paths, workers=workers, **options)
-    return index.add_files(args.paths, **options)

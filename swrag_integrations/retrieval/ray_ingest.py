@@ -219,7 +219,7 @@ def index_with_ray(index: "IndexEngine | Any", paths: Any, *, address: str = "lo
         runtime_env: passed to ``ray.init`` (e.g. ``{"py_modules": [...]}``).
         node_ip_address: this node's IP for Ray (``ray.init(_node_ip_address=)``).
     """
-    from .engine import as_engine
+    from .protocols import as_engine
     from .files import list_files
     from .writer import IndexReport, write_planned
 

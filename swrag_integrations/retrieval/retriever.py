@@ -131,10 +131,11 @@ class WindowedParentRetriever(BaseRetriever):
     def explain(self, query: str, **overrides: Any) -> Any:
         """What this retriever does for ``query``, as an HTML view (shows itself in Jupyter;
         ``.save(path)``): the chunks that matched with their ranks, the windows they widened
-        to, the spans merged under the budget and what was cut."""
-        from ..view.retrieval import RetrievalView
+        to, the spans merged under the budget and what was cut. Needs
+        ``import swrag_integrations.view`` first (it registers the view)."""
+        from ..display import make_view
 
-        return RetrievalView.from_retriever(self, query, **overrides)
+        return make_view("retrieval", self, query, **overrides)
 
     def retrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
         """Retrieve for several phrasings of one question (budget shared among them)."""

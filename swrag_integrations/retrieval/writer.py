@@ -34,7 +34,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Sized
 
 from .ids import batch_source_ids, chunk_id, vector_id
-from .engine import as_engine
+from .health import missing_vectors
+from .protocols import as_engine
 from .records import SourceRecord, metadata_change, plan_source
 
 if TYPE_CHECKING:
@@ -214,29 +215,6 @@ def recover(index: "IndexEngine") -> tuple[int, int]:
     return len(pending), removed
 
 
-def _missing_vectors(index: "IndexEngine", sids: Sequence[str], *, force: bool = False) -> list[str]:
-    """Complete sources among ``sids`` whose vectors are not all in the vector store."""
-    if not sids or not index.vectors.can_get:
-        return []
-    if not force:
-        held = index.vectors.count()
-        heads = index.store.heads()
-        expected = sum(h.n_chunks for h in heads.values() if h.state == "complete")
-        if held is not None and held == expected:
-            return []
-    heads = index.store.heads(list(sids))
-    missing = []
-    for sid in sids:
-        head = heads.get(sid)
-        if head is None or head.state != "complete":
-            continue
-        ids = _vector_ids(sid, 0, head.n_chunks)
-        found = index.vectors.present(ids)
-        if len(found) < len(ids) or any(m.get("content_hash") != head.content_hash for m in found.values()):
-            missing.append(sid)
-    return missing
-
-
 def write_documents(index: "IndexEngine", documents: Sequence[Any], *, prune: bool | str = False,
                     remove_origins: Iterable[str] | None = None) -> IndexReport:
     """Index documents (see :meth:`~.index.SlidingWindowIndex.index_documents`): plan
@@ -334,7 +312,7 @@ def write_planned(index: "IndexEngine", planned: Iterable[tuple[SourceRecord, An
 
         report.chunks += _write(index, stream.plans(planned, lookahead), desc,
                                 to_write if total_chunks is not None else None)
-        lost = _missing_vectors(index, stream.unchanged)
+        lost = missing_vectors(index, stream.unchanged)
         if lost:
             report.chunks += _write(index, _rewrite_plans(index, lost), "Writing lost vectors")
             report.repaired += len(lost)
@@ -487,7 +465,7 @@ def repair(index: "IndexEngine", *, deep: bool = False) -> IndexReport:
             _rebuild_vectors(index, complete)
             report.repaired += len(complete)
         else:
-            lost = _missing_vectors(index, complete, force=deep)
+            lost = missing_vectors(index, complete, force=deep)
             if lost:
                 _write(index, _rewrite_plans(index, lost), "Writing missing vectors")
                 report.repaired += len(lost)
