@@ -679,6 +679,16 @@ def _copy_cache(cache: Any, length: int | None = None) -> Any:
 
     if isinstance(cache, tuple):
         return tuple(tuple(clone(t) for t in layer) for layer in cache)
+    if hasattr(cache, "layers") and hasattr(cache, "crop") and hasattr(cache, "get_seq_length"):
+        # transformers >= 4.56 (5.x): a Cache of layers, cut with its own crop(-tokens_to_remove)
+        new = copy.deepcopy(cache)
+        if length is not None:
+            extra = new.get_seq_length() - length
+            if extra < 0:
+                raise ValueError(f"cannot cut a cache of {new.get_seq_length()} positions to {length}")
+            if extra:
+                new.crop(-extra)
+        return new
     if hasattr(cache, "key_cache") and hasattr(cache, "value_cache"):
         new = copy.copy(cache)
         new.key_cache = [clone(t) for t in cache.key_cache]
