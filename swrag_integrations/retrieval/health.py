@@ -17,14 +17,14 @@ from .ids import chunk_id, vector_id
 from .vectors import doc_vector_id
 
 if TYPE_CHECKING:
-    from .engine import IndexEngine
+    from .protocols import EngineState
 
 __all__ = ["IndexStatus", "index_status", "probe_vectors", "stale_vectors"]
 
 PROBES = 8
 
 
-def _sample(index: "IndexEngine", n: int) -> list[tuple[str, int]]:
+def _sample(index: "EngineState", n: int) -> list[tuple[str, int]]:
     """Up to ``n`` chunks spread over the complete sources (deterministic)."""
     heads = sorted((sid, h) for sid, h in index.store.heads().items() if h.state == "complete" and h.n_chunks)
     if not heads:
@@ -33,7 +33,7 @@ def _sample(index: "IndexEngine", n: int) -> list[tuple[str, int]]:
     return [(sid, (j * 7) % h.n_chunks) for j, (sid, h) in enumerate(heads[::step][:n])]
 
 
-def probe_vectors(index: "IndexEngine", n: int = PROBES) -> str | None:
+def probe_vectors(index: "EngineState", n: int = PROBES) -> str | None:
     """``None`` when sampled chunks find themselves by vector search, else the problem."""
     sample = _sample(index, n)
     if not sample:
@@ -56,7 +56,7 @@ def probe_vectors(index: "IndexEngine", n: int = PROBES) -> str | None:
     return None
 
 
-def stale_vectors(index: "IndexEngine", n: int = PROBES) -> str | None:
+def stale_vectors(index: "EngineState", n: int = PROBES) -> str | None:
     """``None`` when sampled chunks' vectors carry their source's current content hash,
     else the problem (vectors of another version written under the chunk ids of the
     current one, as a writer that kept writing after losing its lease did)."""
@@ -124,7 +124,7 @@ class IndexStatus:
         return out
 
 
-def index_status(index: "IndexEngine", *, deep: bool = False, probe: bool = True) -> IndexStatus:
+def index_status(index: "EngineState", *, deep: bool = False, probe: bool = True) -> IndexStatus:
     """Counts, states and checks of every part of ``index`` (reads only).
 
     ``probe=False`` leaves out every check that needs the embedding model (its dimension
@@ -182,7 +182,7 @@ def index_status(index: "IndexEngine", *, deep: bool = False, probe: bool = True
     return status
 
 
-def missing_vectors(index: "IndexEngine", sids: Sequence[str], *, force: bool = False) -> list[str]:
+def missing_vectors(index: "EngineState", sids: Sequence[str], *, force: bool = False) -> list[str]:
     """Complete sources among ``sids`` whose vectors are not all in the vector store."""
     if not sids or not index.vectors.can_get:
         return []

@@ -55,7 +55,7 @@ import numpy as np
 from .records import SourceRecord
 
 if TYPE_CHECKING:
-    from .engine import IndexEngine
+    from .protocols import EngineState
     from .writer import IndexReport
 
 __all__ = ["index_in_parallel", "portable_embedding", "load_and_plan"]
@@ -217,7 +217,7 @@ def _pickles(obj: Any) -> bool:
         return False
 
 
-def worker_embedding_spec(index: "IndexEngine", embedding_factory: Callable[[], Any] | None,
+def worker_embedding_spec(index: "EngineState", embedding_factory: Callable[[], Any] | None,
                           notes: list[str], threads: int | None = None) -> Any:
     """The spec workers embed with, or ``None`` (then the writer embeds; ``notes`` says why).
 
@@ -382,7 +382,7 @@ def _bounded(submit: Callable[[Any], Future], items: Iterable[Any], ahead: int) 
         yield pending.popleft()
 
 
-def index_in_parallel(index: "IndexEngine | Any", documents: Iterable[Any] | None = None, *,
+def index_in_parallel(index: "EngineState | Any", documents: Iterable[Any] | None = None, *,
                       paths: Any = None, workers: int = 2, prune: bool | str = False,
                       remove_origins: Iterable[str] | None = None, encoding: str | None = None,
                       errors: str = "strict", embed_batch: int | None = None,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from langchain_core.documents import Document
 
 if TYPE_CHECKING:
-    from .engine import IndexEngine
+    from .protocols import EngineState
 
 __all__ = ["search_documents", "source_document"]
 
@@ -26,7 +26,7 @@ def source_document(rec: Any) -> Document:
     return Document(page_content=rec.text, metadata=rec.doc_metadata, id=rec.doc_id or rec.source_id)
 
 
-def search_documents(index: "IndexEngine", vector: Sequence[float], k: int, *, mmr: bool = False,
+def search_documents(index: "EngineState", vector: Sequence[float], k: int, *, mmr: bool = False,
                      fetch_k: int = 20, lambda_mult: float = 0.5,
                      filter: Any = None) -> list[tuple[Document, float | None]]:
     """The ``k`` best added documents for a query vector, best first.
@@ -68,7 +68,7 @@ def search_documents(index: "IndexEngine", vector: Sequence[float], k: int, *, m
             if sid in records and records[sid].complete]
 
 
-def _best_per_source(index: "IndexEngine", pairs: list[tuple[Any, float | None]],
+def _best_per_source(index: "EngineState", pairs: list[tuple[Any, float | None]],
                      matcher: Any = None) -> dict[str, float | None]:
     """Source id -> score of its first (best) chunk, in rank order; stale chunks and
     sources the filter (``matcher``: a :class:`~.filters.SourceMatcher`) excludes dropped."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, Sequence, runtime_checkable
 
-__all__ = ["ChildHit", "ChunkRow", "ChunkIndex", "as_engine"]
+__all__ = ["ChildHit", "ChunkRow", "ChunkIndex", "EngineState", "as_engine"]
 
 
 class ChunkRow(NamedTuple):
@@ -75,10 +75,25 @@ class ChunkIndex(Protocol):
         ...
 
 
+class EngineState(Protocol):
+    """The index engine as the modules below it (writer, health, parallel, Ray ingestion,
+    plain) see it: :class:`~.engine.IndexEngine` satisfies it. They take it as an argument and
+    never import the engine, which calls them."""
+
+    store: Any
+    vectors: Any
+    keyword: Any
+    manifest: dict[str, Any]
+
+    def writing(self) -> Any: ...
+
+    def sync_vectors(self) -> None: ...
+
+
 _ENGINE_MEMBERS = ("store", "vectors", "keyword", "manifest", "writing", "sync_vectors")
 
 
-def as_engine(index: Any) -> Any:
+def as_engine(index: Any) -> EngineState:
     """The :class:`~.engine.IndexEngine` of a face (``index.engine``) or the engine itself.
 
     Recognised by its members (no import of the engine: the writer, health, parallel and Ray

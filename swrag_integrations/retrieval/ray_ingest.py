@@ -40,7 +40,7 @@ from .parallel import build_embedding, embed_texts, limit_threads, load_and_plan
 from .records import SourceRecord
 
 if TYPE_CHECKING:
-    from .engine import IndexEngine
+    from .protocols import EngineState
     from .writer import IndexReport
 
 __all__ = ["index_with_ray", "connect_ray"]
@@ -192,7 +192,7 @@ class _Embedder:
         return batch
 
 
-def index_with_ray(index: "IndexEngine | Any", paths: Any, *, address: str = "local", actors: int = 2,
+def index_with_ray(index: "EngineState | Any", paths: Any, *, address: str = "local", actors: int = 2,
                    prune: bool = True, encoding: str | None = None, errors: str = "strict",
                    embed_batch: int | None = None, embedding_factory: Callable[[], Any] | None = None,
                    actor_cpus: float = 1.0, plan_cpus: float = 0.5, threads_per_actor: int = 1,
@@ -245,7 +245,7 @@ def index_with_ray(index: "IndexEngine | Any", paths: Any, *, address: str = "lo
             ray.shutdown()
 
 
-def _run(index: "IndexEngine", listing: Any, *, actors: int, prune: bool, encoding: str | None, errors: str,
+def _run(index: "EngineState", listing: Any, *, actors: int, prune: bool, encoding: str | None, errors: str,
          embed_batch: int, embedding_factory: Any, actor_cpus: float, plan_cpus: float, threads_per_actor: int,
          write: Callable[..., Any], report: "IndexReport") -> "IndexReport":
     import ray

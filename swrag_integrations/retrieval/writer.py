@@ -39,7 +39,7 @@ from .protocols import as_engine
 from .records import SourceRecord, metadata_change, plan_source
 
 if TYPE_CHECKING:
-    from .engine import IndexEngine
+    from .protocols import EngineState
 
 __all__ = ["IndexReport", "write_documents", "write_planned", "remove_sources", "recover", "repair", "chunk_documents"]
 
@@ -94,7 +94,7 @@ def _vector_ids(sid: str, start: int, stop: int) -> list[str]:
     return [vector_id(chunk_id(sid, i)) for i in range(start, stop)]
 
 
-def _fence(index: "IndexEngine") -> None:
+def _fence(index: "EngineState") -> None:
     """Before a vector write: raise :class:`~.sources.LeaseLostError` if this writer no
     longer holds the index's lease (its store's ``check_writer``; a store without one
     is not fenced)."""
@@ -103,7 +103,7 @@ def _fence(index: "IndexEngine") -> None:
         check()
 
 
-def _rewrite_plans(index: "IndexEngine", sids: Sequence[str]) -> list["Plan"]:
+def _rewrite_plans(index: "EngineState", sids: Sequence[str]) -> list["Plan"]:
     """Plans that write these stored sources again (recovery, lost vectors, repair): the
     records read from the store itself, not its cache (a key-value store's writer that died
     between a record and its change-log entry left no trace for the cache to see), copied
@@ -117,7 +117,7 @@ def _rewrite_plans(index: "IndexEngine", sids: Sequence[str]) -> list["Plan"]:
 Plan = tuple[SourceRecord, bool, Any]  # (record, an older version exists, its vectors or None)
 
 
-def _write(index: "IndexEngine", plans: Iterable[Plan], desc: str,
+def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
            total: int | Callable[[], int] | None = None) -> int:
     """Steps 1-3 for each planned record, in batches of about ``batch_size`` chunks.
 
@@ -192,7 +192,7 @@ def _batches(plans: Iterable[Plan], size: int) -> Iterator[list[Plan]]:
         yield batch
 
 
-def _remove(index: "IndexEngine", sids: Sequence[str]) -> int:
+def _remove(index: "EngineState", sids: Sequence[str]) -> int:
     heads = index.store.heads(list(dict.fromkeys(sids)))
     if not heads:
         return 0
@@ -203,7 +203,7 @@ def _remove(index: "IndexEngine", sids: Sequence[str]) -> int:
     return len(heads)
 
 
-def recover(index: "IndexEngine") -> tuple[int, int]:
+def recover(index: "EngineState") -> tuple[int, int]:
     """Finish what a dead writer left: ``(completed, removed)`` sources (lock held)."""
     heads = index.store.heads()
     pending = sorted(s for s, h in heads.items() if h.state == "pending")
@@ -215,7 +215,7 @@ def recover(index: "IndexEngine") -> tuple[int, int]:
     return len(pending), removed
 
 
-def write_documents(index: "IndexEngine", documents: Sequence[Any], *, prune: bool | str = False,
+def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bool | str = False,
                     remove_origins: Iterable[str] | None = None) -> IndexReport:
     """Index documents (see :meth:`~.index.SlidingWindowIndex.index_documents`): plan
     them here and write them with :func:`write_planned` (the store embeds)."""
@@ -261,7 +261,7 @@ def _check_prune(prune: bool | str) -> str | bool:
     return prune
 
 
-def write_planned(index: "IndexEngine", planned: Iterable[tuple[SourceRecord, Any]], *,
+def write_planned(index: "EngineState", planned: Iterable[tuple[SourceRecord, Any]], *,
                   prune: bool | str = False,
                   remove_origins: Iterable[str] | Callable[[], Iterable[str]] | None = None,
                   report: IndexReport | None = None, total_chunks: int | Callable[[], int] | None = None,
@@ -334,7 +334,7 @@ class _Decisions:
     """Turns a stream of planned records into write plans (lock held): unchanged
     sources are set aside, empty documents become removals, the rest is written."""
 
-    def __init__(self, index: "IndexEngine", report: IndexReport, *, usable_vectors: bool) -> None:
+    def __init__(self, index: "EngineState", report: IndexReport, *, usable_vectors: bool) -> None:
         self.index = index
         self.report = report
         self.usable_vectors = usable_vectors
@@ -420,7 +420,7 @@ class _Decisions:
             yield rec, old is not None, vectors
 
 
-def _prune_targets(index: "IndexEngine", keep: set[str], batch_origins: set[str], prune: bool | str,
+def _prune_targets(index: "EngineState", keep: set[str], batch_origins: set[str], prune: bool | str,
                    remove_origins: set[str]) -> list[str]:
     """Sources not in this batch that the batch says are gone: the other rows/pages of
     its files (``prune="origins"``), every other source (``"all"``), or those of the
@@ -436,7 +436,7 @@ def _prune_targets(index: "IndexEngine", keep: set[str], batch_origins: set[str]
     return sorted(sid for sid, head in heads.items() if sid not in keep and head.origin in origins)
 
 
-def remove_sources(index: "IndexEngine", sids: Sequence[str]) -> int:
+def remove_sources(index: "EngineState", sids: Sequence[str]) -> int:
     """Remove sources by source id (unknown ids are ignored); returns how many went."""
     index = as_engine(index)
     with index.writing():
@@ -447,7 +447,7 @@ def remove_sources(index: "IndexEngine", sids: Sequence[str]) -> int:
     return n
 
 
-def repair(index: "IndexEngine", *, deep: bool = False) -> IndexReport:
+def repair(index: "EngineState", *, deep: bool = False) -> IndexReport:
     """Make every derived part agree with the source store again (lock held)."""
     from .health import probe_vectors
 
@@ -476,7 +476,7 @@ def repair(index: "IndexEngine", *, deep: bool = False) -> IndexReport:
     return report
 
 
-def _rebuild_vectors(index: "IndexEngine", sids: Sequence[str]) -> None:
+def _rebuild_vectors(index: "EngineState", sids: Sequence[str]) -> None:
     """A vector collection that no longer finds its own vectors: start it afresh.
 
     The default Chroma store keeps every vector in its SQLite log even when its HNSW
