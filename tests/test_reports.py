@@ -202,3 +202,16 @@ def test_grounding_regenerates_equal_to_the_committed_figures(reports, tmp_path,
     # the figures docs/eval/grounding.md quotes are among those compared
     assert "| labels:all.precision | 0.971429 | 0.971429 | exact | ok |" in comparison
     assert "| multifieldqa_zh.flagged | 75 | 75 | exact | ok |" in comparison
+
+
+def test_every_committed_baseline_reads_back(reports):
+    """The reader of each report understands its committed file: figures found, intervals where
+    the tables print them, and a file compared with itself moves nothing."""
+    with_interval = 0
+    for r in reports.REPORTS:
+        for committed in r.committed.values():
+            figs = reports.read_figures(REPO / committed, r.reader, r.committed_from)
+            assert len(figs) > 10, committed
+            with_interval += any(f.low is not None for f in figs.values())
+            assert {row.status for row in reports.compare(figs, figs, r.tolerances)} <= {"ok", "shown"}
+    assert with_interval >= 6  # the five eval results files and peers.md
