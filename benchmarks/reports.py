@@ -177,7 +177,9 @@ REPORTS: tuple[Report, ...] = (
         "bench_splitters", "README splitter table, docs/bench_splitters.md (its 'Raw output')",
         (("{py}", "benchmarks/bench_splitters.py", "--clock", "cpu"),),
         {"stdout.md": "docs/bench_splitters.md"}, 15, "markdown",
-        (("*chunks*", 0.0), ("*windows*", 0.0), ("*| result", None), ("*", 0.15)),
+        # counts are exact; the target ratios moved by up to 0.08 of their value between the doc's four
+        # quiet runs (100 KB DFS 0.95-1.03x, DDS token spans 0.88-0.91x); single MB/s figures by more
+        (("*chunks*", 0.0), ("*windows*", 0.0), ("*| result", None), ("Targets*", 0.08), ("*", 0.15)),
         committed_from="## Raw output", note=BENCH_NOTE + " (the doc's runs: quiet machine, load 0.6-1.0)"),
     Report(
         "bench_embeddings", "README embeddings table (onnx-int8 3.74x by CPU)",
@@ -512,7 +514,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not report.committed:
                 summary.append(f"{report.name}: regenerated in {run}; no committed baseline to compare ({report.note})")
                 continue
-            rows = compare_report(report, run)
+            try:
+                rows = compare_report(report, run)
+            except (ReportsError, ValueError) as exc:  # no output file, or one the reader cannot parse
+                bad += 1
+                summary.append(f"{report.name}: FAILED ({exc})")
+                continue
             counts = {s: sum(r.status == s for r in rows) for s in ("ok", "MOVED", "MISSING", "new", "shown")}
             text = format_rows(rows, args.all_rows)
             (run / "comparison.md").write_text(format_rows(rows, True), encoding="utf-8")

@@ -167,6 +167,15 @@ def test_a_failing_generator_is_reported(reports, toy, tmp_path, monkeypatch, ca
     assert "toy: FAILED (exit 1: no data here" in capsys.readouterr().out
 
 
+def test_a_generator_that_writes_nothing_fails_its_report_only(reports, toy, tmp_path, monkeypatch, capsys):
+    silent = reports.Report("silent", "nowhere", (("{py}", "-c", "pass"),), {"figs.json": "docs/figs.json"}, 0.1, "json")
+    monkeypatch.setattr(reports, "REPORTS", (silent, *reports.REPORTS))
+    assert reports.main(["--out", str(tmp_path / "run")]) == 1
+    out = capsys.readouterr().out
+    assert "silent: FAILED (silent: the generator did not write" in out
+    assert "toy: 1 ok, 1 MOVED" in out  # the next report still ran
+
+
 def test_list_shows_costs_and_what_cannot_run(reports, capsys):
     assert reports.main(["--list"]) == 0
     out = capsys.readouterr().out
