@@ -208,7 +208,8 @@ class ReportsError(ValueError):
 # --- reading figures -----------------------------------------------------------------------
 
 _NUMBER = r"[-+−]?\d[\d,]*(?:\.\d+)?"
-_CELL = re.compile(rf"^\**\s*(?P<v>{_NUMBER})\s*(?P<pct>%)?\s*x?\**\s*(?:\[\s*(?P<lo>{_NUMBER})\s*,\s*(?P<hi>{_NUMBER})\s*\])?")
+_CELL = re.compile(rf"^\**\s*(?P<v>{_NUMBER})\s*(?P<pct>%)?\s*x?\**\s*"  # 84.5 / **3.74** / 96.2% / 3.74x
+                   rf"(?:\[\s*(?P<lo>{_NUMBER})\s*,\s*(?P<hi>{_NUMBER})\s*\])?")  # [79.2, 89.5]
 
 
 def _num(text: str) -> float:
@@ -450,7 +451,8 @@ def run_report(report: Report, run: Path, data: str, log: Callable[[str], None] 
         cmd = _expand(argv, run, run / f"part{i}", data)
         log(f"[{report.name}] {' '.join(cmd)}")
         t0 = time.monotonic()
-        with (run / "stdout.md").open("a", encoding="utf-8") as out, (run / "stderr.log").open("a", encoding="utf-8") as err:
+        with (run / "stdout.md").open("a", encoding="utf-8") as out, \
+                (run / "stderr.log").open("a", encoding="utf-8") as err:
             code = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=err)
         log(f"[{report.name}] exit {code} after {time.monotonic() - t0:.0f} s")
         if code != 0:
@@ -497,7 +499,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reports = find(args.only) if args.only else [r for r in REPORTS if not args.quick or r.minutes <= QUICK_MINUTES]
         if args.compare_only and not args.out:
             raise ReportsError("--compare-only needs --out RUN_FOLDER (a folder of an earlier run)")
-        out = Path(args.out) if args.out else ROOT / "runs" / "reports" / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        out = Path(args.out) if args.out else ROOT / "runs" / "reports" / stamp
         bad = 0
         summary: list[str] = []
         for report in reports:
