@@ -16,7 +16,8 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..convert import span_to_node
-from ..retrieval.parents import check_query, positive_int
+from ..retrieval.parents import check_query
+from ..retrieval.settings import positive_int
 
 __all__ = ["HippoRAGLlamaIndexRetriever", "GraphRAGLocalLlamaIndexRetriever"]
 

@@ -20,7 +20,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
-from ..retrieval.parents import check_query, positive_int
+from ..retrieval.parents import check_query
+from ..retrieval.settings import positive_int
 from ..retrieval.search import call_options
 
 __all__ = ["HippoRAGRetriever", "GraphRAGLocalRetriever", "span_documents", "report_document"]
