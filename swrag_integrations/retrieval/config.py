@@ -7,9 +7,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..windows import DEFAULT_ENCODING, STRATEGIES, WindowConfig, get_encoding
-from .settings import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE  # noqa: F401  (defined with the retriever's settings)
 
-__all__ = ["IndexConfig", "DEFAULT_CHUNK_SIZE", "TUNABLE_INDEX_KEYS", "DEFAULT_K_CHILD", "DEFAULT_SEARCH_TYPE"]
+__all__ = ["IndexConfig", "DEFAULT_CHUNK_SIZE", "TUNABLE_INDEX_KEYS"]
 
 DEFAULT_CHUNK_SIZE = 50
 # The index keywords a tuned configuration may set (the rest are the index's own).

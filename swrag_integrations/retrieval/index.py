@@ -48,7 +48,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from .config import DEFAULT_SEARCH_TYPE
+from .settings import DEFAULT_SEARCH_TYPE
 from .engine import FORMAT, IndexDamagedError, IndexEngine, IndexMismatchError, validate_collection_name
 from .ids import source_id_for
 from .protocols import ChildHit, ChunkRow
