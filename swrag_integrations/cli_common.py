@@ -20,7 +20,7 @@ from typing import Any
 __all__ = [
     "EXIT_USAGE", "EXIT_INPUT", "EXIT_UNHEALTHY", "DEFAULT_INDEX", "EXTRA_OF_MODULE", "EXTRA_INCLUDES", "COMMAND_EXTRA",
     "sample_path", "read_text", "store_options", "answer_options", "config_option",
-    "open_index", "open_engine", "load_llm", "missing_extra_message",
+    "open_index", "open_engine", "load_llm", "load_summary", "missing_extra_message",
 ]
 
 EXIT_USAGE = 2
@@ -197,9 +197,20 @@ def load_llm(args: argparse.Namespace) -> Any:
     warnings.filterwarnings("ignore", message="transformers.deepspeed module is deprecated")
     warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
 
-    print(f"loading the LLM ({args.model or 'bundled SmolLM2-135M-Instruct'}, {args.low_bit}, {args.device})...", file=sys.stderr)
-    return load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens,
-                       backend=getattr(args, "backend", "auto"))
+    # which backend serves (and so whether --low-bit applies) is known once it is loaded
+    print(f"loading the LLM ({args.model or 'bundled SmolLM2-135M-Instruct'}, {args.device})...", file=sys.stderr)
+    llm = load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens,
+                      backend=getattr(args, "backend", "auto"))
+    print(f"loaded: {load_summary(llm.info)}", file=sys.stderr)
+    return llm
+
+
+def load_summary(info: Any) -> str:
+    """How an LLM was loaded, in a few words (its :class:`~swrag_integrations.llm.generation.LoadInfo`):
+    the backend, the low-bit format only for IPEX-LLM (the transformers backend has none),
+    the device and the seconds it took."""
+    backend = f"{info.backend} {info.low_bit}" if info.backend == "ipex-llm" and info.low_bit else info.backend
+    return f"{backend} on {info.device}, {info.load_seconds:.1f} s"
 
 
 def missing_extra_message(exc: BaseException, command: str | None) -> str | None:
