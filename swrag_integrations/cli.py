@@ -168,7 +168,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     from .paths import cache_dir
 
-    index = open_index(args, must_exist=True)
+    from .cli_common import open_engine
+
+    # the engine, not the LangChain face: status reads the parts, so it needs neither the
+    # face nor (without --deep) the embedding model or bm25s
+    index = open_engine(args, must_exist=True)
     status = index.status(deep=args.deep, probe=args.deep)  # the embedding model only for --deep
     if args.json:
         print(json.dumps({**status.to_dict(), "cache": str(cache_dir())}, indent=2, ensure_ascii=False))

@@ -20,7 +20,7 @@ from typing import Any
 __all__ = [
     "EXIT_USAGE", "EXIT_INPUT", "EXIT_UNHEALTHY", "DEFAULT_INDEX", "EXTRA_OF_MODULE", "EXTRA_INCLUDES", "COMMAND_EXTRA",
     "sample_path", "read_text", "store_options", "answer_options", "config_option",
-    "open_index", "load_llm", "missing_extra_message",
+    "open_index", "open_engine", "load_llm", "load_summary", "missing_extra_message",
 ]
 
 EXIT_USAGE = 2
@@ -119,6 +119,33 @@ def config_option(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"a configuration written by `swrag tune`: {what}")
 
 
+def _index_location(args: argparse.Namespace, *, must_exist: bool) -> Path:
+    """The local index folder the options of :func:`store_options` name (the user's
+    default index when none is given). ``must_exist``: a missing local index raises
+    ``FileNotFoundError`` saying how to create it."""
+    if args.persist_dir is None and getattr(args, "default_index", False):
+        from .paths import default_index_dir
+
+        args.persist_dir = str(default_index_dir())
+    persist = Path(args.persist_dir).expanduser()
+    if args.host is None and must_exist:
+        store = persist / "sources" / f"{args.collection}.sqlite3"
+        if not persist.is_dir() or not store.is_file():
+            raise FileNotFoundError(f"no index at {persist}" + ("" if args.collection == "swrag" else
+                                    f" (collection {args.collection!r})") +
+                                    ": run `swrag index PATH...` first (or pass --persist-dir)")
+    return persist
+
+
+def _embedding(args: argparse.Namespace) -> Any:
+    """The embedding ``--embed-backend`` asks for, or ``None`` (the index's own)."""
+    if getattr(args, "embed_backend", None):
+        from .retrieval.embeddings import MiniLMEmbeddings
+
+        return MiniLMEmbeddings(backend=args.embed_backend)
+    return None
+
+
 def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
     """The :class:`~swrag_integrations.retrieval.SlidingWindowIndex` that the options
     of :func:`store_options` (and ``--config``, ``--strategy``/``--window``/``--step``
@@ -131,25 +158,10 @@ def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
         from .tuning.config import TunedConfig
 
         config = TunedConfig.load(args.config)
-    if args.persist_dir is None and getattr(args, "default_index", False):
-        from .paths import default_index_dir
-
-        args.persist_dir = str(default_index_dir())
-    persist = Path(args.persist_dir).expanduser()
-    if args.host is None and must_exist:
-        store = persist / "sources" / f"{args.collection}.sqlite3"
-        if not persist.is_dir() or not store.is_file():
-            raise FileNotFoundError(f"no index at {persist}" + ("" if args.collection == "swrag" else
-                                    f" (collection {args.collection!r})") +
-                                    ": run `swrag index PATH...` first (or pass --persist-dir)")
-    embedding = None
-    if getattr(args, "embed_backend", None):
-        from .retrieval.embeddings import MiniLMEmbeddings
-
-        embedding = MiniLMEmbeddings(backend=args.embed_backend)
+    persist = _index_location(args, must_exist=must_exist)
     return SlidingWindowIndex(
         None if args.host else persist,
-        embedding=embedding,
+        embedding=_embedding(args),
         collection_name=args.collection,
         host=args.host,
         port=args.port,
@@ -159,6 +171,19 @@ def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
         lock_timeout=getattr(args, "lock_timeout", 600.0),
         config=config,
     )
+
+
+def open_engine(args: argparse.Namespace, *, must_exist: bool) -> Any:
+    """The framework-free :class:`~swrag_integrations.retrieval.engine.IndexEngine` of
+    the index that the options of :func:`store_options` name (as :func:`open_index`,
+    without the LangChain face: for commands that only read the index's parts, such as
+    ``swrag status``, so they start fast)."""
+    from .retrieval.engine import IndexEngine
+
+    persist = _index_location(args, must_exist=must_exist)
+    return IndexEngine.open(None if args.host else persist, embedding=_embedding(args),
+                            collection_name=args.collection, host=args.host, port=args.port,
+                            lock_timeout=getattr(args, "lock_timeout", 600.0))
 
 
 def load_llm(args: argparse.Namespace) -> Any:
@@ -172,9 +197,20 @@ def load_llm(args: argparse.Namespace) -> Any:
     warnings.filterwarnings("ignore", message="transformers.deepspeed module is deprecated")
     warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
 
-    print(f"loading the LLM ({args.model or 'bundled SmolLM2-135M-Instruct'}, {args.low_bit}, {args.device})...", file=sys.stderr)
-    return load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens,
-                       backend=getattr(args, "backend", "auto"))
+    # which backend serves (and so whether --low-bit applies) is known once it is loaded
+    print(f"loading the LLM ({args.model or 'bundled SmolLM2-135M-Instruct'}, {args.device})...", file=sys.stderr)
+    llm = load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens,
+                      backend=getattr(args, "backend", "auto"))
+    print(f"loaded: {load_summary(llm.info)}", file=sys.stderr)
+    return llm
+
+
+def load_summary(info: Any) -> str:
+    """How an LLM was loaded, in a few words (its :class:`~swrag_integrations.llm.generation.LoadInfo`):
+    the backend, the low-bit format only for IPEX-LLM (the transformers backend has none),
+    the device and the seconds it took."""
+    backend = f"{info.backend} {info.low_bit}" if info.backend == "ipex-llm" and info.low_bit else info.backend
+    return f"{backend} on {info.device}, {info.load_seconds:.1f} s"
 
 
 def missing_extra_message(exc: BaseException, command: str | None) -> str | None:

@@ -135,3 +135,23 @@ def test_missing_extra_is_blamed_only_when_really_missing(monkeypatch):
     message = missing_extra_message(ModuleNotFoundError("x", name="torch.nn"), "ask")
     assert message == ("`swrag ask` needs the [local] extra (module 'torch' is not installed): "
                        "pip install 'swrag-integrations[local]'")
+
+
+@pytest.mark.parametrize("backend, shown, hidden", [("transformers", "transformers on cpu", "sym_int8"),
+                                                     ("ipex-llm", "ipex-llm sym_int8 on cpu", None)])
+def test_llm_loading_lines_name_the_low_bit_format_only_for_ipex(backend, shown, hidden, monkeypatch, capsys):
+    """The demo's loading lines say which backend served; ``--low-bit`` is shown only when
+    IPEX-LLM applied it (the transformers backend ignores it)."""
+    import swrag_integrations.llm as llm_module
+    from swrag_integrations.cli import build_parser
+    from swrag_integrations.cli_common import load_llm
+    from swrag_integrations.llm.generation import LoadInfo
+
+    info = LoadInfo(source="m", backend=backend, device="cpu", low_bit="sym_int8" if backend == "ipex-llm" else None,
+                    load_seconds=1.5)
+    monkeypatch.setattr(llm_module, "load_llama3", lambda *a, **k: type("Loaded", (), {"info": info})())
+    load_llm(build_parser().parse_args(["demo"]))
+    err = capsys.readouterr().err
+    assert f"loaded: {shown}, 1.5 s" in err, err
+    if hidden:
+        assert hidden not in err, err

@@ -406,3 +406,41 @@ class TestOnnxIntegration(_Params, EmbeddingsIntegrationTests):
 @pytest.mark.asyncio
 class TestOnnxInt8Integration(_Params, EmbeddingsIntegrationTests):
     backend = "onnx-int8"
+
+
+def test_int8_quantization_leaves_the_root_logger_alone(tmp_path):
+    """onnxruntime's ``quantize_dynamic`` logs through ``logging.warning``, which gives a
+    root logger without handlers a stderr handler for the rest of the process: bm25s's
+    DEBUG records then reached the user (``DEBUG:bm25s:Building index from IDs`` in the
+    first ``swrag demo``). After the quantization the root logger is as it was, and a
+    BM25 search prints nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "\n".join([
+        "import logging",
+        "from pathlib import Path",
+        "import numpy as np, onnx",
+        "from onnx import TensorProto, helper, numpy_helper",
+        "weights = numpy_helper.from_array(np.ones((4, 4), np.float32), 'W')",
+        "graph = helper.make_graph([helper.make_node('MatMul', ['x', 'W'], ['y'], name='mm')], 'g',",
+        "    [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 4])],",
+        "    [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 4])], [weights])",
+        "onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)]), 'fp32.onnx')",
+        "from swrag_integrations.retrieval.onnx_embeddings import _quantize_int8",
+        "from swrag_integrations.retrieval.bm25 import BM25Index",
+        "root = logging.getLogger()",
+        "before = (list(root.handlers), root.level)",
+        "_quantize_int8(Path('fp32.onnx'), Path('int8.onnx'))",
+        "assert Path('int8.onnx').is_file()",
+        "index = BM25Index()",
+        "index.upsert(['a', 'b'], ['lighthouse keeper', 'fog signal'])",
+        "assert index.search('lighthouse', 1)[0][0] == 'a'",
+        "assert (list(root.handlers), root.level) == before, (root.handlers, root.level)",
+    ])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "bm25s" not in result.stderr and "pre-processing" not in result.stderr, result.stderr

@@ -168,19 +168,12 @@ def _import_ipex() -> Any:
 
     ipex-llm calls ``logging.basicConfig(level=INFO)`` on import, which would make every
     library's INFO/DEBUG records appear in the user's program; the root logger is
-    restored to what it was.
+    restored to what it was (:func:`~swrag_integrations._logging.root_logging_kept`).
     """
-    import logging
+    from .._logging import root_logging_kept
 
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
+    with root_logging_kept():
         from ipex_llm.transformers import AutoModelForCausalLM
-    finally:
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-        root.setLevel(level)
     return AutoModelForCausalLM
 
 

@@ -271,23 +271,28 @@ def _quantize_int8(src: Path, out: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    from .._logging import root_logging_kept
+
     graph = onnx.load(str(src), load_external_data=False).graph
     # BERT-style node names; another architecture gets every MatMul quantized
     keep = [n.name for n in graph.node if any(n.name.endswith(s) for s in _INT8_RECIPE["keep_fp32"])]
     root = logging.getLogger()
-    hush = _DropMessage("pre-processing before quantization")  # onnxruntime logs it on the root logger
+    hush = _DropMessage("pre-processing before quantization")  # onnxruntime logs it on the root logger,
+    # through logging.warning, which gives a root logger without handlers a stderr handler for
+    # good (then every library's records, bm25s's DEBUG ones, reach the user): both undone after
     root.addFilter(hush)
     try:
-        quantize_dynamic(
-            str(src),
-            str(out),
-            per_channel=_INT8_RECIPE["per_channel"],
-            weight_type=getattr(QuantType, _INT8_RECIPE["weight_type"]),
-            op_types_to_quantize=list(_INT8_RECIPE["op_types"]),
-            nodes_to_exclude=keep,
-            # needed once the graph holds fused contrib ops; harmless otherwise
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
+        with root_logging_kept():
+            quantize_dynamic(
+                str(src),
+                str(out),
+                per_channel=_INT8_RECIPE["per_channel"],
+                weight_type=getattr(QuantType, _INT8_RECIPE["weight_type"]),
+                op_types_to_quantize=list(_INT8_RECIPE["op_types"]),
+                nodes_to_exclude=keep,
+                # needed once the graph holds fused contrib ops; harmless otherwise
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
     finally:
         root.removeFilter(hush)
 
