@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 
 from ..windows import DEFAULT_ENCODING, count_units, token_boundaries
 
-__all__ = ["ContextSpan", "AssembledContext", "assemble_context", "merge_spans", "count_tokens",
+__all__ = ["ContextSpan", "AssembledContext", "assemble_context", "merge_spans", "merge_ranges", "count_tokens",
            "trim_to_tokens"]
 
 
@@ -552,3 +552,14 @@ def trim_to_tokens(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENCO
     if ends and ends[-1] >= len(cut) // 2:
         cut = cut[: ends[-1]]
     return cut.rstrip(), True
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]], *, touch: int = 0) -> list[tuple[int, int]]:
+    """Sorted ranges with overlapping ones (and ones at most ``touch`` apart) merged."""
+    out: list[list[int]] = []
+    for a, b in sorted((int(a), int(b)) for a, b in ranges):
+        if out and a <= out[-1][1] + touch:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]

@@ -246,6 +246,15 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
     def chunk_index(self) -> Any:
         return self._chunk_index
 
+    def trace(self, query: str) -> Any:
+        """Every step of retrieving ``query`` (:class:`~.trace.RetrievalTrace`: hits, parents,
+        kept spans, cuts, settings); not for a retriever built on a LangChain ``retriever=``."""
+        from .trace import trace
+
+        if self._chunk_index is None:
+            raise ValueError("trace() needs index=: a LangChain retriever= has no stages to show")
+        return trace(self._chunk_index, query, self._settings, filter=self._filter)
+
     def _nodes(self, query: str) -> list[NodeWithScore]:
         o = self._options
         extra = {"filter": self._filter} if self._filter is not None else {}

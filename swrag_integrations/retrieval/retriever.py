@@ -133,6 +133,16 @@ class WindowedParentRetriever(BaseRetriever):
             docs.append(doc)
         return docs
 
+    def trace(self, query: str, **overrides: Any) -> Any:
+        """Every step of retrieving ``query`` as a framework-free
+        :class:`~.trace.RetrievalTrace` (hits, parents, kept spans, what each hit lost to
+        the budget, the settings and filter used); keywords override this retriever's
+        settings (e.g. ``budget_tokens=800``). Views render it (:meth:`explain`)."""
+        from .trace import trace
+
+        return trace(self.index, query, RetrieverSettings.from_kwargs({**self.settings.to_dict(), **overrides},
+                                                                      where="trace()"), filter=self.filter)
+
     def explain(self, query: str, **overrides: Any) -> Any:
         """What this retriever does for ``query``, as an HTML view (shows itself in Jupyter;
         ``.save(path)``): the chunks that matched with their ranks, the windows they widened

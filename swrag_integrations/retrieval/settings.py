@@ -81,10 +81,10 @@ class RetrieverSettings:
     @classmethod
     def from_kwargs(cls, values: Mapping[str, Any], *, where: str = "retriever") -> "RetrieverSettings":
         """Settings from keywords (missing ones take the defaults); an unknown keyword is a
-        ``ValueError`` naming it and the known ones."""
+        ``TypeError`` naming it and the known ones (a bad value: ``ValueError``)."""
         unknown = sorted(set(values) - set(cls.keys()))
         if unknown:
-            raise ValueError(f"unknown {where} parameter(s) {unknown}; known: {', '.join(cls.keys())}")
+            raise TypeError(f"{where} got unexpected keyword(s) {unknown}; known: {', '.join(cls.keys())}")
         return cls(**values)
 
     @classmethod
