@@ -89,3 +89,12 @@ def test_the_llama_index_retriever_traces_too(index):
     traced = retriever.trace(QUESTION)
     nodes = retriever.retrieve(QUESTION)
     assert [(s.start, s.end) for s in traced.spans] == [(n.node.start_char_idx, n.node.end_char_idx) for n in nodes]
+
+
+def test_the_face_reads_the_engine_state_and_cannot_shadow_it(index):
+    """The LangChain face keeps no copy of the engine's state: its attributes are the
+    engine's, and assigning one is refused instead of silently diverging."""
+    for name in ("store", "keyword", "manifest", "config", "encoding_name", "persist_directory", "index_id"):
+        assert getattr(index, name) is getattr(index.engine, name)
+    with pytest.raises(AttributeError, match="read-only"):
+        index.config = None

@@ -95,6 +95,23 @@ def _merge_tuned_chunking(given: dict[str, Any], tuned: dict[str, Any]) -> dict[
     return out
 
 
+class _FromEngine:
+    """A read-only attribute of the face that is the engine's attribute of the same name
+    (the face keeps no copy of the engine's state)."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        return self if obj is None else getattr(obj.engine, self.name)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        raise AttributeError(f"{self.name} is read-only (the index engine's; reopen the index to change it)")
+
+
 class SlidingWindowIndex(VectorStore):
     """Windowed parent-child index over any LangChain vector store (a ``VectorStore`` itself).
 
@@ -217,15 +234,20 @@ class SlidingWindowIndex(VectorStore):
                              reopen=reopen if root is not None else None, rebuild=rebuild)
 
     # ------------------------------------------------------------------ the engine's parts
-    @property
-    def store(self) -> SourceStore:
-        """The source store (:attr:`.engine.IndexEngine.store`)."""
-        return self.engine.store
-
-    @property
-    def vectors(self) -> Any:
-        """The vector storage (:class:`~.vectors.VectorBackend` over :attr:`vectorstore`)."""
-        return self.engine.vectors
+    # read-only attributes of the engine, under the same names
+    store = _FromEngine("The source store (:attr:`.engine.IndexEngine.store`).")
+    vectors = _FromEngine("The vector storage (:class:`~.vectors.VectorBackend` over :attr:`vectorstore`).")
+    keyword = _FromEngine("The BM25 side index (:class:`~.keyword.KeywordIndex`).")
+    manifest = _FromEngine("The index manifest (format, id, chunking, embedding, vectors).")
+    index_id = _FromEngine("The index's id (recorded in its manifest).")
+    config = _FromEngine("The chunking (:class:`~.config.IndexConfig`).")
+    persist_directory = _FromEngine("The index's folder (``None``: in memory).")
+    server = _FromEngine("The Chroma server address, or ``None`` (embedded).")
+    batch_size = _FromEngine("Chunks embedded and written per batch.")
+    show_progress = _FromEngine("Whether long work shows progress bars.")
+    lock_timeout = _FromEngine("Seconds a writer waits for the index's writer lock.")
+    index_text = _FromEngine("The text normaliser applied before keyword indexing.")
+    encoding_name = _FromEngine("tiktoken encoding of the token counts and budgets.")
 
     @property
     def vectorstore(self) -> VectorStore:
@@ -233,51 +255,8 @@ class SlidingWindowIndex(VectorStore):
         return self.engine.vectors.store
 
     @property
-    def keyword(self) -> Any:
-        """The BM25 side index (:class:`~.keyword.KeywordIndex`)."""
-        return self.engine.keyword
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        """The index manifest (format, id, chunking, embedding, vectors)."""
-        return self.engine.manifest
-
-    @property
-    def index_id(self) -> str:
-        return self.engine.index_id
-
-    @property
-    def config(self) -> Any:
-        """The chunking (:class:`~.config.IndexConfig`)."""
-        return self.engine.config
-
-    @property
     def collection_name(self) -> str:
         return self._collection_name
-
-    @property
-    def persist_directory(self) -> Path | None:
-        return self.engine.persist_directory
-
-    @property
-    def server(self) -> str | None:
-        return self.engine.server
-
-    @property
-    def batch_size(self) -> int:
-        return self.engine.batch_size
-
-    @property
-    def show_progress(self) -> bool:
-        return self.engine.show_progress
-
-    @property
-    def lock_timeout(self) -> float:
-        return self.engine.lock_timeout
-
-    @property
-    def index_text(self) -> Callable[[str], str]:
-        return self.engine.index_text
 
     def check_embedding(self) -> None:
         """Raise :class:`IndexMismatchError` when the embedding's dimension differs from
@@ -445,11 +424,6 @@ class SlidingWindowIndex(VectorStore):
     def embeddings(self) -> Embeddings:
         """The query embedding (LangChain ``VectorStore.embeddings``)."""
         return self.vectors.embedding
-
-    @property
-    def encoding_name(self) -> str:
-        """tiktoken encoding of the token counts and budgets."""
-        return self.engine.encoding_name
 
     def count(self, level: str | None = "small") -> int:
         """Small chunks (``"small"``), derived medium chunks (``"medium"``) or vectors held
