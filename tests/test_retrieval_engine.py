@@ -6,11 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_embeddings import TrigramEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,24 +22,11 @@ TEXTS = [" ".join(f"{line} (note {i} of {topic})." for i in range(8) for line in
 METAS = [{"topic": "sea", "n": 1}, {"topic": "kitchen", "n": 2}, {"topic": "space", "n": 3}]
 
 
-class HashEmbedder:
-    """A deterministic bag-of-trigrams embedding (no model, no framework)."""
+class HashEmbedder(TrigramEmbedder):
+    """The shared trigram embedding at 64 dimensions (no model, no framework)."""
 
-    dim = 64
-
-    def _vec(self, text: str) -> list[float]:
-        v = np.zeros(self.dim)
-        t = text.lower()
-        for i in range(len(t) - 2):
-            v[zlib.crc32(t[i:i + 3].encode()) % self.dim] += 1.0
-        n = np.linalg.norm(v)
-        return list(v / n) if n else list(v)
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vec(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vec(text)
+    def __init__(self) -> None:
+        super().__init__(dim=64)
 
 
 # The script run with every LangChain package blocked: importing one raises ImportError.

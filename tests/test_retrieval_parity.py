@@ -24,14 +24,13 @@ import json
 import os
 import sys
 import tempfile
-import zlib
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np
 from langchain_core.documents import Document
+from fake_embeddings import TrigramEmbedder
 from langchain_core.embeddings import Embeddings
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "parity_default_retriever.json"
@@ -48,25 +47,12 @@ QUESTIONS = [
 ]
 
 
-class TrigramEmbeddings(Embeddings):
-    """A deterministic bag-of-character-trigrams embedding (crc32 buckets, L2-normalised):
-    texts sharing words get similar vectors, so the ranking is a real one, with no model."""
+class TrigramEmbeddings(TrigramEmbedder, Embeddings):
+    """The shared trigram embedding (tests/fake_embeddings.py) at 256 dimensions, as a
+    LangChain ``Embeddings``."""
 
-    dim = 256
-
-    def _vector(self, text: str) -> list[float]:
-        v = np.zeros(self.dim)
-        t = text.lower()
-        for i in range(len(t) - 2):
-            v[zlib.crc32(t[i:i + 3].encode("utf-8")) % self.dim] += 1.0
-        n = np.linalg.norm(v)
-        return (v / n).tolist() if n else v.tolist()
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vector(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vector(text)
+    def __init__(self) -> None:
+        super().__init__(dim=256)
 
 
 def default_retrieval(documents: list[dict[str, str]], questions: list[str], folder: str | Path) -> dict[str, Any]:
