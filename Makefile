@@ -1,6 +1,6 @@
 # The two commands of the README. Each sets up .venv on a fresh machine first: `make demo`
 # installs only what the demo imports, `make test` (and `make setup`) everything.
-.PHONY: setup setup-demo demo test bench
+.PHONY: setup setup-demo demo test bench reports
 
 setup:
 	@bash scripts/setup.sh
@@ -19,3 +19,9 @@ test: setup
 
 bench: setup
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/bench_splitters.py --clock cpu
+
+# Regenerate the reports README/docs quote into runs/reports/<time>/ and mark every figure that
+# moved beyond its interval or tolerance (benchmarks/reports.py). Options through ARGS, e.g.
+# make reports ARGS=--quick | ARGS=--list | ARGS="--only grounding corpus" | ARGS=--write
+reports: setup
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/reports.py $(ARGS)

@@ -91,13 +91,13 @@ def test_round_trip_into_index_and_retriever(tmp_path):
     assert retriever.invoke("When was the lighthouse lit?")
     index.store.close()
     # reopening the index with the same configuration is accepted, another one is refused
-    again = loaded.build_index(tmp_path / "store", embedding=emb, show_progress=False)
+    again = SlidingWindowIndex(tmp_path / "store", config=loaded, embedding=emb, show_progress=False)
     assert again.config == index.config
     again.store.close()
     with pytest.raises(ValueError, match="other chunking parameters"):
-        TunedConfig.from_candidate(Candidate.make({"child": "fixed"})).build_index(tmp_path / "store", embedding=emb)
+        SlidingWindowIndex(tmp_path / "store", config=TunedConfig.from_candidate(Candidate.make({"child": "fixed"})), embedding=emb)
     with pytest.raises(ValueError, match="chunk_size=20 contradicts the tuned configuration"):
-        loaded.build_index(tmp_path / "other", embedding=emb, chunk_size=20)
+        SlidingWindowIndex(tmp_path / "other", config=loaded, embedding=emb, chunk_size=20)
 
 
 def test_config_as_an_eval_strategy(tmp_path):

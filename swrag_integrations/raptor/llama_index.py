@@ -17,7 +17,8 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ..convert import span_to_node
-from ..retrieval.parents import check_query, positive_int
+from ..retrieval.parents import check_query
+from ..retrieval.settings import positive_int
 from .search import DEFAULT_BUDGET, MODES, RaptorSearcher, SummaryPiece
 
 __all__ = ["RaptorLlamaIndexRetriever", "summary_node"]

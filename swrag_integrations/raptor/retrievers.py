@@ -26,7 +26,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
-from ..retrieval.parents import positive_int
+from ..retrieval.settings import positive_int
 from ..retrieval.search import call_options
 from .search import DEFAULT_BUDGET, RaptorContext, RaptorSearcher, SummaryPiece
 

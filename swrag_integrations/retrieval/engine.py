@@ -31,7 +31,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .config import DEFAULT_SEARCH_TYPE, IndexConfig
+from .config import IndexConfig
+from .settings import DEFAULT_SEARCH_TYPE
 from .fusion import rrf
 from .ids import chunk_id, parse_chunk_id, source_id_for, vector_id
 from .keyword import KeywordIndex

@@ -48,7 +48,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from .config import DEFAULT_SEARCH_TYPE
+from .settings import DEFAULT_SEARCH_TYPE
 from .engine import FORMAT, IndexDamagedError, IndexEngine, IndexMismatchError, validate_collection_name
 from .ids import source_id_for
 from .protocols import ChildHit, ChunkRow
@@ -68,7 +68,7 @@ def _as_tuned_config(config: Any) -> Any:
     """
     if config is None:
         return None
-    from ..tuning.config import TunedConfig
+    from .tuned import TunedConfig
 
     if isinstance(config, TunedConfig):
         return config
@@ -309,7 +309,7 @@ class SlidingWindowIndex(VectorStore):
         record = self.manifest.get("tuned")
         if not record:
             return None
-        from ..tuning.config import FORMAT_VERSION, TunedConfig
+        from .tuned import FORMAT_VERSION, TunedConfig
 
         return TunedConfig.from_dict({"swrag_tuned_config": FORMAT_VERSION, **record}, where="the index's record")
 

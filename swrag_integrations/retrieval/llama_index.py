@@ -34,8 +34,9 @@ from pydantic import PrivateAttr
 
 from ..convert import document_to_node, span_to_node
 from ..windows import DEFAULT_ENCODING, count_units
-from .config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
-from .parents import check_query, positive_int, spans_for
+from .parents import check_query, spans_for
+from .settings import DEFAULT_SETTINGS as _D
+from .settings import RetrieverSettings, positive_int
 from .protocols import ChildHit, ChunkIndex, ChunkRow
 
 __all__ = ["WindowedLlamaIndexRetriever", "NodeChunkIndex", "MiniLMLlamaIndexEmbedding", "SlidingWindowLlamaIndex"]
@@ -215,10 +216,10 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
             searched and widened into windows (not with ``retriever=``).
     """
 
-    def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = None, k_child: int | None = None,
-                 budget_tokens: int | None = 1500, search_type: str = DEFAULT_SEARCH_TYPE, weights: Sequence[float] = (0.5, 0.5),
-                 rrf_c: float = 60.0, expand: str = "window", neighbors: int = 0, filters: Any = None,
-                 callback_manager: Any = None) -> None:
+    def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = _D.k, k_child: int | None = None,
+                 budget_tokens: int | None = _D.budget_tokens, search_type: str = _D.search_type,
+                 weights: Sequence[float] = _D.weights, rrf_c: float = _D.rrf_c, expand: str = _D.expand,
+                 neighbors: int = 0, filters: Any = None, callback_manager: Any = None) -> None:
         from .filters import parse_filter
 
         if (retriever is None) == (index is None):
@@ -227,8 +228,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         if flt is not None and retriever is not None:
             raise ValueError("filters= applies to index=, not to a LangChain retriever= (give that retriever its own "
                              "filter, e.g. index.as_retriever(search_kwargs={'filter': ...}))")
-        for name, value in (("k", k), ("k_child", k_child), ("budget_tokens", budget_tokens)):
-            positive_int(name, value, optional=True)
+        positive_int("k_child", k_child, optional=True)
         if index is not None and not isinstance(index, ChunkIndex):
             index = NodeChunkIndex(index, neighbors=neighbors, filters=flt)
             flt = None  # applied by the NodeChunkIndex itself
@@ -236,8 +236,9 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
             search_type = "similarity"
         self._chunk_index = index
         self._lc_retriever = retriever
-        self._options = dict(k=k, k_child=k_child or DEFAULT_K_CHILD, budget_tokens=budget_tokens, search_type=search_type,
-                             weights=tuple(weights), rrf_c=rrf_c, expand=expand)
+        self._settings = RetrieverSettings(k=k, k_child=k_child or _D.k_child, budget_tokens=budget_tokens,
+                                           search_type=search_type, weights=tuple(weights), rrf_c=rrf_c, expand=expand)
+        self._options = self._settings.to_dict()
         self._filter = flt
         super().__init__(callback_manager=callback_manager)
 
@@ -486,7 +487,7 @@ class SlidingWindowLlamaIndex:
         LlamaIndex's ``Settings.llm``."""
         from llama_index.core.query_engine import RetrieverQueryEngine
 
-        retriever_keys = {"k", "k_child", "budget_tokens", "search_type", "weights", "rrf_c", "expand", "filters"}
+        retriever_keys = {*RetrieverSettings.keys(), "filters"}
         retriever = self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in retriever_keys})
         return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..retrieval.config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
+from ..retrieval.settings import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
 
 __all__ = ["add_arguments", "run", "write_answer_page", "parse_configs", "read_source"]
 
