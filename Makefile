@@ -11,10 +11,11 @@ setup-demo:
 demo: setup-demo
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/swrag demo
 
-# The main suite (unit + integration: servers, Ray, real models, notebooks, browser), then the
-# packaging tests (fresh venvs: the [all], [llama-index] and [ipex] environments, pip dry runs).
+# The main suite (unit + integration: servers, Ray, real models, notebooks, browser) in one
+# pytest-xdist worker per core, each test file whole on one worker (its module fixtures, e.g.
+# a loaded model, are built once), then the packaging tests (fresh venvs: the [all], [llama-index] and [ipex] environments, pip dry runs).
 test: setup
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=25
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=25 -n auto --dist loadfile
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=10 -m packaging
 
 bench: setup

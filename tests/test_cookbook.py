@@ -99,11 +99,12 @@ def test_kernel_uses_this_interpreter(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs(path, tmp_path, monkeypatch):
+def test_notebook_runs(path, tmp_path, monkeypatch, shared_cache):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     monkeypatch.delenv("SWRAG_LLAMA3", raising=False)  # never the real model here
     monkeypatch.delenv("MPLBACKEND", raising=False)  # inline figures
+    monkeypatch.setenv("SWRAG_CACHE", str(shared_cache))  # the run's model cache, never ~/.cache/swrag
     # One OpenMP thread in the kernel: on a busy 2-core machine torch's spinning worker
     # threads make generation ~10x slower; with one thread it stays a few seconds.
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("SWRAG_TEST_OMP_THREADS", "1"))

@@ -33,8 +33,8 @@ SUFFIXES = [
 
 
 @pytest.fixture(scope="module")
-def llm(tmp_path_factory) -> LocalLLM:
-    return load_llama3(backend="transformers", max_new_tokens=10, cache_dir=tmp_path_factory.mktemp("swrag-cache"))
+def llm(shared_cache) -> LocalLLM:
+    return load_llama3(backend="transformers", max_new_tokens=10, cache_dir=shared_cache)
 
 
 @pytest.fixture()
