@@ -91,10 +91,14 @@ class MiniLMEmbeddings(EmbeddingsBase):
     True})`` does load the folder offline and returns exactly the vectors of the
     sentence-transformers backend (max abs difference 0.0). We still keep this class
     because that one lives in langchain-community, which is being sunset (constructing
-    it emits two deprecation warnings, "will be removed in 1.0"); its successor
-    ``langchain-huggingface`` (all releases 0.0.1-1.2.3) cannot be installed beside the
-    project's ``tokenizers==0.15.2`` (transformers 4.37); it loads the model eagerly in
-    its constructor (2.3 s, even when nothing is embedded); and it has no ONNX backend.
+    it emits two deprecation warnings, "will be removed in 1.0"), and its successor,
+    ``langchain_huggingface.HuggingFaceEmbeddings`` (1.2.3, the current release, read
+    here), does not serve this package: it needs sentence-transformers and so torch
+    (the default backend here is ONNX int8 without torch, which the ``[langchain]`` and
+    ``[llama-index]`` extras rely on); its ``[full]`` extra caps sentence-transformers
+    below 6 (this stack runs 6.2); it loads the model in its constructor, even when
+    nothing is embedded (this class loads on first use, so ``swrag status`` and an index
+    reopened only to read never load it); and a LlamaIndex user would need LangChain for it.
     """
 
     def __init__(
