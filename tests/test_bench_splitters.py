@@ -2,23 +2,20 @@
 measured with ``encode_to_numpy`` (what the package calls), not ``encode_ordinary``."""
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+
+from script_module import script_module
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_splitters.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_splitters", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_splitters"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("bench_splitters", None)
+    with script_module(BENCH, "bench_splitters") as module:
+        yield module
 
 
 def test_a_miss_below_its_ceiling_is_not_called_ceiling_bound(bench):

@@ -2,7 +2,6 @@
 a moved figure marked and an unmoved one not, a vanished row reported, the committed files left
 alone without ``--write``, clear errors, and one real report (grounding) regenerated end to end."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ci_switch import SHARED, require_shared
+from script_module import script_module
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "reports.py"
@@ -18,12 +18,8 @@ SCRIPT = REPO / "benchmarks" / "reports.py"
 
 @pytest.fixture(scope="module")
 def reports():
-    spec = importlib.util.spec_from_file_location("swrag_reports", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["swrag_reports"] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("swrag_reports", None)
+    with script_module(SCRIPT, "swrag_reports") as module:
+        yield module
 
 
 OLD_MD = """# Peers
