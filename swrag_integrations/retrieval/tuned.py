@@ -36,19 +36,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .config import TUNABLE_INDEX_KEYS, IndexConfig
-from .settings import DEFAULT_SETTINGS, TUNABLE_RETRIEVER_KEYS, positive_int
+from .settings import DEFAULT_SETTINGS, TUNABLE_RETRIEVER_KEYS, check_weights, positive_int
 
 __all__ = ["Candidate", "TunedConfig", "load_config", "check_writable", "FORMAT_VERSION", "INDEX_KEYS",
            "RETRIEVER_KEYS"]
 
 INDEX_KEYS = TUNABLE_INDEX_KEYS
 RETRIEVER_KEYS = TUNABLE_RETRIEVER_KEYS
-
-
-def _canon(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in value)
-    return value
 
 
 @dataclass(frozen=True)
@@ -81,7 +75,7 @@ class Candidate:
         resolved = IndexConfig.resolve(strategy=strategy, window_size=index.get("window_size"), step=index.get("step"),
                                        **{k: index.get(k) for k in ("chunk_size", "child", "unit")})
         full_index = {k: getattr(resolved, k) for k in INDEX_KEYS}
-        settings = DEFAULT_SETTINGS.with_(**{k: _canon(v) for k, v in retriever.items()})
+        settings = DEFAULT_SETTINGS.with_(**retriever)  # checked; weights as a tuple of floats
         full_retriever = {k: getattr(settings, k) for k in RETRIEVER_KEYS}
         return cls(tuple(sorted(full_index.items())), tuple(sorted(full_retriever.items())))
 
@@ -183,7 +177,7 @@ class TunedConfig:
             raise ValueError(f"unknown retriever parameter(s) {unknown} in the configuration; known: "
                              f"{', '.join(RETRIEVER_KEYS + ('budget_tokens', 'k'))}")
         if "weights" in self.retriever_kwargs:
-            self.retriever_kwargs["weights"] = tuple(float(w) for w in self.retriever_kwargs["weights"])
+            self.retriever_kwargs["weights"] = check_weights(self.retriever_kwargs["weights"])
         self.candidate  # validates every value (ValueError naming the parameter)
         from ..retrieval.settings import positive_int
 
