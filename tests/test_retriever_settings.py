@@ -40,7 +40,7 @@ def test_llama_index_retriever_defaults_are_the_settings(index):
     from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
 
     retriever = WindowedLlamaIndexRetriever(index)
-    assert RetrieverSettings(**retriever._options) == DEFAULT_SETTINGS
+    assert retriever.settings == DEFAULT_SETTINGS
 
 
 def test_default_candidate_is_the_settings():

@@ -238,13 +238,17 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         self._lc_retriever = retriever
         self._settings = RetrieverSettings(k=k, k_child=k_child or _D.k_child, budget_tokens=budget_tokens,
                                            search_type=search_type, weights=tuple(weights), rrf_c=rrf_c, expand=expand)
-        self._options = self._settings.to_dict()
         self._filter = flt
         super().__init__(callback_manager=callback_manager)
 
     @property
     def chunk_index(self) -> Any:
         return self._chunk_index
+
+    @property
+    def settings(self) -> RetrieverSettings:
+        """This retriever's :class:`~.settings.RetrieverSettings`."""
+        return self._settings
 
     def trace(self, query: str) -> Any:
         """Every step of retrieving ``query`` (:class:`~.trace.RetrievalTrace`: hits, parents,
@@ -256,11 +260,11 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         return trace(self._chunk_index, query, self._settings, filter=self._filter)
 
     def _nodes(self, query: str) -> list[NodeWithScore]:
-        o = self._options
+        o = self._settings
         extra = {"filter": self._filter} if self._filter is not None else {}
-        hits = self._chunk_index.search_children(query, o["k_child"], search_type=o["search_type"],
-                                                 weights=o["weights"], rrf_c=o["rrf_c"], **extra)
-        spans = spans_for([hits], self._chunk_index, budget_tokens=o["budget_tokens"], k=o["k"], expand=o["expand"])
+        hits = self._chunk_index.search_children(query, o.k_child, search_type=o.search_type, weights=o.weights,
+                                                 rrf_c=o.rrf_c, **extra)
+        spans = spans_for([hits], self._chunk_index, budget_tokens=o.budget_tokens, k=o.k, expand=o.expand)
         return [span_to_node(s) for s in spans]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
