@@ -13,12 +13,11 @@ demo: setup-demo
 
 # The main suite (unit + integration: servers, Ray, real models, notebooks, browser) in one
 # pytest-xdist worker per core, each test file whole on one worker (its module fixtures, e.g.
-# a loaded model, are built once), then the Ray tests in one plain pytest process (a pytest-xdist
-# worker died once inside the Ray cluster test, and xdist then waited for ever instead of
-# failing), then the packaging tests (fresh venvs: the [all], [llama-index] and [ipex] environments, pip dry runs).
+# a loaded model, are built once); a worker that crashes fails its test and is not replaced
+# (--max-worker-restart=0: a replaced worker once left xdist waiting for ever). Then the
+# packaging tests (fresh venvs: the [all], [llama-index] and [ipex] environments, pip dry runs).
 test: setup
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=25 -n auto --dist loadfile -m "not packaging and not ray"
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=5 -m ray
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=25 -n auto --dist loadfile --max-worker-restart=0 -m "not packaging"
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=10 -m packaging
 
 bench: setup

@@ -186,6 +186,36 @@ def _state(idx):
     return sources, vectors, sorted(idx.keyword.bm25.ids)
 
 
+# The Ray driver of the Python API runs in a child process, as `swrag index --ray` does: Ray's
+# driver once died with a segmentation fault inside ray.shutdown() in a long-lived pytest-xdist
+# worker (the kernel log: "worker.io ... general protection fault ... in _raylet.so" at the second
+# the driver disconnected), taking the test runner with it. A child keeps Ray's C++ core worker out
+# of pytest, and a crash there fails this test with its exit status and output.
+_DRIVER = """
+import json, sys, warnings
+from swrag_integrations.retrieval import MiniLMEmbeddings, SlidingWindowIndex
+from swrag_integrations.retrieval.ray_ingest import index_with_ray
+port, root, address, node_ip = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+idx = SlidingWindowIndex(host="127.0.0.1", port=port, collection_name="rayed", embedding=MiniLMEmbeddings(),
+                         show_progress=False)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    report = index_with_ray(idx, root, address=address, actors=2, node_ip_address=node_ip)
+print("SWRAG-RESULT " + json.dumps(dict(report=report.as_dict(), skipped=report.skipped_files, notes=report.notes,
+      served=idx.vectorstore.embeddings.served, warnings=[str(w.message) for w in caught])), flush=True)
+"""
+
+
+def _index_with_ray_in_a_child(port: int, root: Path, address: str) -> dict:
+    import json
+
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", _DRIVER, str(port), str(root), address,
+                           NODE_IP], capture_output=True, text=True, env=_env(), timeout=900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("SWRAG-RESULT ")]
+    assert proc.returncode == 0 and lines, f"Ray driver exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    return json.loads(lines[-1][len("SWRAG-RESULT "):])
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_ray_cluster_into_a_chroma_server_equals_a_single_process_build(tmp_path, ray_cluster, chroma_server,
@@ -196,24 +226,23 @@ def test_ray_cluster_into_a_chroma_server_equals_a_single_process_build(tmp_path
     single = SlidingWindowIndex(tmp_path / "single", embedding=MiniLMEmbeddings(), show_progress=False)
     with pytest.warns(UserWarning, match="blob.txt"):
         one = single.add_files(root)
+    got = _index_with_ray_in_a_child(chroma_server, root, ray_cluster)
+    report = got["report"]
+    assert report == one.as_dict() and report["added"] == 6 and report["chunks"] > 50
+    assert [tuple(s) for s in got["skipped"]] == one.skipped_files and not got["notes"]
+    assert any("blob.txt" in w for w in got["warnings"])
+    assert got["served"] == report["chunks"]  # every vector came from the actors
     remote = SlidingWindowIndex(host="127.0.0.1", port=chroma_server, collection_name="rayed",
                                 embedding=MiniLMEmbeddings(), show_progress=False)
-    with pytest.warns(UserWarning, match="blob.txt"):
-        report = index_with_ray(remote, root, address=ray_cluster, actors=2, node_ip_address=NODE_IP)
-    assert report.as_dict() == one.as_dict() and report.added == 6 and report.chunks > 50
-    assert report.skipped_files == one.skipped_files and not report.notes
-    assert remote.vectorstore.embeddings.served == report.chunks  # every vector came from the actors
     s1, v1, b1 = _state(single)
     s2, v2, b2 = _state(remote)
-    assert s1 == s2 and b1 == b2 and set(v1) == set(v2) and len(v1) == report.chunks
+    assert s1 == s2 and b1 == b2 and set(v1) == set(v2) and len(v1) == report["chunks"]
     assert max(float(np.abs(v1[k][0] - v2[k][0]).max()) for k in v1) <= 1e-5
     assert all(v1[k][1] == v2[k][1] for k in v1)
-    # the sources live on the server: a fresh client sees them; a second run embeds nothing
-    again = SlidingWindowIndex(host="127.0.0.1", port=chroma_server, collection_name="rayed",
-                               embedding=MiniLMEmbeddings(), show_progress=False)
-    with pytest.warns(UserWarning, match="blob.txt"):
-        second = index_with_ray(again, root, address=ray_cluster, actors=2, node_ip_address=NODE_IP)
-    assert second.unchanged == 6 and second.chunks == 0 and second.added == 0
+    # the sources live on the server: a second run embeds nothing
+    second = _index_with_ray_in_a_child(chroma_server, root, ray_cluster)["report"]
+    assert second["unchanged"] == 6 and second["chunks"] == 0 and second["added"] == 0
+    again = remote
     # the command does the same against the cluster and the server
     swrag = shutil.which("swrag", path=str(Path(sys.executable).parent)) or shutil.which("swrag")
     if swrag:
