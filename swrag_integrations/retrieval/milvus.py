@@ -48,7 +48,7 @@ from typing import Any, Iterator, Sequence
 
 from .storage import PlainDocument
 
-__all__ = ["MilvusStorage", "open_milvus", "milvus_collection_name", "milvus_filter", "ANALYZER", "MAX_TEXT_BYTES",
+__all__ = ["MilvusStorage", "MilvusLiteBusy", "open_milvus", "milvus_collection_name", "milvus_filter", "ANALYZER", "MAX_TEXT_BYTES",
            "MILVUS_EXTRA"]
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,10 @@ def analyzer_params() -> dict[str, Any]:
 
 ANALYZER = analyzer_params()
 """``analyzer_params`` of the ``keyword_text`` field."""
+
+class MilvusLiteBusy(ConnectionError):
+    """The Milvus Lite file cannot be opened: Milvus Lite serves one process at a time."""
+
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _LITE_USERS: dict[str, int] = {}  # Milvus Lite file -> open MilvusStorage handles of this process
@@ -113,7 +117,8 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
 
     Raises:
         ModuleNotFoundError: pymilvus (or, for a file, milvus-lite) is not installed; names the extra.
-        ValueError: the Lite file cannot be opened (e.g. another process has it open).
+        MilvusLiteBusy: the Lite file cannot be opened (another process has it open).
+        ValueError: the Lite file's folder cannot be created.
         ConnectionError: the server does not answer.
     """
     try:
@@ -139,7 +144,7 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
             with _quiet("milvus_lite.server_manager", "pymilvus.decorators"):
                 return MilvusClient(str(path))
         except Exception as exc:
-            raise ValueError(
+            raise MilvusLiteBusy(
                 f"cannot open the Milvus Lite file {str(path)!r} ({exc}). Milvus Lite serves one process at a "
                 "time: close the other process using it, or use a Milvus server (--store milvus://HOST:19530) "
                 "for several processes") from exc
@@ -292,8 +297,9 @@ class MilvusStorage:
                          params={"bm25_k1": 1.5, "bm25_b": 0.75})
         # Strong: a search sees every write acknowledged before it (a source is marked
         # complete only after its vectors are written; readers must then find them)
-        self.client.create_collection(self.collection_name, schema=schema, index_params=params,
-                                      consistency_level="Strong")
+        with _quiet("grpc._server"):  # Milvus Lite logs the AllocTimestamp (not implemented) of the index wait
+            self.client.create_collection(self.collection_name, schema=schema, index_params=params,
+                                          consistency_level="Strong")
         self._load()
 
     # ------------------------------------------------------------------ writing
@@ -409,29 +415,34 @@ class MilvusStorage:
         """Nothing to do: Milvus Lite serves this process alone, and a server answers
         every request from its current data (Strong consistency)."""
 
-    def rows(self, batch_size: int = 1000) -> Iterator[dict[str, Any]]:
-        """Every stored row (``id``, ``text``, ``keyword_text``, ``metadata``, ``vector``)."""
+    def rows(self, batch_size: int = 1000) -> list[dict[str, Any]]:
+        """Every stored row (``id``, ``text``, ``keyword_text``, ``metadata``, ``vector``),
+        read through a query iterator (a server caps offset paging at 16,384 rows)."""
         if not self._ready():
-            return
-        it = self.client.query_iterator(self.collection_name, batch_size=batch_size, filter="",
-                                        output_fields=["text", "keyword_text", "metadata", "vector"])
-        try:
-            while True:
-                batch = it.next()
-                if not batch:
-                    break
-                yield from batch
-        finally:
-            it.close()
+            return []
+        out: list[dict[str, Any]] = []
+        # Milvus Lite has no AllocTimestamp: its gRPC server logs the call as an error and
+        # the iterator falls back to a client-side timestamp (and warns); both are noise here
+        with _quiet("grpc._server", "pymilvus.client.iterator.query_iterator"):
+            it = self.client.query_iterator(self.collection_name, batch_size=batch_size, filter="",
+                                            output_fields=["text", "keyword_text", "metadata", "vector"])
+            try:
+                while True:
+                    batch = it.next()
+                    if not batch:
+                        break
+                    out.extend(batch)
+            finally:
+                it.close()
+        return out
 
     def rebuild(self, fence: Any = None) -> bool:
         """Drop the collection and write everything it held into a new one (the vectors
         as stored: nothing is embedded; the BM25 vectors are derived again from the
         keyword text). ``fence``: called right before the drop."""
-        with _quiet("pymilvus.client.iterator", "pymilvus.milvus_client.iterator"):
-            rows = [{"id": str(r["id"]), "text": r["text"], "keyword_text": r["keyword_text"],
-                     "metadata": dict(r.get("metadata") or {}), "vector": [float(x) for x in r["vector"]]}
-                    for r in self.rows()]
+        rows = [{"id": str(r["id"]), "text": r["text"], "keyword_text": r["keyword_text"],
+                 "metadata": dict(r.get("metadata") or {}), "vector": [float(x) for x in r["vector"]]}
+                for r in self.rows()]
         if fence is not None:
             fence()
         if self._ready():
