@@ -295,3 +295,29 @@ def test_a_second_process_on_a_milvus_lite_file_gets_a_clear_error(tmp_path, sto
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "3 in Milvus" in proc.stdout
 
+
+
+@milvus
+def test_the_eval_pipeline_default_milvus_searches_keywords_in_milvus(tmp_path, store, monkeypatch):
+    """``swrag eval --strategies default,default-milvus`` compares the two keyword searches
+    on the same windows; the Milvus one never touches the in-process BM25 and releases
+    its Lite file when closed."""
+    import json
+
+    from swrag_integrations.evaluation.pipelines import EvalConfig
+    from swrag_integrations.evaluation.runner import run_eval
+    from swrag_integrations.retrieval.keyword import KeywordIndex
+
+    monkeypatch.setattr(KeywordIndex, "search", lambda *a, **k: pytest.fail("the in-process BM25 was used"))
+    filler = " ".join(f"Line {i} talks about the weather and the roads." for i in range(40))
+    rows = [{"input": "What is the secret code of the harbour?", "context": filler + " The secret code of the harbour "
+             "is 4711 and it never changes. " + filler, "answers": ["4711"], "language": "en", "_id": "q1"},
+            {"input": "全国会议在哪所大学举办？", "context": "这是一个关于城市的报告。" * 30 + "全国会议在厦门大学举办。"
+             + "天气很好，道路通畅。" * 30, "answers": ["厦门大学"], "language": "zh", "_id": "q2"}]
+    data = tmp_path / "tiny.jsonl"
+    data.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    got = run_eval([data], [EvalConfig("default-milvus", 512)], tmp_path / "out", retrieval_only=True,
+                   embeddings=TrigramEmbedder(), progress=False, budget=300, n_resamples=50)
+    assert [r["strategy"] for r in got] == ["default-milvus"] and got[0]["chunks"] > 0
+    records = json.loads((tmp_path / "out" / "records.json").read_text())
+    assert [(r["qid"], r["hit"]) for r in records] == [("q1", 1.0), ("q2", 1.0)]  # the answers were retrieved

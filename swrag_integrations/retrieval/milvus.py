@@ -79,6 +79,9 @@ class MilvusLiteBusy(ConnectionError):
     """The Milvus Lite file cannot be opened: Milvus Lite serves one process at a time."""
 
 
+_LITE_GRPC = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": 0}
+"""gRPC channel options of a Milvus Lite client (see :func:`open_milvus`)."""
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _LITE_USERS: dict[str, int] = {}  # Milvus Lite file -> open MilvusStorage handles of this process
 _LITE_LOCK = threading.Lock()
@@ -142,7 +145,9 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
             raise ValueError(f"cannot create the folder of the Milvus Lite file {str(path)!r} ({exc})") from exc
         try:
             with _quiet("milvus_lite.server_manager", "pymilvus.decorators"):
-                return MilvusClient(str(path))
+                # no keepalive pings to the in-process server: it answers idle pings with GOAWAY
+                # "too_many_pings", which gRPC prints to stderr every 10-20 s of an idle handle
+                return MilvusClient(str(path), grpc_options=_LITE_GRPC)
         except Exception as exc:
             raise MilvusLiteBusy(
                 f"cannot open the Milvus Lite file {str(path)!r} ({exc}). Milvus Lite serves one process at a "
