@@ -321,3 +321,19 @@ def test_the_eval_pipeline_default_milvus_searches_keywords_in_milvus(tmp_path, 
     assert [r["strategy"] for r in got] == ["default-milvus"] and got[0]["chunks"] > 0
     records = json.loads((tmp_path / "out" / "records.json").read_text())
     assert [(r["qid"], r["hit"]) for r in records] == [("q1", 1.0), ("q2", 1.0)]  # the answers were retrieved
+
+
+@milvus
+def test_workers_write_to_milvus_what_one_process_writes(tmp_path, store):
+    """``workers=2``: the chunks are embedded in worker processes (which never open the
+    Lite file) and written by this one, equal to a single-process build."""
+    docs = [PlainDocument(text, {"source": f"d{i}.txt"}) for i, text in enumerate(_corpus(12) + ZH + EN)]
+    one, two = open_engine(tmp_path / "one"), open_engine(tmp_path / "two")
+    r1, r2 = one.index_documents(docs), two.index_documents(docs, workers=2)
+    assert r1.as_dict() == r2.as_dict() and r1.added == len(docs) and not r2.notes
+    rows1 = {r["id"]: (r["text"], r["vector"]) for r in one.vectors.rows()}
+    rows2 = {r["id"]: (r["text"], r["vector"]) for r in two.vectors.rows()}
+    assert rows1.keys() == rows2.keys() and len(rows1) == one.count("small")
+    assert all(rows1[v][0] == rows2[v][0] and rows1[v][1] == pytest.approx(rows2[v][1], abs=1e-6) for v in rows1)
+    for query in ("北京", "w3 w17", "lighthouse cliff"):
+        assert one.bm25_search(query, 5) == two.bm25_search(query, 5)
