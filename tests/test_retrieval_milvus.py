@@ -272,6 +272,14 @@ def test_an_index_opens_only_with_the_store_it_was_built_with(tmp_path, store):
                              collection_name="my-index.v2", show_progress=False)
     other.index_texts(ZH)
     assert other.count(None) == 3 and (tmp_path / "v.db").exists()
+    other.close()
+    # ... or given as an object (MilvusStorage.open takes the same URIs)
+    from swrag_integrations.retrieval import MilvusStorage
+
+    given = MilvusStorage.open(f"milvus:{tmp_path}/v.db", "my-index.v2", TrigramEmbedder())
+    again = IndexEngine.open(tmp_path / "n", storage=given, collection_name="my-index.v2", show_progress=False)
+    assert again.vectors is given and again.keyword_mode == "store" and again.count(None) == 3
+    assert "西湖" in again.source_text(again.bm25_search("西湖", 1)[0][0].split(":")[0])
 
 
 BUSY = textwrap.dedent("""
