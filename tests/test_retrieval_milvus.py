@@ -75,6 +75,13 @@ def test_store_and_host_together_are_refused(tmp_path, capsys):
     assert "not both" in capsys.readouterr().err
 
 
+def test_a_chroma_server_uri_is_the_host_and_port_options(tmp_path, capsys):
+    """``--store chroma://HOST:PORT`` opens the Chroma server there, as ``--host``/``--port`` do
+    (here: none listens, so the message names it; exit 3)."""
+    assert cli_main(["status", "--store", "chroma://127.0.0.1:9"]) == 3
+    assert "Chroma server at http://127.0.0.1:9" in capsys.readouterr().err
+
+
 def test_missing_pymilvus_names_the_extra(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pymilvus", None)  # import pymilvus now fails
     with pytest.raises(ModuleNotFoundError, match=r"swrag-integrations\[milvus\]"):
