@@ -27,12 +27,21 @@ fusion with the dense hits stays the engine's one RRF (:func:`~.fusion.rrf`), no
 Milvus' ``hybrid_search``: its ``RRFRanker`` has no per-list weights and the dense side
 would lose the engine's MMR and checks.
 
+Against the in-process BM25 (measured on Milvus Lite 3.2.2, tests/test_retrieval_milvus.py):
+English and Chinese text gives the same tokens, and with one segment every chunk's score
+is the in-process one times ``k1 + 1`` (Milvus keeps that factor, bm25s' lucene variant
+drops it), so the rankings agree up to the order of tied chunks. Known differences: a
+query term given twice counts twice in Milvus (once in process); Latin letters outside
+ASCII are cut by jieba (``café`` -> ``caf``, ``é``) and apostrophes split words, on both
+sides alike; Milvus Lite keeps BM25 statistics per segment and computes them over the
+filtered chunks when a filter is pushed down (a server: collection-wide), so scores can
+differ a little in large or filtered collections.
+
 Differences from Chroma, each handled here: collection names allow only letters, digits
 and ``_`` (:func:`milvus_collection_name`); a VARCHAR holds at most 65,535 bytes (a longer
 chunk is refused with a clear error); Milvus Lite serves one process at a time (a second
-process gets a clear error: use a Milvus server for several processes); BM25 statistics
-are per segment in Milvus Lite (collection-wide on a server), so scores can differ a
-little from the in-process index once a collection spans several segments.
+process gets :class:`MilvusLiteBusy`: use a Milvus server for several processes); a
+collection is created with Strong consistency, so a search sees every acknowledged write.
 """
 
 from __future__ import annotations
