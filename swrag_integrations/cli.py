@@ -215,11 +215,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from .retrieval import source_id_for
 
-    own_index = args.persist_dir is None and not args.host
+    store = getattr(args, "store", None)
+    own_index = args.persist_dir is None and not args.host and not (store or "").startswith("chroma://")
     if args.persist_dir is None:
         from .llm import default_cache_dir
 
-        args.persist_dir = str(default_cache_dir() / "demo-index")
+        # a folder per kind of store: an index's sources belong to the store its vectors are in
+        args.persist_dir = str(default_cache_dir() / ("demo-index" if store in (None, "chroma") else "demo-index-milvus"))
     index = open_index(args, must_exist=False)
     docs = load_files([sample_path()]).documents
     report = index.index_documents(docs)

@@ -47,6 +47,7 @@ EXTRA_OF_MODULE = {
     "igraph": "graph", "leidenalg": "graph",
     "ray": "ray", "pyarrow": "ray", "pandas": "ray",
     "sklearn": "raptor", "umap": "raptor",
+    "pymilvus": "milvus", "milvus_lite": "milvus",
 }
 """Top-level module -> the extra of ``pyproject.toml`` that installs it."""
 
@@ -86,7 +87,12 @@ def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEF
                             "$SWRAG_HOME/index, else $XDG_DATA_HOME/swrag/index, i.e. ~/.local/share/swrag/index; "
                             "./.swrag/index if it exists" if default_dir == DEFAULT_INDEX else
                             default_dir or "a cache folder") + ")")
-    parser.add_argument("--collection", default="swrag", help="Chroma collection name (default: swrag)")
+    parser.add_argument("--collection", default="swrag", help="collection name (default: swrag)")
+    parser.add_argument("--store", type=_store_arg, default=None, metavar="URI",
+                        help="the vector store: chroma (default: embedded in --persist-dir), chroma://HOST[:PORT], "
+                             "milvus (Milvus Lite in --persist-dir), milvus:PATH.db (Milvus Lite file), "
+                             "milvus://HOST[:PORT] (a Milvus server); with Milvus, keyword search runs in the store "
+                             "and the sources stay in --persist-dir (needs the [milvus] extra)")
     parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
     parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
     parser.add_argument("--embed-backend", choices=["sentence-transformers", "onnx", "onnx-int8"], default=None,
@@ -94,6 +100,36 @@ def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEF
                              "onnx-int8 is ~3x faster, cosine 0.993 to the reference vectors)")
     parser.add_argument("--lock-timeout", type=float, default=600.0,
                         help="seconds to wait while another process writes to the index (default: 600)")
+
+
+def _store_arg(value: str) -> str:
+    """``--store``: a checked store URI (:mod:`~swrag_integrations.retrieval.store_uri`)."""
+    from .retrieval.store_uri import parse_store_uri
+
+    try:
+        return parse_store_uri(value).text
+    except (ValueError, TypeError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _store(args: argparse.Namespace) -> tuple[str | None, int, str | None]:
+    """``(chroma host, port, store URI)`` of the options: a ``chroma://`` store becomes
+    host and port (as ``--host``/``--port``), a Milvus store stays a URI.
+
+    Raises:
+        ValueError: ``--store`` and ``--host`` both given.
+    """
+    uri = getattr(args, "store", None)
+    if uri is None or uri == "chroma":
+        return args.host, args.port, None
+    if args.host is not None:
+        raise ValueError(f"give --store {uri} or --host {args.host}, not both")
+    from .retrieval.store_uri import parse_store_uri
+
+    spec = parse_store_uri(uri)
+    if spec.kind == "chroma":
+        return spec.host, int(spec.port or 8000), None
+    return None, args.port, uri
 
 
 def answer_options(parser: argparse.ArgumentParser) -> None:
@@ -128,7 +164,7 @@ def _index_location(args: argparse.Namespace, *, must_exist: bool) -> Path:
 
         args.persist_dir = str(default_index_dir())
     persist = Path(args.persist_dir).expanduser()
-    if args.host is None and must_exist:
+    if _store(args)[0] is None and must_exist:
         store = persist / "sources" / f"{args.collection}.sqlite3"
         if not persist.is_dir() or not store.is_file():
             raise FileNotFoundError(f"no index at {persist}" + ("" if args.collection == "swrag" else
@@ -159,12 +195,14 @@ def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
 
         config = TunedConfig.load(args.config)
     persist = _index_location(args, must_exist=must_exist)
+    host, port, storage = _store(args)
     return SlidingWindowIndex(
-        None if args.host else persist,
+        None if host else persist,
         embedding=_embedding(args),
         collection_name=args.collection,
-        host=args.host,
-        port=args.port,
+        host=host,
+        port=port,
+        storage=storage,
         strategy=getattr(args, "strategy", None),
         window_size=getattr(args, "window", None),
         step=getattr(args, "step", None),
@@ -181,8 +219,9 @@ def open_engine(args: argparse.Namespace, *, must_exist: bool) -> Any:
     from .retrieval.engine import IndexEngine
 
     persist = _index_location(args, must_exist=must_exist)
-    return IndexEngine.open(None if args.host else persist, embedding=_embedding(args),
-                            collection_name=args.collection, host=args.host, port=args.port,
+    host, port, storage = _store(args)
+    return IndexEngine.open(None if host else persist, embedding=_embedding(args), storage=storage,
+                            collection_name=args.collection, host=host, port=port,
                             lock_timeout=getattr(args, "lock_timeout", 600.0))
 
 

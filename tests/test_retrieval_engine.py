@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_embeddings import TrigramEmbedder
+from stores import STORES, store_kwargs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,8 +54,8 @@ NO_LANGCHAIN = textwrap.dedent('''
         def embed_query(self, text):
             return self._vec(text)
 
-    texts, metas, where = TEXTS, METAS, sys.argv[1]
-    engine = IndexEngine.open(where, embedding=Emb(), show_progress=False)
+    texts, metas, where, store = TEXTS, METAS, sys.argv[1], STORE
+    engine = IndexEngine.open(where, embedding=Emb(), show_progress=False, **store)
     ids = engine.index_texts(texts, metas)
     assert len(ids) == 3 and engine.count("small") > 3, engine.count("small")
     hits = engine.search_children("yeast ferments the flour", k=4)
@@ -70,7 +71,7 @@ NO_LANGCHAIN = textwrap.dedent('''
     engine.delete_sources([ids[0]])
     assert engine.source_ids() == sorted(ids[1:])
     engine.close()
-    again = IndexEngine.open(where, embedding=Emb(), show_progress=False)
+    again = IndexEngine.open(where, embedding=Emb(), show_progress=False, **store)
     assert again.source_ids() == sorted(ids[1:]) and again.source_text(ids[1]) == texts[1]
     assert again.search_children("icy comets", k=2)[0].metadata["topic"] == "space"
     leaked = sorted(m for m in sys.modules if m.startswith(("langchain", "llama_index")) and sys.modules[m])
@@ -79,11 +80,13 @@ NO_LANGCHAIN = textwrap.dedent('''
 ''')
 
 
-def test_engine_indexes_searches_and_reads_spans_without_langchain(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", STORES)
+def test_engine_indexes_searches_and_reads_spans_without_langchain(tmp_path: Path, store: str) -> None:
     """With every langchain package unimportable the engine opens an embedded Chroma
-    index through chromadb, indexes texts, searches (hybrid, dense, filtered), reads
-    window text, reports health, deletes and reopens."""
-    script = NO_LANGCHAIN.replace("TEXTS, METAS,", f"{TEXTS!r}, {METAS!r},")
+    index through chromadb (or Milvus Lite through pymilvus), indexes texts, searches
+    (hybrid, dense, filtered), reads window text, reports health, deletes and reopens."""
+    script = NO_LANGCHAIN.replace("TEXTS, METAS,", f"{TEXTS!r}, {METAS!r},").replace(
+        "STORE", repr(store_kwargs(store)))
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "idx")], cwd=ROOT, capture_output=True,
                           text=True, timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0 and "ENGINE-OK" in done.stdout, done.stderr[-4000:]

@@ -16,6 +16,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
+from stores import MILVUS, STORES, store_args, store_kwargs, vector_ids
 from swrag_integrations.cli import main as cli_main
 from swrag_integrations.retrieval import IndexDamagedError, IndexMismatchError, SlidingWindowIndex, SourceStoreError
 
@@ -26,8 +27,9 @@ def fake(size=16):
     return DeterministicFakeEmbedding(size=size)
 
 
-def mk(path, **kw):
-    return SlidingWindowIndex(path, embedding=fake(kw.pop("size", 16)), show_progress=False, **kw)
+def mk(path, store="chroma", **kw):
+    return SlidingWindowIndex(path, embedding=fake(kw.pop("size", 16)), show_progress=False, **store_kwargs(store),
+                              **kw)
 
 
 def corpus(n=12, words=160):
@@ -45,22 +47,24 @@ def forget_clients():
 
 
 def snapshot(idx):
-    """Everything observable of an index: sources, states, vector ids and BM25 ids."""
+    """Everything observable of an index: sources, states, vector ids and BM25 ids (a
+    store's own keyword search covers its vectors)."""
     heads = idx.store.heads()
-    vectors = sorted(idx.vectorstore._collection.get(include=[])["ids"])
-    return ({sid: (h.content_hash, h.state, h.n_chunks) for sid, h in heads.items()}, vectors,
-            sorted(idx.keyword.bm25.ids))
+    vectors = vector_ids(idx)
+    keyword = sorted(idx.keyword.bm25.ids) if hasattr(idx.keyword, "bm25") else vectors
+    return ({sid: (h.content_hash, h.state, h.n_chunks) for sid, h in heads.items()}, vectors, keyword)
 
 
 # ------------------------------------------------------------------ many writers
 
 
-def test_two_writers_keep_each_others_documents(tmp_path):
-    a, b = mk(tmp_path), mk(tmp_path)
+@pytest.mark.parametrize("store", STORES)
+def test_two_writers_keep_each_others_documents(tmp_path, store):
+    a, b = mk(tmp_path, store), mk(tmp_path, store)
     a.add_texts(["red lighthouse"], [{"source": "a.txt"}])
     b.add_texts(["Zebras graze near the quarry."], [{"source": "b.txt"}])
     a.add_texts(["Copper exported"], [{"source": "c.txt"}])
-    again = mk(tmp_path)
+    again = mk(tmp_path, store)
     assert len(again.source_ids()) == 3 and len(again.keyword) == again.count("small") == 3
     assert [d.metadata["source"] for d in again.bm25_retriever(2).invoke("zebras quarry")] == ["b.txt"]
     # the reader that was open all along sees the other writer's document too (it catches up)
@@ -121,27 +125,32 @@ KILLED = textwrap.dedent("""
                 os.kill(os.getpid(), 9)
             return super().embed_documents(texts)
 
-    idx = SlidingWindowIndex(sys.argv[1], embedding=Dying(size=16), show_progress=False, batch_size=16)
+    store = {} if sys.argv[4] == "chroma" else {"storage": sys.argv[4]}
+    idx = SlidingWindowIndex(sys.argv[1], embedding=Dying(size=16), show_progress=False, batch_size=16, **store)
     idx.index_documents(corpus(int(sys.argv[2])))
 """)
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_a_writer_killed_at_a_random_point_is_completed_by_the_next_write(tmp_path, seed):
+@pytest.mark.parametrize("seed, store", [(seed, "chroma") for seed in range(6)]
+                         + [pytest.param(seed, "milvus", marks=MILVUS.marks) for seed in range(3)])
+def test_a_writer_killed_at_a_random_point_is_completed_by_the_next_write(tmp_path, seed, store):
     docs = corpus(10)
-    clean = mk(tmp_path / "clean", batch_size=16)
+    clean = mk(tmp_path / "clean", store, batch_size=16)
     clean.index_documents(docs)
     path = tmp_path / "crashed"
-    mk(path, batch_size=16).index_documents(corpus(3))  # an earlier, finished write
+    earlier = mk(path, store, batch_size=16)
+    earlier.index_documents(corpus(3))  # an earlier, finished write
+    earlier.close()  # (Milvus Lite serves one process at a time)
     die_after = random.Random(seed).randrange(0, 12)
-    proc = _run(KILLED, path, 10, Path(__file__).parent, env={"SWRAG_DIE_AFTER": str(die_after)})
-    proc.communicate(timeout=300)
-    assert proc.returncode in (-signal.SIGKILL, 0)
-    survivor = mk(path, batch_size=16)
+    proc = _run(KILLED, path, 10, Path(__file__).parent, store, env={"SWRAG_DIE_AFTER": str(die_after)})
+    err = proc.communicate(timeout=300)[1]
+    assert proc.returncode in (-signal.SIGKILL, 0), err[-2000:]
+    survivor = mk(path, store, batch_size=16)
     # never served half-written: every served source is complete, BM25 holds exactly them
     served = set(survivor.source_ids())
     assert {d.metadata["source_id"] for d in survivor.bm25_retriever(50).invoke("w1 w2 w3 w4 doc1")} <= served
-    assert len(survivor.keyword) == survivor.count("small")
+    if store == "chroma":  # (a store's own BM25 holds every vector it has; unfinished ones are never served)
+        assert len(survivor.keyword) == survivor.count("small")
     if proc.returncode != 0:
         assert survivor.status().incomplete or survivor.count("small") <= clean.count("small")
     # the next write (here with a different document set) finishes what was left
@@ -188,8 +197,9 @@ def test_a_file_that_can_no_longer_be_read_loses_its_old_text(tmp_path):
     assert idx.source_ids() == []
 
 
-def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path):
-    idx = mk(tmp_path)
+@pytest.mark.parametrize("store", STORES)
+def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path, store):
+    idx = mk(tmp_path, store)
     idx.index_documents(corpus(2))
     # simulate a writer that died after writing a source's record (before its vectors)
     from swrag_integrations.retrieval import plan_source
@@ -197,12 +207,18 @@ def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path):
     rec = plan_source(Document(page_content="Pelicans dive for sardines. " * 12, metadata={"source": "p.txt"}),
                       idx.config)
     idx.store.put([rec])
-    reader = mk(tmp_path)
+    # ... and after its vectors (the keyword search of a store holding them must not serve them either)
+    from swrag_integrations.retrieval import PlainDocument, vector_id
+
+    m = idx.config.medium_size
+    idx.vectors.add([PlainDocument(rec.chunk_text(i), dict(rec.chunk_metadata(i, m), swrag_index=idx.index_id))
+                     for i in range(rec.n_chunks)], [vector_id(c) for c in rec.chunk_ids()])
+    reader = mk(tmp_path, store)
     assert [i["state"] for i in reader.status().incomplete] == ["pending"]
     assert reader.bm25_retriever(3).invoke("pelicans sardines") == []
     assert not any("Pelicans" in d.page_content for d in reader.as_retriever().invoke("pelicans sardines"))
     assert rec.source_id not in reader.source_ids()
-    assert cli_main(["status", "--persist-dir", str(tmp_path)]) == 4
+    assert cli_main(["status", "--persist-dir", str(tmp_path), *store_args(store)]) == 4
     reader.repair()
     assert reader.status().healthy and rec.source_id in reader.source_ids()
     assert reader.bm25_retriever(1).invoke("pelicans sardines")[0].metadata["source"] == "p.txt"
@@ -211,22 +227,26 @@ def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path):
 # -------------------------------------------------------------------- damage
 
 
-def test_lost_vector_collection_is_detected_and_rebuilt_by_re_adding(tmp_path):
+@pytest.mark.parametrize("store", STORES)
+def test_lost_vector_collection_is_detected_and_rebuilt_by_re_adding(tmp_path, store):
     docs = corpus(4)
-    idx = mk(tmp_path)
+    idx = mk(tmp_path, store)
     idx.index_documents(docs)
     n = idx.count("small")
-    del idx
-    forget_clients()
-    shutil.rmtree(tmp_path / "chroma")
-    broken = mk(tmp_path)
+    if store == "chroma":
+        del idx
+        forget_clients()
+        shutil.rmtree(tmp_path / "chroma")
+    else:
+        idx.vectors.client.drop_collection(idx.vectors.collection_name)
+    broken = mk(tmp_path, store)
     with pytest.raises(IndexDamagedError, match="swrag repair"):
         broken.as_retriever().invoke("w1 w2")
     assert not broken.status().healthy
     report = broken.index_documents(docs)  # re-adding repairs instead of "unchanged"
     assert report["repaired"] == 4 and report["unchanged"] == 0
     assert broken.count(None) == n and broken.status().healthy
-    assert mk(tmp_path).as_retriever().invoke("w1 w2")
+    assert mk(tmp_path, store).as_retriever().invoke("w1 w2")
 
 
 def test_damaged_search_structure_is_found_by_the_probe_and_repaired(tmp_path):

@@ -94,6 +94,9 @@ PIPELINES: dict[str, PipelineSpec] = {
                            description="the windowed parent retriever (SlidingWindowIndex defaults)"),
     "default": PipelineSpec(".pipelines:DefaultPipeline", None, needs_embeddings=True,
                             description="the package's defaults: SlidingWindowIndex() + as_retriever() (--windows ignored)"),
+    "default-milvus": PipelineSpec(".pipelines:DefaultMilvusPipeline", None, needs_embeddings=True,
+                                   description="the defaults with the vectors and BM25 in Milvus Lite (the [milvus] "
+                                               "extra): keyword search in the store instead of in process"),
     "default-v1": PipelineSpec(".pipelines:DefaultV1Pipeline", None, needs_embeddings=True,
                                description="fixed 50-token children, k_child 30, MMR (the pre-issue-19 children and "
                                            "search) with parents by best hit: not the old summed-hit default"),
@@ -372,7 +375,7 @@ class ParentPipeline(Pipeline):
         self._dir = tempfile.TemporaryDirectory(prefix="swrag-eval-")
         self.index = SlidingWindowIndex(
             self._dir.name,
-            client=self._client,
+            **self._store_options(),
             collection_name=self._name,
             embedding=embeddings,
             encoding_name=self.encoding_name,
@@ -394,8 +397,12 @@ class ParentPipeline(Pipeline):
             # the source texts (source store) and the small-chunk texts beside their vectors (they tile the sources)
             2 * sum(len(s.text.encode("utf-8")) for s in self.sources)
             + self.index.count(None) * dim * 4
-            + _bm25_bytes(self.index.keyword.bm25)
+            + (_bm25_bytes(self.index.keyword.bm25) if hasattr(self.index.keyword, "bm25") else 0)
         )
+
+    def _store_options(self) -> dict:
+        """Where the index keeps its vectors: an in-memory Chroma collection."""
+        return dict(client=self._client)
 
     def _index_options(self, config) -> dict:
         return dict(chunk_size=PARENT_CHILD_SIZE[config.unit], strategy="DDS", window_size=config.window,
@@ -416,7 +423,7 @@ class ParentPipeline(Pipeline):
             self._client.delete_collection(self._name)
         except Exception:  # already gone
             pass
-        self.index.store.close()
+        self.index.close()
         self._dir.cleanup()
 
 
@@ -428,6 +435,15 @@ class DefaultPipeline(ParentPipeline):
 
     def _index_options(self, config) -> dict:
         return dict(self.INDEX_OPTIONS)
+
+
+class DefaultMilvusPipeline(DefaultPipeline):
+    """:class:`DefaultPipeline` with the vectors in Milvus Lite (a file in the pipeline's
+    temporary folder), so keyword search runs in Milvus (its BM25 over the jieba
+    analyser) instead of the in-process BM25; everything else is the same."""
+
+    def _store_options(self) -> dict:
+        return dict(storage="milvus")
 
 
 class DefaultV1Pipeline(DefaultPipeline):

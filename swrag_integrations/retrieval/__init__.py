@@ -10,6 +10,8 @@ Layout (one concern per module; framework-free unless noted):
 ``keyword``        BM25 kept in step with the source store (``bm25``: BM25 + tokenizer)
 ``storage``        :class:`VectorStorage`: what the engine needs from a vector store
 ``chroma``         :class:`ChromaStorage`: Chroma through ``chromadb`` (the engine's default)
+``milvus``         :class:`MilvusStorage`: Milvus (Lite or server) with BM25 in the store (``[milvus]``)
+``store_uri``      the store URIs of ``--store``/``storage=`` (``milvus:PATH.db``, ``chroma://HOST``...)
 ``vectors``        :class:`VectorBackend`: the storage over any LangChain ``VectorStore`` (LangChain)
 ``engine``         :class:`IndexEngine`: sources, writer, keyword index, health, search (no framework)
 ``index``          :class:`SlidingWindowIndex`: the engine as a LangChain ``VectorStore`` (LangChain)
@@ -59,6 +61,7 @@ _LAZY = {
     "SlidingWindowIndex": "index", "IndexMismatchError": "engine", "IndexDamagedError": "engine",
     "validate_collection_name": "engine", "IndexEngine": "engine",
     "VectorStorage": "storage", "PlainDocument": "storage", "Embedder": "storage", "ChromaStorage": "chroma",
+    "MilvusStorage": "milvus", "parse_store_uri": "store_uri",
     "IndexReport": "writer", "IndexStatus": "health",
     "load_files": "files", "LoadResult": "files", "LoadWarning": "files",
     "ChildHit": "protocols", "ChunkRow": "protocols", "ChunkIndex": "protocols",

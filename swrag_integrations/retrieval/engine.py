@@ -120,12 +120,18 @@ class IndexEngine:
         index_text: ``chunk text -> text to index`` for BM25 (the storage applies it to
             what it embeds).
         lock_timeout: seconds a writer waits for another one.
+        keyword_search: where keyword (BM25) search runs: ``"auto"`` (default) in the
+            storage when it offers ``keyword_search`` (:class:`~.milvus.MilvusStorage`),
+            else in process; ``"store"`` requires the storage's; ``"local"`` always the
+            in-process :class:`~.keyword.KeywordIndex`. Either way its hits are checked
+            and fused with the dense ones alike (:meth:`search_children`).
     """
 
     def __init__(self, store: SourceStore, vectors: VectorStorage, *, collection_name: str = "swrag",
                  persist_directory: Path | None = None, server: str | None = None,
                  chunking: dict[str, Any] | None = None, batch_size: int = 256, show_progress: bool = True,
-                 index_text: Callable[[str], str] | None = None, lock_timeout: float = 600.0) -> None:
+                 index_text: Callable[[str], str] | None = None, lock_timeout: float = 600.0,
+                 keyword_search: str = "auto") -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         self.collection_name = validate_collection_name(collection_name)
@@ -144,18 +150,23 @@ class IndexEngine:
         self.manifest = self._open_manifest({k: v for k, v in (chunking or {}).items()})
         self.index_id: str = self.manifest["index_id"]
         self.config = IndexConfig.from_json(self.manifest["config"])
-        self.keyword = KeywordIndex(self.store, index_text=self.index_text)
-        self.wrap(self.keyword.load, "load the keyword index")
+        self.keyword_mode = _keyword_mode(keyword_search, vectors)
+        self.keyword: KeywordIndex | StorageKeyword
+        if self.keyword_mode == "store":
+            self.keyword = StorageKeyword(self)
+        else:
+            self.keyword = KeywordIndex(self.store, index_text=self.index_text)
+            self.wrap(self.keyword.load, "load the keyword index")
 
     # ------------------------------------------------------------------ opening
     @classmethod
     def open(cls, persist_directory: str | os.PathLike | None = None, *, embedding: Any = None,
-             storage: VectorStorage | None = None, source_store: Any = None, collection_name: str = "swrag",
+             storage: VectorStorage | str | None = None, source_store: Any = None, collection_name: str = "swrag",
              host: str | None = None, port: int | None = None, ssl: bool = False,
              headers: dict[str, str] | None = None, client: Any = None,
              storage_factory: StorageFactory | None = None, batch_size: int = 256, show_progress: bool = True,
              index_text: Callable[[str], str] | None = None, lock_timeout: float = 600.0,
-             **chunking: Any) -> "IndexEngine":
+             keyword_search: str = "auto", **chunking: Any) -> "IndexEngine":
         """Open (or create) an index.
 
         Args:
@@ -166,13 +177,18 @@ class IndexEngine:
             embedding: any object with ``embed_documents``/``embed_query``
                 (:class:`~.storage.Embedder`); default the bundled MiniLM.
             storage: a vector storage of your own (then give ``source_store`` or
-                ``persist_directory`` for the sources).
+                ``persist_directory`` for the sources), or a store URI
+                (:mod:`.store_uri`): ``"milvus:PATH.db"`` (Milvus Lite), ``"milvus"``
+                (``<persist_directory>/milvus.db``), ``"milvus://HOST:19530"``,
+                ``"chroma://HOST:8000"`` (as ``host``/``port``) or ``"chroma"`` (the
+                default). With Milvus the sources stay in ``persist_directory``.
             source_store: a :class:`~.sources.SourceStore`, a SQLite path or a key-value
                 byte store.
             host, port, ssl, headers: a Chroma server for vectors and sources.
             client: an existing chromadb client.
             storage_factory: ``(client, root, embedding, index_text, lock_timeout) ->
                 storage`` for the Chroma collection (default :func:`chroma_storage`).
+            keyword_search: ``"auto"``, ``"store"`` or ``"local"`` (see :class:`IndexEngine`).
             chunking: ``chunk_size``, ``child``, ``medium_size``, ``strategy``,
                 ``window_size``, ``step``, ``unit``, ``delimiters``, ``encoding_name``.
         """
@@ -184,6 +200,19 @@ class IndexEngine:
         unknown = sorted(set(chunking) - set(IndexConfig.__dataclass_fields__))
         if unknown:
             raise TypeError(f"IndexEngine.open() got unexpected keyword argument(s) {', '.join(unknown)}")
+        milvus = None
+        if isinstance(storage, (str, os.PathLike)):
+            from .store_uri import parse_store_uri
+
+            spec = parse_store_uri(storage)
+            storage = None
+            if spec.kind == "milvus" or spec.host is not None:
+                if host is not None or client is not None:
+                    raise ValueError(f"store {spec.text!r} names the vector store already: give no host or client")
+                if spec.kind == "milvus":
+                    milvus = spec
+                else:
+                    host, port = spec.host, spec.port
         if sum(x is not None for x in (storage, host, client)) > 1:
             raise ValueError("give at most one of vectorstore/storage, host or client")
         root = None
@@ -202,10 +231,12 @@ class IndexEngine:
                 raise ValueError(f"persist_directory {str(root)!r} is not a directory")
         server = None
         embedded = storage is None and host is None and client is None  # an embedded Chroma of ours
-        if storage is None:
+        if storage is None and milvus is None:
             client, server = open_client(root, host=host, port=port, ssl=ssl, headers=headers, client=client,
                                          lock_timeout=lock_timeout)
-        store = _open_source_store(source_store, root, client, storage is not None, collection_name, server)
+        store = _open_source_store(source_store, root, client, storage is not None or milvus is not None,
+                                   collection_name, server)
+        opened = None  # a storage opened here (closed again if the open fails)
         try:
             if storage is None:
                 if embedding is None:  # the bundled MiniLM, with the backend an existing index was built with
@@ -213,11 +244,18 @@ class IndexEngine:
 
                     built_with = (store.get_meta().get("embedding") or {}).get("name")
                     embedding = default_embeddings(recorded_backend(built_with))
-                factory = storage_factory or (lambda c, r, e, t, lt: chroma_storage(c, r, e, t, lt, collection_name))
+                if milvus is not None:
+                    from .milvus import MilvusStorage
+
+                    def factory(c: Any, r: Any, e: Any, t: Any, lt: float) -> VectorStorage:
+                        return MilvusStorage.open(milvus, collection_name, e, root=root, index_text=t)
+                else:
+                    factory = storage_factory or (lambda c, r, e, t, lt: chroma_storage(c, r, e, t, lt,
+                                                                                        collection_name))
                 own_root = root if embedded else None
                 with store.writer_lock(lock_timeout):  # two first-time writers must not race to create it
-                    storage = _wrap(server, lambda: factory(client, own_root, embedding, index_text, lock_timeout),
-                                    "open the vector collection")
+                    storage = opened = _wrap(server, lambda: factory(client, own_root, embedding, index_text,
+                                                                     lock_timeout), "open the vector collection")
             elif index_text is not None:
                 raise ValueError("index_text only applies to the default Chroma store; for your own vectorstore, "
                                  "build it with IndexTextEmbeddings(embedding, index_text) as its embedding")
@@ -225,10 +263,12 @@ class IndexEngine:
                 storage.embedding = embedding
             return cls(store, storage, collection_name=collection_name, persist_directory=root, server=server,
                        chunking=chunking, batch_size=batch_size, show_progress=show_progress, index_text=index_text,
-                       lock_timeout=lock_timeout)
+                       lock_timeout=lock_timeout, keyword_search=keyword_search)
         except BaseException:
             if source_store is None:  # ours: do not leave the database open behind a failed open
                 store.close()
+            if callable(getattr(opened, "close", None)):
+                opened.close()
             raise
 
     def _open_manifest(self, requested: dict[str, Any]) -> dict[str, Any]:
@@ -241,6 +281,11 @@ class IndexEngine:
         if manifest.get("format") != FORMAT:
             raise IndexMismatchError(f"the index was written in format {manifest.get('format')!r}; this version reads "
                                      f"format {FORMAT}: index the files again into a new directory")
+        recorded = (manifest.get("vectors") or {}).get("kind")
+        if recorded != self.vectors.kind and "Milvus" in (recorded, self.vectors.kind):
+            raise IndexMismatchError(
+                f"this index keeps its vectors in {recorded}, not {self.vectors.kind}: open it with the store it was "
+                "built with (--store / storage=), or index into a new folder")
         config = IndexConfig.from_json(manifest["config"])
         mismatched = config.mismatches(requested)
         if mismatched:
@@ -296,8 +341,11 @@ class IndexEngine:
         self.manifest = manifest
 
     def close(self) -> None:
-        """Close the source store."""
+        """Close the source store, and the vector storage where it can be closed
+        (:meth:`~.milvus.MilvusStorage.close` releases a Milvus Lite file)."""
         self.store.close()
+        if callable(getattr(self.vectors, "close", None)):
+            self.vectors.close()
 
     # ------------------------------------------------------------------ checks
     def wrap(self, fn: Callable[[], Any], action: str) -> Any:
@@ -548,11 +596,57 @@ class IndexEngine:
     # ------------------------------------------------------------------ search
     def bm25_search(self, query: str, k: int = 20, *, filter: Any = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only;
-        ``filter``: only sources whose metadata passes it, see :mod:`.filters`)."""
+        ``filter``: only sources whose metadata passes it, see :mod:`.filters`), from the
+        storage's keyword search or the in-process index (``keyword_search``)."""
         from .filters import SourceMatcher, parse_filter
 
         flt = parse_filter(filter)
-        return self.keyword.search(query, k, allow=SourceMatcher(flt, self.store).chunk_ids() if flt else None)
+        return self.keyword_hits(query, k, flt, SourceMatcher(flt, self.store) if flt is not None else None)
+
+    def keyword_hits(self, query: str, k: int, flt: Any = None, matcher: Any = None) -> list[tuple[str, float]]:
+        """``(chunk_id, score)`` of the ``k`` best keyword chunks for a checked filter
+        ``flt`` (:class:`~.filters.MetadataFilter`) and its :class:`~.filters.SourceMatcher`."""
+        allow = matcher.chunk_ids() if matcher is not None else None
+        if isinstance(self.keyword, StorageKeyword):
+            native = self.vectors.native_filter(flt) if flt is not None else None
+            return self.keyword.search(query, k, allow=allow, native=native)
+        return self.keyword.search(query, k, allow=allow)
+
+    def _served(self, docs: Sequence[Any]) -> list[str | None]:
+        """For each chunk a storage returned, its chunk id when it may be served (its
+        source is complete and the chunk's vector was written for the source's current
+        text), else ``None``."""
+        heads = self.store.heads(sorted({str((d.metadata or {}).get("source_id")) for d in docs}))
+        out: list[str | None] = []
+        for doc in docs:
+            meta = doc.metadata or {}
+            sid = str(meta.get("source_id"))
+            head = heads.get(sid)
+            if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
+                out.append(None)  # a vector of a source being rewritten, or of an old version
+            else:
+                out.append(chunk_id(sid, int(meta["chunk_index"])))
+        return out
+
+    def storage_keyword_hits(self, query: str, k: int, *, allow: Callable[..., Any] | None = None,
+                             native: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """``(chunk_id, score)`` of the ``k`` best chunks by the storage's own keyword
+        search (``vectors.keyword_search``), best first: only servable chunks
+        (:meth:`_served`) that ``allow`` (a chunk-id predicate, e.g. a filter's) passes;
+        ``native``: the storage's filter arguments. More chunks are fetched while fewer
+        than ``k`` passed and the storage had more (up to :data:`MAX_FETCH`)."""
+        self.sync_vectors()
+        n = k
+        while True:
+            hits = self.wrap(lambda: self.vectors.keyword_search(query, n, native=native),
+                             "search keywords in the vector store")
+            out = [(cid, float(score)) for cid, (_, score) in zip(self._served([d for d, _ in hits]), hits)
+                   if cid is not None]
+            if allow is not None and out:
+                out = [hit for hit, ok in zip(out, allow([c for c, _ in out])) if ok]
+            if len(out) >= k or len(hits) < n or n >= MAX_FETCH:
+                return out[:k]
+            n = min(4 * n, MAX_FETCH)
 
     def dense_ids(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
                   lambda_mult: float = 0.5, filter: Any = None) -> list[str]:
@@ -579,17 +673,9 @@ class IndexEngine:
                                                          fetch_k=fetch_k or max(4 * n, 20), lambda_mult=lambda_mult,
                                                          native=native),
                              "search the vectors")
-            heads = self.store.heads(sorted({str(d.metadata.get("source_id")) for d in docs}))
-            out = []
-            for doc in docs:
-                meta = doc.metadata or {}
-                sid = str(meta.get("source_id"))
-                head = heads.get(sid)
-                if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
-                    continue  # a vector of a source being rewritten, or of an old version
-                if matcher is not None and not matcher.passes([sid])[0]:
-                    continue
-                out.append(chunk_id(sid, int(meta["chunk_index"])))
+            out = [cid for cid in self._served(docs) if cid is not None]
+            if matcher is not None and out:
+                out = [cid for cid, ok in zip(out, matcher.passes([parse_chunk_id(c).source_id for c in out])) if ok]
             if matcher is None or len(out) >= k or len(docs) < n:
                 return out[:k]
             n *= 4
@@ -616,7 +702,7 @@ class IndexEngine:
             raise ValueError(f"weights must be (bm25, dense), got {weights!r}")
         flt = parse_filter(filter)
         matcher = SourceMatcher(flt, self.store) if flt is not None else None
-        bm25 = self.keyword.search(query, k, allow=matcher.chunk_ids() if matcher else None) if weights[0] > 0 else []
+        bm25 = self.keyword_hits(query, k, flt, matcher) if weights[0] > 0 else []
         dense = self.dense_ids(query, k, search_type=search_type, filter=flt) if weights[1] > 0 else []
         fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
         bm25_score = dict(bm25)
@@ -651,6 +737,66 @@ class IndexEngine:
     def __repr__(self) -> str:
         where = self.server or (str(self.persist_directory) if self.persist_directory else repr(self.store))
         return f"IndexEngine({where!r}, collection_name={self.collection_name!r}, vectors={self.vectors.kind})"
+
+
+MAX_FETCH = 16384
+"""The most chunks one storage keyword search asks for (a Milvus server's top-k limit)."""
+
+
+class StorageKeyword:
+    """The keyword side of an index whose storage searches keywords itself
+    (``vectors.keyword_search(query, k, native=...)``, e.g. :class:`~.milvus.MilvusStorage`):
+    the surface of :class:`~.keyword.KeywordIndex` the writer, the health checks and
+    :class:`~.search.CJKBM25Retriever` use, with nothing kept in this process (the
+    storage derives its BM25 from the chunks it holds, so there is no snapshot to load,
+    save or rebuild)."""
+
+    rebuilt = False
+
+    def __init__(self, engine: "IndexEngine") -> None:
+        self.engine = engine
+
+    @property
+    def generation(self) -> int:
+        """Always the store's: the storage is written together with the sources."""
+        return self.engine.store.generation()
+
+    def load(self) -> None:
+        """Nothing to load."""
+
+    def refresh(self) -> bool:
+        """Nothing to catch up with (``False``)."""
+        return False
+
+    def save(self) -> None:
+        """Nothing to save."""
+
+    def rebuild(self) -> None:
+        """Nothing to rebuild (the storage's :meth:`~.storage.VectorStorage.rebuild` covers it)."""
+
+    def search(self, query: str, k: int, *, allow: Callable[..., Any] | None = None,
+               native: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """``(chunk_id, score)`` best first (:meth:`IndexEngine.storage_keyword_hits`)."""
+        return self.engine.storage_keyword_hits(query, k, allow=allow, native=native)
+
+    def __len__(self) -> int:
+        """Chunks the storage holds (each one is searchable by keyword)."""
+        return int(self.engine.vectors.count() or 0)
+
+
+def _keyword_mode(keyword_search: str, vectors: Any) -> str:
+    """``"store"`` or ``"local"`` for the engine's ``keyword_search`` argument."""
+    offered = callable(getattr(vectors, "keyword_search", None))
+    if keyword_search == "auto":
+        return "store" if offered else "local"
+    if keyword_search == "local":
+        return "local"
+    if keyword_search == "store":
+        if not offered:
+            raise ValueError(f"keyword_search='store': the vector store ({vectors.kind}) has no keyword search of "
+                             "its own; use 'auto' or 'local'")
+        return "store"
+    raise ValueError(f"keyword_search must be 'auto', 'store' or 'local', got {keyword_search!r}")
 
 
 def _wrap(server: str | None, fn: Callable[[], Any], action: str) -> Any:

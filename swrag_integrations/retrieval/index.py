@@ -132,6 +132,11 @@ class SlidingWindowIndex(VectorStore):
         vectorstore: any LangChain ``VectorStore`` for the chunk vectors (it embeds
             the chunk texts with its own embedding; ``embedding`` defaults to it).
             Needs ``source_store`` or ``persist_directory`` for the sources.
+        storage: the vector store by URI (:mod:`.store_uri`): ``"milvus:PATH.db"``
+            (Milvus Lite), ``"milvus"`` (``<persist_directory>/milvus.db``),
+            ``"milvus://HOST:19530"``, ``"chroma://HOST:8000"`` or ``"chroma"`` (the
+            default); or a :class:`~.storage.VectorStorage` object (e.g. a
+            :class:`~.milvus.MilvusStorage`). With Milvus, keyword search runs in the store.
         source_store: where the sources live: a :class:`~.sources.SourceStore`, a path
             to a SQLite file, or any LangChain byte store (``LocalFileStore``...).
         embedding: LangChain ``Embeddings`` for queries (and for the default Chroma);
@@ -153,6 +158,9 @@ class SlidingWindowIndex(VectorStore):
             ``ValueError``), and the whole configuration is recorded in the index
             (:attr:`tuned_config`, kept across reopening), so :meth:`as_retriever`
             starts from its retriever settings.
+        keyword_search: ``"auto"`` (the store's own keyword search where it has one),
+            ``"store"`` or ``"local"`` (the in-process BM25), see
+            :class:`~.engine.IndexEngine`.
     """
 
     def __init__(
@@ -160,6 +168,7 @@ class SlidingWindowIndex(VectorStore):
         persist_directory: str | os.PathLike | None = None,
         *,
         vectorstore: VectorStore | None = None,
+        storage: Any = None,
         source_store: Any = None,
         embedding: Embeddings | None = None,
         collection_name: str = "swrag",
@@ -182,6 +191,7 @@ class SlidingWindowIndex(VectorStore):
         index_text: Callable[[str], str] | None = None,
         lock_timeout: float = 600.0,
         config: Any = None,
+        keyword_search: str = "auto",
     ) -> None:
         tuned = _as_tuned_config(config)
         chunking = dict(chunk_size=chunk_size, child=child, medium_size=medium_size, strategy=strategy,
@@ -190,17 +200,16 @@ class SlidingWindowIndex(VectorStore):
         if tuned is not None:
             chunking = _merge_tuned_chunking(chunking, tuned.index_kwargs)
         self._collection_name = validate_collection_name(collection_name)
-        storage = None
         if vectorstore is not None:
-            if sum(x is not None for x in (host, client)):
-                raise ValueError("give at most one of vectorstore, host or client")
+            if sum(x is not None for x in (host, client, storage)):
+                raise ValueError("give at most one of vectorstore, storage, host or client")
             storage = VectorBackend(vectorstore, embedding)
         self._client: Any = None  # the chromadb client of the default store
         self.engine = IndexEngine.open(
             persist_directory, embedding=embedding, storage=storage, source_store=source_store,
             collection_name=collection_name, host=host, port=port, ssl=ssl, headers=headers, client=client,
             storage_factory=self._chroma_vectors, batch_size=batch_size, show_progress=show_progress,
-            index_text=index_text, lock_timeout=lock_timeout, **chunking)
+            index_text=index_text, lock_timeout=lock_timeout, keyword_search=keyword_search, **chunking)
         if tuned is not None:
             try:
                 self._record_tuned(tuned)
@@ -251,8 +260,21 @@ class SlidingWindowIndex(VectorStore):
 
     @property
     def vectorstore(self) -> VectorStore:
-        """The LangChain ``VectorStore`` holding the chunk vectors."""
-        return self.engine.vectors.store
+        """The LangChain ``VectorStore`` holding the chunk vectors.
+
+        Raises:
+            AttributeError: the vectors are in a storage without a LangChain face
+                (:class:`~.milvus.MilvusStorage`...); see :attr:`vectors`.
+        """
+        store = getattr(self.engine.vectors, "store", None)
+        if store is None:
+            raise AttributeError(f"this index keeps its vectors in {self.engine.vectors!r}, not in a LangChain "
+                                 "VectorStore: use .vectors")
+        return store
+
+    def close(self) -> None:
+        """Close the index's stores (the source store; a Milvus Lite file is released)."""
+        self.engine.close()
 
     @property
     def collection_name(self) -> str:

@@ -2,16 +2,28 @@
 
 :class:`~.engine.IndexEngine` keeps every store-agnostic part of an index (the source
 store, the keyword index, the writer and its checks) and talks to the vectors only
-through :class:`VectorStorage`. Two implementations ship:
+through :class:`VectorStorage`. Three implementations ship:
 
 * :class:`~.chroma.ChromaStorage` -- an embedded (or server) Chroma collection through
   ``chromadb`` itself (no LangChain), the engine's default;
 * :class:`~.vectors.VectorBackend` -- any LangChain ``VectorStore`` (the LangChain face
-  :class:`~.index.SlidingWindowIndex` uses it, also for its default Chroma).
+  :class:`~.index.SlidingWindowIndex` uses it, also for its default Chroma);
+* :class:`~.milvus.MilvusStorage` -- a Milvus collection (Milvus Lite file or server)
+  through ``pymilvus``, which also searches keywords (BM25) itself.
 
-Both hold the same data: one entry per small chunk, its exact text, the metadata of
-:func:`~.writer.chunk_documents` and the id :func:`~.ids.vector_id`, in a Chroma
-collection of cosine distance, so an index written through one opens with the other.
+All hold the same data: one entry per small chunk, its exact text, the metadata of
+:func:`~.writer.chunk_documents` and the id :func:`~.ids.vector_id`, under cosine
+similarity; the first two share one Chroma collection, so an index written through one
+opens with the other. The stores are named by URI in :mod:`.store_uri`.
+
+Optional capabilities beyond the protocol (looked up with ``getattr``):
+
+* ``keyword_search(query, k, *, native=None) -> [(chunk, score)]`` -- the ``k`` best
+  chunks by the store's own keyword index, best first (``native``: as for
+  :meth:`VectorStorage.search`). The engine then searches keywords there instead of in
+  its in-process BM25 (``IndexEngine(keyword_search="auto")``), checks every hit as it
+  checks dense ones and fuses both with its one RRF.
+* ``close()`` -- release the store (:meth:`~.engine.IndexEngine.close` calls it).
 """
 
 from __future__ import annotations

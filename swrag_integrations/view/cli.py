@@ -151,7 +151,7 @@ def _run_answer(args: argparse.Namespace) -> int:
                          "or a grounding result with 'sentences'")
     out = _out(args, "answer")
     index = None
-    if args.persist_dir is not None or args.host is not None:
+    if args.persist_dir is not None or args.host is not None or getattr(args, "store", None) is not None:
         from ..cli_common import open_index
 
         index = open_index(args, must_exist=True)
