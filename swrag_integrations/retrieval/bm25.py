@@ -8,20 +8,27 @@
   ``bm25s`` score matrix lazily. It is serialised to one ``.npz`` blob (arrays and
   JSON, loaded with ``allow_pickle=False``; :meth:`BM25Index.to_bytes`), which an index
   keeps in its source store.
+* :class:`SqliteBM25Index` is the same BM25 kept in SQLite FTS5 tables (stdlib ``sqlite3``):
+  adding or deleting documents writes only their rows (and FTS5's incremental segment
+  merges), never the whole index, so an index's keyword side costs in proportion to a
+  change. Same tokens (stored as vocabulary ids, so FTS5 never re-splits them), scored
+  by FTS5's ``bm25()`` (k1 = 1.2, b = 0.75, idf ``ln((N - df + 0.5) / (df + 0.5))``).
 * Framework-free: the LangChain retriever over it is
   :class:`~swrag_integrations.retrieval.search.CJKBM25Retriever`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
+import sqlite3
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -33,6 +40,7 @@ __all__ = [
     "ENGLISH_STOPWORDS",
     "CHINESE_STOPWORDS",
     "BM25Index",
+    "SqliteBM25Index",
 ]
 
 logger = logging.getLogger(__name__)
@@ -327,6 +335,287 @@ class BM25Index:
         if not path.is_file():
             raise FileNotFoundError(f"no BM25 index at {path}")
         return cls.from_bytes(path.read_bytes(), tokenizer=tokenizer)
+
+
+class SqliteBM25Index:
+    """BM25 over string ids in SQLite FTS5 tables, written incrementally.
+
+    The tables (prefixed ``bm25_``) can live in their own file or beside other tables
+    (an index keeps them in its SQLite source store). Each document is one row of
+    ``bm25_docs`` (its id, its *group* -- for an index, the source id -- and its tokens
+    as space-separated vocabulary ids) and the FTS5 table ``bm25_fts`` indexes those
+    ids (external content, so the tokens are stored once). Adding, replacing or deleting
+    documents writes their rows and FTS5's incremental segment merges: work in
+    proportion to the change, not to the index. Every write runs in one SQLite
+    transaction (:meth:`transaction`), so a crash leaves the previous state.
+
+    Ranking is FTS5's ``bm25()``: k1 = 1.2, b = 0.75 and idf ``ln((N - df + 0.5) /
+    (df + 0.5))`` (floored at 1e-6 for terms in more than half of the documents), over
+    the same tokens as :class:`BM25Index` (:func:`tokenize`; each query term counts once).
+
+    Args:
+        path: the SQLite file (created if missing).
+        stopwords, tokenizer: as in :class:`BM25Index`.
+        group: ``id -> group`` (e.g. a chunk id's source id); by default the id itself.
+        timeout: seconds to wait for another connection's write transaction.
+    """
+
+    SCHEMA_VERSION = 1
+    K1, B = 1.2, 0.75  # fixed by FTS5's bm25()
+
+    _SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS bm25_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS bm25_vocab (id INTEGER PRIMARY KEY, token TEXT NOT NULL UNIQUE)",
+        "CREATE TABLE IF NOT EXISTS bm25_docs (row INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+        "grp TEXT NOT NULL, tokens TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS bm25_docs_grp ON bm25_docs(grp)",
+        "CREATE VIRTUAL TABLE IF NOT EXISTS bm25_fts USING fts5(tokens, content='bm25_docs', content_rowid='row', "
+        "tokenize='ascii')",
+    )
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        stopwords: bool | Iterable[str] = True,
+        tokenizer: Callable[[str], list[str]] | None = None,
+        group: Callable[[str], str] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        self.path = Path(path)
+        self.stopwords = stopwords if isinstance(stopwords, bool) else sorted(set(stopwords))
+        self._tokenizer = tokenizer
+        self._group = group or (lambda doc_id: doc_id)
+        self._lock = threading.RLock()
+        self._depth = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._con = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=timeout)
+        self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+
+    def __repr__(self) -> str:
+        return f"SqliteBM25Index({str(self.path)!r})"
+
+    # ------------------------------------------------------------------ schema
+    def settings(self) -> dict[str, Any]:
+        """What the stored tokens depend on (compared on open: other settings need a rebuild)."""
+        return {"schema": self.SCHEMA_VERSION, "stopwords": self.stopwords,
+                "tokenizer": None if self._tokenizer is None else
+                f"{getattr(self._tokenizer, '__module__', '')}.{getattr(self._tokenizer, '__qualname__', '')}"}
+
+    def exists(self) -> bool:
+        """Whether the tables exist and were written with this index's :meth:`settings`."""
+        with self._lock:
+            if not self._con.execute("SELECT 1 FROM sqlite_master WHERE name = 'bm25_meta'").fetchone():
+                return False
+            return self._meta("settings") == json.dumps(self.settings(), sort_keys=True)
+
+    def create(self) -> None:
+        """Create empty tables (dropping any others of this index) at generation -1."""
+        with self.transaction():
+            for table in ("bm25_fts", "bm25_docs", "bm25_vocab", "bm25_meta"):
+                self._con.execute(f"DROP TABLE IF EXISTS {table}")
+            for sql in self._SCHEMA:
+                self._con.execute(sql)
+            self._set_meta("settings", json.dumps(self.settings(), sort_keys=True))
+            self._set_meta("n_docs", "0")
+            self._set_meta("generation", "-1")
+
+    def _meta(self, key: str) -> str | None:
+        row = self._con.execute("SELECT value FROM bm25_meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._con.execute("INSERT OR REPLACE INTO bm25_meta VALUES (?, ?)", (key, value))
+
+    @property
+    def generation(self) -> int:
+        """The caller's version number of the committed contents (-1 when new)."""
+        with self._lock:
+            return int(self._meta("generation") or -1)
+
+    @generation.setter
+    def generation(self, value: int) -> None:
+        with self.transaction():
+            self._set_meta("generation", str(int(value)))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._con.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield
+                self._con.execute("COMMIT")
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+            finally:
+                self._depth = 0
+
+    # ------------------------------------------------------------------ editing
+    def tokenize(self, text: str) -> list[str]:
+        if self._tokenizer is not None:
+            return list(self._tokenizer(text))
+        return tokenize(text, stopwords=self.stopwords)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._meta("n_docs") or 0)
+
+    def __contains__(self, item: object) -> bool:
+        with self._lock:
+            return self._con.execute("SELECT 1 FROM bm25_docs WHERE id = ?", (str(item),)).fetchone() is not None
+
+    @property
+    def ids(self) -> list[str]:
+        """Every document id, in insertion order (reads the whole table: for checks and tests)."""
+        with self._lock:
+            return [r[0] for r in self._con.execute("SELECT id FROM bm25_docs ORDER BY row")]
+
+    def groups(self) -> set[str]:
+        """Every group that has documents."""
+        with self._lock:
+            return {r[0] for r in self._con.execute("SELECT DISTINCT grp FROM bm25_docs")}
+
+    def _token_ids(self, tokens: Iterable[str], *, add: bool) -> dict[str, int]:
+        """Vocabulary ids of ``tokens`` (new tokens get ids when ``add``)."""
+        unique = list(dict.fromkeys(tokens))
+        if add and unique:
+            self._con.executemany("INSERT OR IGNORE INTO bm25_vocab(token) VALUES (?)", [(t,) for t in unique])
+        out: dict[str, int] = {}
+        for b in range(0, len(unique), 500):
+            part = unique[b:b + 500]
+            marks = ",".join("?" * len(part))
+            out.update(self._con.execute(f"SELECT token, id FROM bm25_vocab WHERE token IN ({marks})", part))
+        return out
+
+    def _drop_rows(self, where: str, keys: Sequence[str]) -> int:
+        """Delete the documents whose ``where`` column is in ``keys`` (inside a transaction)."""
+        dropped = 0
+        for b in range(0, len(keys), 500):
+            part = list(keys[b:b + 500])
+            marks = ",".join("?" * len(part))
+            rows = self._con.execute(f"SELECT row, tokens FROM bm25_docs WHERE {where} IN ({marks})", part).fetchall()
+            if rows:
+                self._con.executemany("INSERT INTO bm25_fts(bm25_fts, rowid, tokens) VALUES ('delete', ?, ?)", rows)
+                self._con.executemany("DELETE FROM bm25_docs WHERE row = ?", [(r[0],) for r in rows])
+                dropped += len(rows)
+        if dropped:
+            self._set_meta("n_docs", str(int(self._meta("n_docs") or 0) - dropped))
+        return dropped
+
+    def upsert(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Add documents, replacing those whose id is already indexed."""
+        if len(ids) != len(texts):
+            raise ValueError(f"got {len(ids)} ids for {len(texts)} texts")
+        tokenized = [self.tokenize(text) for text in texts]
+        latest = dict(zip(ids, tokenized))  # an id given twice: its last text wins, as in BM25Index
+        with self.transaction():
+            self._drop_rows("id", list(latest))
+            vocab = self._token_ids((t for toks in latest.values() for t in toks), add=True)
+            fts_rows = []
+            for doc_id, toks in latest.items():
+                joined = " ".join(str(vocab[t]) for t in toks)
+                cur = self._con.execute("INSERT INTO bm25_docs(id, grp, tokens) VALUES (?, ?, ?)",
+                                        (doc_id, str(self._group(doc_id)), joined))
+                fts_rows.append((cur.lastrowid, joined))
+            self._con.executemany("INSERT INTO bm25_fts(rowid, tokens) VALUES (?, ?)", fts_rows)
+            self._set_meta("n_docs", str(int(self._meta("n_docs") or 0) + len(fts_rows)))
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Remove documents by id; unknown ids are ignored. Returns how many went."""
+        with self.transaction():
+            return self._drop_rows("id", list(dict.fromkeys(ids)))
+
+    def delete_groups(self, groups: Iterable[str]) -> int:
+        """Remove every document of these groups; returns how many went."""
+        with self.transaction():
+            return self._drop_rows("grp", list(dict.fromkeys(groups)))
+
+    def clear(self) -> None:
+        """Remove every document and the vocabulary (the generation is kept)."""
+        with self.transaction():
+            self._con.execute("INSERT INTO bm25_fts(bm25_fts) VALUES ('delete-all')")
+            self._con.execute("DELETE FROM bm25_docs")
+            self._con.execute("DELETE FROM bm25_vocab")
+            self._set_meta("n_docs", "0")
+
+    def add_encoded(self, index: BM25Index) -> None:
+        """Copy every document of ``index`` (an old snapshot) without tokenising again."""
+        vocab_list = [""] * len(index.vocab)
+        for token, idx in index.vocab.items():
+            vocab_list[idx] = token
+        with self.transaction():
+            ours = self._token_ids(vocab_list, add=True)
+            mapping = np.array([ours[t] for t in vocab_list], dtype=np.int64)
+            fts_rows = []
+            for doc_id, toks in zip(index.ids, index._tokens):
+                joined = " ".join(map(str, mapping[toks].tolist()))
+                cur = self._con.execute("INSERT INTO bm25_docs(id, grp, tokens) VALUES (?, ?, ?)",
+                                        (doc_id, str(self._group(doc_id)), joined))
+                fts_rows.append((cur.lastrowid, joined))
+            self._con.executemany("INSERT INTO bm25_fts(rowid, tokens) VALUES (?, ?)", fts_rows)
+            self._set_meta("n_docs", str(int(self._meta("n_docs") or 0) + len(fts_rows)))
+
+    # ----------------------------------------------------------------- scoring
+    def search(self, query: str, k: int = 10, *,
+               allow: Callable[[Sequence[str]], Sequence[bool]] | None = None) -> list[tuple[str, float]]:
+        """The ``k`` best ``(id, score)`` pairs (score > 0), best first (ties: older first).
+
+        ``allow``: as in :meth:`BM25Index.search`.
+        """
+        if k <= 0:
+            raise ValueError(f"k must be > 0, got {k}")
+        tokens = self.tokenize(query)
+        with self._lock:
+            vocab = self._token_ids(tokens, add=False)
+            if not vocab:
+                return []
+            match = " OR ".join(f'"{i}"' for i in sorted(set(vocab.values())))
+            sql = ("SELECT d.id, -r.score FROM (SELECT rowid, bm25(bm25_fts) AS score FROM bm25_fts "
+                   "WHERE bm25_fts MATCH ? ORDER BY score, rowid{limit}) AS r "
+                   "JOIN bm25_docs AS d ON d.row = r.rowid ORDER BY r.score, r.rowid")
+            if allow is None:
+                rows = self._con.execute(sql.format(limit=" LIMIT ?"), (match, k)).fetchall()
+                return [(doc_id, float(score)) for doc_id, score in rows if score > 0]
+            cur = self._con.execute(sql.format(limit=""), (match,))
+            out: list[tuple[str, float]] = []
+            block = max(4 * k, 256)
+            try:
+                while len(out) < k:
+                    rows = [r for r in cur.fetchmany(block) if r[1] > 0]
+                    if not rows:
+                        break
+                    for (doc_id, score), ok in zip(rows, allow([r[0] for r in rows])):
+                        if ok:
+                            out.append((doc_id, float(score)))
+                            if len(out) == k:
+                                break
+            finally:
+                cur.close()
+            return out
+
+    def check(self) -> list[str]:
+        """Problems found by FTS5's own integrity check (reads the whole index); empty when sound."""
+        with self._lock:
+            try:
+                self._con.execute("INSERT INTO bm25_fts(bm25_fts, rank) VALUES ('integrity-check', 1)")
+            except sqlite3.DatabaseError as exc:
+                return [f"keyword index: {exc}"]
+        return []
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
 
 
 def _allowed_top(ids: Sequence[str], scores: np.ndarray, k: int,
