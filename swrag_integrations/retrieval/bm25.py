@@ -8,11 +8,10 @@
   ``bm25s`` score matrix lazily. It is serialised to one ``.npz`` blob (arrays and
   JSON, loaded with ``allow_pickle=False``; :meth:`BM25Index.to_bytes`), which an index
   keeps in its source store.
-* :class:`SqliteBM25Index` is the same BM25 kept in SQLite FTS5 tables (stdlib ``sqlite3``):
-  adding or deleting documents writes only their rows (and FTS5's incremental segment
-  merges), never the whole index, so an index's keyword side costs in proportion to a
-  change. Same tokens (stored as vocabulary ids, so FTS5 never re-splits them), scored
-  by FTS5's ``bm25()`` (k1 = 1.2, b = 0.75, idf ``ln((N - df + 0.5) / (df + 0.5))``).
+* :class:`SqliteBM25Index` is the same BM25 (same tokens, same scores) kept in SQLite
+  tables with an FTS5 inverted index (stdlib ``sqlite3``): adding or deleting documents
+  writes only their rows (and FTS5's incremental segment merges), never the whole
+  index, so an index's keyword side costs in proportion to a change.
 * Framework-free: the LangChain retriever over it is
   :class:`~swrag_integrations.retrieval.search.CJKBM25Retriever`.
 """
@@ -22,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import sqlite3
@@ -338,50 +338,64 @@ class BM25Index:
 
 
 class SqliteBM25Index:
-    """BM25 over string ids in SQLite FTS5 tables, written incrementally.
+    """The BM25 of :class:`BM25Index` kept in SQLite tables, written incrementally.
 
     The tables (prefixed ``bm25_``) can live in their own file or beside other tables
     (an index keeps them in its SQLite source store). Each document is one row of
-    ``bm25_docs`` (its id, its *group* -- for an index, the source id -- and its tokens
-    as space-separated vocabulary ids) and the FTS5 table ``bm25_fts`` indexes those
-    ids (external content, so the tokens are stored once). Adding, replacing or deleting
-    documents writes their rows and FTS5's incremental segment merges: work in
+    ``bm25_docs`` (its id, its *group* -- for an index, the source id --, its length and
+    its tokens as space-separated vocabulary ids); ``bm25_vocab`` keeps each token's id
+    and document frequency; an FTS5 table (``bm25_fts``, external content: the tokens are
+    stored once) is the inverted index. Adding, replacing or deleting documents writes
+    their rows, their tokens' counts and FTS5's incremental segment merges: work in
     proportion to the change, not to the index. Every write runs in one SQLite
     transaction (:meth:`transaction`), so a crash leaves the previous state.
 
-    Ranking is FTS5's ``bm25()``: k1 = 1.2, b = 0.75 and idf ``ln((N - df + 0.5) /
-    (df + 0.5))`` (floored at 1e-6 for terms in more than half of the documents), over
-    the same tokens as :class:`BM25Index` (:func:`tokenize`; each query term counts once).
+    Scores are exactly those of :class:`BM25Index` (bm25s' ``lucene`` method: idf
+    ``ln(1 + (N - df + 0.5) / (df + 0.5))``, term part ``tf / (tf + k1 (1 - b + b dl /
+    avgdl))``; each query term counts once), computed at query time from the stored
+    counts, so no write has to touch other documents' scores. FTS5 only finds the
+    candidates: the documents holding one of the query's *essential* terms (MaxScore:
+    the terms whose upper bounds could still lift a document into the top ``k``, with
+    the threshold taken from the documents of the rarest terms).
 
     Args:
         path: the SQLite file (created if missing).
+        k1, b, method: BM25 parameters as in :class:`BM25Index` (``method`` must be
+            ``"lucene"``, its default).
         stopwords, tokenizer: as in :class:`BM25Index`.
         group: ``id -> group`` (e.g. a chunk id's source id); by default the id itself.
         timeout: seconds to wait for another connection's write transaction.
     """
 
     SCHEMA_VERSION = 1
-    K1, B = 1.2, 0.75  # fixed by FTS5's bm25()
 
     _SCHEMA = (
         "CREATE TABLE IF NOT EXISTS bm25_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS bm25_vocab (id INTEGER PRIMARY KEY, token TEXT NOT NULL UNIQUE)",
+        "CREATE TABLE IF NOT EXISTS bm25_vocab (id INTEGER PRIMARY KEY, token TEXT NOT NULL UNIQUE, "
+        "df INTEGER NOT NULL DEFAULT 0)",
         "CREATE TABLE IF NOT EXISTS bm25_docs (row INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
-        "grp TEXT NOT NULL, tokens TEXT NOT NULL)",
+        "grp TEXT NOT NULL, length INTEGER NOT NULL, tokens TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS bm25_docs_grp ON bm25_docs(grp)",
         "CREATE VIRTUAL TABLE IF NOT EXISTS bm25_fts USING fts5(tokens, content='bm25_docs', content_rowid='row', "
-        "tokenize='ascii')",
+        "tokenize='ascii', detail='none')",
     )
 
     def __init__(
         self,
         path: str | os.PathLike,
         *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        method: str = "lucene",
         stopwords: bool | Iterable[str] = True,
         tokenizer: Callable[[str], list[str]] | None = None,
         group: Callable[[str], str] | None = None,
         timeout: float = 60.0,
     ) -> None:
+        if method != "lucene":
+            raise ValueError(f"method: SqliteBM25Index scores with method='lucene' only, got {method!r} "
+                             f"(use BM25Index for other bm25s methods)")
+        self.k1, self.b, self.method = float(k1), float(b), method
         self.path = Path(path)
         self.stopwords = stopwords if isinstance(stopwords, bool) else sorted(set(stopwords))
         self._tokenizer = tokenizer
@@ -399,14 +413,16 @@ class SqliteBM25Index:
     # ------------------------------------------------------------------ schema
     def settings(self) -> dict[str, Any]:
         """What the stored tokens depend on (compared on open: other settings need a rebuild)."""
+        tokenizer = self._tokenizer
         return {"schema": self.SCHEMA_VERSION, "stopwords": self.stopwords,
-                "tokenizer": None if self._tokenizer is None else
-                f"{getattr(self._tokenizer, '__module__', '')}.{getattr(self._tokenizer, '__qualname__', '')}"}
+                "tokenizer": None if tokenizer is None else
+                f"{getattr(tokenizer, '__module__', '')}.{getattr(tokenizer, '__qualname__', '')}"}
 
     def exists(self) -> bool:
-        """Whether the tables exist and were written with this index's :meth:`settings`."""
+        """Whether all the tables exist and were written with this index's :meth:`settings`."""
         with self._lock:
-            if not self._con.execute("SELECT 1 FROM sqlite_master WHERE name = 'bm25_meta'").fetchone():
+            tables = {r[0] for r in self._con.execute("SELECT name FROM sqlite_master WHERE name LIKE 'bm25_%'")}
+            if not {"bm25_meta", "bm25_vocab", "bm25_docs", "bm25_fts"} <= tables:
                 return False
             return self._meta("settings") == json.dumps(self.settings(), sort_keys=True)
 
@@ -418,8 +434,8 @@ class SqliteBM25Index:
             for sql in self._SCHEMA:
                 self._con.execute(sql)
             self._set_meta("settings", json.dumps(self.settings(), sort_keys=True))
-            self._set_meta("n_docs", "0")
             self._set_meta("generation", "-1")
+            self._set_counts(0, 0)
 
     def _meta(self, key: str) -> str | None:
         row = self._con.execute("SELECT value FROM bm25_meta WHERE key = ?", (key,)).fetchone()
@@ -427,6 +443,14 @@ class SqliteBM25Index:
 
     def _set_meta(self, key: str, value: str) -> None:
         self._con.execute("INSERT OR REPLACE INTO bm25_meta VALUES (?, ?)", (key, value))
+
+    def _counts(self) -> tuple[int, int]:
+        """(documents, tokens of all documents)."""
+        return int(self._meta("n_docs") or 0), int(self._meta("n_tokens") or 0)
+
+    def _set_counts(self, docs: int, tokens: int) -> None:
+        self._set_meta("n_docs", str(docs))
+        self._set_meta("n_tokens", str(tokens))
 
     @property
     def generation(self) -> int:
@@ -469,7 +493,7 @@ class SqliteBM25Index:
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._meta("n_docs") or 0)
+            return self._counts()[0]
 
     def __contains__(self, item: object) -> bool:
         with self._lock:
@@ -498,38 +522,58 @@ class SqliteBM25Index:
             out.update(self._con.execute(f"SELECT token, id FROM bm25_vocab WHERE token IN ({marks})", part))
         return out
 
+    def _insert(self, docs: Iterable[tuple[str, Sequence[int]]]) -> None:
+        """Insert ``(id, token ids)`` documents (not indexed yet; inside a transaction)."""
+        df: dict[int, int] = {}
+        fts_rows = []
+        n_tokens = 0
+        for doc_id, toks in docs:
+            for tok in set(toks):
+                df[tok] = df.get(tok, 0) + 1
+            joined = " ".join(map(str, toks))
+            cur = self._con.execute("INSERT INTO bm25_docs(id, grp, length, tokens) VALUES (?, ?, ?, ?)",
+                                    (doc_id, str(self._group(doc_id)), len(toks), joined))
+            fts_rows.append((cur.lastrowid, joined))
+            n_tokens += len(toks)
+        self._con.executemany("INSERT INTO bm25_fts(rowid, tokens) VALUES (?, ?)", fts_rows)
+        self._con.executemany("UPDATE bm25_vocab SET df = df + ? WHERE id = ?", [(n, t) for t, n in df.items()])
+        docs_before, tokens_before = self._counts()
+        self._set_counts(docs_before + len(fts_rows), tokens_before + n_tokens)
+
     def _drop_rows(self, where: str, keys: Sequence[str]) -> int:
         """Delete the documents whose ``where`` column is in ``keys`` (inside a transaction)."""
-        dropped = 0
+        dropped = n_tokens = 0
+        df: dict[int, int] = {}
         for b in range(0, len(keys), 500):
             part = list(keys[b:b + 500])
             marks = ",".join("?" * len(part))
-            rows = self._con.execute(f"SELECT row, tokens FROM bm25_docs WHERE {where} IN ({marks})", part).fetchall()
-            if rows:
-                self._con.executemany("INSERT INTO bm25_fts(bm25_fts, rowid, tokens) VALUES ('delete', ?, ?)", rows)
-                self._con.executemany("DELETE FROM bm25_docs WHERE row = ?", [(r[0],) for r in rows])
-                dropped += len(rows)
+            rows = self._con.execute(f"SELECT row, tokens, length FROM bm25_docs WHERE {where} IN ({marks})",
+                                     part).fetchall()
+            if not rows:
+                continue
+            self._con.executemany("INSERT INTO bm25_fts(bm25_fts, rowid, tokens) VALUES ('delete', ?, ?)",
+                                  [r[:2] for r in rows])
+            self._con.executemany("DELETE FROM bm25_docs WHERE row = ?", [(r[0],) for r in rows])
+            for _, tokens, length in rows:
+                for tok in set(tokens.split()):
+                    df[int(tok)] = df.get(int(tok), 0) + 1
+                n_tokens += length
+            dropped += len(rows)
         if dropped:
-            self._set_meta("n_docs", str(int(self._meta("n_docs") or 0) - dropped))
+            self._con.executemany("UPDATE bm25_vocab SET df = df - ? WHERE id = ?", [(n, t) for t, n in df.items()])
+            docs_before, tokens_before = self._counts()
+            self._set_counts(docs_before - dropped, tokens_before - n_tokens)
         return dropped
 
     def upsert(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         """Add documents, replacing those whose id is already indexed."""
         if len(ids) != len(texts):
             raise ValueError(f"got {len(ids)} ids for {len(texts)} texts")
-        tokenized = [self.tokenize(text) for text in texts]
-        latest = dict(zip(ids, tokenized))  # an id given twice: its last text wins, as in BM25Index
+        latest = dict(zip(ids, (self.tokenize(text) for text in texts)))  # an id given twice: its last text wins
         with self.transaction():
             self._drop_rows("id", list(latest))
             vocab = self._token_ids((t for toks in latest.values() for t in toks), add=True)
-            fts_rows = []
-            for doc_id, toks in latest.items():
-                joined = " ".join(str(vocab[t]) for t in toks)
-                cur = self._con.execute("INSERT INTO bm25_docs(id, grp, tokens) VALUES (?, ?, ?)",
-                                        (doc_id, str(self._group(doc_id)), joined))
-                fts_rows.append((cur.lastrowid, joined))
-            self._con.executemany("INSERT INTO bm25_fts(rowid, tokens) VALUES (?, ?)", fts_rows)
-            self._set_meta("n_docs", str(int(self._meta("n_docs") or 0) + len(fts_rows)))
+            self._insert((doc_id, [vocab[t] for t in toks]) for doc_id, toks in latest.items())
 
     def delete(self, ids: Iterable[str]) -> int:
         """Remove documents by id; unknown ids are ignored. Returns how many went."""
@@ -547,24 +591,17 @@ class SqliteBM25Index:
             self._con.execute("INSERT INTO bm25_fts(bm25_fts) VALUES ('delete-all')")
             self._con.execute("DELETE FROM bm25_docs")
             self._con.execute("DELETE FROM bm25_vocab")
-            self._set_meta("n_docs", "0")
+            self._set_counts(0, 0)
 
     def add_encoded(self, index: BM25Index) -> None:
-        """Copy every document of ``index`` (an old snapshot) without tokenising again."""
+        """Copy every document of ``index`` (e.g. an older snapshot) without tokenising again."""
         vocab_list = [""] * len(index.vocab)
         for token, idx in index.vocab.items():
             vocab_list[idx] = token
         with self.transaction():
             ours = self._token_ids(vocab_list, add=True)
-            mapping = np.array([ours[t] for t in vocab_list], dtype=np.int64)
-            fts_rows = []
-            for doc_id, toks in zip(index.ids, index._tokens):
-                joined = " ".join(map(str, mapping[toks].tolist()))
-                cur = self._con.execute("INSERT INTO bm25_docs(id, grp, tokens) VALUES (?, ?, ?)",
-                                        (doc_id, str(self._group(doc_id)), joined))
-                fts_rows.append((cur.lastrowid, joined))
-            self._con.executemany("INSERT INTO bm25_fts(rowid, tokens) VALUES (?, ?)", fts_rows)
-            self._set_meta("n_docs", str(int(self._meta("n_docs") or 0) + len(fts_rows)))
+            mapping = np.array([ours[t] for t in vocab_list] or [0], dtype=np.int64)
+            self._insert((doc_id, mapping[toks].tolist()) for doc_id, toks in zip(index.ids, index._tokens))
 
     # ----------------------------------------------------------------- scoring
     def search(self, query: str, k: int = 10, *,
@@ -575,34 +612,48 @@ class SqliteBM25Index:
         """
         if k <= 0:
             raise ValueError(f"k must be > 0, got {k}")
-        tokens = self.tokenize(query)
+        tokens = set(self.tokenize(query))
         with self._lock:
-            vocab = self._token_ids(tokens, add=False)
-            if not vocab:
+            n_docs, n_tokens = self._counts()
+            terms: dict[int, float] = {}  # term id -> idf
+            dfs: dict[int, int] = {}
+            for b in range(0, len(tokens), 500):
+                part = sorted(tokens)[b:b + 500]
+                marks = ",".join("?" * len(part))
+                for tok_id, df in self._con.execute(
+                        f"SELECT id, df FROM bm25_vocab WHERE df > 0 AND token IN ({marks})", part):
+                    terms[tok_id] = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+                    dfs[tok_id] = df
+            if not terms:
                 return []
-            match = " OR ".join(f'"{i}"' for i in sorted(set(vocab.values())))
-            sql = ("SELECT d.id, -r.score FROM (SELECT rowid, bm25(bm25_fts) AS score FROM bm25_fts "
-                   "WHERE bm25_fts MATCH ? ORDER BY score, rowid{limit}) AS r "
-                   "JOIN bm25_docs AS d ON d.row = r.rowid ORDER BY r.score, r.rowid")
-            if allow is None:
-                rows = self._con.execute(sql.format(limit=" LIMIT ?"), (match, k)).fetchall()
-                return [(doc_id, float(score)) for doc_id, score in rows if score > 0]
-            cur = self._con.execute(sql.format(limit=""), (match,))
-            out: list[tuple[str, float]] = []
-            block = max(4 * k, 256)
-            try:
-                while len(out) < k:
-                    rows = [r for r in cur.fetchmany(block) if r[1] > 0]
-                    if not rows:
-                        break
-                    for (doc_id, score), ok in zip(rows, allow([r[0] for r in rows])):
-                        if ok:
-                            out.append((doc_id, float(score)))
-                            if len(out) == k:
-                                break
-            finally:
-                cur.close()
-            return out
+            score = _LuceneScorer(terms, self.k1, self.b, n_tokens / n_docs)
+            # the threshold: the k-th best (allowed) score among the documents of the rarest
+            # terms (enough of them to hold 2k documents)
+            seed_terms: list[int] = []
+            for t in sorted(terms, key=lambda t: dfs[t]):
+                if sum(dfs[s] for s in seed_terms) >= 2 * k:
+                    break
+                seed_terms.append(t)
+            seed = self._candidates(seed_terms, score)
+            threshold = _kth_allowed(seed, k, allow)
+            # terms whose upper bounds (idf: the term part stays below 1) together stay below it
+            # cannot lift a document into the top k on their own: skip their documents
+            essential, bound = [], 0.0
+            for t in sorted(terms, key=lambda t: terms[t]):
+                if threshold is not None and (bound + terms[t]) * (1 + 1e-9) < threshold:
+                    bound += terms[t]
+                else:
+                    essential.append(t)
+            found = seed if set(essential) <= set(seed_terms) else self._candidates(essential, score)
+        found.sort(key=lambda hit: (-hit[2], hit[0]))
+        return _take_allowed([(doc_id, s) for _, doc_id, s in found], k, allow)
+
+    def _candidates(self, terms: Sequence[int], score: "_LuceneScorer") -> list[tuple[int, str, float]]:
+        """``(row, id, score)`` of every document holding one of ``terms``."""
+        match = " OR ".join(f'"{t}"' for t in terms)
+        rows = self._con.execute("SELECT d.row, d.id, d.length, d.tokens FROM (SELECT rowid AS r FROM bm25_fts "
+                                 "WHERE bm25_fts MATCH ?) JOIN bm25_docs AS d ON d.row = r", (match,)).fetchall()
+        return [(row, doc_id, score(length, tokens)) for row, doc_id, length, tokens in rows]
 
     def check(self) -> list[str]:
         """Problems found by FTS5's own integrity check (reads the whole index); empty when sound."""
@@ -616,6 +667,48 @@ class SqliteBM25Index:
     def close(self) -> None:
         with self._lock:
             self._con.close()
+
+
+class _LuceneScorer:
+    """bm25s' ``lucene`` score of one document for a fixed query."""
+
+    def __init__(self, idf: dict[int, float], k1: float, b: float, avgdl: float) -> None:
+        self.idf = {str(t): v for t, v in idf.items()}
+        self.k1, self.b, self.avgdl = k1, b, avgdl
+
+    def __call__(self, length: int, tokens: str) -> float:
+        counts: dict[str, int] = {}
+        for tok in tokens.split():
+            if tok in self.idf:
+                counts[tok] = counts.get(tok, 0) + 1
+        norm = self.k1 * (1 - self.b + self.b * length / self.avgdl)
+        return sum(self.idf[t] * tf / (tf + norm) for t, tf in counts.items())
+
+
+def _kth_allowed(hits: list[tuple[int, str, float]], k: int,
+                 allow: Callable[[Sequence[str]], Sequence[bool]] | None) -> float | None:
+    """The ``k``-th best score among ``hits`` that ``allow`` accepts (``None``: fewer than ``k``)."""
+    scores = sorted((s for _, _, s in hits if s > 0), reverse=True) if allow is None else sorted(
+        (s for (_, _, s), ok in zip(hits, allow([h[1] for h in hits])) if ok and s > 0), reverse=True)
+    return scores[k - 1] if len(scores) >= k else None
+
+
+def _take_allowed(ranked: list[tuple[str, float]], k: int,
+                  allow: Callable[[Sequence[str]], Sequence[bool]] | None) -> list[tuple[str, float]]:
+    """The first ``k`` positive-scored hits of ``ranked`` that ``allow`` accepts."""
+    ranked = [hit for hit in ranked if hit[1] > 0]
+    if allow is None:
+        return ranked[:k]
+    out: list[tuple[str, float]] = []
+    block = max(4 * k, 256)
+    for b in range(0, len(ranked), block):
+        part = ranked[b:b + block]
+        for hit, ok in zip(part, allow([h[0] for h in part])):
+            if ok:
+                out.append(hit)
+                if len(out) == k:
+                    return out
+    return out
 
 
 def _allowed_top(ids: Sequence[str], scores: np.ndarray, k: int,
