@@ -48,7 +48,6 @@ logger = logging.getLogger(__name__)
 
 BLOB_NAME = "bm25"
 _MAGIC = b"SWBM2"
-_SCORING = ("k1", "b", "method")  # bm25s parameters: only the snapshot backend takes them
 
 
 def _source_of(chunk_id: str) -> str:
@@ -69,9 +68,9 @@ class KeywordIndex:
     Args:
         store: the :class:`~.sources.SourceStore`.
         index_text: ``chunk text -> text to index`` (identity by default).
-        bm25_kwargs: passed to :class:`~.bm25.BM25Index` on a rebuild (``stopwords`` and
-            ``tokenizer`` also to :class:`~.bm25.SqliteBM25Index`; the bm25s scoring
-            parameters ``k1``/``b``/``method`` select the snapshot backend).
+        bm25_kwargs: passed to :class:`~.bm25.BM25Index` (on a rebuild) or
+            :class:`~.bm25.SqliteBM25Index` (a bm25s ``method`` other than ``"lucene"``
+            selects the snapshot backend).
 
     ``incremental`` tells which backend this handle uses.
     """
@@ -80,7 +79,7 @@ class KeywordIndex:
         self.store = store
         self.index_text = index_text or (lambda text: text)
         self.bm25_kwargs = bm25_kwargs
-        database = None if set(bm25_kwargs) & set(_SCORING) else _local_database(store)
+        database = _local_database(store) if bm25_kwargs.get("method", "lucene") == "lucene" else None
         self.incremental = database is not None
         self.bm25: BM25Index | SqliteBM25Index
         if database is not None:
