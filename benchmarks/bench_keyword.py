@@ -18,8 +18,9 @@ text, but every term's document frequency grows with the copies. Both indexes ge
 the same tokens (one tokenisation per distinct chunk text, cached; the probes are new
 text, tokenised inside the timed write).
 
-At each level: add one new source (20 chunks of fresh text) and delete it again,
-``--probes`` times (median), and p50/p95 of ``--queries`` keyword queries (8-word
+At each level: add one new source (20 chunks of fresh text), run one query (the first
+after a write: the old index rebuilds its score matrix there) and delete the source
+again, ``--probes`` times (median), and p50/p95 of ``--queries`` keyword queries (8-word
 English / 12-character Chinese spans of the corpus, as in ``bench_growth.py``), k = 20,
 after a warm-up query. The old index is grown only up to ``--old-upto`` chunks.
 """
@@ -179,7 +180,7 @@ class New:
 
 
 def measure(impl, level: int, qs: list[str], probes: int) -> dict:
-    adds, dels, add_bytes, del_bytes = [], [], [], []
+    adds, dels, add_bytes, del_bytes, firsts = [], [], [], [], []
     for p in range(probes):
         texts = probe_texts(level + p)
         source = f"probe-{level}-{p}"
@@ -189,17 +190,21 @@ def measure(impl, level: int, qs: list[str], probes: int) -> dict:
         adds.append((time.perf_counter() - t) * 1000)
         add_bytes.append(impl.written())
         t = time.perf_counter()
+        impl.search(qs[p % len(qs)])
+        firsts.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
         impl.delete(source, len(texts))
         dels.append((time.perf_counter() - t) * 1000)
         del_bytes.append(impl.written())
     impl.search(qs[0])  # warm-up (the old index rebuilds its score matrix on the first query after a write)
+    impl.search(qs[1])  # (and jieba loads on the first Chinese query)
     times = []
     for q in qs:
         t = time.perf_counter()
         impl.search(q)
         times.append((time.perf_counter() - t) * 1000)
     return {"add_ms": statistics.median(adds), "delete_ms": statistics.median(dels),
-            "add_bytes_written": statistics.median(add_bytes), "delete_bytes_written": statistics.median(del_bytes),
+            "first_query_after_add_ms": statistics.median(firsts), "add_bytes_written": statistics.median(add_bytes), "delete_bytes_written": statistics.median(del_bytes),
             "query_p50_ms": _pct(times, 0.5), "query_p95_ms": _pct(times, 0.95), "disk_mb": impl.disk() / 1e6}
 
 
@@ -239,23 +244,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{level:>9,} {impl.name:<22} chunks {r['chunks']:,} (grown in {build:.0f} s): "
                   f"add one source {r['add_ms']:.1f} ms ({r['add_bytes_written'] / 1e3:,.0f} kB written), "
                   f"delete {r['delete_ms']:.1f} ms ({r['delete_bytes_written'] / 1e3:,.0f} kB), "
+                  f"first query after an add {r['first_query_after_add_ms']:.1f} ms, "
                   f"query p50/p95 {r['query_p50_ms']:.2f} / {r['query_p95_ms']:.2f} ms, disk {r['disk_mb']:.0f} MB; "
                   f"load {_load()}", flush=True)
         rows.append(row)
     print("\n| chunks | impl | add one source ms | delete one source ms | bytes written per add | "
-          "query p50 / p95 ms | disk MB | load |")
-    print("|---:|---|---:|---:|---:|---:|---:|---|")
+          "first query after an add ms | query p50 / p95 ms | disk MB | load |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
         for key in ("old", "new"):
             if key in row:
                 r = row[key]
                 print(f"| {r['chunks']:,} | {key} | {r['add_ms']:.1f} | {r['delete_ms']:.1f} | "
-                      f"{r['add_bytes_written'] / 1e3:,.0f} kB | {r['query_p50_ms']:.2f} / {r['query_p95_ms']:.2f} | "
+                      f"{r['add_bytes_written'] / 1e3:,.0f} kB | {r['first_query_after_add_ms']:.1f} | "
+                      f"{r['query_p50_ms']:.2f} / {r['query_p95_ms']:.2f} | "
                       f"{r['disk_mb']:.0f} | {row['load']} |")
         if "old" in row:
             o, n = row["old"], row["new"]
             print(f"|  | new / old | {n['add_ms'] / o['add_ms']:.3f}x | {n['delete_ms'] / o['delete_ms']:.3f}x | "
                   f"{n['add_bytes_written'] / max(1, o['add_bytes_written']):.4f}x | "
+                  f"{n['first_query_after_add_ms'] / o['first_query_after_add_ms']:.3f}x | "
                   f"{n['query_p50_ms'] / o['query_p50_ms']:.1f}x / {n['query_p95_ms'] / o['query_p95_ms']:.1f}x | "
                   f"{n['disk_mb'] / max(o['disk_mb'], 1e-9):.1f}x | |")
     print(f"load average at end: {_load()}")

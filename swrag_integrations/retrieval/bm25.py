@@ -342,10 +342,10 @@ class SqliteBM25Index:
 
     The tables (prefixed ``bm25_``) can live in their own file or beside other tables
     (an index keeps them in its SQLite source store). Each document is one row of
-    ``bm25_docs`` (its id, its *group* -- for an index, the source id --, its length and
-    its tokens as space-separated vocabulary ids); ``bm25_vocab`` keeps each token's id
-    and document frequency; an FTS5 table (``bm25_fts``, external content: the tokens are
-    stored once) is the inverted index. Adding, replacing or deleting documents writes
+    ``bm25_docs`` (its id, its *group* -- for an index, the source id -- and its tokens as
+    an int32 array of vocabulary ids); ``bm25_vocab`` keeps each token's id and document
+    frequency; a contentless FTS5 table (``bm25_fts``, the ids as words, no positions) is
+    the inverted index. Adding, replacing or deleting documents writes
     their rows, their tokens' counts and FTS5's incremental segment merges: work in
     proportion to the change, not to the index. Every write runs in one SQLite
     transaction (:meth:`transaction`), so a crash leaves the previous state.
@@ -354,9 +354,10 @@ class SqliteBM25Index:
     ``ln(1 + (N - df + 0.5) / (df + 0.5))``, term part ``tf / (tf + k1 (1 - b + b dl /
     avgdl))``; each query term counts once), computed at query time from the stored
     counts, so no write has to touch other documents' scores. FTS5 only finds the
-    candidates: the documents holding one of the query's *essential* terms (MaxScore:
-    the terms whose upper bounds could still lift a document into the top ``k``, with
-    the threshold taken from the documents of the rarest terms).
+    candidates (MaxScore): the documents of the rarest query terms are scored first;
+    the ``k``-th best score found so far is a threshold, and the commonest terms whose
+    upper bounds (their idf) add up to less than it cannot lift a document into the top
+    ``k`` on their own, so their documents are never read.
 
     Args:
         path: the SQLite file (created if missing).
@@ -374,10 +375,9 @@ class SqliteBM25Index:
         "CREATE TABLE IF NOT EXISTS bm25_vocab (id INTEGER PRIMARY KEY, token TEXT NOT NULL UNIQUE, "
         "df INTEGER NOT NULL DEFAULT 0)",
         "CREATE TABLE IF NOT EXISTS bm25_docs (row INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
-        "grp TEXT NOT NULL, length INTEGER NOT NULL, tokens TEXT NOT NULL)",
+        "grp TEXT NOT NULL, tokens BLOB NOT NULL)",
         "CREATE INDEX IF NOT EXISTS bm25_docs_grp ON bm25_docs(grp)",
-        "CREATE VIRTUAL TABLE IF NOT EXISTS bm25_fts USING fts5(tokens, content='bm25_docs', content_rowid='row', "
-        "tokenize='ascii', detail='none')",
+        "CREATE VIRTUAL TABLE IF NOT EXISTS bm25_fts USING fts5(tokens, content='', tokenize='ascii', detail='none')",
     )
 
     def __init__(
@@ -530,10 +530,9 @@ class SqliteBM25Index:
         for doc_id, toks in docs:
             for tok in set(toks):
                 df[tok] = df.get(tok, 0) + 1
-            joined = " ".join(map(str, toks))
-            cur = self._con.execute("INSERT INTO bm25_docs(id, grp, length, tokens) VALUES (?, ?, ?, ?)",
-                                    (doc_id, str(self._group(doc_id)), len(toks), joined))
-            fts_rows.append((cur.lastrowid, joined))
+            cur = self._con.execute("INSERT INTO bm25_docs(id, grp, tokens) VALUES (?, ?, ?)",
+                                    (doc_id, str(self._group(doc_id)), np.asarray(toks, dtype=np.int32).tobytes()))
+            fts_rows.append((cur.lastrowid, " ".join(map(str, toks))))
             n_tokens += len(toks)
         self._con.executemany("INSERT INTO bm25_fts(rowid, tokens) VALUES (?, ?)", fts_rows)
         self._con.executemany("UPDATE bm25_vocab SET df = df + ? WHERE id = ?", [(n, t) for t, n in df.items()])
@@ -547,17 +546,18 @@ class SqliteBM25Index:
         for b in range(0, len(keys), 500):
             part = list(keys[b:b + 500])
             marks = ",".join("?" * len(part))
-            rows = self._con.execute(f"SELECT row, tokens, length FROM bm25_docs WHERE {where} IN ({marks})",
-                                     part).fetchall()
+            rows = [(row, np.frombuffer(blob, dtype=np.int32).tolist())
+                    for row, blob in self._con.execute(f"SELECT row, tokens FROM bm25_docs WHERE {where} IN ({marks})",
+                                                       part)]
             if not rows:
                 continue
             self._con.executemany("INSERT INTO bm25_fts(bm25_fts, rowid, tokens) VALUES ('delete', ?, ?)",
-                                  [r[:2] for r in rows])
-            self._con.executemany("DELETE FROM bm25_docs WHERE row = ?", [(r[0],) for r in rows])
-            for _, tokens, length in rows:
-                for tok in set(tokens.split()):
-                    df[int(tok)] = df.get(int(tok), 0) + 1
-                n_tokens += length
+                                  [(row, " ".join(map(str, toks))) for row, toks in rows])
+            self._con.executemany("DELETE FROM bm25_docs WHERE row = ?", [(row,) for row, _ in rows])
+            for _, toks in rows:
+                for tok in set(toks):
+                    df[tok] = df.get(tok, 0) + 1
+                n_tokens += len(toks)
             dropped += len(rows)
         if dropped:
             self._con.executemany("UPDATE bm25_vocab SET df = df - ? WHERE id = ?", [(n, t) for t, n in df.items()])
@@ -626,40 +626,59 @@ class SqliteBM25Index:
                     dfs[tok_id] = df
             if not terms:
                 return []
-            score = _LuceneScorer(terms, self.k1, self.b, n_tokens / n_docs)
-            # the threshold: the k-th best (allowed) score among the documents of the rarest
-            # terms (enough of them to hold 2k documents)
-            seed_terms: list[int] = []
-            for t in sorted(terms, key=lambda t: dfs[t]):
-                if sum(dfs[s] for s in seed_terms) >= 2 * k:
+            scorer = _LuceneScorer(terms, self.k1, self.b, n_tokens / n_docs)
+            scored: dict[int, tuple[str, float]] = {}  # row -> (id, score)
+            allowed: list[float] = []  # scores of the scored documents that ``allow`` accepts
+            done: set[int] = set()
+            by_rarity = sorted(terms, key=lambda t: dfs[t])
+            by_bound = sorted(terms, key=lambda t: terms[t])
+            threshold: float | None = None
+            while True:
+                # the terms that can still lift a document into the top k: all of them until k
+                # documents are scored, then all but the commonest whose bounds stay below the k-th score
+                essential, bound = set(terms), 0.0
+                if threshold is not None:
+                    for t in by_bound:
+                        bound += terms[t]
+                        if bound * (1 + 1e-9) >= threshold:
+                            break
+                        essential.discard(t)
+                todo = [t for t in by_rarity if t in essential and t not in done]
+                if not todo:
                     break
-                seed_terms.append(t)
-            seed = self._candidates(seed_terms, score)
-            threshold = _kth_allowed(seed, k, allow)
-            # terms whose upper bounds (idf: the term part stays below 1) together stay below it
-            # cannot lift a document into the top k on their own: skip their documents
-            essential, bound = [], 0.0
-            for t in sorted(terms, key=lambda t: terms[t]):
-                if threshold is not None and (bound + terms[t]) * (1 + 1e-9) < threshold:
-                    bound += terms[t]
-                else:
-                    essential.append(t)
-            found = seed if set(essential) <= set(seed_terms) else self._candidates(essential, score)
-        found.sort(key=lambda hit: (-hit[2], hit[0]))
-        return _take_allowed([(doc_id, s) for _, doc_id, s in found], k, allow)
+                batch, batch_df = [], 0
+                for t in todo:  # the rarest terms left, enough of them to hold 2k documents
+                    batch.append(t)
+                    batch_df += dfs[t]
+                    if batch_df >= 2 * k:
+                        break
+                done.update(batch)
+                new = [r for r in self._documents(batch) if r[0] not in scored]
+                if not new:
+                    continue
+                scores = scorer(new)
+                for (row, doc_id, _), sc in zip(new, scores.tolist()):
+                    scored[row] = (doc_id, sc)
+                oks = [True] * len(new) if allow is None else allow([r[1] for r in new])
+                allowed.extend(sc for sc, ok in zip(scores.tolist(), oks) if ok and sc > 0)
+                if len(allowed) >= k:
+                    allowed.sort(reverse=True)
+                    del allowed[k:]
+                    threshold = allowed[-1]
+        ranked = sorted(scored.items(), key=lambda item: (-item[1][1], item[0]))
+        return _take_allowed([hit for _, hit in ranked], k, allow)
 
-    def _candidates(self, terms: Sequence[int], score: "_LuceneScorer") -> list[tuple[int, str, float]]:
-        """``(row, id, score)`` of every document holding one of ``terms``."""
+    def _documents(self, terms: Sequence[int]) -> list[tuple[int, str, bytes]]:
+        """``(row, id, tokens)`` of every document holding one of ``terms``."""
         match = " OR ".join(f'"{t}"' for t in terms)
-        rows = self._con.execute("SELECT d.row, d.id, d.length, d.tokens FROM (SELECT rowid AS r FROM bm25_fts "
+        return self._con.execute("SELECT d.row, d.id, d.tokens FROM (SELECT rowid AS r FROM bm25_fts "
                                  "WHERE bm25_fts MATCH ?) JOIN bm25_docs AS d ON d.row = r", (match,)).fetchall()
-        return [(row, doc_id, score(length, tokens)) for row, doc_id, length, tokens in rows]
 
     def check(self) -> list[str]:
         """Problems found by FTS5's own integrity check (reads the whole index); empty when sound."""
         with self._lock:
             try:
-                self._con.execute("INSERT INTO bm25_fts(bm25_fts, rank) VALUES ('integrity-check', 1)")
+                self._con.execute("INSERT INTO bm25_fts(bm25_fts) VALUES ('integrity-check')")
             except sqlite3.DatabaseError as exc:
                 return [f"keyword index: {exc}"]
         return []
@@ -670,27 +689,25 @@ class SqliteBM25Index:
 
 
 class _LuceneScorer:
-    """bm25s' ``lucene`` score of one document for a fixed query."""
+    """bm25s' ``lucene`` scores of documents (their int32 token blobs) for one query."""
 
     def __init__(self, idf: dict[int, float], k1: float, b: float, avgdl: float) -> None:
-        self.idf = {str(t): v for t, v in idf.items()}
+        self.terms = np.array(sorted(idf), dtype=np.int32)
+        self.idf = np.array([idf[t] for t in self.terms.tolist()], dtype=np.float64)
         self.k1, self.b, self.avgdl = k1, b, avgdl
 
-    def __call__(self, length: int, tokens: str) -> float:
-        counts: dict[str, int] = {}
-        for tok in tokens.split():
-            if tok in self.idf:
-                counts[tok] = counts.get(tok, 0) + 1
-        norm = self.k1 * (1 - self.b + self.b * length / self.avgdl)
-        return sum(self.idf[t] * tf / (tf + norm) for t, tf in counts.items())
-
-
-def _kth_allowed(hits: list[tuple[int, str, float]], k: int,
-                 allow: Callable[[Sequence[str]], Sequence[bool]] | None) -> float | None:
-    """The ``k``-th best score among ``hits`` that ``allow`` accepts (``None``: fewer than ``k``)."""
-    scores = sorted((s for _, _, s in hits if s > 0), reverse=True) if allow is None else sorted(
-        (s for (_, _, s), ok in zip(hits, allow([h[1] for h in hits])) if ok and s > 0), reverse=True)
-    return scores[k - 1] if len(scores) >= k else None
+    def __call__(self, rows: Sequence[tuple[int, str, bytes]]) -> np.ndarray:
+        blobs = [r[2] for r in rows]
+        lengths = np.fromiter((len(blob) >> 2 for blob in blobs), dtype=np.int64, count=len(blobs))
+        flat = np.frombuffer(b"".join(blobs), dtype=np.int32)
+        doc = np.repeat(np.arange(len(blobs)), lengths)
+        pos = np.minimum(np.searchsorted(self.terms, flat), self.terms.size - 1)
+        hit = self.terms[pos] == flat
+        tf = np.zeros((len(blobs), self.terms.size), dtype=np.float64)
+        np.add.at(tf, (doc[hit], pos[hit]), 1.0)
+        norm = self.k1 * (1 - self.b + self.b * lengths / self.avgdl)
+        part = np.divide(tf, tf + norm[:, None], out=np.zeros_like(tf), where=tf > 0)
+        return (self.idf * part).sum(axis=1)
 
 
 def _take_allowed(ranked: list[tuple[str, float]], k: int,
