@@ -159,6 +159,11 @@ class BM25Index:
     def __contains__(self, item: object) -> bool:
         return item in self._row
 
+    def token_bytes(self) -> int:
+        """Bytes of the tokenised corpus: 4 per token plus each vocabulary entry (UTF-8 + 4)."""
+        with self._lock:
+            return sum(int(t.size) * 4 for t in self._tokens) + sum(len(t.encode("utf-8")) + 4 for t in self.vocab)
+
     def _encode(self, tokens: Sequence[str]) -> np.ndarray:
         vocab = self.vocab
         out = np.empty(len(tokens), dtype=np.int32)
@@ -498,6 +503,13 @@ class SqliteBM25Index:
     def __contains__(self, item: object) -> bool:
         with self._lock:
             return self._con.execute("SELECT 1 FROM bm25_docs WHERE id = ?", (str(item),)).fetchone() is not None
+
+    def token_bytes(self) -> int:
+        """As :meth:`BM25Index.token_bytes` (reads the vocabulary)."""
+        with self._lock:
+            vocab = self._con.execute("SELECT COALESCE(SUM(LENGTH(CAST(token AS BLOB)) + 4), 0) FROM bm25_vocab "
+                                      "WHERE df > 0").fetchone()[0]
+            return self._counts()[1] * 4 + int(vocab)
 
     @property
     def ids(self) -> list[str]:
