@@ -29,13 +29,14 @@ each one replays the other's changes before it saves.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import logging
 import struct
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -118,7 +119,7 @@ class KeywordIndex:
         with self._lock:
             missing = False
             if not self.bm25.exists():
-                with self.bm25.transaction():
+                with self._writing():
                     if not self.bm25.exists():  # not created by another handle meanwhile
                         missing = self._create_tables()
             self.refresh()
@@ -145,6 +146,16 @@ class KeywordIndex:
         self.bm25.add_encoded(old)
         self.bm25.generation = generation
         return False
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write transaction on the keyword tables, holding the source store's connection
+        lock first: the store's own writes take that lock, then the file's write lock, so
+        taking them in the same order here means a writer thread and a catching-up reader
+        thread of one process never wait for each other's lock."""
+        assert isinstance(self.bm25, SqliteBM25Index)
+        with getattr(self.store, "_lock", None) or contextlib.nullcontext(), self.bm25.transaction():
+            yield
 
     def _decode(self, raw: bytes) -> tuple[BM25Index, int]:
         if raw[:5] != _MAGIC:
@@ -193,7 +204,7 @@ class KeywordIndex:
             if stored == self.store.generation():
                 self.generation = stored
                 return False
-            with self.bm25.transaction():
+            with self._writing():
                 stored = self.bm25.generation  # again, inside the transaction: another handle may have caught up
                 current = self.store.generation()
                 if stored == current:
@@ -213,7 +224,7 @@ class KeywordIndex:
         """BM25 from scratch over every complete source of the store."""
         if self.incremental:
             assert isinstance(self.bm25, SqliteBM25Index)
-            with self._lock, self.bm25.transaction():
+            with self._lock, self._writing():
                 generation = self.store.generation()
                 self.bm25.clear()
                 heads = self.store.heads()
