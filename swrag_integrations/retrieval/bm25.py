@@ -639,8 +639,9 @@ class SqliteBM25Index:
             if not terms:
                 return []
             scorer = _LuceneScorer(terms, self.k1, self.b, n_tokens / n_docs)
-            scored: dict[int, tuple[str, float]] = {}  # row -> (id, score)
-            allowed: list[float] = []  # scores of the scored documents that ``allow`` accepts
+            seen = np.zeros(0, dtype=np.int64)  # rows scored so far (their scores in ``scores``)
+            scores = np.zeros(0, dtype=np.float64)
+            best = np.zeros(0, dtype=np.float64)  # the k best positive scores ``allow`` accepts
             done: set[int] = set()
             by_rarity = sorted(terms, key=lambda t: dfs[t])
             by_bound = sorted(terms, key=lambda t: terms[t])
@@ -665,26 +666,62 @@ class SqliteBM25Index:
                     if batch_df >= 2 * k:
                         break
                 done.update(batch)
-                new = [r for r in self._documents(batch) if r[0] not in scored]
-                if not new:
+                fetched = self._documents(batch)
+                if not fetched:
                     continue
-                scores = scorer(new)
-                for (row, doc_id, _), sc in zip(new, scores.tolist()):
-                    scored[row] = (doc_id, sc)
-                oks = [True] * len(new) if allow is None else allow([r[1] for r in new])
-                allowed.extend(sc for sc, ok in zip(scores.tolist(), oks) if ok and sc > 0)
-                if len(allowed) >= k:
-                    allowed.sort(reverse=True)
-                    del allowed[k:]
-                    threshold = allowed[-1]
-        ranked = sorted(scored.items(), key=lambda item: (-item[1][1], item[0]))
-        return _take_allowed([hit for _, hit in ranked], k, allow)
+                rows = np.fromiter((r[0] for r in fetched), dtype=np.int64, count=len(fetched))
+                fresh = ~np.isin(rows, seen)
+                if not fresh.any():
+                    continue
+                rows = rows[fresh]
+                new = scorer([blob for (_, blob), ok in zip(fetched, fresh.tolist()) if ok])
+                seen, scores = np.concatenate([seen, rows]), np.concatenate([scores, new])
+                keep = new > 0
+                if allow is not None and keep.any():
+                    ids = self._ids(rows[keep])
+                    keep[keep] = np.fromiter((bool(ok) for ok in allow([ids[r] for r in rows[keep].tolist()])),
+                                             dtype=bool, count=int(keep.sum()))
+                best = np.concatenate([best, new[keep]])
+                if best.size >= k:
+                    best = -np.partition(-best, k - 1)[:k]
+                    threshold = float(best.min())
+            positive = scores > 0
+            seen, scores = seen[positive], scores[positive]
+            if allow is None and scores.size > k:  # only the top k (and its ties) need ordering
+                kth = -np.partition(-scores, k - 1)[k - 1]
+                top = scores >= kth
+                seen, scores = seen[top], scores[top]
+            order = np.lexsort((seen, -scores))  # best first, ties: older rows first
+            ranked_rows, ranked_scores = seen[order].tolist(), scores[order].tolist()
+            out: list[tuple[str, float]] = []
+            block = max(4 * k, 256)
+            for b in range(0, len(ranked_rows), block):
+                part = ranked_rows[b:b + block]
+                ids = self._ids(part)
+                hits = [(ids[r], sc) for r, sc in zip(part, ranked_scores[b:b + block])]
+                oks = [True] * len(hits) if allow is None else allow([h[0] for h in hits])
+                for hit, ok in zip(hits, oks):
+                    if ok:
+                        out.append(hit)
+                        if len(out) == k:
+                            return out
+            return out
 
-    def _documents(self, terms: Sequence[int]) -> list[tuple[int, str, bytes]]:
-        """``(row, id, tokens)`` of every document holding one of ``terms``."""
+    def _documents(self, terms: Sequence[int]) -> list[tuple[int, bytes]]:
+        """``(row, tokens)`` of every document holding one of ``terms``."""
         match = " OR ".join(f'"{t}"' for t in terms)
-        return self._con.execute("SELECT d.row, d.id, d.tokens FROM (SELECT rowid AS r FROM bm25_fts "
+        return self._con.execute("SELECT d.row, d.tokens FROM (SELECT rowid AS r FROM bm25_fts "
                                  "WHERE bm25_fts MATCH ?) JOIN bm25_docs AS d ON d.row = r", (match,)).fetchall()
+
+    def _ids(self, rows: Iterable[int]) -> dict[int, str]:
+        """``row -> id``."""
+        rows = [int(r) for r in rows]
+        out: dict[int, str] = {}
+        for b in range(0, len(rows), 500):
+            part = rows[b:b + 500]
+            marks = ",".join("?" * len(part))
+            out.update(self._con.execute(f"SELECT row, id FROM bm25_docs WHERE row IN ({marks})", part))
+        return out
 
     def check(self) -> list[str]:
         """Problems found by FTS5's own integrity check (reads the whole index); empty when sound."""
@@ -708,8 +745,7 @@ class _LuceneScorer:
         self.idf = np.array([idf[t] for t in self.terms.tolist()], dtype=np.float64)
         self.k1, self.b, self.avgdl = k1, b, avgdl
 
-    def __call__(self, rows: Sequence[tuple[int, str, bytes]]) -> np.ndarray:
-        blobs = [r[2] for r in rows]
+    def __call__(self, blobs: Sequence[bytes]) -> np.ndarray:
         lengths = np.fromiter((len(blob) >> 2 for blob in blobs), dtype=np.int64, count=len(blobs))
         flat = np.frombuffer(b"".join(blobs), dtype=np.int32)
         doc = np.repeat(np.arange(len(blobs)), lengths)
@@ -720,24 +756,6 @@ class _LuceneScorer:
         norm = self.k1 * (1 - self.b + self.b * lengths / self.avgdl)
         part = np.divide(tf, tf + norm[:, None], out=np.zeros_like(tf), where=tf > 0)
         return (self.idf * part).sum(axis=1)
-
-
-def _take_allowed(ranked: list[tuple[str, float]], k: int,
-                  allow: Callable[[Sequence[str]], Sequence[bool]] | None) -> list[tuple[str, float]]:
-    """The first ``k`` positive-scored hits of ``ranked`` that ``allow`` accepts."""
-    ranked = [hit for hit in ranked if hit[1] > 0]
-    if allow is None:
-        return ranked[:k]
-    out: list[tuple[str, float]] = []
-    block = max(4 * k, 256)
-    for b in range(0, len(ranked), block):
-        part = ranked[b:b + block]
-        for hit, ok in zip(part, allow([h[0] for h in part])):
-            if ok:
-                out.append(hit)
-                if len(out) == k:
-                    return out
-    return out
 
 
 def _allowed_top(ids: Sequence[str], scores: np.ndarray, k: int,
