@@ -1,14 +1,31 @@
-# The two commands of the README. Each sets up .venv on a fresh machine first.
-.PHONY: setup demo test bench
+# The two commands of the README. Each sets up .venv on a fresh machine first: `make demo`
+# installs only what the demo imports, `make test` (and `make setup`) everything.
+.PHONY: setup setup-demo demo test bench reports
 
 setup:
 	@bash scripts/setup.sh
 
-demo: setup
+setup-demo:
+	@bash scripts/setup.sh demo
+
+demo: setup-demo
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/swrag demo
 
+# The main suite (unit + integration: servers, Ray, real models, notebooks, browser) in one
+# pytest-xdist worker per core, each test file whole on one worker (its module fixtures, e.g.
+# a loaded model, are built once), then the Ray tests in one plain pytest process (a pytest-xdist
+# worker died once inside the Ray cluster test, and xdist then waited for ever instead of
+# failing), then the packaging tests (fresh venvs: the [all], [llama-index] and [ipex] environments, pip dry runs).
 test: setup
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=25
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=25 -n auto --dist loadfile -m "not packaging and not ray"
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=5 -m ray
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q -rs --durations=10 -m packaging
 
 bench: setup
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/bench_splitters.py --clock cpu
+
+# Regenerate the reports README/docs quote into runs/reports/<time>/ and mark every figure that
+# moved beyond its interval or tolerance (benchmarks/reports.py). Options through ARGS, e.g.
+# make reports ARGS=--quick | ARGS=--list | ARGS="--only grounding corpus" | ARGS=--write
+reports: setup
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/reports.py $(ARGS)

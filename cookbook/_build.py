@@ -692,8 +692,14 @@ NB04 = [
     Here everything runs on the CPU with the bundled stand-in model: SmolLM2-135M-Instruct
     (a Llama-architecture model) shipped as a GGUF file, so nothing is downloaded. The
     code for a real Llama-3 is at the end.
+
+    ipex-llm is deprecated upstream and pins transformers 4.37 and numpy < 2, so it has its
+    own environment: `pip install torch==2.13.0` then `pip install -e '.[ipex]'` into a fresh
+    venv, and run this notebook there to see the low-bit steps. In the default environment
+    (current transformers) the same cells load the model with plain transformers and say so.
     """),
     code(SETUP + """
+import importlib.util
 import logging
 import shutil
 import tempfile
@@ -710,6 +716,11 @@ from swrag_integrations.llm import (
 )
 
 logging.getLogger("ipex_llm").setLevel(logging.ERROR)
+# ipex-llm pins transformers 4.37 and numpy < 2, so it lives in its own environment
+# (pip install -e '.[ipex]' into a fresh venv); elsewhere these cells use plain transformers.
+IPEX = importlib.util.find_spec("ipex_llm") is not None
+BACKEND = "ipex" if IPEX else "transformers"
+print("ipex-llm installed here:", IPEX, "-> backend", repr(BACKEND))
 print("Intel GPU (xpu) available:", bool(hasattr(torch, "xpu") and torch.xpu.is_available()))
 print("low-bit formats:", ", ".join(LOW_BIT_FORMATS[:10]), "...")
 """),
@@ -738,14 +749,17 @@ print(f"checkpoint: {checkpoint.name} ({folder_size(checkpoint) / 1e6:.0f} MB, c
     code('''
 LOW_BIT_CACHE = Path(tempfile.mkdtemp(prefix="swrag-cookbook-04-"))
 
-llm = load_llama3(checkpoint, backend="ipex", device="auto", low_bit="sym_int8", cache_dir=LOW_BIT_CACHE,
+llm = load_llama3(checkpoint, backend=BACKEND, device="auto", low_bit="sym_int8", cache_dir=LOW_BIT_CACHE,
                   max_new_tokens=32)
 info = llm.info
 print(f"backend={info.backend}  device={info.device}  low_bit={info.low_bit}")
-print(f"loaded in {info.load_seconds:.1f} s; read from the low-bit cache: {info.from_cache}")
-saved = Path(info.cache_path)
-print(f"saved low-bit model: {saved.name} ({folder_size(saved) / 1e6:.0f} MB)")
-print("files:", ", ".join(sorted(p.name for p in saved.iterdir())))
+if IPEX:
+    print(f"loaded in {info.load_seconds:.1f} s; read from the low-bit cache: {info.from_cache}")
+    saved = Path(info.cache_path)
+    print(f"saved low-bit model: {saved.name} ({folder_size(saved) / 1e6:.0f} MB)")
+    print("files:", ", ".join(sorted(p.name for p in saved.iterdir())))
+else:
+    print(f"loaded in {info.load_seconds:.1f} s; no low-bit conversion without ipex-llm (fp32 weights)")
 '''),
     md("""
     ## Second load: `load_low_bit` from the cache
@@ -753,10 +767,13 @@ print("files:", ", ".join(sorted(p.name for p in saved.iterdir())))
     The same call again finds the saved low-bit model and skips the conversion.
     """),
     code('''
-del llm
-llm = load_llama3(checkpoint, backend="ipex", device="auto", low_bit="sym_int8", cache_dir=LOW_BIT_CACHE,
-                  max_new_tokens=32)
-print(f"loaded in {llm.info.load_seconds:.1f} s; read from the low-bit cache: {llm.info.from_cache}")
+if IPEX:
+    del llm
+    llm = load_llama3(checkpoint, backend=BACKEND, device="auto", low_bit="sym_int8", cache_dir=LOW_BIT_CACHE,
+                      max_new_tokens=32)
+    print(f"loaded in {llm.info.load_seconds:.1f} s; read from the low-bit cache: {llm.info.from_cache}")
+else:
+    print("skipped: the low-bit cache is ipex-llm's (its own environment: pip install -e '.[ipex]')")
 '''),
     md("""
     ## Generation
@@ -801,7 +818,7 @@ print(f"LlamaIndex: {type(li_llm).__name__}, context_window={meta.context_window
     code('''
 REAL_MODEL = os.environ.get("SWRAG_LLAMA3")  # e.g. "meta-llama/Meta-Llama-3-8B-Instruct" or /models/llama3-8b
 if REAL_MODEL:
-    llama3 = load_llama3(REAL_MODEL, backend="ipex", device="xpu", low_bit="sym_int4", max_new_tokens=128)
+    llama3 = load_llama3(REAL_MODEL, backend=BACKEND, device="auto", low_bit="sym_int4", max_new_tokens=128)
     print(llama3.info)  # second run: from_cache=True (load_low_bit)
     print(llama3.generate("In one sentence: what is retrieval-augmented generation?"))
 else:

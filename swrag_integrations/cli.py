@@ -18,27 +18,26 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from importlib import resources
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
+from .cli_common import (
+    EXIT_INPUT,
+    EXIT_UNHEALTHY,
+    EXIT_USAGE,
+    answer_options,
+    config_option,
+    load_llm,
+    missing_extra_message,
+    open_index,
+    read_text,
+    sample_path,
+    store_options,
+)
 from .windows import WindowConfig, iter_chunks
 
-EXIT_USAGE = 2
-EXIT_INPUT = 3
-EXIT_UNHEALTHY = 4
-
-
-def sample_path() -> Path:
-    """Path of the bundled sample document."""
-    return Path(str(resources.files("swrag_integrations") / "data" / "sample.md"))
-
-
-def _read_text(path: Path) -> str:
-    """A text file as the index reads it (CRLF kept: offsets are the index's)."""
-    from .retrieval.files import read_text
-
-    return read_text(path)
+__all__ = ["main", "build_parser", "sample_path", "DEMO_QUESTIONS", "COMMANDS", "DiskFullError", "disk_full_message",
+           "EXIT_USAGE", "EXIT_INPUT", "EXIT_UNHEALTHY"]
 
 
 def _print_windows(text: str, config: WindowConfig, limit: int | None) -> int:
@@ -57,7 +56,7 @@ def _print_windows(text: str, config: WindowConfig, limit: int | None) -> int:
 
 def cmd_split(args: argparse.Namespace) -> int:
     path = Path(args.path) if args.path else sample_path()
-    text = _read_text(path)
+    text = read_text(path)
     strategies = [s.strip().upper() for s in args.strategy.split(",")]
     for strategy in strategies:
         step = args.step if args.step is not None else (3 if strategy == "DDS" else max(1, args.window // 4))
@@ -73,58 +72,6 @@ DEMO_QUESTIONS = (
     "Why was the fog signal silenced?",
     "灯塔有多高？",
 )
-
-
-def _open_index(args: argparse.Namespace, *, must_exist: bool):
-    from .retrieval import SlidingWindowIndex
-
-    config = None
-    if getattr(args, "config", None):  # a bad configuration file is reported before anything else
-        from .tuning.config import TunedConfig
-
-        config = TunedConfig.load(args.config)
-    if args.persist_dir is None and getattr(args, "default_index", False):
-        from .paths import default_index_dir
-
-        args.persist_dir = str(default_index_dir())
-    persist = Path(args.persist_dir).expanduser()
-    if args.host is None and must_exist:
-        store = persist / "sources" / f"{args.collection}.sqlite3"
-        if not persist.is_dir() or not store.is_file():
-            raise FileNotFoundError(f"no index at {persist}" + ("" if args.collection == "swrag" else
-                                    f" (collection {args.collection!r})") +
-                                    ": run `swrag index PATH...` first (or pass --persist-dir)")
-    embedding = None
-    if getattr(args, "embed_backend", None):
-        from .retrieval.embeddings import MiniLMEmbeddings
-
-        embedding = MiniLMEmbeddings(backend=args.embed_backend)
-    return SlidingWindowIndex(
-        None if args.host else persist,
-        embedding=embedding,
-        collection_name=args.collection,
-        host=args.host,
-        port=args.port,
-        strategy=getattr(args, "strategy", None),
-        window_size=getattr(args, "window", None),
-        step=getattr(args, "step", None),
-        lock_timeout=getattr(args, "lock_timeout", 600.0),
-        config=config,
-    )
-
-
-def _load_llm(args: argparse.Namespace):
-    import warnings
-
-    from .llm import load_llama3
-
-    # Third-party noise on every load (the fallback warning of ours stays visible).
-    warnings.filterwarnings("ignore", message="transformers.deepspeed module is deprecated")
-    warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
-
-    print(f"loading the LLM ({args.model or 'bundled SmolLM2-135M-Instruct'}, {args.low_bit}, {args.device})...", file=sys.stderr)
-    return load_llama3(args.model, device=args.device, low_bit=args.low_bit, max_new_tokens=args.max_new_tokens,
-                       backend=getattr(args, "backend", "auto"))
 
 
 def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
@@ -173,7 +120,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"no such file or directory: {raw}")
     import time
 
-    from .retrieval.parallel import ingest_from_args
+    from .cli_common import ingest_from_args
 
     address, workers = getattr(args, "ray", None), getattr(args, "workers", None)
     ray_started = False
@@ -188,7 +135,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             print("swrag: error: --ray needs the [ray] extra: pip install 'swrag-integrations[ray]'", file=sys.stderr)
             return EXIT_USAGE
     try:
-        index = _open_index(args, must_exist=False)
+        index = open_index(args, must_exist=False)
         began = time.perf_counter()
         report = ingest_from_args(index, args)
         seconds = time.perf_counter() - began
@@ -221,7 +168,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     from .paths import cache_dir
 
-    index = _open_index(args, must_exist=True)
+    from .cli_common import open_engine
+
+    # the engine, not the LangChain face: status reads the parts, so it needs neither the
+    # face nor (without --deep) the embedding model or bm25s
+    index = open_engine(args, must_exist=True)
     status = index.status(deep=args.deep, probe=args.deep)  # the embedding model only for --deep
     if args.json:
         print(json.dumps({**status.to_dict(), "cache": str(cache_dir())}, indent=2, ensure_ascii=False))
@@ -231,7 +182,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    index = _open_index(args, must_exist=True)
+    index = open_index(args, must_exist=True)
     report = index.repair(deep=args.deep)
     print(f"repaired: {report.repaired} source(s), removed unfinished: {report.removed}")
     for note in report.notes:
@@ -244,10 +195,10 @@ def cmd_repair(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     if not args.question.strip():
         raise ValueError("the question must not be empty")
-    index = _open_index(args, must_exist=True)
+    index = open_index(args, must_exist=True)
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
-    llm = None if args.retrieval_only else _load_llm(args)
+    llm = None if args.retrieval_only else load_llm(args)
     result = _answer(index, args.question, args, llm)
     _print_answer(result, as_json=args.json)
     if args.view:
@@ -269,7 +220,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from .llm import default_cache_dir
 
         args.persist_dir = str(default_cache_dir() / "demo-index")
-    index = _open_index(args, must_exist=False)
+    index = open_index(args, must_exist=False)
     docs = load_files([sample_path()]).documents
     report = index.index_documents(docs)
     if own_index:  # the demo's own store holds only this sample (not copies from other checkouts)
@@ -278,7 +229,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if stale:
             index.delete(stale)
     print(f"indexed {sample_path().name}: {report.summary()}\n")
-    llm = None if args.retrieval_only else _load_llm(args)
+    llm = None if args.retrieval_only else load_llm(args)
     for question in args.question or DEMO_QUESTIONS:
         _print_answer(_answer(index, question, args, llm), as_json=args.json)
     return 0
@@ -296,11 +247,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def _config_option(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--config", metavar="CONFIG.json", default=None,
-                        help=f"a configuration written by `swrag tune`: {what}")
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
     import runpy
 
@@ -312,54 +258,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-DEFAULT_INDEX = "$SWRAG_HOME/index"  # --persist-dir's default: paths.default_index_dir(), resolved when opened
-
-
-def _store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEFAULT_INDEX) -> None:
-    """The index location options; ``default_dir=None``: no index unless one is given."""
-    parser.set_defaults(default_index=default_dir == DEFAULT_INDEX)
-    parser.add_argument("--persist-dir", default=None if default_dir == DEFAULT_INDEX else default_dir,
-                        help="the index folder (default: " + (
-                            "$SWRAG_HOME/index, else $XDG_DATA_HOME/swrag/index, i.e. ~/.local/share/swrag/index; "
-                            "./.swrag/index if it exists" if default_dir == DEFAULT_INDEX else
-                            default_dir or "a cache folder") + ")")
-    parser.add_argument("--collection", default="swrag", help="Chroma collection name (default: swrag)")
-    parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
-    parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
-    parser.add_argument("--embed-backend", choices=["sentence-transformers", "onnx", "onnx-int8"], default=None,
-                        help="how the bundled MiniLM runs (default: $SWRAG_EMBEDDINGS_BACKEND or sentence-transformers; "
-                             "onnx-int8 is ~3x faster, cosine 0.993 to the reference vectors)")
-    parser.add_argument("--lock-timeout", type=float, default=600.0,
-                        help="seconds to wait while another process writes to the index (default: 600)")
-
-
-def _answer_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--k", type=int, default=None, help="cap on returned windows (default: as many as fit the budget)")
-    parser.add_argument("--budget", type=int, default=None,
-                        help="context budget in tokens (default: the index's tuned configuration's, else 1500)")
-    parser.add_argument("--multi-query", action="store_true", help="ask the LLM for query variants and fuse their results")
-    parser.add_argument("--retrieval-only", action="store_true", help="print the retrieved windows, do not load the LLM")
-    parser.add_argument("--model", default=None, help="Llama-family model: local path, .gguf file or hub id (default: bundled SmolLM2)")
-    parser.add_argument("--device", choices=["cpu", "xpu", "auto"], default="cpu", help="device (default: cpu)")
-    parser.add_argument("--backend", choices=["auto", "ipex", "transformers"], default="auto",
-                        help="auto (default): IPEX-LLM low-bit when installed ([ipex] extra), else transformers")
-    parser.add_argument("--low-bit", default="sym_int8", help="IPEX-LLM low-bit format (default: sym_int8)")
-    parser.add_argument("--max-new-tokens", type=int, default=96, help="answer length limit (default: 96)")
-    parser.add_argument("--json", action="store_true",
-                        help="print the structured result (answer, sources, per-sentence grounding) as JSON")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
-    parser = argparse.ArgumentParser(
-        prog="swrag",
-        description="Sliding-window RAG: split documents into overlapping windows (FFS, DFS, DDS).",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    split = sub.add_parser("split", help="print the windows of a text file", description="Print the windows of a UTF-8 text file.")
+def _configure_split(split: argparse.ArgumentParser) -> None:
+    split.description = "Print the windows of a UTF-8 text file."
     split.add_argument("path", nargs="?", help="text file (default: the bundled sample document)")
     split.add_argument("--strategy", default="DDS", help="FFS, DFS, DDS or a comma-separated list (default: DDS)")
     split.add_argument("--window", type=int, default=128, help="window size in --unit (default: 128)")
@@ -368,72 +268,74 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("--limit", type=int, default=None, help="print at most this many windows per strategy")
     split.set_defaults(func=cmd_split)
 
-    demo = sub.add_parser(
-        "demo",
-        help="index the bundled sample and answer questions (the main job)",
-        description="Index the bundled sample document into an embedded store and answer a few questions end to end with the local LLM.",
-    )
-    _store_options(demo, default_dir=None)
-    _answer_options(demo)
+
+def _configure_demo(demo: argparse.ArgumentParser) -> None:
+    demo.description = ("Index the bundled sample document into an embedded store and answer a few questions end to "
+                        "end with the local LLM.")
+    store_options(demo, default_dir=None)
+    answer_options(demo)
     demo.add_argument("--question", action="append", help="ask this instead of the built-in questions (repeatable)")
     demo.set_defaults(func=cmd_demo)
 
-    index = sub.add_parser(
-        "index", help="index files or folders",
-        description="Index .txt, .md, .pdf and .csv files (folders are searched recursively). Re-indexing is "
-                    "idempotent; files that vanished or became empty are removed from the "
-                    "index (CSV rows and PDF pages too), unless --keep-missing. A file is indexed under the path "
-                    "it was reached by (a symlink's own path, not its target's). Files that cannot be read "
-                    "faithfully (binary, not UTF-8/UTF-16/GB18030, broken PDF) are skipped with a warning. "
-                    "--workers N spreads loading, cutting and embedding over N processes, --ray ADDRESS over a "
-                    "Ray cluster; one writer either way, and an interrupted run is finished by the next one.")
+
+def _configure_index(index: argparse.ArgumentParser) -> None:
+    from .graph.cli import add_graph_arguments
+    from .raptor.cli import add_index_options as raptor_index_options
+    from .cli_common import add_ingest_arguments
+
+    index.description = (
+        "Index .txt, .md, .pdf and .csv files (folders are searched recursively). Re-indexing is "
+        "idempotent; files that vanished or became empty are removed from the "
+        "index (CSV rows and PDF pages too), unless --keep-missing. A file is indexed under the path "
+        "it was reached by (a symlink's own path, not its target's). Files that cannot be read "
+        "faithfully (binary, not UTF-8/UTF-16/GB18030, broken PDF) are skipped with a warning. "
+        "--workers N spreads loading, cutting and embedding over N processes, --ray ADDRESS over a "
+        "Ray cluster; one writer either way, and an interrupted run is finished by the next one.")
     index.add_argument("paths", nargs="+", help="files or folders")
-    _store_options(index)
+    store_options(index)
     index.add_argument("--encoding", default=None, help="decode text and CSV files with this encoding (e.g. latin-1)")
     index.add_argument("--errors", choices=["strict", "replace"], default="strict",
                        help="'replace' indexes undecodable bytes as U+FFFD instead of skipping the file (lossy)")
     index.add_argument("--keep-missing", action="store_true",
                        help="do not remove sources of files that are gone or empty under the given paths")
-    from .graph.cli import add_graph_arguments
-
     add_graph_arguments(index)
-    from .raptor.cli import add_index_options as raptor_index_options
-
     raptor_index_options(index)
-    _config_option(index, "its chunking, recorded in the index with its retriever settings (which "
-                          "`swrag ask` then uses)")
-    from .retrieval.parallel import add_ingest_arguments
-
+    config_option(index, "its chunking, recorded in the index with its retriever settings (which "
+                         "`swrag ask` then uses)")
     add_ingest_arguments(index)
     index.add_argument("--strategy", choices=["FFS", "DFS", "DDS"], type=str.upper, default=None, help="window strategy (default: small chunks with W=6/S=3 windows)")
     index.add_argument("--window", type=int, default=None, help="window size in tokens for --strategy")
     index.add_argument("--step", type=int, default=None, help="step for --strategy")
     index.set_defaults(func=cmd_index)
 
-    status = sub.add_parser("status", help="health of an index",
-                            description="Print the index's sources, unfinished writes and the health of its vectors "
-                                        "and keyword index. Exit code 4 when a repair is needed.")
-    _store_options(status)
+
+def _configure_status(status: argparse.ArgumentParser) -> None:
+    status.description = ("Print the index's sources, unfinished writes and the health of its vectors "
+                          "and keyword index. Exit code 4 when a repair is needed.")
+    store_options(status)
     status.add_argument("--deep", action="store_true",
                         help="also check the vectors with the embedding model (loads it), every vector id and the "
                              "source store's integrity")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=cmd_status)
 
-    repair = sub.add_parser("repair", help="repair an index from its stored sources",
-                            description="Finish interrupted writes, write missing vectors, rebuild a damaged vector "
-                                        "collection and the keyword index, all from the source store (the files "
-                                        "are not needed).")
-    _store_options(repair)
+
+def _configure_repair(repair: argparse.ArgumentParser) -> None:
+    repair.description = ("Finish interrupted writes, write missing vectors, rebuild a damaged vector "
+                          "collection and the keyword index, all from the source store (the files "
+                          "are not needed).")
+    store_options(repair)
     repair.add_argument("--deep", action="store_true", help="check every source's vectors, not only the counts")
     repair.set_defaults(func=cmd_repair)
 
-    ask = sub.add_parser("ask", help="answer a question from the index", description="Answer a question from the index with the local LLM and cite the source windows.")
+
+def _configure_ask(ask: argparse.ArgumentParser) -> None:
+    ask.description = "Answer a question from the index with the local LLM and cite the source windows."
     ask.add_argument("question", help="the question")
-    _store_options(ask)
-    _answer_options(ask)
-    _config_option(ask, "the index must have its chunking; its retriever settings are used (and recorded in the "
-                        "index)")
+    store_options(ask)
+    answer_options(ask)
+    config_option(ask, "the index must have its chunking; its retriever settings are used (and recorded in the "
+                       "index)")
     ask.add_argument("--filter", action="append", metavar="KEY=VALUE", default=None,
                      help="only sources whose metadata has KEY=VALUE (repeatable: all must hold), e.g. "
                           "--filter source=docs/a.md")
@@ -441,47 +343,88 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also write the answer with its sources as a self-contained HTML page")
     ask.set_defaults(func=cmd_ask)
 
-    from .raptor.cli import add_arguments as raptor_arguments
-    from .raptor.cli import raptor_description
 
-    raptor = sub.add_parser("raptor", help="RAPTOR summary trees over an index", description=raptor_description())
-    _store_options(raptor)
-    raptor_arguments(raptor)
+def _configure_raptor(raptor: argparse.ArgumentParser) -> None:
+    from .raptor.cli import add_arguments, raptor_description
 
-    from .view.cli import add_arguments as view_arguments
-    from .view.cli import run as view_run
+    raptor.description = raptor_description()
+    store_options(raptor)
+    add_arguments(raptor)
 
-    view = sub.add_parser(
-        "view", help="write an HTML view of windows, retrieval or an answer",
-        description="Write one self-contained HTML file (no network): the windows of a document under one or more "
-                    "splitter configurations, a question against an index, or an answer with its sources.")
-    view_arguments(view)
-    view.set_defaults(func=view_run)
 
-    try:
-        from .evaluation.cli import add_arguments
-    except ImportError:  # pragma: no cover - evaluation extras missing
-        add_arguments = None
-    if add_arguments is not None:
-        ev = sub.add_parser("eval", help="run the evaluation grid", description="Evaluate strategies on LongBench-style JSONL (context recall, F1).")
-        add_arguments(ev)
-        ev.set_defaults(func=cmd_eval)
+def _configure_view(view: argparse.ArgumentParser) -> None:
+    from .view.cli import add_arguments, run
 
-    from .tuning.cli import EPILOG as TUNE_EPILOG
-    from .tuning.cli import add_arguments as tune_arguments
+    view.description = ("Write one self-contained HTML file (no network): the windows of a document under one or "
+                        "more splitter configurations, a question against an index, or an answer with its sources.")
+    add_arguments(view)
+    view.set_defaults(func=run)
 
-    tune = sub.add_parser(
-        "tune", help="pick chunking and retrieval settings for your documents (no labelled questions)",
-        description="Tune chunking and retrieval settings to your documents, without labelled questions, and write "
-                    "them to a JSON configuration.",
-        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    tune_arguments(tune)
+
+def _configure_eval(ev: argparse.ArgumentParser) -> None:
+    from .evaluation.cli import add_arguments
+
+    ev.description = "Evaluate strategies on LongBench-style JSONL (context recall, F1)."
+    add_arguments(ev)
+    ev.set_defaults(func=cmd_eval)
+
+
+def _configure_tune(tune: argparse.ArgumentParser) -> None:
+    from .tuning.cli import EPILOG, add_arguments
+
+    tune.description = ("Tune chunking and retrieval settings to your documents, without labelled questions, and "
+                        "write them to a JSON configuration.")
+    tune.epilog = EPILOG
+    tune.formatter_class = argparse.RawDescriptionHelpFormatter
+    add_arguments(tune)
     tune.set_defaults(func=cmd_tune)
 
-    bench = sub.add_parser("bench", help="run a benchmark (source checkout)", description="Run benchmarks/bench_NAME.py of a source checkout.")
+
+def _configure_bench(bench: argparse.ArgumentParser) -> None:
+    bench.description = "Run benchmarks/bench_NAME.py of a source checkout."
     bench.add_argument("name", choices=["splitters", "retrieval", "backends", "embeddings", "llm", "ingest", "growth"], help="which benchmark")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
     bench.set_defaults(func=cmd_bench)
+
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "split": ("print the windows of a text file", _configure_split),
+    "demo": ("index the bundled sample and answer questions (the main job)", _configure_demo),
+    "index": ("index files or folders", _configure_index),
+    "status": ("health of an index", _configure_status),
+    "repair": ("repair an index from its stored sources", _configure_repair),
+    "ask": ("answer a question from the index", _configure_ask),
+    "raptor": ("RAPTOR summary trees over an index", _configure_raptor),
+    "view": ("write an HTML view of windows, retrieval or an answer", _configure_view),
+    "eval": ("run the evaluation grid", _configure_eval),
+    "tune": ("pick chunking and retrieval settings for your documents (no labelled questions)", _configure_tune),
+    "bench": ("run a benchmark (source checkout)", _configure_bench),
+}
+"""Subcommand -> (one-line help, the function that adds its arguments). A subcommand's
+arguments, and so its modules, are set up only when it is the one being run."""
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named on a command line (the first argument that is not an option), if any."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The ``swrag`` parser. Every subcommand is listed; only the arguments of ``commands``
+    are set up (their modules imported), or every subcommand's when ``commands`` is ``None``."""
+    chosen = set(COMMANDS if commands is None else commands)
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="swrag",
+        description="Sliding-window RAG: split documents into overlapping windows (FFS, DFS, DDS).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_text, configure) in COMMANDS.items():
+        subparser = sub.add_parser(name, help=help_text, description=help_text)
+        if name in chosen:
+            configure(subparser)
     return parser
 
 
@@ -562,8 +505,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     import sqlite3
     import warnings
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = command_of(argv)
+    try:
+        parser = build_parser([command] if command in COMMANDS else [])
+        args = parser.parse_args(argv)
+    except ModuleNotFoundError as exc:  # the subcommand's extra is not installed
+        message = missing_extra_message(exc, command)
+        if message is None:
+            raise
+        print(f"swrag: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
@@ -588,6 +540,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, OverflowError, LookupError) as exc:
         print(f"swrag: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        message = missing_extra_message(exc, command)
+        if message is None:
+            return _unexpected(exc)
+        print(f"swrag: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, never a traceback
         from .retrieval.index import IndexDamagedError
         from .retrieval.sources import SourceStoreError
@@ -595,11 +553,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, (IndexDamagedError, SourceStoreError)):
             print(f"swrag: error: {exc}", file=sys.stderr)
             return EXIT_INPUT
-        if os.environ.get("SWRAG_DEBUG"):
-            raise
-        print(f"swrag: error: unexpected {type(exc).__name__}: {exc} (set SWRAG_DEBUG=1 for the traceback)",
-              file=sys.stderr)
-        return 1
+        return _unexpected(exc)
+
+
+def _unexpected(exc: BaseException) -> int:
+    """Report an unexpected error in one line (its traceback with ``SWRAG_DEBUG=1``); exit code 1."""
+    if os.environ.get("SWRAG_DEBUG"):
+        raise exc
+    print(f"swrag: error: unexpected {type(exc).__name__}: {exc} (set SWRAG_DEBUG=1 for the traceback)",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

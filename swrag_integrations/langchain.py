@@ -203,10 +203,11 @@ class SlidingWindowTextSplitter(TextSplitter):
 
     def view(self, text: str, *others: Any) -> Any:
         """This splitter's windows over ``text`` (and ``others``' side by side) as an HTML
-        view that shows itself in Jupyter (``.save(path)`` writes the page)."""
-        from .view.split import WindowsView
+        view that shows itself in Jupyter (``.save(path)`` writes the page). Needs
+        ``import swrag_integrations.view`` first (it registers the view)."""
+        from .display import make_view
 
-        return WindowsView(text, self, *others)
+        return make_view("windows", text, self, *others)
 
     def split_text(self, text: str) -> list[str]:
         """Split ``text`` into its windows (strings, in order)."""

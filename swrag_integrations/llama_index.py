@@ -1,4 +1,9 @@
-"""LlamaIndex node parsers for the three sliding-window strategies.
+"""LlamaIndex faces: node parsers for the three sliding-window strategies, and the index.
+
+The index, its retriever and the bundled embedding (``[llama-index]`` extra, no
+LangChain) are loaded on first use: :class:`SlidingWindowLlamaIndex`,
+:class:`WindowedLlamaIndexRetriever`, :class:`MiniLMLlamaIndexEmbedding`
+(:mod:`swrag_integrations.retrieval.llama_index`).
 
 Thin wrappers over :mod:`swrag_integrations.windows`. Nodes carry exact
 ``start_char_idx``/``end_char_idx`` (LlamaIndex's own ``str.find`` guess in
@@ -31,7 +36,21 @@ __all__ = [
     "FixedWindowNodeParser",
     "DynamicWindowNodeParser",
     "DynamicStepNodeParser",
+    "SlidingWindowLlamaIndex",
+    "WindowedLlamaIndexRetriever",
+    "MiniLMLlamaIndexEmbedding",
 ]
+
+_INDEX_NAMES = ("SlidingWindowLlamaIndex", "WindowedLlamaIndexRetriever", "MiniLMLlamaIndexEmbedding")
+
+
+def __getattr__(name: str) -> Any:
+    """The index names, imported on first use (they need the index's packages)."""
+    if name in _INDEX_NAMES:
+        from .retrieval import llama_index as faces
+
+        return getattr(faces, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _with_keys(keys: List[str]) -> List[str]:

@@ -1,22 +1,55 @@
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from ci_switch import require_shared
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    # Under pytest-xdist (make test: one worker per core) each worker gets its share of the
+    # cores for torch/OpenMP; more threads than cores make torch's spinning workers fight
+    # (generation several times slower). Set before any test module imports torch.
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One model cache for the whole run (``$SWRAG_TEST_CACHE``, a temporary folder removed at
+    the end; never ``~/.cache/swrag``): the modules that load the bundled LLM or embedding,
+    the README's examples and the notebooks' kernels share it, so the GGUF is read and the
+    ONNX graph exported once per run instead of once per module. Made by the main process
+    before pytest-xdist starts its workers, which inherit the variable."""
+    if hasattr(config, "workerinput") or os.environ.get("SWRAG_TEST_CACHE"):
+        return
+    path = tempfile.mkdtemp(prefix="swrag-test-cache-")
+    os.environ["SWRAG_TEST_CACHE"] = path
+    config.stash[_OWN_CACHE] = path
+
+
+_OWN_CACHE = pytest.StashKey[str]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = config.stash.get(_OWN_CACHE, None)
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def shared_cache() -> Path:
+    """The run's shared model cache folder (see :func:`pytest_configure`)."""
+    return Path(os.environ["SWRAG_TEST_CACHE"])
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    """The project's shared data folder (``../shared`` beside the repo)."""
-    if not SHARED.is_dir():
-        pytest.skip("../shared is not present")
-    return SHARED
+    """The project's shared data folder (``../shared`` beside the repo); required when ``CI`` is set."""
+    return require_shared()
 
 
 @pytest.fixture
@@ -26,4 +59,4 @@ def fake_default_embeddings(monkeypatch):
 
     import swrag_integrations.retrieval.embeddings as embeddings
 
-    monkeypatch.setattr(embeddings, "default_embeddings", lambda: DeterministicFakeEmbedding(size=384))
+    monkeypatch.setattr(embeddings, "default_embeddings", lambda backend=None: DeterministicFakeEmbedding(size=384))

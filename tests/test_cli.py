@@ -87,3 +87,71 @@ def test_demo_store_holds_only_the_current_sample(tmp_path, monkeypatch, capsys)
     assert out.count("Q: When was it first lit?") == 2  # once per run
     index = SlidingWindowIndex(tmp_path / "cache" / "demo-index", show_progress=False)
     assert len(index.source_ids()) == 1
+
+
+HEAVY = ("langchain_core", "torch", "transformers", "chromadb")
+
+
+def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (this checkout's package first on the path)."""
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=env)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], [], ["status", "--help"], ["split", "--help"]])
+def test_help_and_version_import_no_framework(argv, tmp_path):
+    """Building the parser imports no subcommand's modules: `swrag --help` is fast and works
+    with no extra installed."""
+    code = ("import sys\nfrom swrag_integrations.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            f"print('LOADED', sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    result = _python(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "LOADED []"
+
+
+def test_subcommand_without_its_extra_says_which_in_one_line(tmp_path):
+    """A missing extra: one line naming it, exit code 2, no traceback."""
+    (tmp_path / "a.txt").write_text("Some text.", encoding="utf-8")
+    code = ("import sys\nsys.modules['langchain_core'] = None  # as if [retrieval] were not installed\n"
+            "from swrag_integrations.cli import main\n"
+            f"sys.exit(main(['index', 'a.txt', '--persist-dir', 'store']))")
+    result = _python(code, tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0] == ("swrag: error: `swrag index` needs the [retrieval] extra (module 'langchain_core' is not "
+                        "installed): pip install 'swrag-integrations[retrieval]'")
+
+
+def test_missing_extra_is_blamed_only_when_really_missing(monkeypatch):
+    from swrag_integrations.cli_common import missing_extra_message
+
+    assert missing_extra_message(ModuleNotFoundError("x", name="langchain_core"), "status") is None  # installed
+    assert missing_extra_message(ModuleNotFoundError("x", name="no_such_module_xyz"), "status") is None
+    assert missing_extra_message(ImportError("x"), "status") is None
+    monkeypatch.setitem(sys.modules, "torch", None)
+    message = missing_extra_message(ModuleNotFoundError("x", name="torch.nn"), "ask")
+    assert message == ("`swrag ask` needs the [local] extra (module 'torch' is not installed): "
+                       "pip install 'swrag-integrations[local]'")
+
+
+@pytest.mark.parametrize("backend, shown, hidden", [("transformers", "transformers on cpu", "sym_int8"),
+                                                     ("ipex-llm", "ipex-llm sym_int8 on cpu", None)])
+def test_llm_loading_lines_name_the_low_bit_format_only_for_ipex(backend, shown, hidden, monkeypatch, capsys):
+    """The demo's loading lines say which backend served; ``--low-bit`` is shown only when
+    IPEX-LLM applied it (the transformers backend ignores it)."""
+    import swrag_integrations.llm as llm_module
+    from swrag_integrations.cli import build_parser
+    from swrag_integrations.cli_common import load_llm
+    from swrag_integrations.llm.generation import LoadInfo
+
+    info = LoadInfo(source="m", backend=backend, device="cpu", low_bit="sym_int8" if backend == "ipex-llm" else None,
+                    load_seconds=1.5)
+    monkeypatch.setattr(llm_module, "load_llama3", lambda *a, **k: type("Loaded", (), {"info": info})())
+    load_llm(build_parser().parse_args(["demo"]))
+    err = capsys.readouterr().err
+    assert f"loaded: {shown}, 1.5 s" in err, err
+    if hidden:
+        assert hidden not in err, err

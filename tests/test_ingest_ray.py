@@ -27,7 +27,7 @@ pytestmark = pytest.mark.ray
 
 from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
 from swrag_integrations.cli import build_parser  # noqa: E402
-from swrag_integrations.retrieval.parallel import ingest_from_args  # noqa: E402
+from swrag_integrations.cli_common import ingest_from_args  # noqa: E402
 from swrag_integrations.retrieval.ray_ingest import index_with_ray  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from swrag_integrations.llm import CacheRebuildWarning, LLMFallbackWarning, LocalLLM, load_llama3  # noqa: E402
+from swrag_integrations.llm import CacheRebuildWarning, LLMFallbackWarning, LocalLLM, bundled_gguf_path, load_llama3  # noqa: E402
 from swrag_integrations.llm import loader as loader_module  # noqa: E402
 from swrag_integrations.llm.cache import MANIFEST_NAME, read_manifest  # noqa: E402
 from swrag_integrations.llm.core import _held_back, cut_at_stop  # noqa: E402
@@ -295,8 +295,20 @@ def test_default_backend_is_transformers_and_reads_the_gguf(llm, cache_root, mon
     assert (plain.info.backend, plain.info.device, plain.info.low_bit) == ("transformers", "cpu", None)
     assert next(plain.model.parameters()).dtype.is_floating_point
     if loader_module.transformers_reads_gguf():
-        assert plain.info.source.endswith(".gguf") and not plain.info.converted_gguf
-        assert not os.path.isdir(os.path.join(cache_root, "hf-from-gguf"))  # nothing converted
+        # transformers reads the GGUF once (the llm fixture's load); what it read is saved and
+        # served from the cache afterwards, identical to reading the file itself
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        assert "hf-via-transformers" in plain.info.source and not plain.info.converted_gguf
+        assert not os.path.isdir(os.path.join(cache_root, "hf-from-gguf"))  # the package's converter unused
+        gguf = bundled_gguf_path()
+        direct = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
+                                                      **{loader_module._dtype_kwarg(): torch.float32})
+        assert torch.equal(_probe_logits(direct), _probe_logits(plain.model))
+        text = "灯塔 1874 🏝️ <|im_end|> Paris"
+        assert AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)(text).input_ids == \
+            plain.tokenizer(text).input_ids
     else:
         assert os.path.isfile(os.path.join(plain.info.source, "config.json"))
     assert _rank_of_paris(plain) < 5

@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from swrag_integrations.cli import _store_options, cmd_index
+from swrag_integrations.cli import cmd_index
+from swrag_integrations.cli_common import open_index, store_options
 from swrag_integrations.raptor.cli import add_arguments, add_index_options, build_after_index
 
 
@@ -14,11 +15,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swrag")
     sub = parser.add_subparsers(dest="command")
     raptor = sub.add_parser("raptor")
-    _store_options(raptor)
+    store_options(raptor)
     add_arguments(raptor)
     index = sub.add_parser("index")
     index.add_argument("paths", nargs="+")
-    _store_options(index)
+    store_options(index)
     add_index_options(index)
     for name, default in (("encoding", None), ("errors", "strict"), ("strategy", None), ("window", None), ("step", None)):
         index.add_argument(f"--{name}", default=default)
@@ -60,9 +61,7 @@ def test_index_raptor_then_show_and_ask(tmp_path, capsys):
 
 
 def _open(args):
-    from swrag_integrations.cli import _open_index
-
-    return _open_index(args, must_exist=True)
+    return open_index(args, must_exist=True)
 
 
 def test_errors_are_clear(tmp_path):

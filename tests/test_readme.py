@@ -20,13 +20,13 @@ def test_readme_has_examples():
     assert len(blocks()) >= 5
 
 
-def test_readme_examples_run_as_written(tmp_path, monkeypatch):
+def test_readme_examples_run_as_written(tmp_path, monkeypatch, shared_cache):
     from swrag_integrations.cli import sample_path
 
     (tmp_path / "docs").mkdir()
     shutil.copy(sample_path(), tmp_path / "docs" / "sample.md")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("SWRAG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SWRAG_CACHE", str(shared_cache))  # the run's model cache, never ~/.cache/swrag
     namespace: dict = {"__name__": "__readme__"}
     for number, code in enumerate(blocks()):
         try:

@@ -1,7 +1,7 @@
 """Retrieval on the shared evaluation data: the chunk holding a known answer is found and widened.
 
 Uses the real bundled MiniLM on an English SQuAD article and BM25 (jieba) on
-multifieldqa_zh. Skipped when /work/shared is not there.
+multifieldqa_zh. Skipped when ../shared/data/eval is not there, failed instead when ``CI`` is set.
 """
 
 import os
@@ -10,16 +10,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import ast
 import json
-from pathlib import Path
 
 import pytest
+from ci_switch import SHARED, require_shared
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.retrieval import SlidingWindowIndex, count_tokens
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "eval"  # ../shared beside the repo
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared evaluation data not available")
+DATA = SHARED / "data" / "eval"  # ../shared beside the repo
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _eval_data():
+    """Every test here reads ../shared/data/eval: skip without it, fail in CI."""
+    require_shared("data", "eval")
 
 
 def _rows(name):

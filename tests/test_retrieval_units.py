@@ -78,6 +78,37 @@ def test_bm25_index_upsert_delete_and_persist_without_pickle(tmp_path):
         index.search("x", 0)
 
 
+def _rewrite_saved_matrix(raw: bytes, name: str, content: bytes) -> bytes:
+    """``raw`` (:meth:`BM25Index.to_bytes`) with the saved bm25s file ``name`` replaced."""
+    import io
+
+    with np.load(io.BytesIO(raw), allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    arrays["bm25s/" + name] = np.frombuffer(content, dtype=np.uint8)
+    out = io.BytesIO()
+    np.savez(out, **arrays)
+    return out.getvalue()
+
+
+def test_bm25_saved_score_matrix_is_checked_at_load_and_recomputed_when_unreadable(caplog):
+    """The saved score matrix is derived from the tokens: one that disagrees with them is
+    refused at load, one that bm25s cannot read back is computed again (with a warning),
+    never served broken."""
+    index = BM25Index()
+    index.upsert(["a", "b", "c"], ["apples and pears", "pears and plums", "cherries"])
+    raw = index.to_bytes()
+    wrong = _rewrite_saved_matrix(raw, "params.index.json", b'{"num_docs": 7}')
+    with pytest.raises(ValueError, match="score matrix vs documents"):
+        BM25Index.from_bytes(wrong)
+    broken = BM25Index.from_bytes(_rewrite_saved_matrix(raw, "data.csc.index.npy", b"not an array"))
+    with caplog.at_level("WARNING"):
+        assert broken.search("pears plums", 3) == index.search("pears plums", 3)
+    assert "computing it again" in caplog.text
+    # an index loaded and saved again without a search keeps the matrix as it was
+    again = BM25Index.from_bytes(BM25Index.from_bytes(raw).to_bytes())
+    assert again.search("cherries", 2) == index.search("cherries", 2)
+
+
 def test_bm25_retriever_validation():
     with pytest.raises(ValueError):
         CJKBM25Retriever.from_texts(["a"], k=0)

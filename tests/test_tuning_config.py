@@ -50,8 +50,8 @@ def test_tune_end_to_end_and_resume(corpus, tmp_path):
     assert data["swrag_tuned_config"] == 1 and data["chosen"] in ("tuned", "default")
     ev = data["evidence"]
     assert ev["search"]["candidates"] == 6 and ev["search"]["stopped"] == "done"
-    assert ev["rungs"][-1]["questions"] == 40
-    assert ev["best"]["n"] == ev["default"]["n"] == 40
+    assert ev["rungs"][-1]["questions"] == 30  # the search sees the 30 questions not held out
+    assert ev["best"]["n"] == ev["default"]["n"] == ev["holdout"]["questions"] == 10  # the final test: the other 10
     assert ev["best"]["ci_low"] <= ev["best"]["mean"] <= ev["best"]["ci_high"]
     assert {"diff", "ci_low", "ci_high", "p", "significant"} <= set(ev["versus_default"])
     assert ev["synthetic"]["report"]["questions"] == 40 and ev["synthetic"]["report"]["leak_rate"] <= 0.2
@@ -91,13 +91,13 @@ def test_round_trip_into_index_and_retriever(tmp_path):
     assert retriever.invoke("When was the lighthouse lit?")
     index.store.close()
     # reopening the index with the same configuration is accepted, another one is refused
-    again = loaded.build_index(tmp_path / "store", embedding=emb, show_progress=False)
+    again = SlidingWindowIndex(tmp_path / "store", config=loaded, embedding=emb, show_progress=False)
     assert again.config == index.config
     again.store.close()
     with pytest.raises(ValueError, match="other chunking parameters"):
-        TunedConfig.from_candidate(Candidate.make({"child": "fixed"})).build_index(tmp_path / "store", embedding=emb)
+        SlidingWindowIndex(tmp_path / "store", config=TunedConfig.from_candidate(Candidate.make({"child": "fixed"})), embedding=emb)
     with pytest.raises(ValueError, match="chunk_size=20 contradicts the tuned configuration"):
-        loaded.build_index(tmp_path / "other", embedding=emb, chunk_size=20)
+        SlidingWindowIndex(tmp_path / "other", config=loaded, embedding=emb, chunk_size=20)
 
 
 def test_config_as_an_eval_strategy(tmp_path):
@@ -168,3 +168,46 @@ def test_cli(tmp_path, corpus, fake_embeddings, capsys):
     assert "cannot be written" in capsys.readouterr().err
     assert main([str(tmp_path / "nope"), "--out", str(tmp_path / "y.json"), "--no-progress"]) == 3
     assert "no such file" in capsys.readouterr().err
+
+
+def test_the_final_test_is_on_questions_the_search_never_scored(corpus, tmp_path, monkeypatch):
+    from swrag_integrations.tuning import engine
+
+    seen: list[tuple[str, list[str]]] = []
+    real_score = engine.Evaluator.score
+
+    def score(self, candidate, qids):
+        seen.append((candidate.key, list(qids)))
+        return real_score(self, candidate, qids)
+
+    monkeypatch.setattr(engine.Evaluator, "score", score)
+    config = _small_tune(corpus, tmp_path, holdout=0.3)
+    ev = config.evidence
+    held = set(ev["holdout"]["question_ids"])
+    assert len(held) == ev["holdout"]["questions"] == 12 and ev["holdout"]["selection_questions"] == 28
+    winner = next(c for c in ev["candidates"] if c["label"] == ev["best"]["label"])
+    final_keys = {Candidate.from_dict(winner).key, DEFAULT_CANDIDATE.key}
+    # during the search no candidate was scored on a held-out question; afterwards only the
+    # winner and the default, on exactly those
+    for key, qids in seen:
+        if held & set(qids):
+            assert key in final_keys and set(qids) <= held
+    assert {k for k, q in seen if held & set(q)} == final_keys
+    assert ev["best"]["n"] == ev["default"]["n"] == 12
+    assert set(ev["selection"]["versus_default"]) >= {"diff", "significant"}
+
+
+def test_split_holdout():
+    from swrag_integrations.tuning.tune import split_holdout
+
+    ids = [f"q{i}" for i in range(40)]
+    select, held = split_holdout(ids, 0.25, seed=1)
+    assert len(held) == 10 and len(select) == 30 and set(select) | set(held) == set(ids) and not set(select) & set(held)
+    assert split_holdout(list(reversed(ids)), 0.25, seed=1) == (select, held)  # order-free: resumes keep the split
+    assert split_holdout(ids, 0.25, seed=2)[1] != held
+    assert [len(side) for side in split_holdout(["a", "b"], 0.01)] == [1, 1]  # one question on each side at least
+    for bad in (0, 1, 1.5, -0.1, True):
+        with pytest.raises(ValueError, match="holdout must be a share"):
+            split_holdout(ids, bad)
+    with pytest.raises(ValueError, match="at least 2 questions"):
+        split_holdout(["only"], 0.5)

@@ -9,7 +9,8 @@ are saved as artifacts (their folder is printed).
 
 Needs ``apt-get install chromium`` and ``pip install playwright`` (Playwright's own
 browser download is not used). Without them the tests are skipped with the reason
-printed.
+printed; with ``CI`` set they fail instead, naming what is missing. A chromium that is
+installed but does not launch fails the tests everywhere.
 """
 
 import os
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ci_switch import missing
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from test_view_answer import ANSWER, TEXTS, result
@@ -48,27 +50,27 @@ def _say(request, line: str) -> None:
 
 @pytest.fixture(scope="module")
 def browser(request):
-    """A headless chromium, or a skip that says why there is none."""
+    """A headless chromium; without Playwright or chromium a skip that says why (a failure when ``CI`` is set).
+
+    A browser that is there but does not launch is a failure, never a skip.
+    """
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:
-        reason = f"playwright is not installed ({exc}): pip install playwright"
-        _say(request, f"\nbrowser tests skipped: {reason}")
-        pytest.skip(reason)
+        _say(request, f"\nbrowser tests cannot run: playwright is not installed ({exc})")
+        missing("playwright", "pip install playwright (the [test] extra; Playwright's own browser download is not used)")
     exe = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
     if exe is None:
-        reason = "no chromium on PATH: apt-get install chromium"
-        _say(request, f"\nbrowser tests skipped: {reason}")
-        pytest.skip(reason)
+        _say(request, "\nbrowser tests cannot run: no chromium on PATH")
+        missing("chromium (no chromium, chromium-browser or google-chrome on PATH)", "apt-get install chromium")
     args = LAUNCH_ARGS + (["--no-sandbox"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])
     pw = sync_playwright().start()
     try:
         chromium = pw.chromium.launch(executable_path=exe, args=args)
-    except Exception as exc:  # noqa: BLE001 - any launch failure is a reason to skip, and it is printed
+    except Exception as exc:  # noqa: BLE001 - a browser that is there but does not start is a failure
         pw.stop()
-        reason = f"chromium ({exe}) could not be launched: {str(exc).splitlines()[0]}"
-        _say(request, f"\nbrowser tests skipped: {reason}")
-        pytest.skip(reason)
+        pytest.fail(f"chromium ({exe}) is installed but could not be launched: {str(exc).splitlines()[0]}",
+                    pytrace=False)
     yield chromium
     chromium.close()
     pw.stop()

@@ -15,7 +15,7 @@ from swrag_integrations.retrieval.assemble import ContextSpan
 from swrag_integrations.retrieval.parents import spans_for
 from swrag_integrations.view import RetrievalView
 from swrag_integrations.view.html import marked_regions, merge_ranges, region_text
-from swrag_integrations.view.retrieval import hit_status
+from swrag_integrations.retrieval.trace import hit_status
 
 # (the index cannot store a lone surrogate: add_documents raises UnicodeEncodeError)
 SOURCES = {"en.txt": EN * 3, "zh.txt": ZH * 3, "emoji.txt": EMOJI * 2, "crlf.txt": CRLF * 3,

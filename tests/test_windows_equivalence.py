@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ci_switch import SHARED, ci_requires_everything, require_shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ import swrag_integrations.windows as core
 from swrag_integrations.windows import DEFAULT_DELIMITERS, WindowConfig, chunk_batches, get_encoding
 
 SAMPLE = (Path(core.__file__).parent / "data" / "sample.md").read_text(encoding="utf-8")
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "corpus"
+CORPUS = SHARED / "data" / "corpus"
 _BATCH = 8192
 
 
@@ -227,6 +228,8 @@ def _real_texts():
     texts = [SAMPLE, SAMPLE * 25]  # 2.5 KB (short walk) and 60 KB (numpy walk, several batches of units)
     for name in ("en.txt", "zh.txt"):
         path = CORPUS / name
+        if ci_requires_everything():  # in CI the corpus slices must be part of the check, not silently dropped
+            require_shared("data", "corpus", name)
         if path.exists():
             corpus = path.read_text(encoding="utf-8")
             rnd = random.Random(name)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Sequence
 
 import numpy as np
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
 
-from ..retrieval.assemble import count_tokens
+# Defined below the context steps (RAPTOR and the tuning use them too); re-exported here for the steps.
+from ..llm.text import llm_text, local_core, model_name_of  # noqa: F401
+from ..retrieval.assemble import count_tokens, trim_to_tokens  # noqa: F401
+from ..retrieval.embeddings import as_embeddings, llama_index_default_embeddings  # noqa: F401
 from ..windows import DEFAULT_ENCODING, token_boundaries
 
 SCORE_KEYS = ("relevance_score", "score", "rrf_score")
@@ -55,71 +56,6 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
-def trim_to_tokens(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENCODING) -> tuple[str, bool]:
-    """Cut ``text`` to its first ``max_tokens`` tokens (at a token boundary).
-
-    Returns ``(text, trimmed)``. When a sentence end lies in the second half of what is
-    kept, the cut moves back to it so the header does not stop mid-sentence.
-    """
-    if max_tokens <= 0:
-        return "", bool(text)
-    bounds = token_boundaries(text, encoding_name)
-    n = len(bounds) - 1
-    if n <= max_tokens:
-        return text, False
-    cut = text[: int(bounds[max_tokens])]
-    ends = [m.end() for m in re.finditer(r"[.!?。！？](?=\s|$)|[。！？]", cut)]
-    if ends and ends[-1] >= len(cut) // 2:
-        cut = cut[: ends[-1]]
-    return cut.rstrip(), True
-
-
-def llm_text(result: Any) -> str:
-    """Text of an LLM / chat-model ``invoke`` result."""
-    if result is None:
-        return ""
-    if isinstance(result, str):
-        return result
-    content = getattr(result, "content", None)
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content blocks
-        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-    return str(result)
-
-
-def local_core(llm: Any) -> Any:
-    """The :class:`~swrag_integrations.llm.LocalLLM` behind ``llm`` (or ``None``).
-
-    Accepts a ``LocalLLM`` itself or its LangChain / LlamaIndex adapters (``.core``).
-    """
-    from ..llm.core import LocalLLM
-
-    if isinstance(llm, LocalLLM):
-        return llm
-    core = getattr(llm, "core", None)
-    return core if isinstance(core, LocalLLM) else None
-
-
-def model_name_of(llm: Any) -> str:
-    """A stable name of an LLM for cache keys."""
-    core = local_core(llm)
-    if core is not None:
-        info = core.info
-        return f"local:{info.source}|{info.backend}|{info.low_bit}"
-    for attr in ("model_name", "model", "model_id", "repo_id"):
-        value = getattr(llm, attr, None)
-        if isinstance(value, str) and value:
-            return f"{type(llm).__name__}:{value}"
-    params = getattr(llm, "_identifying_params", None)
-    if isinstance(params, dict) and params:
-        try:
-            return f"{type(llm).__name__}:" + json.dumps(params, sort_keys=True, default=str)
-        except Exception:  # noqa: BLE001
-            pass
-    return type(llm).__name__
-
-
 def sentence_pieces(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENCODING) -> list[str]:
     """Split ``text`` into sentence-ish pieces of at most ``max_tokens`` tokens.
 
@@ -162,44 +98,3 @@ def as_documents(items: Sequence[Any]) -> list[Document]:
             raise TypeError(f"expected langchain Document objects, got {type(item).__name__}")
         out.append(item)
     return out
-
-
-def as_embeddings(value: Any) -> Any:
-    """LangChain ``Embeddings`` from a LangChain or a LlamaIndex embedding model.
-
-    A LlamaIndex ``BaseEmbedding`` (e.g. ``Settings.embed_model``) is wrapped so the
-    context steps accept either framework's models; anything else is returned as is.
-    """
-    if hasattr(value, "embed_documents") and hasattr(value, "embed_query"):
-        return value
-    if hasattr(value, "get_text_embedding_batch") and hasattr(value, "get_query_embedding"):
-        return _LlamaIndexEmbeddings(value)
-    return value
-
-
-def llama_index_default_embeddings() -> Any:
-    """``llama_index.core.Settings.embed_model`` as LangChain ``Embeddings`` if one is set
-    (never triggers LlamaIndex's default OpenAI model), else ``None``."""
-    from llama_index.core import Settings
-
-    model = getattr(Settings, "_embed_model", None)
-    return None if model is None else as_embeddings(model)
-
-
-class _LlamaIndexEmbeddings(Embeddings):
-    """A LlamaIndex ``BaseEmbedding`` with LangChain's ``Embeddings`` interface."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [list(v) for v in self.model.get_text_embedding_batch(list(texts))]
-
-    def embed_query(self, text: str) -> list[float]:
-        return list(self.model.get_query_embedding(text))
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.embed_documents(texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return self.embed_query(text)

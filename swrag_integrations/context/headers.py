@@ -44,18 +44,17 @@ import hashlib
 import json
 import os
 import re
-import sqlite3
-import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from langchain_core.documents import BaseDocumentTransformer, Document
 from langchain_core.embeddings import Embeddings
 
+from ..llm.text import clean_header
 from ..retrieval.ids import chunk_id, source_id_for
 from ..retrieval.records import plan_source
+from ..textcache import TextCache
 from ..windows import DEFAULT_ENCODING, iter_windows
 from ._common import count_tokens, llm_text, local_core, model_name_of, trim_to_tokens
 
@@ -87,20 +86,6 @@ AUTO_CONTEXT_PROMPT = (
     "Give this document a short descriptive title and summarise what it is about in one "
     "or two sentences. Reply in exactly this form:\nTitle: <title>\nSummary: <summary>"
 )
-_LABEL = re.compile(
-    r"^\s*(?:here(?:'s| is)[^:\n]{0,60}:|context(?:ual)?(?:\s+header)?\s*:|header\s*:|answer\s*:|summary\s*:)\s*",
-    re.IGNORECASE,
-)
-
-
-def clean_header(text: str) -> str:
-    """Strip labels ("Context:"), wrapping quotes and extra whitespace from an LLM answer."""
-    text = (text or "").strip()
-    for _ in range(2):
-        text = _LABEL.sub("", text).strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
-        text = text[1:-1].strip()
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def text_to_index(doc: Document | str, header: str | None = None) -> str:
@@ -116,46 +101,13 @@ def text_to_index(doc: Document | str, header: str | None = None) -> str:
 
 
 # ------------------------------------------------------------------------ cache
-class HeaderCache:
-    """Headers on disk (sqlite; ``path=None``: in memory), keyed by a string."""
-
-    def __init__(self, path: str | os.PathLike | None = None) -> None:
-        self.path = Path(path) if path is not None else None
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path) if self.path is not None else ":memory:", check_same_thread=False)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS headers (key TEXT PRIMARY KEY, header TEXT NOT NULL, "
-            "model TEXT, created REAL)"
-        )
-        self._db.commit()
+class HeaderCache(TextCache):
+    """Headers on disk (sqlite; ``path=None``: in memory), keyed by :meth:`key`."""
 
     @staticmethod
     def key(document_hash: str, start: int, end: int, model: str, prompt_hash: str) -> str:
         raw = json.dumps([document_hash, int(start), int(end), model, prompt_hash])
         return hashlib.sha256(raw.encode("utf-8")).hexdigest()
-
-    def get(self, key: str) -> str | None:
-        with self._lock:
-            row = self._db.execute("SELECT header FROM headers WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def put(self, key: str, header: str, model: str = "") -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO headers (key, header, model, created) VALUES (?, ?, ?, ?)",
-                (key, header, model, time.time()),
-            )
-            self._db.commit()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM headers").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
 
 
 @dataclass

@@ -20,7 +20,9 @@ from .datasets import (
     example_sources,
     gold_sources,
     gold_spans,
+    half_of,
     load_examples,
+    select_half,
     split_passages,
 )
 from .embeddings import CachedEmbeddings, default_embeddings
@@ -79,6 +81,8 @@ __all__ = [
     "gold_sources",
     "gold_spans",
     "load_examples",
+    "half_of",
+    "select_half",
     "load_llm",
     "main",
     "make_grid",

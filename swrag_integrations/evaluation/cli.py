@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .context import DEFAULT_BUDGET
-from .datasets import load_examples
+from .datasets import half_label, load_examples
 from .pipelines import PIPELINES, EvalConfig
 from .runner import DEFAULT_WINDOWS, _make_steps, load_llm, make_grid, parse_steps, run_eval
 
@@ -97,6 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="e.g. 1/2,1/4,1/8 (ffs/dfs) and 2,3,5 (dds); default: the method's per strategy")
     parser.add_argument("--unit", choices=["token", "char"], default="token", help="window unit (default: token)")
     parser.add_argument("--limit", type=positive_arg, default=None, help="first N questions of each dataset")
+    parser.add_argument("--half", choices=["tune", "test"], default=None,
+                        help="only the fixed tuning or test half of each dataset's questions (a hash of each row's "
+                             "_id; corpus mode still indexes every document); default: the whole set, reported as "
+                             "'whole set (tuning and test halves mixed)'")
     parser.add_argument("--retrieval-only", action="store_true",
                         help="compute context recall only (no answer generation, f1 is null)")
     parser.add_argument("--multi-query", action="store_true",
@@ -293,6 +297,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         budget=args.budget,
         k=args.k,
         limit=args.limit,
+        half=args.half,
         retrieval_only=args.retrieval_only,
         llm=llm,
         n_queries=args.n_queries,
@@ -311,7 +316,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         measure_diversity=True if (args.measure_diversity or args.diversity) else None,
     )
     metric = "f1" if not args.retrieval_only else "context_recall"
-    print(f"{len(rows)} result rows ({len(configs)} configurations) -> {Path(args.out) / 'results.json'}")
+    print(f"{len(rows)} result rows ({len(configs)} configurations, {half_label(args.half)}) -> "
+          f"{Path(args.out) / 'results.json'}")
     for row in sorted(rows, key=lambda r: -(r.get(metric) or 0))[:5]:
         step = f"/{row['step']}" if row["step"] else ""
         extra = f" +{row['steps']}" if row.get("steps") else ""

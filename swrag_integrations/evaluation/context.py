@@ -18,12 +18,13 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Sequence
 
 from ..retrieval.assemble import AssembledContext, ContextSpan, assemble_context, count_tokens
+from ..retrieval.settings import DEFAULT_BUDGET_TOKENS
 from ..windows import DEFAULT_ENCODING, get_encoding
 
 __all__ = ["AssembledContext", "assemble_by_offset", "assemble_by_text", "count_tokens", "DEFAULT_BUDGET",
            "SEPARATOR", "context_from_spans"]
 
-DEFAULT_BUDGET = 1500
+DEFAULT_BUDGET = DEFAULT_BUDGET_TOKENS  # the retriever's default budget (retrieval/settings.py)
 SEPARATOR = "\n\n"
 
 

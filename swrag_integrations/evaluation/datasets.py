@@ -8,6 +8,23 @@ answers in ``context``, SQuAD-derived rows).
 *Document mode*: every question is asked against its own document.
 *Corpus mode*: the de-duplicated documents of a dataset form one store
 (:func:`build_corpus`), every question retrieves from all of them.
+
+*Tuning and test halves*: every row belongs to one fixed half, ``"tune"`` or
+``"test"`` (:func:`half_of`), so levers and defaults can be chosen on one half and
+reported on the other (``load_examples(..., half="test")``, ``swrag eval --half test``).
+The half of a row is decided by the row alone: the first 64 bits of
+``sha256(HALF_SALT + "\\0" + key)`` are even -> ``"tune"``, odd -> ``"test"``, where
+``key`` is the row's ``_id`` (or, for a row without a unique ``_id``, a hash of its
+question and context). So the split does not depend on row order, and appending rows
+never moves an old row to the other half. The price is that the halves are not exactly
+equal: their sizes follow a fair coin per row (tune/test: qasper 12/18, minilongbench
+28/17, hotpotqa 58/42).
+For the small sets (qasper 30 rows, minilongbench 45) k-fold cross-validation would
+use every question for both tuning and testing, but each fold then needs its own tuning
+run and the reported figure is an average over differently tuned configurations; a
+single fixed split keeps one chosen configuration per set and one test figure with an
+honest (wide) bootstrap interval, which is what the README reports. In corpus mode the
+split is over *questions* only: the index still holds every document of the file.
 """
 
 from __future__ import annotations
@@ -26,6 +43,12 @@ __all__ = [
     "Source",
     "Passage",
     "load_examples",
+    "HALVES",
+    "HALF_SALT",
+    "half_of",
+    "check_half",
+    "half_label",
+    "select_half",
     "dataset_name",
     "split_passages",
     "example_sources",
@@ -49,6 +72,12 @@ class Example:
     supporting_facts: tuple[tuple[str, int], ...] = ()
     answer_char_starts: tuple[int, ...] = ()
     extra: dict = field(default_factory=dict, compare=False, repr=False)
+    split_key: str = field(default="", compare=False, repr=False)
+
+    @property
+    def half(self) -> str:
+        """The fixed half this question belongs to: ``"tune"`` or ``"test"`` (:func:`half_of`)."""
+        return half_of(self.split_key or self.qid)
 
 
 @dataclass(frozen=True)
@@ -78,6 +107,40 @@ def source_id(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+HALVES: tuple[str, str] = ("tune", "test")
+# Fixed salt of the split: changing it re-deals every row, so it is versioned, never tuned.
+HALF_SALT = "swrag-eval-halves/v1"
+
+
+def half_of(key: str) -> str:
+    """The half of a row with split key ``key``: ``"tune"`` or ``"test"``.
+
+    Depends on ``key`` and :data:`HALF_SALT` only (not on row order or other rows).
+    """
+    digest = hashlib.sha256(f"{HALF_SALT}\0{key}".encode("utf-8", "surrogatepass")).digest()
+    return HALVES[int.from_bytes(digest[:8], "big") % 2]
+
+
+def check_half(half: str | None) -> str | None:
+    """Return ``half`` if it is ``None``, ``"tune"`` or ``"test"``; raise ``ValueError`` otherwise."""
+    if half is not None and half not in HALVES:
+        raise ValueError(f"half must be one of {', '.join(HALVES)} or None (whole set), got {half!r}")
+    return half
+
+
+def half_label(half: str | None) -> str:
+    """How reports name a half: ``"tuning half"``, ``"test half"`` or the whole set (``None``/``"all"``)."""
+    if half in (None, "all"):
+        return "whole set (tuning and test halves mixed)"
+    return {"tune": "tuning half", "test": "test half"}[check_half(half)]
+
+
+def select_half(examples: Iterable[Example], half: str | None) -> list[Example]:
+    """The examples of ``half`` (``"tune"`` / ``"test"``) in their order; all of them for ``None``."""
+    check_half(half)
+    return [e for e in examples if half is None or e.half == half]
+
+
 def dataset_name(path: str | Path) -> str:
     """Name of a dataset file: its stem (``multifieldqa_zh.jsonl`` -> ``multifieldqa_zh``)."""
     name = Path(path).name
@@ -95,19 +158,25 @@ def _language(row: dict) -> str:
     return "zh" if contains_cjk(text) else "en"
 
 
-def load_examples(path: str | Path, limit: int | None = None) -> list[Example]:
-    """Read a LongBench-format JSONL file.
+def load_examples(path: str | Path, limit: int | None = None, *, half: str | None = None) -> list[Example]:
+    """Read a LongBench-format JSONL file, optionally one fixed half of it.
 
     Question ids are the rows' ``_id``; a missing or repeated ``_id`` becomes
     ``row<N>`` (N = 0-based line number among rows), so ids are unique within a file.
+    A row's split key (its half, see the module docstring) is its ``_id`` when that is
+    present and unique so far, else ``"text:"`` + a hash of its question and context, so
+    it never depends on the line number.
 
     Args:
         path: the JSONL file.
-        limit: keep only the first ``limit`` rows.
+        limit: keep only the first ``limit`` rows (of ``half`` when given).
+        half: ``"tune"`` or ``"test"`` for that half only; ``None`` for every row.
 
     Raises:
-        ValueError: a line is not JSON, or a row lacks ``input``/``context``/``answers``.
+        ValueError: a line is not JSON, a row lacks ``input``/``context``/``answers``,
+            or ``half`` is not ``"tune"``, ``"test"`` or ``None``.
     """
+    check_half(half)
     path = Path(path)
     examples: list[Example] = []
     seen: set[str] = set()
@@ -115,7 +184,7 @@ def load_examples(path: str | Path, limit: int | None = None) -> list[Example]:
         for lineno, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            if limit is not None and len(examples) >= limit:
+            if half is None and limit is not None and len(examples) >= limit:
                 break
             try:
                 row = json.loads(line)
@@ -129,8 +198,10 @@ def load_examples(path: str | Path, limit: int | None = None) -> list[Example]:
                 answers = [answers]
             qid = row.get("_id")
             qid = str(qid) if qid not in (None, "") else ""
+            split_key = qid
             if not qid or qid in seen:
                 qid = f"row{len(examples)}"
+                split_key = "text:" + source_id(f"{row['input']}\0{row['context']}")
             seen.add(qid)
             known = {"input", "context", "answers", "language", "_id", "supporting_facts", "answer_char_starts", "dataset"}
             examples.append(
@@ -144,8 +215,13 @@ def load_examples(path: str | Path, limit: int | None = None) -> list[Example]:
                     supporting_facts=tuple((str(t), int(i)) for t, i in (row.get("supporting_facts") or [])),
                     answer_char_starts=tuple(int(s) for s in (row.get("answer_char_starts") or [])),
                     extra={k: v for k, v in row.items() if k not in known},
+                    split_key=split_key,
                 )
             )
+    if half is not None:
+        examples = select_half(examples, half)
+        if limit is not None:
+            examples = examples[:limit]
     return examples
 
 

@@ -95,7 +95,8 @@ PIPELINES: dict[str, PipelineSpec] = {
     "default": PipelineSpec(".pipelines:DefaultPipeline", None, needs_embeddings=True,
                             description="the package's defaults: SlidingWindowIndex() + as_retriever() (--windows ignored)"),
     "default-v1": PipelineSpec(".pipelines:DefaultV1Pipeline", None, needs_embeddings=True,
-                               description="the defaults before issue 19: fixed 50-token children, k_child 30, MMR"),
+                               description="fixed 50-token children, k_child 30, MMR (the pre-issue-19 children and "
+                                           "search) with parents by best hit: not the old summed-hit default"),
     "langchain-stock": PipelineSpec(".pipelines:LangChainStockPipeline", None, needs_embeddings=True,
                                     description="LangChain as shipped: RCS, str.split BM25 + Chroma, EnsembleRetriever"),
     # the strongest peers, built from the frameworks' shipped parts (evaluation/anchors.py)
@@ -428,9 +429,10 @@ class DefaultPipeline(ParentPipeline):
 
 
 class DefaultV1Pipeline(DefaultPipeline):
-    """The defaults before issue 19 -- fixed 50-token FFS children, ``k_child=30``, dense
-    MMR -- kept to measure the new defaults against (parents are ranked by their best
-    hit in both: the summed order is gone)."""
+    """The children and search of the defaults before issue 19 -- fixed 50-token FFS
+    children, ``k_child=30``, dense MMR -- kept to measure the new defaults against. Not
+    the old default itself: parents are ranked by their best hit here as in ``default``
+    (the old default summed hits per parent, and that order is gone)."""
 
     INDEX_OPTIONS = {"child": "fixed"}
     RETRIEVER_OPTIONS = {"k_child": 30, "search_type": "mmr"}

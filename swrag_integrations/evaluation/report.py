@@ -17,6 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
 
+from .datasets import half_label
 from .metrics import bootstrap_ci, paired_bootstrap
 from .pipelines import PIPELINES
 
@@ -28,7 +29,24 @@ __all__ = [
     "write_reports",
     "primary_metric",
     "steps_table",
+    "rows_half",
 ]
+
+
+def rows_half(rows: Sequence[dict], where: str = "the results") -> str | None:
+    """The one half that summary ``rows`` come from: ``"tune"``, ``"test"`` or ``"all"`` (``None`` if no rows).
+
+    Rows without a ``half`` field predate the split and covered the whole set (``"all"``).
+
+    Raises:
+        ValueError: the rows come from more than one half (naming ``where`` and the fix),
+            so no table or comparison can mix a tuning and a test figure.
+    """
+    halves = sorted({row.get("half") or "all" for row in rows})
+    if len(halves) > 1:
+        raise ValueError(f"{where} mix results of different halves ({', '.join(halves)}); "
+                         "report each half from its own run (swrag eval --half tune|test, its own --out)")
+    return halves[0] if halves else None
 
 
 def primary_metric(rows: Sequence[dict]) -> str:
@@ -328,7 +346,8 @@ def write_reports(out: str | os.PathLike, rows: Sequence[dict], records: Sequenc
     out = Path(out)
     written = []
     metric = primary_metric(rows)
-    parts = [f"## {metric} ×100 [95% bootstrap CI]\n", markdown_table(rows, metric)]
+    heading = f"# swrag eval: {half_label(rows_half(rows))}\n\n"
+    parts = [heading, f"## {metric} ×100 [95% bootstrap CI]\n", markdown_table(rows, metric)]
     if metric == "f1":
         parts += ["\n## context_recall ×100 [95% bootstrap CI]\n", markdown_table(rows, "context_recall")]
     parts += ["\n## hit (share of questions with recall 1.0) ×100\n", markdown_table(rows, "hit", with_ci=False)]
@@ -337,7 +356,7 @@ def write_reports(out: str | os.PathLike, rows: Sequence[dict], records: Sequenc
             parts += [f"\n## {extra} ×100\n", markdown_table(rows, extra, with_ci=False)]
     (out / "table.md").write_text("".join(parts), encoding="utf-8")
     written.append(out / "table.md")
-    (out / "significance.md").write_text(significance_table(records, seed=seed, n_resamples=n_resamples), encoding="utf-8")
+    (out / "significance.md").write_text(heading + significance_table(records, seed=seed, n_resamples=n_resamples), encoding="utf-8")
     written.append(out / "significance.md")
     if any(r.get("steps") for r in records):
         (out / "steps.md").write_text(steps_table(records, seed=seed, n_resamples=n_resamples), encoding="utf-8")

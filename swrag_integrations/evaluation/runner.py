@@ -31,7 +31,10 @@ from .datasets import (
     gold_sources,
     gold_spans,
     iter_jsonl,
+    check_half,
+    half_label,
     load_examples,
+    select_half,
 )
 from .metrics import bootstrap_ci, context_recall, qa_f1, source_recall, span_hit
 from .pipelines import PIPELINES, EvalConfig, build_pipeline
@@ -44,6 +47,8 @@ __all__ = [
     "make_grid",
     "parse_steps",
     "run_eval",
+    "results_half",
+    "check_out_half",
     "summarize",
     "load_llm",
     "generate_answer",
@@ -60,7 +65,7 @@ RECORDS_FILE = "records.jsonl"
 
 RESULT_FIELDS = [
     "dataset", "mode", "strategy", "window", "step", "step_units", "unit", "multi_query", "budget", "k",
-    "split_passages", "n", "context_recall", "hit", "f1", "ci_low", "ci_high", "ci_metric",
+    "split_passages", "half", "n", "context_recall", "hit", "f1", "ci_low", "ci_high", "ci_metric",
     "recall_ci_low", "recall_ci_high", "f1_ci_low", "f1_ci_high", "source_recall", "span_hit",
     "seconds", "chunks", "index_bytes", "context_tokens", "llm", "steps", "diversity", "litm", "rse", "rerank",
     "headers", "context_diversity", "context_diversity_n", "grounded_share", "unsupported_numbers",
@@ -402,6 +407,7 @@ def run_eval(
     measure_diversity: bool | None = None,
     header_llm=None,
     header_document_tokens: int = 6000,
+    half: str | None = None,
 ) -> list[dict]:
     """Evaluate ``configs`` on every dataset file in ``data``; returns the summary rows.
 
@@ -415,8 +421,8 @@ def run_eval(
         budget: context budget in tokens (same for every configuration).
         k: cap on ranked chunks assembled (``None``: as many as fit the budget; the
             stock retrievers then fetch :data:`~.pipelines.STOCK_DEFAULT_K`).
-        limit: first ``limit`` questions of each dataset (in corpus mode the index
-            still holds every document of the file).
+        limit: first ``limit`` questions of each dataset (of ``half`` when given; in
+            corpus mode the index still holds every document of the file).
         retrieval_only: compute context recall without generating answers.
         llm: LangChain LLM (or anything with ``as_langchain()``) for answers and
             multi-query; loaded with :func:`load_llm` when needed and ``None``.
@@ -441,7 +447,17 @@ def run_eval(
             the local model).
         header_document_tokens: document tokens the header LLM sees (AutoContext: the
             document's head; contextual: the section holding the chunk).
+        half: ``"tune"`` or ``"test"``: ask only that fixed half's questions
+            (:func:`~.datasets.half_of`; in corpus mode the index still holds every
+            document of the file); ``None``: every question (reported as the whole set,
+            halves mixed). Every summary row and record says which (``half``:
+            ``"tune"``/``"test"``/``"all"``; a record's ``half`` is its question's own).
+
+    Raises:
+        ValueError: bad options, or ``out_dir`` already holds results of another half
+            (the halves are never merged into one report).
     """
+    check_half(half)
     if mode not in ("document", "corpus"):
         raise ValueError(f"mode must be 'document' or 'corpus', got {mode!r}")
     if budget <= 0:
@@ -456,6 +472,7 @@ def run_eval(
     if measure_diversity is None:
         measure_diversity = bool(steps.diversity)
     out = Path(out_dir)
+    check_out_half(out, half)
     out.mkdir(parents=True, exist_ok=True)
     generate = not retrieval_only
     need_llm = generate or any(c.multi_query for c in configs) or steps.rerank == "llm" or (
@@ -488,7 +505,8 @@ def run_eval(
 
     plan = []
     for name, examples in datasets:
-        questions = examples[:limit] if limit is not None else examples
+        questions = select_half(examples, half)  # the corpus below still gets every example
+        questions = questions[:limit] if limit is not None else questions
         run = _Run(name, mode, split_passages, budget, k, generate, steps)
         for config in configs:
             prefix = run.prefix(config)
@@ -524,6 +542,7 @@ def run_eval(
                         index_seconds = 0.0  # the index cost is charged to its first question
                         header_report = None
                         record["key"] = _record_key(prefix, example.qid)
+                        record["half"] = example.half
                         writer.write(record)
                         computed += 1
                         bar.update(1)
@@ -560,8 +579,42 @@ def run_eval(
             others[key] = row
     records = [records_by_key[key] for key in wanted if key in records_by_key] + list(others.values())
     rows = summarize(records, seed=seed, n_resamples=n_resamples)
+    for row in rows:
+        row["half"] = half or "all"
     write_outputs(out, records, rows, reports=reports, seed=seed, n_resamples=n_resamples)
     return rows
+
+
+def results_half(out_dir: str | os.PathLike) -> str | None:
+    """The half recorded in ``out_dir/results.json``: ``"tune"``, ``"test"``, ``"all"``, or ``None`` if no results.
+
+    Results written before halves existed have no ``half`` field: they covered the whole
+    set (``"all"``).
+
+    Raises:
+        ValueError: the rows of ``results.json`` name more than one half.
+    """
+    path = Path(out_dir) / "results.json"
+    if not path.exists():
+        return None
+    from .report import rows_half
+
+    return rows_half(json.loads(path.read_text(encoding="utf-8")), where=str(path))
+
+
+def check_out_half(out_dir: str | os.PathLike, half: str | None) -> None:
+    """Refuse to write results of ``half`` into a folder that holds results of another half.
+
+    Raises:
+        ValueError: naming the folder, both halves and the fix (another ``--out``).
+    """
+    found = results_half(out_dir)
+    wanted = half or "all"
+    if found is not None and found != wanted:
+        raise ValueError(
+            f"output folder {out_dir} holds results of the {half_label(found)}, but this run asks for the "
+            f"{half_label(wanted)}; halves are never merged into one report: use another --out (out_dir) "
+            f"for the {half_label(wanted)}")
 
 
 def _make_steps(steps, diversity, litm, rse, rerank, contextual, autocontext, step_pool) -> ContextSteps:

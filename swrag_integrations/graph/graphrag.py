@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 from ..retrieval.assemble import ContextSpan, count_tokens
 from ..retrieval.parents import check_query, spans_for
+from ..retrieval.settings import DEFAULT_BUDGET_TOKENS
 from .common import QueryLinker, Seed, fuse_rankings, hybrid_passages, passage_hits
 from .communities import Community, CommunityReport, detect_communities, extractive_report, llm_report, truncate_tokens
 from .graph import PassageGraph
@@ -234,7 +235,7 @@ class GraphRAG:
             hit.metadata["linked_phrases"] = linked
         return hits
 
-    def spans(self, queries: Sequence[str], *, budget_tokens: int | None = 1500, k: int | None = None,
+    def spans(self, queries: Sequence[str], *, budget_tokens: int | None = DEFAULT_BUDGET_TOKENS, k: int | None = None,
               k_passages: int = 30, expand: str = "window") -> list[ContextSpan]:
         """Budgeted, offset-merged windows of local search (several phrasings share the budget)."""
         queries = [check_query(q) for q in queries]
@@ -243,7 +244,7 @@ class GraphRAG:
         return spans_for([self.hits(q, k_passages) for q in queries], self.index, budget_tokens=budget_tokens,
                          k=k, expand=expand)
 
-    def local_context(self, query: str, *, budget_tokens: int = 1500, community_share: float = 0.0,
+    def local_context(self, query: str, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS, community_share: float = 0.0,
                       k: int | None = None, k_passages: int = 30,
                       expand: str = "window") -> tuple[list[ContextSpan], list[CommunityReport]]:
         """Windows plus the reports of the seeds' communities: the reports get up to

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..retrieval.parents import check_query, spans_for
+from ..retrieval.settings import DEFAULT_BUDGET_TOKENS
 from .common import QueryLinker, Seed, fuse_rankings, hybrid_passages, passage_hits
 from .graph import PassageGraph
 
@@ -147,7 +148,7 @@ class HippoRAG:
             hit.metadata["linked_phrases"] = ", ".join(linked)
         return hits
 
-    def spans(self, queries: Sequence[str], *, budget_tokens: int | None = 1500, k: int | None = None,
+    def spans(self, queries: Sequence[str], *, budget_tokens: int | None = DEFAULT_BUDGET_TOKENS, k: int | None = None,
               k_passages: int = 30, expand: str = "window") -> list:
         """Budgeted, offset-merged :class:`~swrag_integrations.retrieval.assemble.ContextSpan` s
         for one question (several phrasings share the budget)."""

@@ -16,7 +16,8 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..convert import span_to_node
-from ..retrieval.parents import check_query, positive_int
+from ..retrieval.parents import check_query
+from ..retrieval.settings import DEFAULT_BUDGET_TOKENS, positive_int
 
 __all__ = ["HippoRAGLlamaIndexRetriever", "GraphRAGLocalLlamaIndexRetriever"]
 
@@ -24,7 +25,7 @@ __all__ = ["HippoRAGLlamaIndexRetriever", "GraphRAGLocalLlamaIndexRetriever"]
 class _GraphLlamaIndexRetriever(BaseRetriever):
     _kind: type | None = None
 
-    def __init__(self, searcher: Any, *, k: int | None = None, k_passages: int = 30, budget_tokens: int | None = 1500,
+    def __init__(self, searcher: Any, *, k: int | None = None, k_passages: int = 30, budget_tokens: int | None = DEFAULT_BUDGET_TOKENS,
                  expand: str = "window", callback_manager: Any = None) -> None:
         kind = self._searcher_type()
         if not isinstance(searcher, kind):

@@ -20,8 +20,9 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
-from ..retrieval.parents import check_query, positive_int
+from ..retrieval.parents import check_query
 from ..retrieval.search import call_options
+from ..retrieval.settings import DEFAULT_BUDGET_TOKENS, positive_int
 
 __all__ = ["HippoRAGRetriever", "GraphRAGLocalRetriever", "span_documents", "report_document"]
 
@@ -51,7 +52,7 @@ class _GraphRetriever(BaseRetriever):
     searcher: Any
     k: int | None = None
     k_passages: int = 30
-    budget_tokens: int | None = 1500
+    budget_tokens: int | None = DEFAULT_BUDGET_TOKENS
     expand: Literal["window", "medium", "chunk"] = "window"
 
     @field_validator("k", "budget_tokens")

@@ -11,7 +11,7 @@
   flags there are false flags;
 * with ``--labels`` (JSON lines: ``dataset``, ``qid``, ``sentence_start``,
   ``sentence_end``, ``label`` in ``supported``/``unsupported``), the checker's precision
-  and recall at flagging unsupported sentences.
+  and recall at flagging unsupported sentences, next to the flag-everything baseline.
 
 :func:`sample_sentences` draws the sentences to label (seeded, without looking at the
 checker).
@@ -173,7 +173,18 @@ def label_scores(grounded: Sequence[dict], labels: Iterable[dict]) -> dict[str, 
     precision = tp / (tp + fp) if tp + fp else None
     recall = tp / (tp + fn) if tp + fn else None
     return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "unchecked": skipped, "precision": precision, "recall": recall,
+            "flag_everything": flag_everything(tp + fn, fp + tn),
             "no_claim": no_claim, "no_claim_flagged": no_claim_flagged, "rows": rows}
+
+
+def flag_everything(unsupported: int, supported: int) -> dict[str, float | None]:
+    """The baseline a checker must beat: flag every labelled sentence as unsupported.
+
+    Its precision is the share of unsupported sentences among the labelled ones and its
+    recall is 1; on a set where most sentences are unsupported a high precision says little.
+    """
+    total = unsupported + supported
+    return {"precision": unsupported / total if total else None, "recall": 1.0 if unsupported else None}
 
 
 def judge_labels(answers: Sequence[dict], labels: Iterable[dict], judge: Any,

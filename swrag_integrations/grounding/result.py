@@ -155,10 +155,12 @@ class GroundedAnswer:
         """Sentences that are not supported."""
         return [s for s in self.sentences if s.supported is False]
 
-    def _repr_html_(self) -> str:  # Jupyter: each sentence linked to its supporting spans
-        from ..view.answer import AnswerView
+    def _repr_html_(self) -> str | None:
+        """Jupyter: each sentence linked to its supporting spans, once
+        :mod:`swrag_integrations.view` is imported (it registers the view), else ``None``."""
+        from ..display import html_of
 
-        return AnswerView(self)._repr_html_()
+        return html_of("answer", self)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (offsets in the answer are Python string indices)."""

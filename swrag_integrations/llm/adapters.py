@@ -25,7 +25,7 @@ from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from pydantic import ConfigDict, Field
 
-from .core import LocalLLM
+from .generation import GenerationCore
 
 
 def _options(defaults: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -36,11 +36,15 @@ def _options(defaults: dict[str, Any], overrides: dict[str, Any]) -> dict[str, A
 
 
 class LangChainLLM(LLM):
-    """LangChain ``LLM`` over a :class:`LocalLLM` (prompts go through the chat template)."""
+    """LangChain ``LLM`` over a :class:`LocalLLM` (prompts go through the chat template).
+
+    Kept beside ``langchain_huggingface.HuggingFacePipeline`` for the reasons given in
+    :class:`~.chat.LocalChatModel` (IPEX-LLM low-bit, the GGUF cache, whole characters):
+    it is the same loaded model as a plain ``LLM``, for chains that take one."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    core: LocalLLM = Field(exclude=True, repr=False)
+    core: GenerationCore = Field(exclude=True, repr=False)
     max_new_tokens: int | None = None
     temperature: float | None = None
     repetition_penalty: float | None = None
@@ -100,7 +104,7 @@ class LlamaIndexLLM(CustomLLM):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    core: LocalLLM = Field(exclude=True, repr=False)
+    core: GenerationCore = Field(exclude=True, repr=False)
     max_new_tokens: int | None = None
     temperature: float | None = None
     repetition_penalty: float | None = None

@@ -62,7 +62,7 @@ from langchain_core.utils.function_calling import convert_to_json_schema, conver
 from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import BaseModel, ConfigDict, Field
 
-from .core import Generation, LocalLLM
+from .generation import Generation, GenerationCore
 
 __all__ = ["LocalChatModel", "constrained_decoding_available", "parse_tool_calls"]
 
@@ -193,11 +193,21 @@ class LocalChatModel(BaseChatModel):
 
     Per-call keyword arguments: ``max_tokens``, ``temperature``, ``repetition_penalty``
     and ``stop``; anything else raises ``ValueError``.
+
+    Why our own class and not ``langchain_huggingface.ChatHuggingFace`` over a local
+    ``HuggingFacePipeline`` (read in langchain-huggingface 1.2.3, the current release): its
+    async generation raises ``NotImplementedError`` for a local pipeline (LangChain's
+    chat-model standard suite, which this class passes, calls ``ainvoke``/``astream``);
+    ``HuggingFacePipeline.from_model_id(backend="ipex")`` is no longer supported (it falls
+    back to plain transformers), while the method runs Llama-3 through IPEX-LLM low-bit;
+    and it has no shared-prefix KV cache (:meth:`LocalLLM.generate_with_prefix`, used by the
+    contextual headers), no GGUF read cached across loads, and no whole-character streaming
+    guarantee for CJK text and emoji.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    core: LocalLLM = Field(exclude=True, repr=False)
+    core: GenerationCore = Field(exclude=True, repr=False)
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0)
     repetition_penalty: float | None = None

@@ -23,49 +23,15 @@ import queue
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-Prompt = str | Sequence[Mapping[str, Any]]
-"""A plain prompt, or chat messages ``[{"role": ..., "content": ...}, ...]`` (extra keys
-such as ``tool_calls`` are passed to the chat template as they are)."""
+from .generation import Generation, LoadInfo, Prompt
 
 # End-of-turn tokens that chat models emit instead of (or besides) their eos token.
 # Llama-3 instruct ends a turn with <|eot_id|> while eos is <|end_of_text|> (ipex-llm #10815).
 END_OF_TURN_TOKENS = ("<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>")
 _GENERATION_OPTIONS = ("max_new_tokens", "temperature", "repetition_penalty")
-
-
-@dataclass
-class LoadInfo:
-    """How a :class:`LocalLLM` was loaded (for logs and benchmarks)."""
-
-    source: str
-    backend: str  # "ipex-llm" or "transformers"
-    device: str
-    low_bit: str | None = None
-    load_seconds: float = 0.0
-    from_cache: bool = False  # low-bit model read from an existing cache entry
-    cache_path: str | None = None
-    cache_status: str = ""  # "hit", "written", "rebuilt", "disabled", "not written" ("" without ipex-llm)
-    converted_gguf: bool = False  # GGUF -> transformers conversion ran during this load
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Generation:
-    """One generation: the new text, its token counts and why it ended.
-
-    ``finish_reason`` is ``"stop"`` (end-of-turn / eos token or a stop string) or
-    ``"length"`` (``max_new_tokens`` reached). ``completion_tokens`` counts every token the
-    model generated, including an end-of-turn token and tokens of a stop string.
-    """
-
-    text: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    finish_reason: str | None = None
 
 
 class GenerationStream(Iterator[str]):
@@ -713,6 +679,16 @@ def _copy_cache(cache: Any, length: int | None = None) -> Any:
 
     if isinstance(cache, tuple):
         return tuple(tuple(clone(t) for t in layer) for layer in cache)
+    if hasattr(cache, "layers") and hasattr(cache, "crop") and hasattr(cache, "get_seq_length"):
+        # transformers >= 4.56 (5.x): a Cache of layers, cut with its own crop(-tokens_to_remove)
+        new = copy.deepcopy(cache)
+        if length is not None:
+            extra = new.get_seq_length() - length
+            if extra < 0:
+                raise ValueError(f"cannot cut a cache of {new.get_seq_length()} positions to {length}")
+            if extra:
+                new.crop(-extra)
+        return new
     if hasattr(cache, "key_cache") and hasattr(cache, "value_cache"):
         new = copy.copy(cache)
         new.key_cache = [clone(t) for t in cache.key_cache]

@@ -73,7 +73,7 @@ from .cache import (
     write_manifest,
 )
 from .core import LoadInfo, LocalLLM
-from .gguf_convert import bundled_gguf_path, ensure_hf_checkpoint, hf_checkpoint_dir, hf_checkpoint_key
+from .gguf_convert import bundled_gguf_path, ensure_hf_checkpoint, gguf_identity, hf_checkpoint_dir, hf_checkpoint_key
 
 DEVICES = ("cpu", "xpu", "auto")
 BACKENDS = ("auto", "ipex", "transformers")
@@ -168,19 +168,12 @@ def _import_ipex() -> Any:
 
     ipex-llm calls ``logging.basicConfig(level=INFO)`` on import, which would make every
     library's INFO/DEBUG records appear in the user's program; the root logger is
-    restored to what it was.
+    restored to what it was (:func:`~swrag_integrations._logging.root_logging_kept`).
     """
-    import logging
+    from .._logging import root_logging_kept
 
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
+    with root_logging_kept():
         from ipex_llm.transformers import AutoModelForCausalLM
-    finally:
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-        root.setLevel(level)
     return AutoModelForCausalLM
 
 
@@ -205,10 +198,10 @@ class _Source:
         """What transformers loads (the converted checkpoint for a GGUF), without converting."""
         return str(hf_checkpoint_dir(self.target, self.cache_root)) if self.kind == "gguf" else self.target
 
-    def load_path(self, *, direct_gguf: bool = False) -> tuple[str, bool]:
-        """``(path or hub id for from_pretrained, gguf_converted_now)``; converts a GGUF
-        unless ``direct_gguf`` (the GGUF file itself is returned then)."""
-        if self.kind == "gguf" and not direct_gguf:
+    def load_path(self) -> tuple[str, bool]:
+        """``(path or hub id for from_pretrained, gguf_converted_now)``; a GGUF goes through
+        the package's converter (transformers < 4.41, the ipex-llm environment)."""
+        if self.kind == "gguf":
             path, converted = ensure_hf_checkpoint(self.target, self.cache_root)
             return str(path), converted
         return self.target, False
@@ -454,15 +447,65 @@ def _load_transformers(source: _Source, device: str, trust_remote_code: bool,
     kwargs[dtype] = model_kwargs.get("torch_dtype", model_kwargs.get("dtype",
                                      torch.float32 if device == "cpu" else torch.float16))
     tokenizer_kwargs = {k: model_kwargs[k] for k in ("revision", "subfolder", "cache_dir") if model_kwargs.get(k)}
-    direct = source.kind == "gguf" and transformers_reads_gguf()
-    path, converted = source.load_path(direct_gguf=direct)
-    if direct:  # folder + file name, as transformers wants them
-        folder, name = str(Path(path).parent), Path(path).name
-        kwargs["gguf_file"] = tokenizer_kwargs["gguf_file"] = name
-        path = folder
+    if source.kind == "gguf" and transformers_reads_gguf():
+        path, converted = ensure_gguf_read_by_transformers(source.target, source.cache_root, kwargs[dtype])
+        if path is None:  # transformers keeps these weights in GGUF blocks: read the file itself
+            folder, name = str(Path(source.target).parent), Path(source.target).name
+            kwargs["gguf_file"] = tokenizer_kwargs["gguf_file"] = name
+            path = folder
+    else:
+        path, converted = source.load_path()
     model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **tokenizer_kwargs)
-    return model, tokenizer, source.target if direct else path, converted
+    return model, tokenizer, path, converted
+
+
+def ensure_gguf_read_by_transformers(gguf_path: str | os.PathLike[str], cache_root: Path,
+                                     dtype: Any) -> tuple[str | None, bool]:
+    """``(checkpoint_dir, converted_now)``: the GGUF file as transformers itself reads it
+    (``from_pretrained(folder, gguf_file=name)``), saved once with ``save_pretrained`` in the
+    weights' ``dtype`` and reused afterwards.
+
+    Why a cache: transformers re-reads a GGUF on every load, dequantising every tensor and
+    rebuilding the tokenizer from the GGUF vocabulary; for the bundled SmolLM2 that took 56
+    and 70 s per load on the 2-core machine (transformers 5.24), against 1.4-2.0 s for the
+    saved checkpoint (``load_llama3()`` timed twice each way). The entry is keyed by the
+    GGUF's SHA-256 and size, the dtype and the versions of the libraries that shape it, built
+    in a staging directory and published atomically, and checked on every use (see
+    :mod:`.cache`); an unusable entry is rebuilt with a :class:`~.cache.CacheRebuildWarning`.
+    ``(None, False)`` when transformers kept the weights in GGUF blocks (its GGUF kernels),
+    which it cannot save: the caller then reads the GGUF file on every load.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_path = Path(gguf_path)
+    key = {"kind": "gguf-read-by-transformers", "gguf": gguf_identity(gguf_path, cache_root / "file-hashes"),
+           "dtype": str(dtype), "versions": library_versions("gguf", "torch", "transformers", "tokenizers")}
+    out_dir = cache_root / "hf-via-transformers" / entry_name(gguf_path.stem, key)
+    problem = check_entry(out_dir, key)
+    if problem is None:
+        return str(out_dir), False
+    if problem != "missing":
+        warnings.warn(f"converted checkpoint {out_dir} is unusable: {problem}; reading {gguf_path.name} again",
+                      CacheRebuildWarning, stacklevel=3)
+    folder, name = str(gguf_path.parent), gguf_path.name
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, **{_dtype_kwarg(): dtype})
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        if getattr(quantizer, "packed_modules", None):
+            return None, False
+        # Every tensor was dequantised into a plain float weight: the GGUF quantizer only marks
+        # the model as "loaded from GGUF", which save_pretrained refuses; detach it.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    with staging_dir(out_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        write_manifest(tmp, key, source=str(gguf_path))
+        publish(tmp, out_dir)
+    return str(out_dir), True
 
 
 def load_llama3(

@@ -15,8 +15,8 @@ retriever, and every summary knows which leaves (and offsets) it summarises.
 ``summarise``      :class:`ExtractiveSummarizer` (no LLM), :class:`LLMSummarizer`, cache
 ``build``          :class:`TreeBuilder`, :class:`TreeConfig`, :class:`BuildReport`
 ``store``          :class:`RaptorIndex`: trees beside an index, incremental per document
-``search``         collapsed tree / traversal, budgeted assembly (framework-free)
-``retrievers``     :class:`RaptorSearcher` (core), :class:`RaptorRetriever` (LangChain)
+``search``         collapsed tree / traversal, budgeted assembly, :class:`RaptorSearcher` (framework-free core)
+``retrievers``     :class:`RaptorRetriever` (LangChain face)
 ``llama_index``    :class:`RaptorLlamaIndexRetriever` (LlamaIndex)
 ``evaluation``     ``swrag eval --strategies raptor,raptor-llm,raptor-traverse``
 ``cli``            ``swrag raptor build|show|ask``
@@ -40,8 +40,8 @@ _LAZY = {
     "TreeBuilder": "build", "TreeConfig": "build", "BuildReport": "build", "build_tree": "build",
     "RaptorIndex": "store",
     "collapsed_hits": "search", "traversal_hits": "search", "assemble_hits": "search", "RaptorContext": "search",
-    "SummaryPiece": "search", "NodeHit": "search",
-    "RaptorSearcher": "retrievers", "RaptorRetriever": "retrievers", "context_documents": "retrievers",
+    "SummaryPiece": "search", "NodeHit": "search", "RaptorSearcher": "search",
+    "RaptorRetriever": "retrievers", "context_documents": "retrievers",
     "RaptorLlamaIndexRetriever": "llama_index",
 }
 

@@ -1,12 +1,12 @@
 """``swrag raptor build|show|ask`` and ``swrag index --raptor``.
 
-Mount with (in ``swrag_integrations/cli.py``)::
+Mounted by ``swrag_integrations/cli.py`` (``COMMANDS["raptor"]``)::
 
-    from .raptor.cli import add_arguments as raptor_arguments, add_index_options, build_after_index
-    raptor = sub.add_parser("raptor", help="RAPTOR summary trees over an index",
-                            description=raptor_description())
-    _store_options(raptor)
-    raptor_arguments(raptor)              # sets func=run_from_args
+    from .cli_common import store_options
+    from .raptor.cli import add_arguments, raptor_description
+    raptor_parser.description = raptor_description()
+    store_options(raptor_parser)
+    add_arguments(raptor_parser)          # sets func=run_from_args
 
 and ``add_index_options(index_parser)`` + ``build_after_index(index, args)`` at the end of
 ``cmd_index`` for ``swrag index --raptor``. Trees are stored in the index's source
@@ -165,13 +165,13 @@ def _ask(raptor: Any, args: argparse.Namespace) -> int:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run ``swrag raptor ACTION`` (needs the store options of ``swrag``)."""
-    from ..cli import _open_index
+    from ..cli_common import open_index
 
     action = getattr(args, "raptor_command", None)
     if action is None:
         print("usage: swrag raptor {build,show,ask} ... (see --help)", file=sys.stderr)
         return 2
-    index = _open_index(args, must_exist=True)
+    index = open_index(args, must_exist=True)
     raptor = make_raptor(index, args)
     if action == "build":
         report = raptor.build(force=args.force)

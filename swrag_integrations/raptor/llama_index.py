@@ -17,9 +17,9 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ..convert import span_to_node
-from ..retrieval.parents import check_query, positive_int
-from .retrievers import RaptorSearcher
-from .search import DEFAULT_BUDGET, MODES, SummaryPiece
+from ..retrieval.parents import check_query
+from ..retrieval.settings import positive_int
+from .search import DEFAULT_BUDGET, MODES, RaptorSearcher, SummaryPiece
 
 __all__ = ["RaptorLlamaIndexRetriever", "summary_node"]
 
@@ -51,7 +51,7 @@ class RaptorLlamaIndexRetriever(BaseRetriever):
     def __init__(self, raptor: Any, embeddings: Any = None, *, mode: str = "collapsed",
                  budget_tokens: int | None = DEFAULT_BUDGET, top_k: int = 5, k: int | None = None,
                  callback_manager: Any = None) -> None:
-        from ..context._common import as_embeddings
+        from ..retrieval.embeddings import as_embeddings
 
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")

@@ -1,6 +1,6 @@
-"""RAPTOR retrievers: one framework-free core and its LangChain face.
+"""RAPTOR's LangChain face over the framework-free core.
 
-:class:`RaptorSearcher` embeds the query, ranks the tree's nodes (collapsed tree or
+:class:`~.search.RaptorSearcher` (in :mod:`.search`) embeds the query, ranks the tree's nodes (collapsed tree or
 traversal, :mod:`.search`) and fills the token budget. :class:`RaptorRetriever`
 (LangChain ``BaseRetriever``) and :class:`~.llama_index.RaptorLlamaIndexRetriever`
 (LlamaIndex ``BaseRetriever``, in :mod:`.llama_index`) only convert its
@@ -26,66 +26,11 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
-from ..retrieval.parents import check_query, positive_int
+from ..retrieval.settings import positive_int
 from ..retrieval.search import call_options
-from ..windows import DEFAULT_ENCODING
-from .search import DEFAULT_BUDGET, MODES, RaptorContext, SummaryPiece, assemble_hits, collapsed_hits, traversal_hits
-from .tree import RaptorTree
+from .search import DEFAULT_BUDGET, RaptorContext, RaptorSearcher, SummaryPiece
 
 __all__ = ["RaptorSearcher", "RaptorRetriever", "context_documents"]
-
-
-class RaptorSearcher:
-    """The retrieval core over a :class:`~.store.RaptorIndex` or a :class:`~.tree.RaptorTree`.
-
-    Args:
-        raptor: a ``RaptorIndex`` (its current forest is searched) or a ``RaptorTree``.
-        embeddings: query embedding (default: the ``RaptorIndex``'s; required with a
-            bare tree). Must be the model that embedded the tree.
-        encoding_name: tiktoken encoding of the budget.
-    """
-
-    def __init__(self, raptor: Any, embeddings: Any = None, *, encoding_name: str | None = None) -> None:
-        from .store import RaptorIndex
-
-        if isinstance(raptor, RaptorTree):
-            self._tree, self._index = raptor, None
-        elif isinstance(raptor, RaptorIndex):
-            self._tree, self._index = None, raptor
-        else:
-            raise TypeError(f"raptor must be a RaptorIndex or a RaptorTree, got {type(raptor).__name__}")
-        if embeddings is None and self._index is not None:
-            embeddings = self._index.embeddings
-        if embeddings is None or not callable(getattr(embeddings, "embed_query", None)):
-            raise TypeError("embeddings (LangChain Embeddings, the model that built the tree) are required with a bare tree")
-        self.embeddings = embeddings
-        self.encoding_name = encoding_name or (self._index.encoding_name if self._index is not None else DEFAULT_ENCODING)
-
-    @property
-    def tree(self) -> RaptorTree:
-        return self._tree if self._tree is not None else self._index.tree
-
-    def search(self, query: str, *, mode: str = "collapsed", budget_tokens: int | None = DEFAULT_BUDGET,
-               top_k: int = 5, k: int | None = None) -> RaptorContext:
-        """The budgeted context for ``query``.
-
-        Args:
-            query: the question.
-            mode: ``"collapsed"`` (all nodes ranked together) or ``"traverse"``
-                (``top_k`` per layer, top-down).
-            budget_tokens: tokens of the joined context (default 2000, as in RAPTOR).
-            top_k: nodes per layer in traversal.
-            k: at most this many nodes.
-        """
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        query = check_query(query)
-        tree = self.tree
-        if not tree.nodes:
-            return assemble_hits(tree, [], budget_tokens, k=k, encoding_name=self.encoding_name)
-        qvec = self.embeddings.embed_query(query)
-        hits = collapsed_hits(tree, qvec) if mode == "collapsed" else traversal_hits(tree, qvec, top_k=top_k)
-        return assemble_hits(tree, hits, budget_tokens, k=k, encoding_name=self.encoding_name)
 
 
 def context_documents(context: RaptorContext) -> list[Document]:

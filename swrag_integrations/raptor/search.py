@@ -25,11 +25,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..retrieval.assemble import AssembledContext, ContextSpan, assemble_context, count_tokens
+from ..retrieval.parents import check_query
 from ..windows import DEFAULT_ENCODING
 from .tree import RaptorTree
 
 __all__ = ["NodeHit", "SummaryPiece", "RaptorContext", "collapsed_hits", "traversal_hits", "assemble_hits",
-           "MODES", "DEFAULT_BUDGET", "SEPARATOR"]
+           "MODES", "DEFAULT_BUDGET", "SEPARATOR", "RaptorSearcher"]
 
 MODES = ("collapsed", "traverse")
 DEFAULT_BUDGET = 2000
@@ -268,3 +269,56 @@ def assemble_hits(tree: RaptorTree, hits: Sequence[NodeHit], budget_tokens: int 
     for r, item in enumerate(items, start=1):
         item.rank = r
     return RaptorContext(items, list(hits), budget_tokens, separator, truncated, encoding_name, text_tokens, used)
+
+
+class RaptorSearcher:
+    """The retrieval core over a :class:`~.store.RaptorIndex` or a :class:`~.tree.RaptorTree`
+    (the index is recognised by its ``tree``, ``embeddings`` and ``encoding_name``, so
+    this module does not import the store that builds on it).
+
+    Args:
+        raptor: a ``RaptorIndex`` (its current forest is searched) or a ``RaptorTree``.
+        embeddings: query embedding (default: the ``RaptorIndex``'s; required with a
+            bare tree). Must be the model that embedded the tree.
+        encoding_name: tiktoken encoding of the budget.
+    """
+
+    def __init__(self, raptor: Any, embeddings: Any = None, *, encoding_name: str | None = None) -> None:
+        if isinstance(raptor, RaptorTree):
+            self._tree, self._index = raptor, None
+        elif all(hasattr(raptor, name) for name in ("tree", "embeddings", "encoding_name")):  # a RaptorIndex
+            self._tree, self._index = None, raptor
+        else:
+            raise TypeError(f"raptor must be a RaptorIndex or a RaptorTree, got {type(raptor).__name__}")
+        if embeddings is None and self._index is not None:
+            embeddings = self._index.embeddings
+        if embeddings is None or not callable(getattr(embeddings, "embed_query", None)):
+            raise TypeError("embeddings (LangChain Embeddings, the model that built the tree) are required with a bare tree")
+        self.embeddings = embeddings
+        self.encoding_name = encoding_name or (self._index.encoding_name if self._index is not None else DEFAULT_ENCODING)
+
+    @property
+    def tree(self) -> RaptorTree:
+        return self._tree if self._tree is not None else self._index.tree
+
+    def search(self, query: str, *, mode: str = "collapsed", budget_tokens: int | None = DEFAULT_BUDGET,
+               top_k: int = 5, k: int | None = None) -> RaptorContext:
+        """The budgeted context for ``query``.
+
+        Args:
+            query: the question.
+            mode: ``"collapsed"`` (all nodes ranked together) or ``"traverse"``
+                (``top_k`` per layer, top-down).
+            budget_tokens: tokens of the joined context (default 2000, as in RAPTOR).
+            top_k: nodes per layer in traversal.
+            k: at most this many nodes.
+        """
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        query = check_query(query)
+        tree = self.tree
+        if not tree.nodes:
+            return assemble_hits(tree, [], budget_tokens, k=k, encoding_name=self.encoding_name)
+        qvec = self.embeddings.embed_query(query)
+        hits = collapsed_hits(tree, qvec) if mode == "collapsed" else traversal_hits(tree, qvec, top_k=top_k)
+        return assemble_hits(tree, hits, budget_tokens, k=k, encoding_name=self.encoding_name)

@@ -329,7 +329,7 @@ class RaptorIndex:
         return RaptorLlamaIndexRetriever(self, **kwargs)
 
     def search(self, query: str, **kwargs: Any) -> Any:
-        """The budgeted :class:`~.search.RaptorContext` for ``query`` (see :class:`~.retrievers.RaptorSearcher`)."""
-        from .retrievers import RaptorSearcher
+        """The budgeted :class:`~.search.RaptorContext` for ``query`` (see :class:`~.search.RaptorSearcher`)."""
+        from .search import RaptorSearcher
 
         return RaptorSearcher(self).search(query, **kwargs)

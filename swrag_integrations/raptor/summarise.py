@@ -325,9 +325,9 @@ class SummaryCache:
         if backend is None:
             self._memory = {}
         elif isinstance(backend, (str, os.PathLike)):
-            from ..context.headers import HeaderCache
+            from ..textcache import TextCache
 
-            self._sqlite = HeaderCache(Path(backend))
+            self._sqlite = TextCache(Path(backend))
         elif callable(getattr(backend, "get_blob", None)) and callable(getattr(backend, "put_blob", None)):
             self._store = backend
         else:
@@ -415,7 +415,7 @@ class LLMSummarizer:
     @property
     def model_name(self) -> str:
         if self._model_name is None:
-            from ..context._common import model_name_of
+            from ..llm.text import model_name_of
 
             self._model_name = model_name_of(self.llm)
         return self._model_name
@@ -426,7 +426,7 @@ class LLMSummarizer:
         return f"llm:{self.model_name}:{digest}:{self.max_tokens}:{self.max_input_tokens}"
 
     def input_text(self, cluster: Cluster) -> str:
-        from ..context._common import trim_to_tokens
+        from ..retrieval.assemble import trim_to_tokens
 
         text = "\n\n".join(m.text.strip() for m in cluster.members if m.text.strip())
         return trim_to_tokens(text, self.max_input_tokens, self.encoding_name)[0]
@@ -437,8 +437,8 @@ class LLMSummarizer:
 
     def summarize(self, cluster: Cluster, ctx: SummaryContext) -> Summary:
         """The LLM's summary (``kind="llm"``), or the fallback's (``kind="fallback"``)."""
-        from ..context._common import llm_text, trim_to_tokens
-        from ..context.headers import clean_header
+        from ..llm.text import clean_header, llm_text
+        from ..retrieval.assemble import trim_to_tokens
 
         text = self.input_text(cluster)
         key = SummaryCache.key(self.model_name, self.prompt, self.max_tokens, text)

@@ -8,8 +8,11 @@ Layout (one concern per module; framework-free unless noted):
 ``records``        :class:`SourceRecord` (text + chunk offsets) and ``plan_source``
 ``sources``        source stores: SQLite, any LangChain byte store, a Chroma collection
 ``keyword``        BM25 kept in step with the source store (``bm25``: BM25 + tokenizer)
-``vectors``        the vectors in any LangChain ``VectorStore`` (LangChain)
-``index``          :class:`SlidingWindowIndex`, itself a LangChain ``VectorStore``
+``storage``        :class:`VectorStorage`: what the engine needs from a vector store
+``chroma``         :class:`ChromaStorage`: Chroma through ``chromadb`` (the engine's default)
+``vectors``        :class:`VectorBackend`: the storage over any LangChain ``VectorStore`` (LangChain)
+``engine``         :class:`IndexEngine`: sources, writer, keyword index, health, search (no framework)
+``index``          :class:`SlidingWindowIndex`: the engine as a LangChain ``VectorStore`` (LangChain)
 ``plain``          its ``VectorStore`` face: the added documents, ranked by their best chunk
 ``filters``        metadata filters: one definition, pushed down to each store (:func:`parse_filter`)
 ``writer``         add / replace / remove / prune / repair under the writer lock (``write_planned``)
@@ -53,8 +56,9 @@ _LAZY = {
     "PrecomputedEmbeddings": "vectors",
     "write_planned": "writer", "index_in_parallel": "parallel", "index_with_ray": "ray_ingest",
     "list_files": "files",
-    "SlidingWindowIndex": "index", "IndexMismatchError": "index", "IndexDamagedError": "index",
-    "validate_collection_name": "index",
+    "SlidingWindowIndex": "index", "IndexMismatchError": "engine", "IndexDamagedError": "engine",
+    "validate_collection_name": "engine", "IndexEngine": "engine",
+    "VectorStorage": "storage", "PlainDocument": "storage", "Embedder": "storage", "ChromaStorage": "chroma",
     "IndexReport": "writer", "IndexStatus": "health",
     "load_files": "files", "LoadResult": "files", "LoadWarning": "files",
     "ChildHit": "protocols", "ChunkRow": "protocols", "ChunkIndex": "protocols",
@@ -64,7 +68,7 @@ _LAZY = {
     "MultiQueryFusionRetriever": "multi_query", "generate_queries": "multi_query",
     "parse_query_variants": "multi_query",
     "WindowedLlamaIndexRetriever": "llama_index", "NodeChunkIndex": "llama_index",
-    "MiniLMLlamaIndexEmbedding": "llama_index",
+    "MiniLMLlamaIndexEmbedding": "llama_index", "SlidingWindowLlamaIndex": "llama_index",
     "MiniLMEmbeddings": "embeddings", "default_embeddings": "embeddings", "minilm_model_path": "embeddings",
     "OnnxSentenceEncoder": "onnx_embeddings", "ensure_onnx_model": "onnx_embeddings",
 }

@@ -9,12 +9,14 @@ overlapping *and* adjacent spans of a source into one, and stops when the token 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ..windows import DEFAULT_ENCODING, count_units, token_boundaries
 
-__all__ = ["ContextSpan", "AssembledContext", "assemble_context", "merge_spans", "count_tokens"]
+__all__ = ["ContextSpan", "AssembledContext", "assemble_context", "merge_spans", "merge_ranges", "count_tokens",
+           "trim_to_tokens"]
 
 
 def count_tokens(text: str, encoding_name: str = DEFAULT_ENCODING) -> int:
@@ -130,10 +132,12 @@ class AssembledContext:
     def to_documents(self) -> list[Any]:
         return [s.to_document() for s in self.spans]
 
-    def _repr_html_(self) -> str:  # Jupyter: the spans over their sources (swrag_integrations.view)
-        from ..view.retrieval import RetrievalView
+    def _repr_html_(self) -> str | None:
+        """Jupyter: the spans over their sources, once :mod:`swrag_integrations.view` is
+        imported (it registers the view), else ``None`` (the plain repr)."""
+        from ..display import html_of
 
-        return RetrievalView.from_spans(self)._repr_html_()
+        return html_of("spans", self)
 
 
 def _as_span(item: Any, position: int) -> ContextSpan:
@@ -529,3 +533,33 @@ def assemble_context(
 def merge_spans(items: Sequence[Any], **kwargs: Any) -> list[ContextSpan]:
     """Union of overlapping/adjacent spans per source, no budget (see :func:`assemble_context`)."""
     return assemble_context(items, None, **kwargs).spans
+
+
+def trim_to_tokens(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENCODING) -> tuple[str, bool]:
+    """Cut ``text`` to its first ``max_tokens`` tokens (at a token boundary).
+
+    Returns ``(text, trimmed)``. When a sentence end lies in the second half of what is
+    kept, the cut moves back to it so the cut text does not stop mid-sentence.
+    """
+    if max_tokens <= 0:
+        return "", bool(text)
+    bounds = token_boundaries(text, encoding_name)
+    n = len(bounds) - 1
+    if n <= max_tokens:
+        return text, False
+    cut = text[: int(bounds[max_tokens])]
+    ends = [m.end() for m in re.finditer(r"[.!?。！？](?=\s|$)|[。！？]", cut)]
+    if ends and ends[-1] >= len(cut) // 2:
+        cut = cut[: ends[-1]]
+    return cut.rstrip(), True
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]], *, touch: int = 0) -> list[tuple[int, int]]:
+    """Sorted ranges with overlapping ones (and ones at most ``touch`` apart) merged."""
+    out: list[list[int]] = []
+    for a, b in sorted((int(a), int(b)) for a, b in ranges):
+        if out and a <= out[-1][1] + touch:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]

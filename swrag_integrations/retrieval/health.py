@@ -11,20 +11,20 @@ probes into an :class:`IndexStatus` for ``swrag status``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .ids import chunk_id, vector_id
 from .vectors import doc_vector_id
 
 if TYPE_CHECKING:
-    from .index import SlidingWindowIndex
+    from .protocols import EngineState
 
 __all__ = ["IndexStatus", "index_status", "probe_vectors", "stale_vectors"]
 
 PROBES = 8
 
 
-def _sample(index: "SlidingWindowIndex", n: int) -> list[tuple[str, int]]:
+def _sample(index: "EngineState", n: int) -> list[tuple[str, int]]:
     """Up to ``n`` chunks spread over the complete sources (deterministic)."""
     heads = sorted((sid, h) for sid, h in index.store.heads().items() if h.state == "complete" and h.n_chunks)
     if not heads:
@@ -33,7 +33,7 @@ def _sample(index: "SlidingWindowIndex", n: int) -> list[tuple[str, int]]:
     return [(sid, (j * 7) % h.n_chunks) for j, (sid, h) in enumerate(heads[::step][:n])]
 
 
-def probe_vectors(index: "SlidingWindowIndex", n: int = PROBES) -> str | None:
+def probe_vectors(index: "EngineState", n: int = PROBES) -> str | None:
     """``None`` when sampled chunks find themselves by vector search, else the problem."""
     sample = _sample(index, n)
     if not sample:
@@ -43,8 +43,7 @@ def probe_vectors(index: "SlidingWindowIndex", n: int = PROBES) -> str | None:
         return f"the vector store ({index.vectors.kind}) is empty but the index has complete sources"
     records = index.store.get_many(sorted({sid for sid, _ in sample}))
     texts = [records[sid].chunk_text(i) for sid, i in sample]
-    embed = index.vectors.store.embeddings or index.vectors.embedding
-    vectors = embed.embed_documents(texts)
+    vectors = index.vectors.embed_documents(texts)
     found = 0
     for (sid, i), text, vec in zip(sample, texts, vectors):
         docs = index.vectors.search(vec, 5)
@@ -57,7 +56,7 @@ def probe_vectors(index: "SlidingWindowIndex", n: int = PROBES) -> str | None:
     return None
 
 
-def stale_vectors(index: "SlidingWindowIndex", n: int = PROBES) -> str | None:
+def stale_vectors(index: "EngineState", n: int = PROBES) -> str | None:
     """``None`` when sampled chunks' vectors carry their source's current content hash,
     else the problem (vectors of another version written under the chunk ids of the
     current one, as a writer that kept writing after losing its lease did)."""
@@ -125,7 +124,7 @@ class IndexStatus:
         return out
 
 
-def index_status(index: "SlidingWindowIndex", *, deep: bool = False, probe: bool = True) -> IndexStatus:
+def index_status(index: "EngineState", *, deep: bool = False, probe: bool = True) -> IndexStatus:
     """Counts, states and checks of every part of ``index`` (reads only).
 
     ``probe=False`` leaves out every check that needs the embedding model (its dimension
@@ -133,8 +132,9 @@ def index_status(index: "SlidingWindowIndex", *, deep: bool = False, probe: bool
     ``deep`` every vector id): the counts, states, keyword index and source store are
     still checked, without loading the model.
     """
-    from .writer import _missing_vectors
+    from .protocols import as_engine
 
+    index = as_engine(index)
     heads = index.store.heads()
     complete = {sid: h for sid, h in heads.items() if h.state == "complete"}
     status = IndexStatus(
@@ -165,7 +165,7 @@ def index_status(index: "SlidingWindowIndex", *, deep: bool = False, probe: bool
             if problem:
                 status.vector_problems.append(problem)
             if deep:
-                lost = _missing_vectors(index, sorted(complete), force=True)
+                lost = missing_vectors(index, sorted(complete), force=True)
                 if lost:
                     status.vector_problems.append(f"{len(lost)} source(s) lack some of their vectors")
     status.store_generation = index.store.generation()
@@ -180,3 +180,26 @@ def index_status(index: "SlidingWindowIndex", *, deep: bool = False, probe: bool
     if deep:
         status.store_problems.extend(index.store.check())
     return status
+
+
+def missing_vectors(index: "EngineState", sids: Sequence[str], *, force: bool = False) -> list[str]:
+    """Complete sources among ``sids`` whose vectors are not all in the vector store."""
+    if not sids or not index.vectors.can_get:
+        return []
+    if not force:
+        held = index.vectors.count()
+        heads = index.store.heads()
+        expected = sum(h.n_chunks for h in heads.values() if h.state == "complete")
+        if held is not None and held == expected:
+            return []
+    heads = index.store.heads(list(sids))
+    missing = []
+    for sid in sids:
+        head = heads.get(sid)
+        if head is None or head.state != "complete":
+            continue
+        ids = [vector_id(chunk_id(sid, i)) for i in range(head.n_chunks)]
+        found = index.vectors.present(ids)
+        if len(found) < len(ids) or any(m.get("content_hash") != head.content_hash for m in found.values()):
+            missing.append(sid)
+    return missing

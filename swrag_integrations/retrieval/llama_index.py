@@ -11,6 +11,12 @@
   the covered text, so overlapping windows are merged by offset and budgeted exactly
   like the package's own small chunks.
 * :class:`MiniLMLlamaIndexEmbedding` -- the bundled MiniLM as a LlamaIndex embedding.
+* :class:`SlidingWindowLlamaIndex` -- the package's index for LlamaIndex users, over
+  the framework-free :class:`~.engine.IndexEngine` (no LangChain): insert LlamaIndex
+  ``Document`` s, retrieve merged windows as ``NodeWithScore`` (with ``MetadataFilters``),
+  answer through a ``RetrieverQueryEngine``, reopen from its folder.
+
+Nothing here imports LangChain: ``pip install 'swrag-integrations[llama-index]'`` is enough.
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from pydantic import PrivateAttr
 
 from ..convert import document_to_node, span_to_node
 from ..windows import DEFAULT_ENCODING, count_units
-from .config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
-from .parents import check_query, positive_int, spans_for
+from .parents import check_query, spans_for
+from .settings import DEFAULT_SETTINGS as _D
+from .settings import RetrieverSettings, positive_int
 from .protocols import ChildHit, ChunkIndex, ChunkRow
 
-__all__ = ["WindowedLlamaIndexRetriever", "NodeChunkIndex", "MiniLMLlamaIndexEmbedding"]
+__all__ = ["WindowedLlamaIndexRetriever", "NodeChunkIndex", "MiniLMLlamaIndexEmbedding", "SlidingWindowLlamaIndex"]
 
 
 @dataclass
@@ -209,10 +216,10 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
             searched and widened into windows (not with ``retriever=``).
     """
 
-    def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = None, k_child: int | None = None,
-                 budget_tokens: int | None = 1500, search_type: str = DEFAULT_SEARCH_TYPE, weights: Sequence[float] = (0.5, 0.5),
-                 rrf_c: float = 60.0, expand: str = "window", neighbors: int = 0, filters: Any = None,
-                 callback_manager: Any = None) -> None:
+    def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = _D.k, k_child: int | None = None,
+                 budget_tokens: int | None = _D.budget_tokens, search_type: str = _D.search_type,
+                 weights: Sequence[float] = _D.weights, rrf_c: float = _D.rrf_c, expand: str = _D.expand,
+                 neighbors: int = 0, filters: Any = None, callback_manager: Any = None) -> None:
         from .filters import parse_filter
 
         if (retriever is None) == (index is None):
@@ -221,8 +228,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         if flt is not None and retriever is not None:
             raise ValueError("filters= applies to index=, not to a LangChain retriever= (give that retriever its own "
                              "filter, e.g. index.as_retriever(search_kwargs={'filter': ...}))")
-        for name, value in (("k", k), ("k_child", k_child), ("budget_tokens", budget_tokens)):
-            positive_int(name, value, optional=True)
+        positive_int("k_child", k_child, optional=True)
         if index is not None and not isinstance(index, ChunkIndex):
             index = NodeChunkIndex(index, neighbors=neighbors, filters=flt)
             flt = None  # applied by the NodeChunkIndex itself
@@ -230,8 +236,8 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
             search_type = "similarity"
         self._chunk_index = index
         self._lc_retriever = retriever
-        self._options = dict(k=k, k_child=k_child or DEFAULT_K_CHILD, budget_tokens=budget_tokens, search_type=search_type,
-                             weights=tuple(weights), rrf_c=rrf_c, expand=expand)
+        self._settings = RetrieverSettings(k=k, k_child=k_child or _D.k_child, budget_tokens=budget_tokens,
+                                           search_type=search_type, weights=tuple(weights), rrf_c=rrf_c, expand=expand)
         self._filter = flt
         super().__init__(callback_manager=callback_manager)
 
@@ -239,12 +245,26 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
     def chunk_index(self) -> Any:
         return self._chunk_index
 
+    @property
+    def settings(self) -> RetrieverSettings:
+        """This retriever's :class:`~.settings.RetrieverSettings`."""
+        return self._settings
+
+    def trace(self, query: str) -> Any:
+        """Every step of retrieving ``query`` (:class:`~.trace.RetrievalTrace`: hits, parents,
+        kept spans, cuts, settings); not for a retriever built on a LangChain ``retriever=``."""
+        from .trace import trace
+
+        if self._chunk_index is None:
+            raise ValueError("trace() needs index=: a LangChain retriever= has no stages to show")
+        return trace(self._chunk_index, query, self._settings, filter=self._filter)
+
     def _nodes(self, query: str) -> list[NodeWithScore]:
-        o = self._options
+        o = self._settings
         extra = {"filter": self._filter} if self._filter is not None else {}
-        hits = self._chunk_index.search_children(query, o["k_child"], search_type=o["search_type"],
-                                                 weights=o["weights"], rrf_c=o["rrf_c"], **extra)
-        spans = spans_for([hits], self._chunk_index, budget_tokens=o["budget_tokens"], k=o["k"], expand=o["expand"])
+        hits = self._chunk_index.search_children(query, o.k_child, search_type=o.search_type, weights=o.weights,
+                                                 rrf_c=o.rrf_c, **extra)
+        spans = spans_for([hits], self._chunk_index, budget_tokens=o.budget_tokens, k=o.k, expand=o.expand)
         return [span_to_node(s) for s in spans]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -265,12 +285,14 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
 class MiniLMLlamaIndexEmbedding(BaseEmbedding):
     """The bundled all-MiniLM-L6-v2 as a LlamaIndex embedding model (offline).
 
-    Wraps a :class:`~swrag_integrations.retrieval.MiniLMEmbeddings` (the LangChain
-    ``Embeddings`` used by :class:`~swrag_integrations.retrieval.SlidingWindowIndex`), so
-    both frameworks embed identically and share one loaded model.
+    Wraps a :class:`~swrag_integrations.retrieval.MiniLMEmbeddings` (the embedding
+    object of :class:`~swrag_integrations.retrieval.SlidingWindowIndex` and
+    :class:`SlidingWindowLlamaIndex`; it needs no LangChain), so both frameworks embed
+    identically and share one loaded model.
 
     Args:
-        embeddings: the core to wrap (any LangChain ``Embeddings``; default: the shared
+        embeddings: the core to wrap (any object with ``embed_documents``/``embed_query``,
+            e.g. LangChain ``Embeddings``; default: the shared
             :func:`~swrag_integrations.retrieval.default_embeddings` instance, or a new
             ``MiniLMEmbeddings`` when ``model_path``/``device``/... are given).
         model_path, device, normalize, max_seq_length, batch_size: passed to a new
@@ -311,7 +333,8 @@ class MiniLMLlamaIndexEmbedding(BaseEmbedding):
         elif model_path is not None or options:
             raise ValueError("give either embeddings or MiniLM options (model_path, device, ...), not both")
         if not (hasattr(embeddings, "embed_documents") and hasattr(embeddings, "embed_query")):
-            raise TypeError(f"embeddings must be LangChain Embeddings, got {type(embeddings).__name__}")
+            raise TypeError(f"embeddings must have embed_documents and embed_query (e.g. MiniLMEmbeddings or "
+                            f"LangChain Embeddings), got {type(embeddings).__name__}")
         name = str(getattr(embeddings, "model_path", type(embeddings).__name__))
         batch = embed_batch_size or int(getattr(embeddings, "batch_size", 0) or 10)
         kwargs.setdefault("model_name", name)
@@ -323,8 +346,13 @@ class MiniLMLlamaIndexEmbedding(BaseEmbedding):
         return "MiniLMLlamaIndexEmbedding"
 
     @property
+    def core(self) -> Any:
+        """The wrapped embedding object (``embed_documents``/``embed_query``)."""
+        return self._core
+
+    @property
     def langchain_embeddings(self) -> Any:
-        """The wrapped LangChain ``Embeddings``."""
+        """The wrapped embedding object (a LangChain ``Embeddings`` where LangChain is installed)."""
         return self._core
 
     def _get_query_embedding(self, query: str) -> list[float]:
@@ -344,3 +372,140 @@ class MiniLMLlamaIndexEmbedding(BaseEmbedding):
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+
+class _LlamaEmbedder:
+    """A LlamaIndex ``BaseEmbedding`` seen as the engine's :class:`~.storage.Embedder`."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.model_name = getattr(model, "model_name", None) or type(model).__name__
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [list(v) for v in self.model.get_text_embedding_batch(list(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        return list(self.model.get_query_embedding(text))
+
+
+def _as_embedder(embed_model: Any) -> Any:
+    """The engine's embedder for ``embed_model``: the bundled MiniLM for ``None``, the
+    core of a :class:`MiniLMLlamaIndexEmbedding`, a LlamaIndex ``BaseEmbedding`` adapted,
+    any object with ``embed_documents``/``embed_query`` as it is."""
+    if embed_model is None:
+        from .embeddings import default_embeddings
+
+        return default_embeddings()
+    if isinstance(embed_model, MiniLMLlamaIndexEmbedding):
+        return embed_model.core
+    if isinstance(embed_model, BaseEmbedding):
+        return _LlamaEmbedder(embed_model)
+    if callable(getattr(embed_model, "embed_documents", None)) and callable(getattr(embed_model, "embed_query", None)):
+        return embed_model
+    raise TypeError(f"embed_model must be a LlamaIndex BaseEmbedding or have embed_documents/embed_query, "
+                    f"got {type(embed_model).__name__}")
+
+
+class SlidingWindowLlamaIndex:
+    """The sliding-window index for LlamaIndex: documents in, merged windows out.
+
+    The index lives in a folder (Chroma vectors, SQLite sources, BM25), written as
+    documents are inserted: there is nothing to persist, and ``SlidingWindowLlamaIndex(dir)``
+    reopens it. Each inserted ``Document`` is one source under its ``doc_id``
+    (re-inserting it replaces it, an unchanged one is skipped); its metadata can be
+    filtered on.
+
+    Args:
+        persist_dir: the index folder (default
+            :func:`~swrag_integrations.paths.default_index_dir`).
+        embed_model: a LlamaIndex embedding (``BaseEmbedding``), any object with
+            ``embed_documents``/``embed_query``, or ``None``: the bundled MiniLM
+            (:class:`MiniLMLlamaIndexEmbedding` shares its model).
+        engine: an :class:`~.engine.IndexEngine` already open (instead of the above).
+        engine_options: for :meth:`~.engine.IndexEngine.open` (``collection_name``,
+            chunking such as ``chunk_size``, ``show_progress``, ``host``/``port``...).
+
+    Example::
+
+        from llama_index.core import Document
+        from llama_index.core.vector_stores import MetadataFilters, MetadataFilter
+        from swrag_integrations.llama_index import SlidingWindowLlamaIndex
+
+        index = SlidingWindowLlamaIndex.from_documents(
+            [Document(text=..., metadata={"topic": "sea"}), ...], persist_dir="my_index")
+        nodes = index.as_retriever(k=4, filters=MetadataFilters(
+            filters=[MetadataFilter(key="topic", value="sea")])).retrieve("a question")
+        answer = index.as_query_engine(llm=my_llm).query("a question")
+        index = SlidingWindowLlamaIndex("my_index")  # later: reopen
+    """
+
+    def __init__(self, persist_dir: str | os.PathLike | None = None, *, embed_model: Any = None,
+                 engine: Any = None, **engine_options: Any) -> None:
+        from .engine import IndexEngine
+
+        if engine is not None:
+            if persist_dir is not None or embed_model is not None or engine_options:
+                raise ValueError("give engine= alone (it is open already), or persist_dir/embed_model/options")
+            if not isinstance(engine, IndexEngine):
+                raise TypeError(f"engine must be an IndexEngine, got {type(engine).__name__}")
+            self.engine = engine
+        else:
+            self.engine = IndexEngine.open(persist_dir, embedding=_as_embedder(embed_model), **engine_options)
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[Any], persist_dir: str | os.PathLike | None = None, *,
+                       embed_model: Any = None, **engine_options: Any) -> "SlidingWindowLlamaIndex":
+        """Open (or create) the index in ``persist_dir`` and insert ``documents``."""
+        index = cls(persist_dir, embed_model=embed_model, **engine_options)
+        index.insert_documents(documents)
+        return index
+
+    def insert_documents(self, documents: Sequence[Any]) -> Any:
+        """Index LlamaIndex ``Document`` s (text and metadata; identity: ``doc_id``);
+        returns the :class:`~.writer.IndexReport`."""
+        from .storage import PlainDocument
+
+        docs = []
+        for doc in documents:
+            if not hasattr(doc, "get_content") or not hasattr(doc, "metadata"):
+                raise TypeError(f"insert_documents takes LlamaIndex Documents, got {type(doc).__name__}")
+            text = doc.text if hasattr(doc, "text") else doc.get_content()
+            docs.append(PlainDocument(page_content=text, metadata=dict(doc.metadata or {}), id=str(doc.doc_id)))
+        return self.engine.index_documents(docs)
+
+    def insert(self, document: Any) -> None:
+        """Index one LlamaIndex ``Document`` (as ``VectorStoreIndex.insert``)."""
+        self.insert_documents([document])
+
+    def delete_ref_doc(self, ref_doc_id: str) -> None:
+        """Remove a document by its ``doc_id`` (unknown ids are ignored)."""
+        self.engine.delete_sources(self.engine.resolve_ids([ref_doc_id]))
+
+    @property
+    def ref_doc_ids(self) -> list[str]:
+        """The ``doc_id`` of every document in the index, sorted."""
+        records = self.engine.store.get_many(self.engine.source_ids())
+        return sorted(rec.doc_id or sid for sid, rec in records.items())
+
+    def as_retriever(self, **kwargs: Any) -> WindowedLlamaIndexRetriever:
+        """A :class:`WindowedLlamaIndexRetriever` over this index: merged windows as
+        ``NodeWithScore`` (``k``, ``budget_tokens``, ``filters`` -- ``MetadataFilters``
+        or a dict --, ``search_type``, ``weights``...)."""
+        return WindowedLlamaIndexRetriever(self.engine, **kwargs)
+
+    def as_query_engine(self, llm: Any = None, **kwargs: Any) -> Any:
+        """A LlamaIndex ``RetrieverQueryEngine`` over :meth:`as_retriever`. Keywords of
+        the retriever (``k``, ``filters``...) go to it; the rest to
+        ``RetrieverQueryEngine.from_args`` (``response_mode``...). ``llm``: default
+        LlamaIndex's ``Settings.llm``."""
+        from llama_index.core.query_engine import RetrieverQueryEngine
+
+        retriever_keys = {*RetrieverSettings.keys(), "filters"}
+        retriever = self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in retriever_keys})
+        return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
+
+    def persist(self) -> None:
+        """Nothing to do: every insert is on disk when it returns (kept for LlamaIndex habits)."""
+
+    def __repr__(self) -> str:
+        return f"SlidingWindowLlamaIndex({self.engine!r})"

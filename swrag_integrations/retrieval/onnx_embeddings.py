@@ -1,9 +1,10 @@
 """ONNX Runtime backend for a sentence-transformers folder (by default the bundled MiniLM).
 
-The ONNX graph is exported locally from the packaged weights on first use
-(``torch.onnx.export`` of the Transformer module; the tokenizer, pooling and
-normalisation are not part of the graph) and cached under
-``$SWRAG_CACHE/onnx`` (``~/.cache/swrag/onnx``). Nothing comes from a model hub.
+The ONNX graph is written locally from the packaged weights on first use (the BERT
+encoder of the Transformer module, stated with ``onnx.helper`` from ``model.safetensors``
+by :mod:`.onnx_bert`, no torch; the tokenizer, pooling and normalisation are not part of
+the graph) and cached under ``$SWRAG_CACHE/onnx`` (``~/.cache/swrag/onnx``). Nothing comes
+from a model hub.
 
 Variants:
 
@@ -15,13 +16,14 @@ Variants:
   See ``benchmarks/bench_embeddings.py`` for speed and cosine to the reference.
 
 Cache layout and safety: one folder per ``(model files, variant, export code,
-torch/onnx/onnxruntime versions)`` key, written in a temporary folder and renamed into
+onnx/onnxruntime versions)`` key, written in a temporary folder and renamed into
 place, with a ``manifest.json`` holding the key and the SHA-256 of ``model.onnx``. A
 folder whose manifest is missing, names another key or does not match the file is
 discarded and rebuilt.
 
 Inference needs only ``onnxruntime``, ``tokenizers`` and ``numpy``; the export (once per
-key) also needs ``torch``, ``transformers`` and ``onnx``.
+key) also needs ``onnx`` and ``safetensors`` -- never torch or transformers (the ``[onnx]``
+extra: ``pip install 'swrag-integrations[onnx]'``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ import shutil
 import tempfile
 import threading
 import uuid
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
@@ -54,7 +55,8 @@ __all__ = [
 ]
 
 #: Bump when the exported or quantized graph changes for the same inputs (part of the cache key).
-EXPORT_VERSION = 1
+#: 2: the graph is written from the safetensors weights (:mod:`.onnx_bert`), not by torch.
+EXPORT_VERSION = 2
 ONNX_VARIANTS = ("fp32", "int8")
 _OPSET = 17
 _MANIFEST = "manifest.json"
@@ -212,7 +214,6 @@ def _cache_key(model_hash: str, variant: str) -> dict[str, Any]:
         "variant": variant,
         "export_version": EXPORT_VERSION,
         "opset": _OPSET,
-        "torch": _version("torch"),
         "onnx": _version("onnx"),
         "onnxruntime": _version("onnxruntime"),
     }
@@ -251,70 +252,47 @@ def _discard(folder: Path) -> None:
 
 
 def _export_fp32(config: SentenceModelConfig, out: Path) -> None:
-    """``torch.onnx.export`` of the Transformer module: token ids in, token states out."""
+    """The Transformer module as an fp32 ONNX graph: token ids in, token states out
+    (:func:`.onnx_bert.build_bert_onnx`, from ``model.safetensors``; no torch)."""
     try:
-        import onnx  # noqa: F401  (the TorchScript exporter serialises through it)
-        import torch
-        from transformers import AutoModel
+        import onnx  # noqa: F401
+        import safetensors  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "exporting the ONNX model needs torch, transformers and onnx "
-            "(pip install onnx; torch/transformers come with swrag-integrations[local])"
+            f"writing the ONNX model needs onnx and safetensors ({exc.name} is missing): "
+            "pip install 'swrag-integrations[onnx]'"
         ) from exc
-    import inspect
+    from .onnx_bert import build_bert_onnx
 
-    model = AutoModel.from_pretrained(str(config.transformer_path), local_files_only=True)
-    model.eval()
-    names = [n for n in _INPUT_NAMES if n in inspect.signature(model.forward).parameters]
-
-    class _TokenStates(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.m = inner
-
-        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-            return self.m(**dict(zip(names, inputs)), return_dict=False)[0]
-
-    ids = torch.tensor([[101, 2023, 2003, 1037, 3231, 102], [101, 7592, 102, 0, 0, 0]], dtype=torch.long)
-    mask = (ids != 0).long()
-    example = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
-    axes = {n: {0: "batch", 1: "sequence"} for n in (*names, "token_states")}
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # TracerWarnings and the TorchScript-exporter deprecation
-        torch.onnx.export(
-            _TokenStates(model),
-            tuple(example[n] for n in names),
-            str(out),
-            dynamo=False,
-            opset_version=_OPSET,
-            input_names=names,
-            output_names=["token_states"],
-            dynamic_axes=axes,
-            do_constant_folding=True,
-        )
+    build_bert_onnx(config.transformer_path, out, _OPSET)
 
 
 def _quantize_int8(src: Path, out: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    from .._logging import root_logging_kept
+
     graph = onnx.load(str(src), load_external_data=False).graph
     # BERT-style node names; another architecture gets every MatMul quantized
     keep = [n.name for n in graph.node if any(n.name.endswith(s) for s in _INT8_RECIPE["keep_fp32"])]
     root = logging.getLogger()
-    hush = _DropMessage("pre-processing before quantization")  # onnxruntime logs it on the root logger
+    hush = _DropMessage("pre-processing before quantization")  # onnxruntime logs it on the root logger,
+    # through logging.warning, which gives a root logger without handlers a stderr handler for
+    # good (then every library's records, bm25s's DEBUG ones, reach the user): both undone after
     root.addFilter(hush)
     try:
-        quantize_dynamic(
-            str(src),
-            str(out),
-            per_channel=_INT8_RECIPE["per_channel"],
-            weight_type=getattr(QuantType, _INT8_RECIPE["weight_type"]),
-            op_types_to_quantize=list(_INT8_RECIPE["op_types"]),
-            nodes_to_exclude=keep,
-            # needed once the graph holds fused contrib ops; harmless otherwise
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
+        with root_logging_kept():
+            quantize_dynamic(
+                str(src),
+                str(out),
+                per_channel=_INT8_RECIPE["per_channel"],
+                weight_type=getattr(QuantType, _INT8_RECIPE["weight_type"]),
+                op_types_to_quantize=list(_INT8_RECIPE["op_types"]),
+                nodes_to_exclude=keep,
+                # needed once the graph holds fused contrib ops; harmless otherwise
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
     finally:
         root.removeFilter(hush)
 

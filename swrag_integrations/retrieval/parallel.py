@@ -55,10 +55,10 @@ import numpy as np
 from .records import SourceRecord
 
 if TYPE_CHECKING:
-    from .index import SlidingWindowIndex
+    from .protocols import EngineState
     from .writer import IndexReport
 
-__all__ = ["index_in_parallel", "portable_embedding", "load_and_plan", "add_ingest_arguments", "ingest_from_args"]
+__all__ = ["index_in_parallel", "portable_embedding", "load_and_plan"]
 
 # --------------------------------------------------------------------------- workers
 
@@ -104,10 +104,10 @@ def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
 
 
 def build_embedding(spec: Any) -> Any:
-    """The embedding a :func:`portable_embedding` spec stands for."""
-    from langchain_core.embeddings import Embeddings
-
-    return spec if isinstance(spec, Embeddings) else spec()
+    """The embedding a :func:`portable_embedding` spec stands for (an embedding object
+    as it is, a factory called)."""
+    is_embedding = not isinstance(spec, type) and callable(getattr(spec, "embed_documents", None))
+    return spec if is_embedding else spec()
 
 
 def _embedding() -> Any:
@@ -217,7 +217,7 @@ def _pickles(obj: Any) -> bool:
         return False
 
 
-def worker_embedding_spec(index: "SlidingWindowIndex", embedding_factory: Callable[[], Any] | None,
+def worker_embedding_spec(index: "EngineState", embedding_factory: Callable[[], Any] | None,
                           notes: list[str], threads: int | None = None) -> Any:
     """The spec workers embed with, or ``None`` (then the writer embeds; ``notes`` says why).
 
@@ -225,9 +225,7 @@ def worker_embedding_spec(index: "SlidingWindowIndex", embedding_factory: Callab
     constructor arguments whose ``threads`` argument was left at ``None`` (the bundled
     MiniLM: "every CPU" -- N workers would each take every core) gets this value.
     """
-    from .vectors import precomputed_of
-
-    pre = precomputed_of(index.vectorstore)
+    pre = index.vectors.precomputed
     if pre is None:
         notes.append(f"the vector store ({index.vectors.kind}) does not embed through PrecomputedEmbeddings: the "
                      "workers only loaded and planned, the writer embedded (build the store with "
@@ -384,7 +382,7 @@ def _bounded(submit: Callable[[Any], Future], items: Iterable[Any], ahead: int) 
         yield pending.popleft()
 
 
-def index_in_parallel(index: "SlidingWindowIndex", documents: Iterable[Any] | None = None, *,
+def index_in_parallel(index: "EngineState | Any", documents: Iterable[Any] | None = None, *,
                       paths: Any = None, workers: int = 2, prune: bool | str = False,
                       remove_origins: Iterable[str] | None = None, encoding: str | None = None,
                       errors: str = "strict", embed_batch: int | None = None,
@@ -403,8 +401,10 @@ def index_in_parallel(index: "SlidingWindowIndex", documents: Iterable[Any] | No
             workers should use (it must give the vectors the index's embedding gives).
         threads_per_worker: math threads per worker (torch/OpenMP).
     """
+    from .protocols import as_engine
     from .writer import dedupe_documents, write_planned
 
+    index = as_engine(index)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     if (documents is None) == (paths is None):
@@ -498,54 +498,3 @@ def _warn_load(message: str) -> None:
     from .files import LoadWarning
 
     warnings.warn(message, LoadWarning, stacklevel=4)
-
-
-# ------------------------------------------------------------------------ CLI pieces
-
-
-def _workers_arg(value: str) -> int:
-    import argparse
-
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--workers takes a whole number >= 1, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"--workers must be >= 1, got {number}")
-    return number
-
-
-def add_ingest_arguments(parser: Any) -> None:
-    """``--workers N`` and ``--ray ADDRESS`` for ``swrag index``."""
-    parser.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
-                        help="load, cut and embed in N worker processes, one writer (default: in this process); "
-                             "with --ray: N embedding actors (default 2)")
-    parser.add_argument("--ray", default=None, metavar="ADDRESS",
-                        help="run the ingestion as a Ray Data pipeline: 'local' (a Ray started in this process), "
-                             "'auto', 'HOST:PORT' (a `ray start --head` cluster's GCS port) or 'ray://HOST:PORT' "
-                             "(needs the [ray] extra; files must be readable at the same paths on every node)")
-    parser.add_argument("--ray-node-ip", default=None, metavar="IP",
-                        help="this machine's address in the Ray cluster, when Ray's guess is wrong (several "
-                             "networks, or a loopback cluster started with --node-ip-address 127.0.0.2)")
-
-
-def ingest_from_args(index: "SlidingWindowIndex", args: Any) -> "IndexReport":
-    """Run ``swrag index`` for parsed arguments (``paths``, ``keep_missing``, ``encoding``,
-    ``errors``, ``workers``, ``ray``): in this process, in worker processes, or on Ray.
-
-    With ``ray``, a Ray connection this process already holds is used (and kept); else
-    :func:`~.ray_ingest.index_with_ray` connects and disconnects.
-    """
-    workers = getattr(args, "workers", None)
-    address = getattr(args, "ray", None)
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"--workers must be >= 1, got {workers}")
-    options = dict(prune=not args.keep_missing, encoding=args.encoding, errors=args.errors)
-    if address:
-        from .ray_ingest import index_with_ray
-
-        return index_with_ray(index, args.paths, address=address, actors=workers or 2,
-                              node_ip_address=getattr(args, "ray_node_ip", None), **options)
-    if workers:
-        return index.add_files(args.paths, workers=workers, **options)
-    return index.add_files(args.paths, **options)

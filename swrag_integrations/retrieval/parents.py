@@ -22,10 +22,10 @@ from typing import Any, Sequence
 from ..windows import count_units
 from .assemble import ContextSpan, assemble_context
 from .protocols import ChildHit, ChunkIndex, ChunkRow
+from .settings import EXPAND_MODES
 
 __all__ = ["Candidate", "Planner", "rank_parents", "expand_parents", "EXPAND_MODES", "CHUNK_KEYS"]
 
-EXPAND_MODES = ("window", "medium", "chunk")
 # chunk-level metadata keys that do not describe a merged span
 CHUNK_KEYS = frozenset({
     "level", "chunk_index", "medium_index", "n_tokens", "window_lower_bound", "window_upper_bound",
@@ -334,13 +334,3 @@ def check_query(query: Any) -> str:
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
     return query
-
-
-def positive_int(name: str, value: Any, *, optional: bool = False) -> Any:
-    """``value`` if it is a positive int (or ``None`` when ``optional``), else a
-    ``ValueError`` naming the parameter -- the one check behind the retrievers' fields."""
-    if value is None and optional:
-        return value
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
-    return value

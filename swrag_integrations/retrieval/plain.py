@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from langchain_core.documents import Document
 
 if TYPE_CHECKING:
-    from .index import SlidingWindowIndex
+    from .protocols import EngineState
 
 __all__ = ["search_documents", "source_document"]
 
@@ -26,7 +26,7 @@ def source_document(rec: Any) -> Document:
     return Document(page_content=rec.text, metadata=rec.doc_metadata, id=rec.doc_id or rec.source_id)
 
 
-def search_documents(index: "SlidingWindowIndex", vector: Sequence[float], k: int, *, mmr: bool = False,
+def search_documents(index: "EngineState", vector: Sequence[float], k: int, *, mmr: bool = False,
                      fetch_k: int = 20, lambda_mult: float = 0.5,
                      filter: Any = None) -> list[tuple[Document, float | None]]:
     """The ``k`` best added documents for a query vector, best first.
@@ -41,23 +41,23 @@ def search_documents(index: "SlidingWindowIndex", vector: Sequence[float], k: in
     ``filter``: a metadata filter (:func:`~.filters.parse_filter`), pushed down to the
     store where it can filter and checked against every source's record.
     """
-    from .filters import SourceMatcher, native_filter, parse_filter
+    from .filters import SourceMatcher, parse_filter
 
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise ValueError(f"k must be a positive int, got {k!r}")
     flt = parse_filter(filter)
     matcher = SourceMatcher(flt, index.store) if flt is not None else None
-    native = native_filter(flt, index.vectorstore) if flt is not None else None
-    index._before_search()
+    native = index.vectors.native_filter(flt) if flt is not None else None
+    index.before_search()
     n = max(4 * k, fetch_k if mmr else 0, 20)
     while True:
         if mmr:
-            pairs = [(d, None) for d in index._wrap(
+            pairs = [(d, None) for d in index.wrap(
                 lambda: index.vectors.search(vector, n, mmr=True, fetch_k=max(fetch_k, n), lambda_mult=lambda_mult,
                                              native=native),
                 "search the vectors")]
         else:
-            pairs = index._wrap(lambda: index.vectors.search_scored(vector, n, native=native), "search the vectors")
+            pairs = index.wrap(lambda: index.vectors.search_scored(vector, n, native=native), "search the vectors")
         best = _best_per_source(index, pairs, matcher)
         if len(best) >= k or len(pairs) < n:
             break
@@ -68,7 +68,7 @@ def search_documents(index: "SlidingWindowIndex", vector: Sequence[float], k: in
             if sid in records and records[sid].complete]
 
 
-def _best_per_source(index: "SlidingWindowIndex", pairs: list[tuple[Any, float | None]],
+def _best_per_source(index: "EngineState", pairs: list[tuple[Any, float | None]],
                      matcher: Any = None) -> dict[str, float | None]:
     """Source id -> score of its first (best) chunk, in rank order; stale chunks and
     sources the filter (``matcher``: a :class:`~.filters.SourceMatcher`) excludes dropped."""

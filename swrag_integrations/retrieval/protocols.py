@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, Sequence, runtime_checkable
 
-__all__ = ["ChildHit", "ChunkRow", "ChunkIndex"]
+__all__ = ["ChildHit", "ChunkRow", "ChunkIndex", "EngineState", "as_engine"]
 
 
 class ChunkRow(NamedTuple):
@@ -73,3 +73,37 @@ class ChunkIndex(Protocol):
         """``(lower, upper, start, end)`` of the medium chunks whose windows cover a
         small chunk (``None`` when the index has none)."""
         ...
+
+
+class EngineState(Protocol):
+    """The index engine as the modules below it (writer, health, parallel, Ray ingestion,
+    plain) see it: :class:`~.engine.IndexEngine` satisfies it. They take it as an argument and
+    never import the engine, which calls them."""
+
+    store: Any
+    vectors: Any
+    keyword: Any
+    manifest: dict[str, Any]
+
+    def writing(self) -> Any: ...
+
+    def sync_vectors(self) -> None: ...
+
+
+_ENGINE_MEMBERS = ("store", "vectors", "keyword", "manifest", "writing", "sync_vectors")
+
+
+def as_engine(index: Any) -> EngineState:
+    """The :class:`~.engine.IndexEngine` of a face (``index.engine``) or the engine itself.
+
+    Recognised by its members (no import of the engine: the writer, health, parallel and Ray
+    modules sit below it and take whatever engine they are given).
+
+    Raises:
+        TypeError: neither an engine nor an index over one.
+    """
+    engine = getattr(index, "engine", index)
+    if not all(hasattr(engine, name) for name in _ENGINE_MEMBERS):
+        raise TypeError(f"expected an IndexEngine or an index over one (SlidingWindowIndex...), "
+                        f"got {type(index).__name__}")
+    return engine

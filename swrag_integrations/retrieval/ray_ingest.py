@@ -40,7 +40,7 @@ from .parallel import build_embedding, embed_texts, limit_threads, load_and_plan
 from .records import SourceRecord
 
 if TYPE_CHECKING:
-    from .index import SlidingWindowIndex
+    from .protocols import EngineState
     from .writer import IndexReport
 
 __all__ = ["index_with_ray", "connect_ray"]
@@ -192,7 +192,7 @@ class _Embedder:
         return batch
 
 
-def index_with_ray(index: "SlidingWindowIndex", paths: Any, *, address: str = "local", actors: int = 2,
+def index_with_ray(index: "EngineState | Any", paths: Any, *, address: str = "local", actors: int = 2,
                    prune: bool = True, encoding: str | None = None, errors: str = "strict",
                    embed_batch: int | None = None, embedding_factory: Callable[[], Any] | None = None,
                    actor_cpus: float = 1.0, plan_cpus: float = 0.5, threads_per_actor: int = 1,
@@ -219,9 +219,11 @@ def index_with_ray(index: "SlidingWindowIndex", paths: Any, *, address: str = "l
         runtime_env: passed to ``ray.init`` (e.g. ``{"py_modules": [...]}``).
         node_ip_address: this node's IP for Ray (``ray.init(_node_ip_address=)``).
     """
+    from .protocols import as_engine
     from .files import list_files
     from .writer import IndexReport, write_planned
 
+    index = as_engine(index)
     if isinstance(actors, bool) or not isinstance(actors, int) or actors < 1:
         raise ValueError(f"actors must be an int >= 1, got {actors!r}")
     embed_batch = embed_batch or index.batch_size
@@ -243,7 +245,7 @@ def index_with_ray(index: "SlidingWindowIndex", paths: Any, *, address: str = "l
             ray.shutdown()
 
 
-def _run(index: "SlidingWindowIndex", listing: Any, *, actors: int, prune: bool, encoding: str | None, errors: str,
+def _run(index: "EngineState", listing: Any, *, actors: int, prune: bool, encoding: str | None, errors: str,
          embed_batch: int, embedding_factory: Any, actor_cpus: float, plan_cpus: float, threads_per_actor: int,
          write: Callable[..., Any], report: "IndexReport") -> "IndexReport":
     import ray
@@ -305,7 +307,7 @@ def _run(index: "SlidingWindowIndex", listing: Any, *, actors: int, prune: bool,
                                "written: run again")
 
     # the writer lock renews its own lease while the driver waits on Ray (sources.KVSourceStore)
-    result = index._wrap(lambda: write(index, planned(), prune="origins" if prune else False,
+    result = index.wrap(lambda: write(index, planned(), prune="origins" if prune else False,
                                        remove_origins=lambda: listing.stale(origins, loaded, [p for p, _ in skipped])
                                        if prune else [], report=report,
                                        total_chunks=lambda: known[0], desc=f"Writing chunks (Ray, {actors} actors)"),

@@ -14,12 +14,13 @@ from typing import Any, Literal, Sequence
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, field_validator
+from pydantic import ConfigDict, field_validator, model_validator
 
-from .config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
-from .parents import check_query, positive_int, spans_for
+from .parents import check_query, spans_for
 from .protocols import ChunkIndex
 from .search import call_options
+from .settings import DEFAULT_SETTINGS as _D
+from .settings import RetrieverSettings
 
 __all__ = ["WindowedParentRetriever"]
 
@@ -75,24 +76,28 @@ class WindowedParentRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     index: ChunkIndex
-    k: int | None = None
-    k_child: int = DEFAULT_K_CHILD
-    budget_tokens: int | None = 1500
-    search_type: Literal["mmr", "similarity"] = DEFAULT_SEARCH_TYPE
-    weights: tuple[float, float] = (0.5, 0.5)
-    rrf_c: float = 60.0
-    expand: Literal["window", "medium", "chunk"] = "window"
+    # defaults and checks: :class:`~.settings.RetrieverSettings`, the one definition
+    k: int | None = _D.k
+    k_child: int = _D.k_child
+    budget_tokens: int | None = _D.budget_tokens
+    search_type: Literal["mmr", "similarity"] = _D.search_type
+    weights: tuple[float, float] = _D.weights
+    rrf_c: float = _D.rrf_c
+    expand: Literal["window", "medium", "chunk"] = _D.expand
     filter: Any = None
 
-    @field_validator("k", "budget_tokens")
+    @model_validator(mode="before")
     @classmethod
-    def _optional_positive(cls, value: int | None, info) -> int | None:
-        return positive_int(info.field_name, value, optional=True)
+    def _settings(cls, data: Any) -> Any:
+        """Every setting checked by :class:`~.settings.RetrieverSettings` (the message every face gives)."""
+        if isinstance(data, dict):
+            RetrieverSettings(**{k: data[k] for k in RetrieverSettings.keys() if k in data})
+        return data
 
-    @field_validator("k_child")
-    @classmethod
-    def _positive(cls, value: int) -> int:
-        return positive_int("k_child", value)
+    @property
+    def settings(self) -> RetrieverSettings:
+        """This retriever's settings as the framework-free :class:`~.settings.RetrieverSettings`."""
+        return RetrieverSettings(**{name: getattr(self, name) for name in RetrieverSettings.keys()})
 
     @field_validator("filter")
     @classmethod
@@ -128,13 +133,24 @@ class WindowedParentRetriever(BaseRetriever):
             docs.append(doc)
         return docs
 
+    def trace(self, query: str, **overrides: Any) -> Any:
+        """Every step of retrieving ``query`` as a framework-free
+        :class:`~.trace.RetrievalTrace` (hits, parents, kept spans, what each hit lost to
+        the budget, the settings and filter used); keywords override this retriever's
+        settings (e.g. ``budget_tokens=800``). Views render it (:meth:`explain`)."""
+        from .trace import trace
+
+        return trace(self.index, query, RetrieverSettings.from_kwargs({**self.settings.to_dict(), **overrides},
+                                                                      where="trace()"), filter=self.filter)
+
     def explain(self, query: str, **overrides: Any) -> Any:
         """What this retriever does for ``query``, as an HTML view (shows itself in Jupyter;
         ``.save(path)``): the chunks that matched with their ranks, the windows they widened
-        to, the spans merged under the budget and what was cut."""
-        from ..view.retrieval import RetrievalView
+        to, the spans merged under the budget and what was cut. Needs
+        ``import swrag_integrations.view`` first (it registers the view)."""
+        from ..display import make_view
 
-        return RetrievalView.from_retriever(self, query, **overrides)
+        return make_view("retrieval", self, query, **overrides)
 
     def retrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
         """Retrieve for several phrasings of one question (budget shared among them)."""

@@ -28,7 +28,8 @@ from pydantic import ConfigDict, field_validator, model_validator
 
 from .bm25 import BM25Index
 from .fusion import reciprocal_rank_fusion
-from .parents import check_query, positive_int
+from .parents import check_query
+from .settings import positive_int
 
 __all__ = ["CJKBM25Retriever", "DenseChunkRetriever", "HybridRetriever", "call_options"]
 

@@ -30,7 +30,7 @@ import threading
 import warnings
 from typing import Any, Callable, Sequence
 
-from langchain_core.embeddings import Embeddings
+from .embedding_base import EmbeddingsBase
 
 __all__ = ["VectorBackend", "default_chroma", "VectorStoreError", "IndexTextEmbeddings", "PrecomputedEmbeddings",
            "doc_vector_id", "precomputed_of", "stale_chroma"]
@@ -64,16 +64,20 @@ def _overrides(obj: Any, name: str) -> bool:
 
 
 class VectorBackend:
-    """An index's view of a LangChain ``VectorStore``.
+    """A :class:`~.storage.VectorStorage` over a LangChain ``VectorStore``.
 
     Args:
         store: the vector store (its ``embeddings`` embed chunk texts at ``add``).
         embedding: the embedding used for queries; default ``store.embeddings``.
-        reopen: ``() -> store``: a fresh handle on the same store, used once when a
-            search finds this one stale (:func:`stale_chroma`).
+        reopen: ``() -> store``: a fresh handle on the same store (a local Chroma read
+            afresh), used by :meth:`reopen` and once when a search finds this one stale
+            (:func:`stale_chroma`).
+        rebuild: ``(fence) -> store``: the store started afresh from the vectors it
+            holds (:meth:`rebuild`); without it a damaged store is re-embedded.
     """
 
-    def __init__(self, store: Any, embedding: Any = None, *, reopen: Callable[[], Any] | None = None) -> None:
+    def __init__(self, store: Any, embedding: Any = None, *, reopen: Callable[[], Any] | None = None,
+                 rebuild: Callable[[Any], Any] | None = None) -> None:
         from langchain_core.vectorstores import VectorStore
 
         if not isinstance(store, VectorStore):
@@ -91,19 +95,49 @@ class VectorBackend:
         self.can_get = _overrides(store, "get_by_ids")
         self.can_mmr = _overrides(store, "max_marginal_relevance_search_by_vector")
         self._warned_mmr = False
-        self.reopen = reopen
+        self._reopen = reopen
+        self._rebuild = rebuild
+        self.reopenable = reopen is not None
         self._nonempty = False
         self._warned_scores = False
 
     def __repr__(self) -> str:
         return f"VectorBackend({self.kind})"
 
+    @property
+    def precomputed(self) -> "PrecomputedEmbeddings | None":
+        """The :class:`PrecomputedEmbeddings` the store embeds with, if it has one."""
+        return precomputed_of(self.store)
+
+    def reopen(self) -> None:
+        """Open the store afresh (the ``reopen`` given; nothing without one)."""
+        if self._reopen is not None:
+            self.store = self._reopen()
+
+    def rebuild(self, fence: Any = None) -> bool:
+        """Start the store afresh from the vectors it holds (the ``rebuild`` given);
+        ``False`` without one."""
+        if self._rebuild is None:
+            return False
+        self.store = self._rebuild(fence)
+        return True
+
+    def native_filter(self, flt: Any) -> dict[str, Any] | None:
+        """The store's own filter keywords (:func:`~.filters.native_filter`)."""
+        from .filters import native_filter
+
+        return native_filter(flt, self.store)
+
     # ------------------------------------------------------------ writing
     def add(self, documents: Sequence[Any], ids: Sequence[str]) -> None:
         """Add (or overwrite) chunk documents under the given vector ids."""
+        from langchain_core.documents import Document
+
         if not documents:
             return
-        got = self.store.add_documents(list(documents), ids=list(ids))
+        docs = [d if isinstance(d, Document) else Document(page_content=d.page_content, metadata=dict(d.metadata))
+                for d in documents]
+        got = self.store.add_documents(docs, ids=list(ids))
         if got is not None and len(got) != len(ids):
             raise VectorStoreError(f"{self.kind}.add_documents stored {len(got)} of {len(ids)} vectors")
 
@@ -179,10 +213,10 @@ class VectorBackend:
         try:
             return search()
         except Exception as exc:
-            if self.reopen is None or not stale_chroma(exc):
+            if self._reopen is None or not stale_chroma(exc):
                 raise
             logger.info("reopening the embedded Chroma store after: %s", exc)
-            self.store = self.reopen()
+            self.store = self._reopen()
             return search()
 
     def _search(self, vector: Sequence[float], k: int, *, mmr: bool, fetch_k: int | None,
@@ -247,6 +281,14 @@ class VectorBackend:
     def embed_query(self, text: str) -> list[float]:
         return list(self.embedding.embed_query(text))
 
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of chunk texts with the store's own embedding (as its ``add`` makes them)."""
+        try:
+            own = self.store.embeddings
+        except Exception:  # noqa: BLE001 - some stores raise instead of returning None
+            own = None
+        return (own or self.embedding).embed_documents(texts)
+
 
 def stale_chroma(exc: BaseException) -> bool:
     """Whether ``exc`` is embedded Chroma's "Nothing found on disk" for an HNSW segment:
@@ -264,7 +306,7 @@ def default_chroma(client: Any, collection_name: str, embedding: Any) -> Any:
                   collection_metadata={"swrag_role": "vectors"})
 
 
-class IndexTextEmbeddings(Embeddings):
+class IndexTextEmbeddings(EmbeddingsBase):
     """Embeds ``index_text(text)`` for documents (e.g. a chunk with its contextual header)
     and queries as they are, so a store keeps exact chunk texts but searches the indexed ones.
 
@@ -273,7 +315,7 @@ class IndexTextEmbeddings(Embeddings):
         index_text: ``chunk text -> text to embed``.
     """
 
-    def __init__(self, base: Embeddings, index_text: Any) -> None:
+    def __init__(self, base: Any, index_text: Any) -> None:
         self.base = base
         self.index_text = index_text
 
@@ -289,7 +331,7 @@ class IndexTextEmbeddings(Embeddings):
         return getattr(self.base, name)
 
 
-class PrecomputedEmbeddings(Embeddings):
+class PrecomputedEmbeddings(EmbeddingsBase):
     """Serves document vectors it was primed with; embeds anything else with ``base``.
 
     A LangChain vector store embeds texts itself in ``add_documents``. To write vectors
@@ -312,7 +354,7 @@ class PrecomputedEmbeddings(Embeddings):
         base: the embeddings the vectors were (and unprimed texts are) computed with.
     """
 
-    def __init__(self, base: Embeddings) -> None:
+    def __init__(self, base: Any) -> None:
         if isinstance(base, PrecomputedEmbeddings):
             base = base.base
         self.base = base

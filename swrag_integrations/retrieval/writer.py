@@ -34,10 +34,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Sized
 
 from .ids import batch_source_ids, chunk_id, vector_id
+from .health import missing_vectors
+from .protocols import as_engine
 from .records import SourceRecord, metadata_change, plan_source
 
 if TYPE_CHECKING:
-    from .index import SlidingWindowIndex
+    from .protocols import EngineState
 
 __all__ = ["IndexReport", "write_documents", "write_planned", "remove_sources", "recover", "repair", "chunk_documents"]
 
@@ -74,8 +76,8 @@ class IndexReport:
 
 
 def chunk_documents(rec: SourceRecord, index_id: str, start: int = 0, stop: int | None = None) -> list[Any]:
-    """The vector-store documents of chunks ``start..stop`` of a record (exact chunk text)."""
-    from langchain_core.documents import Document
+    """The vector-storage documents of chunks ``start..stop`` of a record (exact chunk text)."""
+    from .storage import PlainDocument
 
     out = []
     a = rec.arrays
@@ -83,7 +85,7 @@ def chunk_documents(rec: SourceRecord, index_id: str, start: int = 0, stop: int 
         meta = rec.index_metadata
         meta.update(source_id=rec.source_id, chunk_index=i, start_index=int(a[0, i]), end_index=int(a[1, i]),
                     content_hash=rec.content_hash, chunk_id=chunk_id(rec.source_id, i), swrag_index=index_id)
-        out.append(Document(page_content=rec.chunk_text(i), metadata=meta))
+        out.append(PlainDocument(page_content=rec.chunk_text(i), metadata=meta))
     return out
 
 
@@ -92,7 +94,7 @@ def _vector_ids(sid: str, start: int, stop: int) -> list[str]:
     return [vector_id(chunk_id(sid, i)) for i in range(start, stop)]
 
 
-def _fence(index: "SlidingWindowIndex") -> None:
+def _fence(index: "EngineState") -> None:
     """Before a vector write: raise :class:`~.sources.LeaseLostError` if this writer no
     longer holds the index's lease (its store's ``check_writer``; a store without one
     is not fenced)."""
@@ -101,7 +103,7 @@ def _fence(index: "SlidingWindowIndex") -> None:
         check()
 
 
-def _rewrite_plans(index: "SlidingWindowIndex", sids: Sequence[str]) -> list["Plan"]:
+def _rewrite_plans(index: "EngineState", sids: Sequence[str]) -> list["Plan"]:
     """Plans that write these stored sources again (recovery, lost vectors, repair): the
     records read from the store itself, not its cache (a key-value store's writer that died
     between a record and its change-log entry left no trace for the cache to see), copied
@@ -115,7 +117,7 @@ def _rewrite_plans(index: "SlidingWindowIndex", sids: Sequence[str]) -> list["Pl
 Plan = tuple[SourceRecord, bool, Any]  # (record, an older version exists, its vectors or None)
 
 
-def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
+def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
            total: int | Callable[[], int] | None = None) -> int:
     """Steps 1-3 for each planned record, in batches of about ``batch_size`` chunks.
 
@@ -128,9 +130,7 @@ def _write(index: "SlidingWindowIndex", plans: Iterable[Plan], desc: str,
     """
     from tqdm.auto import tqdm
 
-    from .vectors import precomputed_of
-
-    pre = precomputed_of(index.vectorstore)
+    pre = index.vectors.precomputed
     if total is None and isinstance(plans, Sized):  # a list of plans: its chunks are the total
         total = sum(rec.n_chunks for rec, _, _ in plans)
     bar = None
@@ -192,7 +192,7 @@ def _batches(plans: Iterable[Plan], size: int) -> Iterator[list[Plan]]:
         yield batch
 
 
-def _remove(index: "SlidingWindowIndex", sids: Sequence[str]) -> int:
+def _remove(index: "EngineState", sids: Sequence[str]) -> int:
     heads = index.store.heads(list(dict.fromkeys(sids)))
     if not heads:
         return 0
@@ -203,7 +203,7 @@ def _remove(index: "SlidingWindowIndex", sids: Sequence[str]) -> int:
     return len(heads)
 
 
-def recover(index: "SlidingWindowIndex") -> tuple[int, int]:
+def recover(index: "EngineState") -> tuple[int, int]:
     """Finish what a dead writer left: ``(completed, removed)`` sources (lock held)."""
     heads = index.store.heads()
     pending = sorted(s for s, h in heads.items() if h.state == "pending")
@@ -215,33 +215,11 @@ def recover(index: "SlidingWindowIndex") -> tuple[int, int]:
     return len(pending), removed
 
 
-def _missing_vectors(index: "SlidingWindowIndex", sids: Sequence[str], *, force: bool = False) -> list[str]:
-    """Complete sources among ``sids`` whose vectors are not all in the vector store."""
-    if not sids or not index.vectors.can_get:
-        return []
-    if not force:
-        held = index.vectors.count()
-        heads = index.store.heads()
-        expected = sum(h.n_chunks for h in heads.values() if h.state == "complete")
-        if held is not None and held == expected:
-            return []
-    heads = index.store.heads(list(sids))
-    missing = []
-    for sid in sids:
-        head = heads.get(sid)
-        if head is None or head.state != "complete":
-            continue
-        ids = _vector_ids(sid, 0, head.n_chunks)
-        found = index.vectors.present(ids)
-        if len(found) < len(ids) or any(m.get("content_hash") != head.content_hash for m in found.values()):
-            missing.append(sid)
-    return missing
-
-
-def write_documents(index: "SlidingWindowIndex", documents: Sequence[Any], *, prune: bool | str = False,
+def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bool | str = False,
                     remove_origins: Iterable[str] | None = None) -> IndexReport:
     """Index documents (see :meth:`~.index.SlidingWindowIndex.index_documents`): plan
     them here and write them with :func:`write_planned` (the store embeds)."""
+    index = as_engine(index)
     prune = _check_prune(prune)
     by_sid, report = dedupe_documents(documents)
     if not by_sid and not remove_origins and prune != "all":
@@ -263,13 +241,13 @@ def write_documents(index: "SlidingWindowIndex", documents: Sequence[Any], *, pr
 def dedupe_documents(documents: Sequence[Any]) -> tuple[dict[str, Any], IndexReport]:
     """Documents by source id (:func:`~.ids.batch_source_ids`: several different documents
     of one source are parts of it, each kept; identical ones are written once) and a
-    report whose ``ids`` list every document's source id in order; non-Documents raise."""
-    from langchain_core.documents import Document
-
+    report whose ``ids`` list every document's source id in order; objects without a
+    text ``page_content`` (a LangChain ``Document``, a :class:`~.storage.PlainDocument`) raise."""
     report = IndexReport()
     for doc in documents:
-        if not isinstance(doc, Document):
-            raise TypeError(f"expected LangChain Document objects, got {type(doc).__name__}")
+        if not isinstance(getattr(doc, "page_content", None), str):
+            raise TypeError(f"expected Document objects (LangChain Document or PlainDocument, with a text "
+                            f"page_content), got {type(doc).__name__}")
     report.ids = batch_source_ids(documents)
     by_sid = dict(zip(report.ids, documents))
     return by_sid, report
@@ -283,7 +261,7 @@ def _check_prune(prune: bool | str) -> str | bool:
     return prune
 
 
-def write_planned(index: "SlidingWindowIndex", planned: Iterable[tuple[SourceRecord, Any]], *,
+def write_planned(index: "EngineState", planned: Iterable[tuple[SourceRecord, Any]], *,
                   prune: bool | str = False,
                   remove_origins: Iterable[str] | Callable[[], Iterable[str]] | None = None,
                   report: IndexReport | None = None, total_chunks: int | Callable[[], int] | None = None,
@@ -322,20 +300,19 @@ def write_planned(index: "SlidingWindowIndex", planned: Iterable[tuple[SourceRec
     Returns:
         The :class:`IndexReport` (the same as :func:`write_documents` gives).
     """
-    from .vectors import precomputed_of
-
+    index = as_engine(index)
     prune = _check_prune(prune)
     report = report if report is not None else IndexReport()
-    with index._writing():
+    with index.writing():
         report.repaired, report.removed = recover(index)
-        stream = _Decisions(index, report, usable_vectors=precomputed_of(index.vectorstore) is not None)
+        stream = _Decisions(index, report, usable_vectors=index.vectors.precomputed is not None)
         def to_write() -> int:
             known = total_chunks() if callable(total_chunks) else total_chunks
             return max(0, (known or 0) - stream.skipped_chunks)
 
         report.chunks += _write(index, stream.plans(planned, lookahead), desc,
                                 to_write if total_chunks is not None else None)
-        lost = _missing_vectors(index, stream.unchanged)
+        lost = missing_vectors(index, stream.unchanged)
         if lost:
             report.chunks += _write(index, _rewrite_plans(index, lost), "Writing lost vectors")
             report.repaired += len(lost)
@@ -357,7 +334,7 @@ class _Decisions:
     """Turns a stream of planned records into write plans (lock held): unchanged
     sources are set aside, empty documents become removals, the rest is written."""
 
-    def __init__(self, index: "SlidingWindowIndex", report: IndexReport, *, usable_vectors: bool) -> None:
+    def __init__(self, index: "EngineState", report: IndexReport, *, usable_vectors: bool) -> None:
         self.index = index
         self.report = report
         self.usable_vectors = usable_vectors
@@ -417,7 +394,7 @@ class _Decisions:
                     report.skipped_empty += 1
                 continue
             if not self._embedding_recorded:
-                index._record_embedding()
+                index.record_embedding()
                 self._embedding_recorded = True
             if old is not None and old.state == "complete" and old.content_hash == rec.content_hash:
                 change = metadata_change(stored.get(sid), rec)
@@ -443,7 +420,7 @@ class _Decisions:
             yield rec, old is not None, vectors
 
 
-def _prune_targets(index: "SlidingWindowIndex", keep: set[str], batch_origins: set[str], prune: bool | str,
+def _prune_targets(index: "EngineState", keep: set[str], batch_origins: set[str], prune: bool | str,
                    remove_origins: set[str]) -> list[str]:
     """Sources not in this batch that the batch says are gone: the other rows/pages of
     its files (``prune="origins"``), every other source (``"all"``), or those of the
@@ -459,9 +436,10 @@ def _prune_targets(index: "SlidingWindowIndex", keep: set[str], batch_origins: s
     return sorted(sid for sid, head in heads.items() if sid not in keep and head.origin in origins)
 
 
-def remove_sources(index: "SlidingWindowIndex", sids: Sequence[str]) -> int:
+def remove_sources(index: "EngineState", sids: Sequence[str]) -> int:
     """Remove sources by source id (unknown ids are ignored); returns how many went."""
-    with index._writing():
+    index = as_engine(index)
+    with index.writing():
         recover(index)
         n = _remove(index, list(sids))
         index.keyword.refresh()
@@ -469,71 +447,50 @@ def remove_sources(index: "SlidingWindowIndex", sids: Sequence[str]) -> int:
     return n
 
 
-def repair(index: "SlidingWindowIndex", *, deep: bool = False) -> IndexReport:
+def repair(index: "EngineState", *, deep: bool = False) -> IndexReport:
     """Make every derived part agree with the source store again (lock held)."""
     from .health import probe_vectors
 
+    index = as_engine(index)
     report = IndexReport()
-    with index._writing():
+    with index.writing():
         report.repaired, report.removed = recover(index)
         complete = sorted(s for s, h in index.store.heads().items() if h.state == "complete")
         if complete:
-            index._record_embedding()
-        index._probed = False
+            index.record_embedding()
+        index.probed = False
         problem = probe_vectors(index) if complete else None
         if problem:
             report.notes.append(f"vector search was damaged ({problem}): rebuilt")
             _rebuild_vectors(index, complete)
             report.repaired += len(complete)
         else:
-            lost = _missing_vectors(index, complete, force=deep)
+            lost = missing_vectors(index, complete, force=deep)
             if lost:
                 _write(index, _rewrite_plans(index, lost), "Writing missing vectors")
                 report.repaired += len(lost)
                 report.notes.append(f"{len(lost)} source(s) had missing vectors: written again")
         index.keyword.rebuild()
         index.keyword.save()
-        index._probed = False
+        index.probed = False
     return report
 
 
-def _rebuild_vectors(index: "SlidingWindowIndex", sids: Sequence[str]) -> None:
+def _rebuild_vectors(index: "EngineState", sids: Sequence[str]) -> None:
     """A vector collection that no longer finds its own vectors: start it afresh.
 
     The default Chroma store keeps every vector in its SQLite log even when its HNSW
-    files are damaged, so they are copied into a new collection (no re-embedding);
-    any other store gets every complete source's vectors deleted and written again.
+    files are damaged, so the storage copies them into a new collection (no
+    re-embedding, :meth:`~.storage.VectorStorage.rebuild`); any other store gets every
+    complete source's vectors deleted and written again.
     """
-    collection = getattr(index.vectorstore, "_collection", None)
-    if index._client is not None and collection is not None:
-        try:
-            _copy_chroma(index, collection)
+    try:
+        if index.vectors.rebuild(fence=lambda: _fence(index)):
             return
-        except Exception as exc:  # noqa: BLE001 - fall back to re-embedding
-            logger.warning("copying the stored vectors failed (%s); embedding every chunk again", exc)
+    except Exception as exc:  # noqa: BLE001 - fall back to re-embedding
+        from .sources import LeaseLostError
+
+        if isinstance(exc, LeaseLostError):
+            raise
+        logger.warning("copying the stored vectors failed (%s); embedding every chunk again", exc)
     _write(index, _rewrite_plans(index, sids), "Rebuilding vectors")
-
-
-def _copy_chroma(index: "SlidingWindowIndex", collection: Any) -> None:
-    from .vectors import VectorBackend, default_chroma
-
-    rows: dict[str, list] = {"ids": [], "embeddings": [], "documents": [], "metadatas": []}
-    offset = 0
-    while True:
-        got = collection.get(include=["embeddings", "documents", "metadatas"], limit=1000, offset=offset)
-        if not got["ids"]:
-            break
-        rows["ids"].extend(got["ids"])
-        rows["embeddings"].extend(got["embeddings"])
-        rows["documents"].extend(got["documents"])
-        rows["metadatas"].extend(got["metadatas"])
-        offset += len(got["ids"])
-    _fence(index)
-    index._client.delete_collection(index.collection_name)
-    store = default_chroma(index._client, index.collection_name, index.vectorstore.embeddings)
-    fresh = store._collection
-    for b in range(0, len(rows["ids"]), 1000):
-        fresh.upsert(ids=rows["ids"][b:b + 1000], embeddings=rows["embeddings"][b:b + 1000],
-                     documents=rows["documents"][b:b + 1000], metadatas=rows["metadatas"][b:b + 1000])
-    index.vectorstore = store
-    index.vectors = VectorBackend(store, index.vectors.embedding, reopen=index.vectors.reopen)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..evaluation.cli import positive_arg
-from .tune import DEFAULT_MAX_CANDIDATES, DEFAULT_QUESTIONS
+from .tune import DEFAULT_HOLDOUT, DEFAULT_MAX_CANDIDATES, DEFAULT_QUESTIONS
 
 __all__ = ["add_arguments", "build_parser", "run", "main", "index_options", "retriever_options"]
 
@@ -57,6 +57,17 @@ def _rate(text: str) -> float:
     return value
 
 
+def _share(text: str) -> float:
+    """``--holdout``: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``swrag tune`` options to ``parser``."""
     parser.add_argument("paths", nargs="+", help="files or folders to tune on (.txt .md .pdf .csv), as for swrag index")
@@ -67,7 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"configurations in the first rung: the budget in configurations "
                              f"(default: {DEFAULT_MAX_CANDIDATES})")
     parser.add_argument("--questions", type=positive_arg, default=DEFAULT_QUESTIONS,
-                        help=f"synthetic questions; the last rung uses all (default: {DEFAULT_QUESTIONS})")
+                        help=f"synthetic questions (default: {DEFAULT_QUESTIONS}); the search uses those not "
+                             "held out, its last rung all of them")
+    parser.add_argument("--holdout", type=_share, default=DEFAULT_HOLDOUT,
+                        help="share of the questions kept aside before the search for the final winner-vs-default "
+                             f"test on fresh questions (default: {DEFAULT_HOLDOUT})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the questions, the sample and the order (default: 0)")
     parser.add_argument("--scope", choices=["corpus", "document"], default="corpus",
                         help="corpus: questions search every document (one index for the folder, default); "
@@ -80,9 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--verbatim-rate", type=_rate, default=0.1,
                         help="share of synthetic questions that keep their sentence's wording (default: 0.1, as ICT)")
     parser.add_argument("--any-gain", dest="require_significant", action="store_false",
-                        help="take the winner whenever it scores higher than today's defaults on the synthetic "
-                             "set (default: only when it is significantly better, paired bootstrap; with the "
-                             "previous defaults the looser rule lost 9 points on multi-hop HotpotQA, "
+                        help="take the winner whenever it scores higher than today's defaults on the held-out "
+                             "synthetic questions (default: only when it is significantly better, paired bootstrap; "
+                             "with the previous defaults the looser rule lost 9 points on multi-hop HotpotQA, "
                              "docs/eval/tuning.md)")
     parser.add_argument("--llm", default=None, metavar="SPEC",
                         help="let an LLM write the questions: 'default' (the local model), 'fake:Q1|Q2' or "
@@ -128,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                   n_questions=args.questions, seed=args.seed, space=space, scope=args.scope,
                   budget_tokens=args.budget, embeddings=embeddings, llm=llm, state_dir=args.state,
                   verbatim_rate=args.verbatim_rate, require_significant=args.require_significant,
-                  progress=not args.no_progress)
+                  holdout=args.holdout, progress=not args.no_progress)
     print(config.summary())
     rows = [r for r in config.evidence.get("candidates", []) if r.get("mean") is not None][:5]
     if rows:

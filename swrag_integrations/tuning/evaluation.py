@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.pipelines import ParentPipeline, PipelineSpec, register_pipeline
+from ..retrieval.settings import DEFAULT_BUDGET_TOKENS
 from .config import TunedConfig
 
 __all__ = ["ConfigPipeline", "register_config", "config_strategy_name"]
@@ -27,7 +28,7 @@ class ConfigPipeline(ParentPipeline):
 
     CONFIG: TunedConfig | None = None
 
-    def __init__(self, sources, config, *, budget: int = 1500, **kwargs: Any) -> None:
+    def __init__(self, sources, config, *, budget: int = DEFAULT_BUDGET_TOKENS, **kwargs: Any) -> None:
         if self.CONFIG is None:
             raise TypeError("ConfigPipeline needs a subclass with CONFIG set (use register_config)")
         super().__init__(sources, config, budget=budget, **kwargs)

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..retrieval.settings import DEFAULT_BUDGET_TOKENS
+
 DATASETS = {  # name -> (mode, split passages)
     "multifieldqa_zh": ("document", False),
     "qasper": ("document", False),
@@ -86,7 +88,7 @@ def _header(path: Path) -> dict:
 
 
 def run_dataset(name: str, data_dir: Path, out: Path, embeddings: Any, *, phase: str = "main",
-                max_candidates: int = 48, n_questions: int = 240, seed: int = 0, budget: int = 1500,
+                max_candidates: int = 48, n_questions: int = 240, seed: int = 0, budget: int = DEFAULT_BUDGET_TOKENS,
                 max_examples: int | None = None, grid_questions: int | None = None) -> dict:
     from ..evaluation.datasets import build_corpus, example_sources, load_examples
     from .engine import Evaluator

@@ -1,6 +1,6 @@
 """The configuration space the tuner searches: index parameters x retriever parameters.
 
-A :class:`Candidate` is one point: ``index`` (keywords of
+A :class:`~swrag_integrations.retrieval.tuned.Candidate` is one point: ``index`` (keywords of
 :class:`~swrag_integrations.retrieval.SlidingWindowIndex`, i.e. of
 :class:`~swrag_integrations.retrieval.config.IndexConfig`) and ``retriever`` (keywords of
 :meth:`SlidingWindowIndex.as_retriever`, i.e. of
@@ -15,10 +15,13 @@ retriever's field defaults), so "today's default" always means the current packa
 from __future__ import annotations
 
 import itertools
-import json
 import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
+
+from ..retrieval.config import IndexConfig
+from ..retrieval.settings import DEFAULT_SETTINGS
+from ..retrieval.tuned import INDEX_KEYS, RETRIEVER_KEYS, Candidate
 
 __all__ = [
     "INDEX_KEYS",
@@ -29,129 +32,12 @@ __all__ = [
     "DEFAULT_CANDIDATE",
 ]
 
-INDEX_KEYS = ("chunk_size", "child", "strategy", "window_size", "step", "unit")
-RETRIEVER_KEYS = ("k_child", "search_type", "weights", "expand")
-
-
-def _index_defaults() -> dict[str, Any]:
-    from ..retrieval.config import IndexConfig
-
-    cfg = IndexConfig()
-    return {k: getattr(cfg, k) for k in INDEX_KEYS}
-
-
-def _retriever_defaults() -> dict[str, Any]:
-    from ..retrieval.retriever import WindowedParentRetriever
-
-    fields = WindowedParentRetriever.model_fields
-    out = {k: fields[k].default for k in RETRIEVER_KEYS}
-    out["weights"] = tuple(float(w) for w in out["weights"])
-    return out
-
-
-def _canon(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in value)
-    return value
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One configuration: index keywords + retriever keywords (complete and checked).
-
-    Build with :meth:`make` (fills defaults and validates); ``index``/``retriever`` are
-    sorted ``(name, value)`` tuples so candidates hash and compare by value.
-    """
-
-    index: tuple[tuple[str, Any], ...]
-    retriever: tuple[tuple[str, Any], ...]
-
-    @classmethod
-    def make(cls, index: Mapping[str, Any] | None = None, retriever: Mapping[str, Any] | None = None) -> "Candidate":
-        """A candidate from partial keywords; missing ones take the package defaults.
-
-        Raises:
-            ValueError/TypeError: an unknown keyword or a value the index or retriever refuses.
-        """
-        index = dict(index or {})
-        retriever = dict(retriever or {})
-        unknown = sorted(set(index) - set(INDEX_KEYS))
-        if unknown:
-            raise ValueError(f"unknown index parameter(s) {unknown}; tunable: {', '.join(INDEX_KEYS)}")
-        unknown = sorted(set(retriever) - set(RETRIEVER_KEYS))
-        if unknown:
-            raise ValueError(f"unknown retriever parameter(s) {unknown}; tunable: {', '.join(RETRIEVER_KEYS)}")
-        from ..retrieval.config import IndexConfig
-
-        strategy = index.get("strategy")
-        resolved = IndexConfig.resolve(strategy=strategy, window_size=index.get("window_size"), step=index.get("step"),
-                                       **{k: index.get(k) for k in ("chunk_size", "child", "unit")})
-        full_index = {k: getattr(resolved, k) for k in INDEX_KEYS}
-        full_retriever = {**_retriever_defaults(), **{k: _canon(v) for k, v in retriever.items()}}
-        _check_retriever(full_retriever)
-        return cls(tuple(sorted(full_index.items())), tuple(sorted(full_retriever.items())))
-
-    @property
-    def index_kwargs(self) -> dict[str, Any]:
-        """Keywords for ``SlidingWindowIndex(**index_kwargs)``."""
-        return dict(self.index)
-
-    @property
-    def retriever_kwargs(self) -> dict[str, Any]:
-        """Keywords for ``index.as_retriever(**retriever_kwargs)`` (``weights`` as a tuple)."""
-        return dict(self.retriever)
-
-    @property
-    def index_key(self) -> str:
-        """Identity of the index this candidate needs (candidates sharing it share a build)."""
-        return json.dumps(dict(self.index), sort_keys=True)
-
-    @property
-    def key(self) -> str:
-        """Stable identity of the whole candidate (JSON)."""
-        return json.dumps({"index": dict(self.index), "retriever": {k: list(v) if isinstance(v, tuple) else v
-                                                                     for k, v in self.retriever}}, sort_keys=True)
-
-    @property
-    def label(self) -> str:
-        """A short human-readable description."""
-        i, r = self.index_kwargs, self.retriever_kwargs
-        if i["strategy"] == "chunks":
-            win = f"W{i['window_size']}/S{i['step']}"
-        else:
-            win = f"{i['strategy']} {i['window_size']}/{i['step']}"
-        unit = "" if i["unit"] == "token" else " char"
-        w = r["weights"]
-        return (f"{i['child']} {i['chunk_size']}{unit} {win} | k_child={r['k_child']} {r['search_type']} "
-                f"w={w[0]:g}/{w[1]:g} expand={r['expand']}")
-
-    def to_dict(self) -> dict[str, Any]:
-        r = {k: list(v) if isinstance(v, tuple) else v for k, v in self.retriever}
-        return {"index": dict(self.index), "retriever": r}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Candidate":
-        if not isinstance(data, Mapping) or "index" not in data or "retriever" not in data:
-            raise ValueError(f"a candidate needs 'index' and 'retriever' mappings, got {data!r}")
-        return cls.make(data["index"], data["retriever"])
-
-
-def _check_retriever(values: Mapping[str, Any]) -> None:
-    k = values["k_child"]
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise ValueError(f"k_child must be a positive int, got {k!r}")
-    choices = {"search_type": ("mmr", "similarity"), "expand": ("window", "medium", "chunk")}
-    for name, allowed in choices.items():
-        if values[name] not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {values[name]!r}")
-    w = values["weights"]
-    if len(w) != 2 or any(x < 0 for x in w) or not any(x > 0 for x in w):
-        raise ValueError(f"weights must be two non-negative numbers (bm25, dense), not both 0, got {w!r}")
-
-
 def default_candidate() -> Candidate:
-    """Today's defaults: ``SlidingWindowIndex()`` + ``as_retriever()``."""
-    return Candidate.make(_index_defaults(), _retriever_defaults())
+    """Today's defaults: ``SlidingWindowIndex()`` + ``as_retriever()`` (``IndexConfig()`` and
+    :data:`~swrag_integrations.retrieval.settings.DEFAULT_SETTINGS`)."""
+    cfg = IndexConfig()
+    return Candidate.make({k: getattr(cfg, k) for k in INDEX_KEYS},
+                          {k: getattr(DEFAULT_SETTINGS, k) for k in RETRIEVER_KEYS})
 
 
 DEFAULT_CANDIDATE = default_candidate()

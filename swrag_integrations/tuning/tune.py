@@ -7,9 +7,12 @@
 3. Successive halving (:mod:`.search`): score candidates by context recall on the
    synthetic questions (:class:`~.engine.Evaluator`), rung by rung, candidates grouped by
    the index they need so each rung builds each index once.
-4. Compare the winner with the default on the same questions (paired bootstrap) and
-   return a :class:`~.config.TunedConfig` with the evidence; the default is kept when
-   the winner does not beat it.
+4. Compare the winner with the default on **fresh questions** (paired bootstrap): a
+   seeded share of the synthetic set (``holdout``, default a quarter) is kept aside
+   before the search and never scored during it, so the final test is not flattered by
+   the winner having been picked among many candidates on the same questions (the
+   winner's curse). Return a :class:`~.config.TunedConfig` with the evidence; the default
+   is kept when the winner does not beat it on the held-out questions.
 
 Everything that takes time is kept in a state folder (default ``<out>.state/``): the
 question set, every score, and the embeddings of the chunks and queries, so an
@@ -22,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -35,10 +39,31 @@ from .search import SearchState, successive_halving
 from .space import DEFAULT_CANDIDATE, Candidate, SearchSpace
 from .synthetic import SyntheticSet, build_synthetic_set
 
-__all__ = ["tune", "load_sources", "DEFAULT_MAX_CANDIDATES", "DEFAULT_QUESTIONS"]
+__all__ = ["tune", "load_sources", "split_holdout", "DEFAULT_MAX_CANDIDATES", "DEFAULT_QUESTIONS", "DEFAULT_HOLDOUT"]
 
 DEFAULT_MAX_CANDIDATES = 48
 DEFAULT_QUESTIONS = 240
+DEFAULT_HOLDOUT = 0.25
+
+
+def split_holdout(question_ids: Sequence[str], share: float, seed: int = 0) -> tuple[list[str], list[str]]:
+    """``(selection, held_out)``: a seeded ``share`` of the questions kept aside for the final test.
+
+    The split depends only on the ids and the seed (not on their order), so a resumed run
+    keeps the same questions aside. At least one question lands on each side.
+
+    Raises:
+        ValueError: ``share`` is not strictly between 0 and 1, or there are fewer than two
+            questions (nothing would be left to select on or to test on).
+    """
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+        raise ValueError(f"holdout must be a share strictly between 0 and 1, got {share!r}")
+    ids = sorted(dict.fromkeys(str(q) for q in question_ids))
+    if len(ids) < 2:
+        raise ValueError(f"holdout needs at least 2 questions (one to select on, one to test on), got {len(ids)}")
+    random.Random(f"swrag-tune-holdout:{seed}").shuffle(ids)
+    n_held = min(len(ids) - 1, max(1, round(len(ids) * share)))
+    return ids[n_held:], ids[:n_held]
 
 
 def load_sources(corpus: Any) -> list[Any]:
@@ -155,6 +180,7 @@ def tune(
     min_questions: int = 20,
     verbatim_rate: float = 0.1,
     require_significant: bool = True,
+    holdout: float = DEFAULT_HOLDOUT,
     progress: bool = True,
 ) -> TunedConfig:
     """Tune index and retriever settings to ``corpus`` on self-supervised questions.
@@ -163,8 +189,8 @@ def tune(
         corpus: paths (files/folders), LangChain Documents, or Sources (see :func:`load_sources`).
         out: write the configuration JSON here (checked for writability first).
         budget_minutes: wall-clock budget for the whole call (question set, embedding,
-            search); ``None``: no time limit. The default's final comparison runs even
-            when the budget is spent (one candidate evaluation).
+            search); ``None``: no time limit. The final comparison runs even when the
+            budget is spent (the winner and the default on the held-out questions).
         max_candidates: configurations in the first rung (the budget in configurations).
         n_questions: synthetic questions (the last rung uses all of them).
         seed: question set, candidate sample, question order.
@@ -182,7 +208,9 @@ def tune(
         min_questions: questions in the first rung at least.
         verbatim_rate: share of synthetic questions that keep their sentence's wording.
         require_significant: keep the default unless the winner is significantly better
-            (paired bootstrap) on the synthetic questions (default), not merely better.
+            (paired bootstrap) on the held-out questions (default), not merely better.
+        holdout: share of the synthetic questions kept aside before the search (seeded by
+            ``seed``) for the final winner-vs-default test; the search never sees them.
         progress: progress bars on stderr.
 
     Returns:
@@ -199,6 +227,7 @@ def tune(
         raise ValueError(f"budget_minutes must be > 0 or None, got {budget_minutes!r}")
     if isinstance(max_candidates, bool) or not isinstance(max_candidates, int) or max_candidates < 1:
         raise ValueError(f"max_candidates must be a positive int, got {max_candidates!r}")
+    split_holdout(["a", "b"], holdout)  # checks the share before any work
     out_path = check_writable(out) if out is not None else None
     space = space or SearchSpace.default()
     state_path = Path(state_dir) if state_dir is not None else (
@@ -218,6 +247,7 @@ def tune(
     qset = _questions(sources, state_path / "questions.jsonl" if state_path else None, n=n_questions, seed=seed,
                       verbatim_rate=verbatim_rate, llm=llm, corpus=corpus_id)
     questions = qset.questions
+    select_ids, held_ids = split_holdout([q.qid for q in questions], holdout, seed)
     say(f"{len(questions)} questions ({qset.report.get('kinds')}); exact-match leak rate "
         f"{100 * qset.report.get('leak_rate', 0):.0f}% (unguarded {100 * qset.report.get('leak_rate_unguarded_cloze', 0):.0f}%)")
     emb = _embeddings(embeddings, state_path / "embeddings.sqlite" if state_path else None)
@@ -238,22 +268,26 @@ def tune(
         f"({len({c.index_key for c in candidates})} index shapes), budget "
         f"{'none' if budget_minutes is None else f'{budget_minutes:g} min'}")
     try:
-        result = successive_halving(candidates, evaluator.score, [q.qid for q in questions], key=lambda c: c.key,
+        result = successive_halving(candidates, evaluator.score, select_ids, key=lambda c: c.key,
                                     group=lambda c: c.index_key, eta=eta, min_questions=min_questions, seed=seed,
                                     deadline=deadline, state=state, progress=progress)
         final = result.rungs[-1] if result.stopped == "done" else next(
             r for r in reversed(result.rungs) if r.evaluated)
         final_q = result.question_ids[:final.questions]
-        have = state.scores(default.key)
-        missing = [q for q in final_q if q not in have]
-        if missing:
-            state.record(default.key, dict(zip(missing, evaluator.score(default, missing))))
         best = by_key[result.best_key]
+        # the selection's last rung, for the record, and the held-out questions, for the decision
+        for cand, qids in ((default, final_q), (best, held_ids), (default, held_ids)):
+            have = state.scores(cand.key)
+            missing = [q for q in qids if q not in have]
+            if missing:
+                state.record(cand.key, dict(zip(missing, evaluator.score(cand, missing))))
     finally:
         evaluator.close()
     scores = state.all_scores()
-    best_s = [scores[best.key][q] for q in final_q]
-    default_s = [scores[default.key][q] for q in final_q]
+    selection_versus = paired_bootstrap([scores[best.key][q] for q in final_q],
+                                        [scores[default.key][q] for q in final_q], seed=seed)
+    best_s = [scores[best.key][q] for q in held_ids]
+    default_s = [scores[default.key][q] for q in held_ids]
     versus = paired_bootstrap(best_s, default_s, seed=seed)
     better = versus["significant"] and versus["diff"] > 0 if require_significant else versus["diff"] > 0
     # "tuned" only when a configuration other than today's default won and beat it
@@ -272,10 +306,17 @@ def tune(
     # the search's own ranking: highest rung first, then mean, ties to the earlier candidate
     table.sort(key=lambda r: (-r["rung"], -(r["mean"] or 0), order[Candidate.from_dict(r).key]))
     evidence = {
-        "best": _summary(scores[best.key], final_q, seed) | {"label": best.label},
-        "default": _summary(scores[default.key], final_q, seed) | {"label": default.label},
+        # best, default and versus_default: on the held-out questions the search never saw
+        "best": _summary(scores[best.key], held_ids, seed) | {"label": best.label},
+        "default": _summary(scores[default.key], held_ids, seed) | {"label": default.label},
         "versus_default": versus,
-        "decision": ("the winner beats the default" + (" significantly" if require_significant else "")
+        "holdout": {"share": holdout, "questions": len(held_ids), "selection_questions": len(select_ids),
+                    "question_ids": held_ids},
+        "selection": {"best": _summary(scores[best.key], final_q, seed),
+                      "default": _summary(scores[default.key], final_q, seed),
+                      "versus_default": selection_versus},
+        "decision": ("the winner beats the default on held-out questions"
+                     + (" significantly" if require_significant else "")
                      if chosen == "tuned" and best != default else
                      "the default won" if best == default else "the winner did not beat the default: default kept"),
         "candidates": table,

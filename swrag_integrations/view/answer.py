@@ -48,7 +48,11 @@ __all__ = ["AnswerView", "SourceSpan", "SupportSpan", "Sentence", "Claim"]
 
 @dataclass(frozen=True)
 class SourceSpan:
-    """A retrieved span: ``text == source_text[start:end]`` (offsets ``None`` when unknown)."""
+    """A retrieved span as the answer view draws it: ``text == source_text[start:end]``, or
+    offsets ``None`` when unknown. Not :class:`~swrag_integrations.retrieval.assemble.ContextSpan`
+    (the package's one retrieved-span type, built from it where offsets exist) because the
+    answer view also draws documents from any LangChain retriever, whose offsets may be
+    unknown, and a ContextSpan always has exact offsets."""
 
     source: str
     source_id: str | None

@@ -1,11 +1,8 @@
 """``swrag view``: write an offline HTML view of windows, retrieval or an answer.
 
-Wiring (in ``swrag_integrations/cli.py``)::
-
-    view = sub.add_parser("view", help="write an HTML view of windows, retrieval or an answer", ...)
-    from .view.cli import add_arguments as view_arguments, run as view_run
-    view_arguments(view)
-    view.set_defaults(func=view_run)
+Mounted by ``swrag_integrations/cli.py`` (``COMMANDS["view"]``): ``add_arguments`` adds the
+options below to the ``view`` subparser, ``run`` runs it; the options shared with the other
+subcommands come from ``swrag_integrations.cli_common``.
 
 Subcommands::
 
@@ -26,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..retrieval.config import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
+from ..retrieval.settings import DEFAULT_K_CHILD, DEFAULT_SEARCH_TYPE
 
 __all__ = ["add_arguments", "run", "write_answer_page", "parse_configs", "read_source"]
 
@@ -105,7 +102,7 @@ def _out(args: argparse.Namespace, kind: str) -> Path:
 
 
 def _run_split(args: argparse.Namespace) -> int:
-    from ..cli import sample_path
+    from ..cli_common import sample_path
     from .split import WindowsView
 
     path = Path(args.path) if args.path else sample_path()
@@ -118,7 +115,7 @@ def _run_split(args: argparse.Namespace) -> int:
 
 
 def _run_retrieval(args: argparse.Namespace) -> int:
-    from ..cli import _open_index
+    from ..cli_common import open_index
     from .retrieval import RetrievalView
 
     if not args.question.strip():
@@ -130,7 +127,7 @@ def _run_retrieval(args: argparse.Namespace) -> int:
     if args.context_chars < 0:
         raise ValueError(f"--context-chars must be >= 0, got {args.context_chars}")
     out = _out(args, "retrieval")
-    index = _open_index(args, must_exist=True)
+    index = open_index(args, must_exist=True)
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
     view = RetrievalView.from_index(index, args.question, k_child=args.k_child, budget_tokens=args.budget, k=args.k,
@@ -155,9 +152,9 @@ def _run_answer(args: argparse.Namespace) -> int:
     out = _out(args, "answer")
     index = None
     if args.persist_dir is not None or args.host is not None:
-        from ..cli import _open_index
+        from ..cli_common import open_index
 
-        index = _open_index(args, must_exist=True)
+        index = open_index(args, must_exist=True)
     write_answer_page(result, out, index=index)
     print(f"wrote {out} ({out.stat().st_size:,} bytes)")
     return 0
@@ -165,7 +162,7 @@ def _run_answer(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``swrag view`` subcommands (split, retrieval, answer) to ``parser``."""
-    from ..cli import _store_options
+    from ..cli_common import store_options
 
     sub = parser.add_subparsers(dest="view", metavar="VIEW", required=True)
     out_help = "HTML file to write (default: swrag-view-{split,retrieval,answer}.html)"
@@ -188,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description="Run the windowed parent retrieval for a question and write what matched (with each ranker's "
                     "rank), the windows the hits widened to, the spans merged under the budget and what was cut.")
     ret.add_argument("question", help="the question")
-    _store_options(ret)
+    store_options(ret)
     ret.add_argument("--k-child", type=int, default=DEFAULT_K_CHILD,
                      help=f"small chunks fetched by stage 1 (default: {DEFAULT_K_CHILD})")
     ret.add_argument("--budget", type=int, default=1500, help="context budget in tokens (default: 1500)")
@@ -207,7 +204,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     "chain's output; grounding as in docs/view.md). With --persist-dir the cited sources' texts "
                     "are read from that index.")
     ans.add_argument("result", help="JSON file")
-    _store_options(ans, default_dir=None)
+    store_options(ans, default_dir=None)
     ans.add_argument("-o", "--out", default=None, help=out_help)
 
 

@@ -48,6 +48,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..retrieval.assemble import merge_ranges  # noqa: F401  (re-exported for the views)
 from ._assets import BASE_CSS, SCRIPT
 
 __all__ = [
@@ -145,17 +146,6 @@ def check_range(start: Any, end: Any, length: int, what: str) -> tuple[int, int]
     if not 0 <= start <= end <= length:
         raise ValueError(f"{what}: span {start}:{end} lies outside the text (0:{length})")
     return start, end
-
-
-def merge_ranges(ranges: Iterable[tuple[int, int]], *, touch: int = 0) -> list[tuple[int, int]]:
-    """Sorted ranges with overlapping ones (and ones at most ``touch`` apart) merged."""
-    out: list[list[int]] = []
-    for a, b in sorted((int(a), int(b)) for a, b in ranges):
-        if out and a <= out[-1][1] + touch:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
 
 
 def pieces_from_texts(known: Iterable[tuple[int, str]], what: str) -> list[tuple[int, str]]:

@@ -22,6 +22,8 @@ import numpy as np
 
 from ..retrieval.assemble import ContextSpan, count_tokens
 from ..retrieval.protocols import ChildHit
+from ..retrieval.settings import RetrieverSettings
+from ..retrieval.trace import HitStatus, RetrievalTrace, hit_status, trace  # noqa: F401  (HitStatus: re-exported)
 from ..windows import DEFAULT_ENCODING
 from .html import (MAX_LANES, View, assign_lanes, check_range, coverage, fmt_int, label, lane_css, lane_masks,
                    merge_ranges, page, pieces_from_texts, render_doc, text_at)
@@ -29,28 +31,6 @@ from .html import (MAX_LANES, View, assign_lanes, check_range, coverage, fmt_int
 __all__ = ["RetrievalView", "HitStatus", "hit_status"]
 
 STATUS_LABELS = {"in": "in context", "part": "trimmed", "cut": "cut"}
-
-
-@dataclass(frozen=True)
-class HitStatus:
-    """How much of a hit chunk the final context kept: ``kept`` characters of ``size``;
-    ``status`` is ``"in"`` (all), ``"part"`` (some) or ``"cut"`` (none)."""
-
-    kept: int
-    size: int
-
-    @property
-    def status(self) -> str:
-        if self.kept >= self.size:
-            return "in"
-        return "part" if self.kept else "cut"
-
-
-def hit_status(hit: ChildHit, spans: Sequence[ContextSpan]) -> HitStatus:
-    """The characters of ``hit``'s chunk that lie in the spans of its source."""
-    ranges = merge_ranges((s.start, s.end) for s in spans if s.source_id == hit.source_id)
-    kept = sum(max(0, min(b, hit.end) - max(a, hit.start)) for a, b in ranges)
-    return HitStatus(kept, hit.end - hit.start)
 
 
 def _name(meta: Mapping[str, Any], source_id: str) -> str:
@@ -119,37 +99,32 @@ class RetrievalView(View):
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def from_index(cls, index: Any, question: str, *, k_child: int = 30, budget_tokens: int | None = 1500,
-                   k: int | None = None, expand: str = "window", search_type: str = "similarity",
-                   weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
-                   context_chars: int = 240) -> "RetrievalView":
-        """Run stage 1 (``index.search_children``) and stages 2-3 (``spans_for``) for
-        ``question`` with the given settings (the retriever's defaults) and view them."""
-        from ..retrieval.parents import check_query, rank_parents, spans_for
-
-        check_query(question)
-        hits = index.search_children(question, k_child, search_type=search_type, weights=weights, rrf_c=rrf_c)
-        spans = spans_for([hits], index, budget_tokens=budget_tokens, k=k, expand=expand)
-        parents = rank_parents(hits, index, expand=expand)
-        sids = list(dict.fromkeys([h.source_id for h in hits] + [s.source_id for s in spans]))
-        sources = {sid: index.source_text(sid) for sid in sids}
-        settings = {"k_child": k_child, "budget_tokens": budget_tokens, "k": k, "expand": expand,
-                    "search_type": search_type, "weights": tuple(weights)}
-        return cls(question, hits, spans, sources, parents=parents, budget_tokens=budget_tokens, settings=settings,
-                   context_chars=context_chars, encoding_name=index.encoding_name)
+    def from_trace(cls, traced: RetrievalTrace, *, context_chars: int = 240) -> "RetrievalView":
+        """The view of a :class:`~swrag_integrations.retrieval.trace.RetrievalTrace` (what
+        :func:`~swrag_integrations.retrieval.trace.trace` or a retriever's ``trace`` returns)."""
+        settings = {k: v for k, v in traced.settings.to_dict().items() if k != "rrf_c"}
+        if traced.filter is not None:
+            settings["filter"] = traced.filter
+        return cls(traced.question, traced.hits, traced.spans, traced.sources, parents=traced.parents,
+                   budget_tokens=traced.settings.budget_tokens, settings=settings, context_chars=context_chars,
+                   encoding_name=traced.encoding_name)
 
     @classmethod
-    def from_retriever(cls, retriever: Any, question: str, **overrides: Any) -> "RetrievalView":
-        """:meth:`from_index` with a ``WindowedParentRetriever``'s index and settings
-        (keywords override them, e.g. ``budget_tokens=800``)."""
-        options = {"k_child": retriever.k_child, "budget_tokens": retriever.budget_tokens, "k": retriever.k,
-                   "expand": retriever.expand, "search_type": retriever.search_type,
-                   "weights": retriever.weights, "rrf_c": retriever.rrf_c}
-        unknown = set(overrides) - set(options) - {"context_chars"}
-        if unknown:
-            raise TypeError(f"RetrievalView.from_retriever() got unexpected keyword(s): {', '.join(sorted(unknown))}")
-        options.update(overrides)
-        return cls.from_index(retriever.index, question, **options)
+    def from_index(cls, index: Any, question: str, *, context_chars: int = 240, filter: Any = None,
+                   **settings: Any) -> "RetrievalView":
+        """Retrieve for ``question`` from ``index`` (:func:`~swrag_integrations.retrieval.trace.trace`)
+        with the retriever's settings (``k_child``, ``budget_tokens``, ``k``, ``expand``,
+        ``search_type``, ``weights``, ``rrf_c``: :class:`~swrag_integrations.retrieval.settings.
+        RetrieverSettings`, its defaults where not given) and view every step."""
+        chosen = RetrieverSettings.from_kwargs(settings, where="RetrievalView.from_index()")
+        return cls.from_trace(trace(index, question, chosen, filter=filter), context_chars=context_chars)
+
+    @classmethod
+    def from_retriever(cls, retriever: Any, question: str, *, context_chars: int = 240,
+                       **overrides: Any) -> "RetrievalView":
+        """:meth:`from_trace` of a ``WindowedParentRetriever``'s ``trace`` (its index, settings and
+        filter; keywords override the settings, e.g. ``budget_tokens=800``)."""
+        return cls.from_trace(retriever.trace(question, **overrides), context_chars=context_chars)
 
     @classmethod
     def from_spans(cls, spans: Any, question: str = "", *, budget_tokens: int | None = None,

@@ -1,0 +1,681 @@
+"""The index engine: every store-agnostic part of a sliding-window index, no framework.
+
+:class:`IndexEngine` owns the source store (texts, chunk offsets, the manifest, the
+writer lock/lease and change log), the keyword index, the embedding checks and the
+searches of small chunks (BM25, dense, hybrid) and their spans, over a
+:class:`~.storage.VectorStorage`. The writers (:mod:`.writer`), health checks
+(:mod:`.health`), parallel and Ray ingestion take an engine. Framework faces sit on
+top: :class:`~.index.SlidingWindowIndex` (LangChain) and
+:class:`~.llama_index.SlidingWindowLlamaIndex` (LlamaIndex); the engine imports neither
+framework, so it runs with only ``chromadb`` and an embedding installed::
+
+    engine = IndexEngine.open("my_index", embedding=my_embedding)  # embed_documents/embed_query
+    engine.index_texts(["first text", "second text"], [{"topic": "a"}, {"topic": "b"}])
+    hits = engine.search_children("a question", k=5, filter={"topic": "a"})
+    engine.span_text(hits[0].source_id, hits[0].window_start, hits[0].window_end)
+
+The guarantees (only complete sources served, one writer at a time with a fenced
+lease, long-lived handles catch up with other processes' writes, derived parts
+checked) are those described in :mod:`.index` and tested there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from .config import IndexConfig
+from .settings import DEFAULT_SEARCH_TYPE
+from .fusion import rrf
+from .ids import chunk_id, parse_chunk_id, source_id_for, vector_id
+from .keyword import KeywordIndex
+from .protocols import ChildHit, ChunkRow, as_engine
+from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
+from .sources import ChromaByteStore, KVSourceStore, SourceStore, SqliteSourceStore
+from .storage import PlainDocument, VectorStorage
+
+__all__ = ["IndexEngine", "IndexMismatchError", "IndexDamagedError", "validate_collection_name", "FORMAT", "as_engine",
+           "embedding_name"]
+
+FORMAT = 3
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
+
+
+class IndexMismatchError(ValueError):
+    """The parts given do not belong together (another index's vectors, another embedding...)."""
+
+
+class IndexDamagedError(RuntimeError):
+    """A derived part of the index is damaged; the message names the repair command."""
+
+
+def validate_collection_name(name: str) -> str:
+    """Chroma's rule: 3-512 chars of ``[A-Za-z0-9._-]``, alphanumeric at both ends."""
+    if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
+        raise ValueError(
+            f"invalid collection_name {name!r}: use 3-512 characters from [A-Za-z0-9._-], "
+            "starting and ending with a letter or digit, without '..'"
+        )
+    return name
+
+
+def embedding_name(embedding: Any) -> str:
+    """A name for an embedding object, recorded in the manifest (class and model)."""
+    name = getattr(embedding, "model_name", None)
+    if isinstance(name, str) and name:
+        return f"{type(embedding).__name__}:{name}"
+    for attr in ("model_path", "model"):
+        value = getattr(embedding, attr, None)
+        if isinstance(value, (str, os.PathLike)) and str(value):
+            return f"{type(embedding).__name__}:{Path(str(value)).name}"
+    return type(embedding).__name__
+
+
+def as_source_store(value: Any) -> SourceStore:
+    """A :class:`~.sources.SourceStore` from a store, a SQLite path or a key-value byte store."""
+    if isinstance(value, (SqliteSourceStore, KVSourceStore)):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        return SqliteSourceStore(value)
+    if all(callable(getattr(value, m, None)) for m in ("get_many", "heads", "put", "changes_since")):
+        return value  # a SourceStore of the caller's own
+    return KVSourceStore(value)  # a LangChain byte store (raises TypeError if it is none)
+
+
+StorageFactory = Callable[[Any, "Path | None", Any, "Callable[[str], str] | None", float], VectorStorage]
+
+
+def chroma_storage(client: Any, root: Path | None, embedding: Any, index_text: Callable[[str], str] | None,
+                   lock_timeout: float, collection_name: str = "swrag") -> VectorStorage:
+    """The default storage: a :class:`~.chroma.ChromaStorage` (``index_text`` applied to
+    the chunk texts it embeds)."""
+    from .chroma import ChromaStorage
+
+    return ChromaStorage(client, collection_name, embedding, index_text=index_text, root=root,
+                         lock_timeout=lock_timeout)
+
+
+class IndexEngine:
+    """A sliding-window index without a framework (see the module docstring).
+
+    Build one with :meth:`open`; the constructor takes parts already opened.
+
+    Args:
+        store: the source store (the one truth of the index).
+        vectors: the vector storage (:class:`~.storage.VectorStorage`).
+        collection_name: the name recorded in the manifest.
+        persist_directory: the folder of a local index (``None`` otherwise).
+        server: the URL of a Chroma server the parts live on (for messages).
+        chunking: chunking keywords (:class:`~.config.IndexConfig`; ``None`` values take
+            the stored ones of an existing index).
+        batch_size: chunks embedded and written per batch.
+        show_progress: tqdm progress bars while indexing.
+        index_text: ``chunk text -> text to index`` for BM25 (the storage applies it to
+            what it embeds).
+        lock_timeout: seconds a writer waits for another one.
+    """
+
+    def __init__(self, store: SourceStore, vectors: VectorStorage, *, collection_name: str = "swrag",
+                 persist_directory: Path | None = None, server: str | None = None,
+                 chunking: dict[str, Any] | None = None, batch_size: int = 256, show_progress: bool = True,
+                 index_text: Callable[[str], str] | None = None, lock_timeout: float = 600.0) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.collection_name = validate_collection_name(collection_name)
+        self.store = store
+        self.vectors = vectors
+        self.persist_directory = persist_directory
+        self.server = server
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.index_text = index_text or (lambda text: text)
+        self.lock_timeout = float(lock_timeout)
+        self.probed = False  # the self-retrieval probe passed since the last repair
+        self._embedding_checked = False
+        self._embedding_dim: int | None = None
+        self._vector_generation: int | None = None  # the store generation this handle's vectors reflect
+        self.manifest = self._open_manifest({k: v for k, v in (chunking or {}).items()})
+        self.index_id: str = self.manifest["index_id"]
+        self.config = IndexConfig.from_json(self.manifest["config"])
+        self.keyword = KeywordIndex(self.store, index_text=self.index_text)
+        self.wrap(self.keyword.load, "load the keyword index")
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, persist_directory: str | os.PathLike | None = None, *, embedding: Any = None,
+             storage: VectorStorage | None = None, source_store: Any = None, collection_name: str = "swrag",
+             host: str | None = None, port: int | None = None, ssl: bool = False,
+             headers: dict[str, str] | None = None, client: Any = None,
+             storage_factory: StorageFactory | None = None, batch_size: int = 256, show_progress: bool = True,
+             index_text: Callable[[str], str] | None = None, lock_timeout: float = 600.0,
+             **chunking: Any) -> "IndexEngine":
+        """Open (or create) an index.
+
+        Args:
+            persist_directory: a local folder (Chroma in ``<dir>/chroma``, sources in
+                ``<dir>/sources/<collection>.sqlite3``); default
+                :func:`~swrag_integrations.paths.default_index_dir` when no ``storage``,
+                ``host``, ``client`` or ``source_store`` is given.
+            embedding: any object with ``embed_documents``/``embed_query``
+                (:class:`~.storage.Embedder`); default the bundled MiniLM.
+            storage: a vector storage of your own (then give ``source_store`` or
+                ``persist_directory`` for the sources).
+            source_store: a :class:`~.sources.SourceStore`, a SQLite path or a key-value
+                byte store.
+            host, port, ssl, headers: a Chroma server for vectors and sources.
+            client: an existing chromadb client.
+            storage_factory: ``(client, root, embedding, index_text, lock_timeout) ->
+                storage`` for the Chroma collection (default :func:`chroma_storage`).
+            chunking: ``chunk_size``, ``child``, ``medium_size``, ``strategy``,
+                ``window_size``, ``step``, ``unit``, ``delimiters``, ``encoding_name``.
+        """
+        from .chroma import open_client
+
+        validate_collection_name(collection_name)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        unknown = sorted(set(chunking) - set(IndexConfig.__dataclass_fields__))
+        if unknown:
+            raise TypeError(f"IndexEngine.open() got unexpected keyword argument(s) {', '.join(unknown)}")
+        if sum(x is not None for x in (storage, host, client)) > 1:
+            raise ValueError("give at most one of vectorstore/storage, host or client")
+        root = None
+        if persist_directory is not None or (storage is None and host is None and client is None
+                                             and source_store is None):
+            if persist_directory is None:
+                from ..paths import default_index_dir
+
+                persist_directory = default_index_dir()
+            root = Path(persist_directory).expanduser()
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ValueError(f"persist_directory {str(root)!r} cannot be created ({exc})") from exc
+            if not root.is_dir():
+                raise ValueError(f"persist_directory {str(root)!r} is not a directory")
+        server = None
+        embedded = storage is None and host is None and client is None  # an embedded Chroma of ours
+        if storage is None:
+            client, server = open_client(root, host=host, port=port, ssl=ssl, headers=headers, client=client,
+                                         lock_timeout=lock_timeout)
+        store = _open_source_store(source_store, root, client, storage is not None, collection_name, server)
+        try:
+            if storage is None:
+                if embedding is None:  # the bundled MiniLM, with the backend an existing index was built with
+                    from .embeddings import default_embeddings, recorded_backend
+
+                    built_with = (store.get_meta().get("embedding") or {}).get("name")
+                    embedding = default_embeddings(recorded_backend(built_with))
+                factory = storage_factory or (lambda c, r, e, t, lt: chroma_storage(c, r, e, t, lt, collection_name))
+                own_root = root if embedded else None
+                with store.writer_lock(lock_timeout):  # two first-time writers must not race to create it
+                    storage = _wrap(server, lambda: factory(client, own_root, embedding, index_text, lock_timeout),
+                                    "open the vector collection")
+            elif index_text is not None:
+                raise ValueError("index_text only applies to the default Chroma store; for your own vectorstore, "
+                                 "build it with IndexTextEmbeddings(embedding, index_text) as its embedding")
+            elif embedding is not None:
+                storage.embedding = embedding
+            return cls(store, storage, collection_name=collection_name, persist_directory=root, server=server,
+                       chunking=chunking, batch_size=batch_size, show_progress=show_progress, index_text=index_text,
+                       lock_timeout=lock_timeout)
+        except BaseException:
+            if source_store is None:  # ours: do not leave the database open behind a failed open
+                store.close()
+            raise
+
+    def _open_manifest(self, requested: dict[str, Any]) -> dict[str, Any]:
+        manifest = self.wrap(self.store.get_meta, "read the index manifest")
+        if not manifest:
+            with self.writing():
+                manifest = self.store.get_meta()
+                if not manifest:
+                    return self._create_manifest(requested)
+        if manifest.get("format") != FORMAT:
+            raise IndexMismatchError(f"the index was written in format {manifest.get('format')!r}; this version reads "
+                                     f"format {FORMAT}: index the files again into a new directory")
+        config = IndexConfig.from_json(manifest["config"])
+        mismatched = config.mismatches(requested)
+        if mismatched:
+            detail = ", ".join(f"{k}={v!r} (index has {s!r})" for k, (v, s) in mismatched.items())
+            raise ValueError(f"this index was built with other chunking parameters: {detail}. "
+                             "Leave them unset to reuse the stored ones, or use a new index.")
+        self._check_pairing(manifest)
+        return manifest
+
+    def _create_manifest(self, requested: dict[str, Any]) -> dict[str, Any]:
+        heads = self.store.heads()
+        held = self.vectors.count()
+        if heads:
+            raise IndexMismatchError(f"the source store {self.store!r} holds {len(heads)} sources but no index manifest; "
+                                     "it was not written by SlidingWindowIndex")
+        if held:
+            raise IndexMismatchError(
+                f"the vector store ({self.vectors.kind}) already holds {held} vectors, but the source store "
+                f"{self.store!r} is empty: its source texts are lost or it belongs to another index. Use an empty "
+                "vector store (another collection), or restore the source store"
+                + (f" (a local index: move {self.persist_directory} away and index the files again)"
+                   if self.persist_directory else ""))
+        manifest = {
+            "format": FORMAT, "index_id": uuid.uuid4().hex, "config": IndexConfig.resolve(**requested).to_json(),
+            "embedding": {"name": embedding_name(self.vectors.embedding), "dim": None},
+            "vectors": {"kind": self.vectors.kind, "collection": self.collection_name},
+        }
+        self.store.set_meta(manifest)
+        return manifest
+
+    def _check_pairing(self, manifest: dict[str, Any]) -> None:
+        """The vectors sampled from complete sources must carry this index's id."""
+        if not self.vectors.can_get:
+            return
+        heads = self.store.heads()
+        sample = [sid for sid, h in sorted(heads.items()) if h.state == "complete" and h.n_chunks][:5]
+        if not sample:
+            return
+        ids = [vector_id(chunk_id(sid, 0)) for sid in sample]
+        found = self.wrap(lambda: self.vectors.present(ids), "read vectors")
+        foreign = [m.get("swrag_index") for m in found.values() if m.get("swrag_index") != manifest["index_id"]]
+        if foreign:
+            raise IndexMismatchError(
+                f"the vector store ({self.vectors.kind}) holds vectors of another index ({foreign[0]!r}), not of the "
+                f"index whose sources are in {self.store!r}: pass the vector store this index was built with")
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Record ``value`` under ``key`` in the manifest (writer lock held meanwhile)."""
+        with self.writing():
+            manifest = dict(self.store.get_meta())
+            manifest[key] = value
+            self.store.set_meta(manifest)
+        self.manifest = manifest
+
+    def close(self) -> None:
+        """Close the source store."""
+        self.store.close()
+
+    # ------------------------------------------------------------------ checks
+    def wrap(self, fn: Callable[[], Any], action: str) -> Any:
+        """``fn()``; on a Chroma server, a connection failure becomes a ``ConnectionError``
+        that names the server and the ``action``."""
+        return _wrap(self.server, fn, action)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the writer lock (or lease) of the index; afterwards this handle's vectors
+        count as current (it wrote them itself)."""
+        with self.store.writer_lock(self.lock_timeout):
+            try:
+                yield
+            finally:
+                self._vector_generation = self.wrap(self.store.generation, "read the index generation")
+
+    def sync_vectors(self) -> None:
+        """Reopen a local storage once another process has written to the index.
+
+        An embedded Chroma collection keeps its HNSW index in this process and does not
+        read what another process added later; the source store's generation tells when
+        anything was written since this handle last wrote or looked, and then the
+        storage is reopened (:meth:`~.storage.VectorStorage.reopen`). A server or a
+        caller's own store is left alone.
+        """
+        if not self.vectors.reopenable or self.persist_directory is None:
+            return
+        generation = self.wrap(self.store.generation, "read the index generation")
+        if self._vector_generation is None:
+            self._vector_generation = generation
+        elif generation != self._vector_generation:
+            self.vectors.reopen()
+            self._vector_generation = generation
+
+    def check_embedding(self) -> None:
+        """Raise :class:`IndexMismatchError` when the embedding's dimension differs from
+        the one the index was built with (recorded on the first write)."""
+        if self._embedding_checked:
+            return
+        dim = len(self.vectors.embedding.embed_query("dimension probe"))
+        stored = (self.manifest.get("embedding") or {}).get("dim")
+        name = embedding_name(self.vectors.embedding)
+        if stored is not None and int(stored) != dim:
+            raise IndexMismatchError(
+                f"this index was built with {stored}-dimensional embeddings "
+                f"({self.manifest['embedding'].get('name')}); the embedding given now ({name}) makes {dim}: pass the "
+                "embedding the index was built with, or index into a new directory")
+        stored_name = (self.manifest.get("embedding") or {}).get("name")
+        if stored is not None and stored_name and stored_name != name and not stored_name.startswith("migrated"):
+            warnings.warn(f"this index was built with {stored_name}; searching it with {name} (same dimension) "
+                          "gives slightly different vectors", stacklevel=3)
+        self._embedding_dim = dim
+        self._embedding_checked = True
+
+    def record_embedding(self) -> None:
+        """Store the embedding's dimension in the manifest (first write; lock held)."""
+        self.check_embedding()
+        if (self.manifest.get("embedding") or {}).get("dim") is None:
+            self.manifest = dict(self.store.get_meta())
+            self.manifest["embedding"] = {"name": embedding_name(self.vectors.embedding), "dim": self._embedding_dim}
+            self.store.set_meta(self.manifest)
+
+    def before_search(self) -> None:
+        """The embedding check and (once per handle and repair) the self-retrieval probe."""
+        self.check_embedding()
+        if not self.probed:
+            from .health import probe_vectors
+
+            problem = probe_vectors(self)
+            if problem:
+                raise IndexDamagedError(f"{problem}; run `swrag repair` (or SlidingWindowIndex.repair()) on "
+                                        f"{self.persist_directory or self.store!r}")
+            self.probed = True
+
+    # ------------------------------------------------------------------ writing
+    def index_documents(self, documents: Iterable[Any], *, ids: Sequence[str] | None = None,
+                        prune: bool | str = False, remove_origins: Iterable[str] | None = None,
+                        workers: int | None = None) -> Any:
+        """Index documents (anything with ``page_content``, ``metadata`` and optionally
+        ``id``: a :class:`~.storage.PlainDocument`, a LangChain ``Document``); returns an
+        :class:`~.writer.IndexReport`. See
+        :meth:`~.index.SlidingWindowIndex.index_documents` for ``prune``,
+        ``remove_origins`` and ``workers``."""
+        from .records import check_storable
+        from .writer import write_documents
+
+        docs = list(documents)
+        if ids is not None:
+            ids = list(ids)
+            if len(ids) != len(docs):
+                raise ValueError(f"got {len(ids)} ids for {len(docs)} documents")
+            docs = [PlainDocument(page_content=d.page_content, metadata=dict(d.metadata or {}), id=str(i))
+                    for d, i in zip(docs, ids)]
+        for doc in docs:  # all of them before anything is written
+            if isinstance(getattr(doc, "page_content", None), str):
+                check_storable(doc)
+        if workers is not None:
+            from .parallel import index_in_parallel
+
+            return index_in_parallel(self, docs, workers=workers, prune=prune, remove_origins=remove_origins)
+        return write_documents(self, docs, prune=prune, remove_origins=remove_origins)
+
+    def index_texts(self, texts: Iterable[str], metadatas: Sequence[dict[str, Any]] | None = None, *,
+                    ids: Sequence[str] | None = None) -> list[str]:
+        """Index each text as one source; returns their ids (``ids`` if given, else the
+        source ids)."""
+        texts = list(texts)
+        metas = list(metadatas) if metadatas is not None else [{} for _ in texts]
+        if len(metas) != len(texts):
+            raise ValueError(f"got {len(metas)} metadatas for {len(texts)} texts")
+        docs = [PlainDocument(page_content=t, metadata=dict(m or {})) for t, m in zip(texts, metas)]
+        report = self.index_documents(docs, ids=ids)
+        return [str(i) for i in ids] if ids is not None else list(report.ids)
+
+    def resolve_ids(self, ids: Sequence[str]) -> list[str]:
+        """Source ids for ids given at add time (user ids) or source ids."""
+        heads = self.store.heads([str(i) for i in ids])
+        return [str(v) if str(v) in heads else source_id_for(f"id:{v}") for v in ids]
+
+    def delete_sources(self, source_ids: Sequence[str]) -> int:
+        """Remove sources by source id (unknown ids are ignored); returns how many went."""
+        from .writer import remove_sources
+
+        return remove_sources(self, list(source_ids))
+
+    def repair(self, *, deep: bool = False) -> Any:
+        """Complete or remove unfinished sources, write missing vectors, rebuild a damaged
+        vector collection and the keyword index (:func:`~.writer.repair`)."""
+        from .writer import repair
+
+        return repair(self, deep=deep)
+
+    def status(self, *, deep: bool = False, probe: bool = True) -> Any:
+        """Health of every part (:class:`~.health.IndexStatus`)."""
+        from .health import index_status
+
+        return index_status(self, deep=deep, probe=probe)
+
+    def reset(self) -> None:
+        """Remove every source and vector (keeps the configuration)."""
+        self.delete_sources(sorted(self.store.heads()))
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def encoding_name(self) -> str:
+        """tiktoken encoding of the token counts."""
+        return self.config.encoding_name
+
+    def count(self, level: str | None = "small") -> int:
+        """Small chunks (``"small"``) or derived medium chunks (``"medium"``) of the
+        complete sources, or vectors held by the storage (``None``; ``-1`` if unknown)."""
+        if level is None:
+            n = self.vectors.count()
+            return -1 if n is None else n
+        heads = [h for h in self.store.heads().values() if h.state == "complete"]
+        if level == "small":
+            return sum(h.n_chunks for h in heads)
+        if level == "medium":
+            m = self.config.medium_size
+            return sum(-(-h.n_chunks // m) for h in heads)
+        raise ValueError(f"level must be 'small', 'medium' or None, got {level!r}")
+
+    def source_ids(self, *, include_incomplete: bool = False) -> list[str]:
+        """Ids of the (complete) sources, sorted."""
+        heads = self.store.heads()
+        return sorted(s for s, h in heads.items() if include_incomplete or h.state == "complete")
+
+    def record(self, source_id: str) -> SourceRecord | None:
+        """The complete record of a source, or ``None``."""
+        rec = self.store.get_many([source_id]).get(source_id)
+        return rec if rec is not None and rec.complete else None
+
+    def source_text(self, source_id: str) -> str:
+        """The exact text of a source (``LookupError`` if unknown)."""
+        rec = self.record(source_id)
+        if rec is None:
+            raise LookupError(f"no source {source_id!r} in the index")
+        return rec.text
+
+    def chunk_metadata(self, source_id: str) -> list[dict[str, Any]]:
+        """Metadata of all small chunks of a source (chunk order)."""
+        rec = self.record(source_id)
+        if rec is None:
+            return []
+        return [rec.chunk_metadata(i, self.config.medium_size) for i in range(rec.n_chunks)]
+
+    def get_chunks(self, ids: Sequence[str]) -> list[PlainDocument]:
+        """Small/medium chunks by chunk id (``<sid>:s:<i>`` / ``<sid>:m:<j>``), in the
+        order of ``ids`` (unknown ids and incomplete sources are left out)."""
+        parsed = [(cid, p) for cid in ids if (p := parse_chunk_id(cid)) is not None]
+        records = self.store.get_many([p.source_id for _, p in parsed])
+        m = self.config.medium_size
+        out = []
+        for cid, p in parsed:
+            rec = records.get(p.source_id)
+            if rec is None or not rec.complete:
+                continue
+            if p.level == "s" and p.index < rec.n_chunks:
+                out.append(PlainDocument(rec.chunk_text(p.index), rec.chunk_metadata(p.index, m), str(cid)))
+            elif p.level == "m" and p.index < rec.n_mediums(m):
+                meta = rec.medium_metadata(p.index, m)
+                out.append(PlainDocument(rec.text[meta["start_index"]:meta["end_index"]], meta, str(cid)))
+        return out
+
+    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
+        """Rows of chunk ranges ``(source_id, lower, upper)`` (see :class:`~.protocols.ChunkIndex`)."""
+        records = self.store.get_many([r[0] for r in ranges])
+        wanted: dict[str, set[int]] = {}
+        for sid, lower, upper in ranges:
+            rec = records.get(sid)
+            if rec is None or not rec.complete:
+                continue
+            lo, hi = max(0, int(lower)), min(int(upper), rec.n_chunks - 1)
+            wanted.setdefault(sid, set()).update(range(lo, hi + 1))
+        out: dict[str, list[ChunkRow]] = {sid: [] for sid, _, _ in ranges}
+        for sid, idx in wanted.items():
+            a, text = records[sid].arrays, records[sid].text
+            out[sid] = [ChunkRow(i, int(a[START, i]), int(a[END, i]), int(a[N_TOKENS, i]), text[a[START, i]:a[END, i]])
+                        for i in sorted(idx)]
+        return out
+
+    def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
+        """Chunk and character range of the medium chunks whose windows cover a small chunk."""
+        rec = self.record(source_id)
+        if rec is None:
+            return None
+        m = self.config.medium_size
+        firsts = np.arange(0, rec.n_chunks, m)
+        lo = np.minimum.reduceat(rec.arrays[WIN_LO], firsts)
+        hi = np.maximum.reduceat(rec.arrays[WIN_HI], firsts)
+        js = np.nonzero((lo <= chunk_index) & (hi >= chunk_index))[0]
+        if not js.size:
+            return None
+        metas = [rec.medium_metadata(int(j), m) for j in js]
+        return (min(x["first_chunk"] for x in metas), max(x["last_chunk"] for x in metas),
+                min(x["start_index"] for x in metas), max(x["end_index"] for x in metas))
+
+    def span_text(self, source_id: str, start: int, end: int) -> str:
+        """Exact source text ``[start, end)``."""
+        if end <= start:
+            return ""
+        text = self.source_text(source_id)
+        if start < 0 or end > len(text):
+            raise LookupError(f"source {source_id!r} has {len(text)} characters, not {start}:{end}")
+        return text[start:end]
+
+    # ------------------------------------------------------------------ search
+    def bm25_search(self, query: str, k: int = 20, *, filter: Any = None) -> list[tuple[str, float]]:
+        """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only;
+        ``filter``: only sources whose metadata passes it, see :mod:`.filters`)."""
+        from .filters import SourceMatcher, parse_filter
+
+        flt = parse_filter(filter)
+        return self.keyword.search(query, k, allow=SourceMatcher(flt, self.store).chunk_ids() if flt else None)
+
+    def dense_ids(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
+                  lambda_mult: float = 0.5, filter: Any = None) -> list[str]:
+        """Chunk ids of the ``k`` nearest small chunks (optionally MMR), best first,
+        only chunks whose vector matches a complete source's current text.
+
+        ``filter``: a metadata filter (:mod:`.filters`), pushed down to the storage where
+        it can filter, and checked against each source's record; more chunks are
+        fetched while fewer than ``k`` passed and the storage had more.
+        """
+        from .filters import SourceMatcher, parse_filter
+
+        if search_type not in ("mmr", "similarity"):
+            raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
+        flt = parse_filter(filter)
+        matcher = SourceMatcher(flt, self.store) if flt is not None else None
+        native = self.vectors.native_filter(flt) if flt is not None else None
+        self.before_search()
+        self.sync_vectors()
+        qvec = self.vectors.embed_query(query)
+        n = k
+        while True:
+            docs = self.wrap(lambda: self.vectors.search(qvec, n, mmr=search_type == "mmr",
+                                                         fetch_k=fetch_k or max(4 * n, 20), lambda_mult=lambda_mult,
+                                                         native=native),
+                             "search the vectors")
+            heads = self.store.heads(sorted({str(d.metadata.get("source_id")) for d in docs}))
+            out = []
+            for doc in docs:
+                meta = doc.metadata or {}
+                sid = str(meta.get("source_id"))
+                head = heads.get(sid)
+                if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
+                    continue  # a vector of a source being rewritten, or of an old version
+                if matcher is not None and not matcher.passes([sid])[0]:
+                    continue
+                out.append(chunk_id(sid, int(meta["chunk_index"])))
+            if matcher is None or len(out) >= k or len(docs) < n:
+                return out[:k]
+            n *= 4
+
+    def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE,
+                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
+                        filter: Any = None) -> list[ChildHit]:
+        """Stage 1 of the windowed parent retriever (see :class:`~.protocols.ChunkIndex`).
+
+        The ``k`` best small chunks, BM25 and dense fused by weighted RRF (``weights``:
+        ``(bm25, dense)``; ``(1, 0)`` is BM25 only, ``(0, 1)`` dense only). (Ranking whole
+        windows from their chunks' BM25 statistics was measured and dropped: lower context
+        recall on every dev set, see docs/eval/ranking.md.) ``filter``: only chunks of
+        sources whose metadata passes it (:mod:`.filters`), in both rankings, so no
+        window is built from (or around) a source the filter excludes.
+        """
+        from .filters import SourceMatcher, parse_filter
+        from .parents import check_query
+
+        check_query(query)
+        if k <= 0:
+            raise ValueError(f"k must be > 0, got {k}")
+        if len(weights) != 2:
+            raise ValueError(f"weights must be (bm25, dense), got {weights!r}")
+        flt = parse_filter(filter)
+        matcher = SourceMatcher(flt, self.store) if flt is not None else None
+        bm25 = self.keyword.search(query, k, allow=matcher.chunk_ids() if matcher else None) if weights[0] > 0 else []
+        dense = self.dense_ids(query, k, search_type=search_type, filter=flt) if weights[1] > 0 else []
+        fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
+        bm25_score = dict(bm25)
+        parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
+        records = self.store.get_many(sorted({p.source_id for _, p, _, _ in parsed if p is not None}))
+        m = self.config.medium_size
+        hits = []
+        for cid, p, score, ranks in parsed:
+            rec = records.get(p.source_id) if p is not None else None
+            if rec is None or not rec.complete or p.index >= rec.n_chunks:
+                continue
+            if flt is not None and not flt.matches({**rec.index_metadata, "source_id": rec.source_id}):
+                continue  # changed since the rankings looked (never served against the filter)
+            meta = rec.chunk_metadata(p.index, m)
+            meta.update(rrf_score=score, fused_rank=len(hits) + 1)
+            if ranks[0] is not None:
+                meta.update(bm25_rank=ranks[0], bm25_score=bm25_score[cid])
+            if ranks[1] is not None:
+                meta["dense_rank"] = ranks[1]
+            hits.append(ChildHit(p.source_id, p.index, score, len(hits) + 1, meta["window_lower_bound"],
+                                 meta["window_upper_bound"], meta["window_start_index"], meta["window_end_index"],
+                                 meta["start_index"], meta["end_index"], meta))
+        return hits
+
+    def disk_size(self) -> int:
+        """Bytes used on disk by a local index (vectors, sources, keyword index)."""
+        root = self.persist_directory
+        if root is None or not root.exists():
+            return 0
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+    def __repr__(self) -> str:
+        where = self.server or (str(self.persist_directory) if self.persist_directory else repr(self.store))
+        return f"IndexEngine({where!r}, collection_name={self.collection_name!r}, vectors={self.vectors.kind})"
+
+
+def _wrap(server: str | None, fn: Callable[[], Any], action: str) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        if server is not None:
+            text = str(exc).lower()
+            if "connect" in text or type(exc).__name__ in ("ConnectError", "ConnectTimeout", "ReadTimeout"):
+                raise ConnectionError(f"Chroma server at {server} did not answer while trying to "
+                                      f"{action}: {exc}") from exc
+        raise
+
+
+def _open_source_store(source_store: Any, root: Path | None, client: Any, own_storage: bool, collection_name: str,
+                       server: str | None) -> SourceStore:
+    if source_store is not None:
+        return as_source_store(source_store)
+    if root is not None:
+        from .migrate import migrate_if_needed
+
+        migrate_if_needed(root, collection_name, client)
+        return SqliteSourceStore(root / "sources" / f"{collection_name}.sqlite3")
+    if own_storage:
+        raise ValueError("give source_store= (a SourceStore, a SQLite path or a LangChain byte store such as "
+                         "LocalFileStore) or persist_directory= to keep the source texts")
+    name = validate_collection_name(collection_name + "_sources")
+    return KVSourceStore(_wrap(server, lambda: ChromaByteStore(client, name), "open the source collection"))

@@ -1,0 +1,120 @@
+"""The vector storage of an index engine: a small, framework-free interface.
+
+:class:`~.engine.IndexEngine` keeps every store-agnostic part of an index (the source
+store, the keyword index, the writer and its checks) and talks to the vectors only
+through :class:`VectorStorage`. Two implementations ship:
+
+* :class:`~.chroma.ChromaStorage` -- an embedded (or server) Chroma collection through
+  ``chromadb`` itself (no LangChain), the engine's default;
+* :class:`~.vectors.VectorBackend` -- any LangChain ``VectorStore`` (the LangChain face
+  :class:`~.index.SlidingWindowIndex` uses it, also for its default Chroma).
+
+Both hold the same data: one entry per small chunk, its exact text, the metadata of
+:func:`~.writer.chunk_documents` and the id :func:`~.ids.vector_id`, in a Chroma
+collection of cosine distance, so an index written through one opens with the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+__all__ = ["Embedder", "PlainDocument", "VectorStorage"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Any embedding object: LangChain ``Embeddings``, :class:`~.embeddings.MiniLMEmbeddings`
+    or your own class with these two methods."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of a query."""
+        ...
+
+
+@dataclass
+class PlainDocument:
+    """A text with its metadata and id, without any framework: a document given to
+    :meth:`~.engine.IndexEngine.index_documents` or a chunk a storage returns. It has
+    the attribute names of a LangChain ``Document``, so code reading either needs no
+    conversion (the engine takes both)."""
+
+    page_content: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+
+@runtime_checkable
+class VectorStorage(Protocol):
+    """What :class:`~.engine.IndexEngine` needs from a vector store.
+
+    Attributes:
+        kind: a name for messages (``"Chroma"``, ``"FAISS"``...).
+        embedding: the query embedding (an :class:`Embedder`).
+        can_get: :meth:`present` works (else vector checks are skipped).
+        can_delete: :meth:`delete` works (else sources cannot be replaced or removed).
+        precomputed: the :class:`~.vectors.PrecomputedEmbeddings` the storage embeds
+            chunks with, or ``None``: then vectors computed elsewhere (worker
+            processes, Ray) cannot be written as they are and the storage embeds.
+        reopenable: :meth:`reopen` re-reads a local collection other processes wrote to.
+    """
+
+    kind: str
+    embedding: Any
+    can_get: bool
+    can_delete: bool
+    precomputed: Any
+    reopenable: bool
+
+    def add(self, chunks: Sequence[Any], ids: Sequence[str]) -> None:
+        """Add (or overwrite) chunks (``page_content``, ``metadata``) under vector ids."""
+        ...
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete these vector ids where present; returns how many were asked to go."""
+        ...
+
+    def present(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``{vector_id: metadata}`` of the given ids that the storage holds."""
+        ...
+
+    def count(self) -> int | None:
+        """Vectors held, where the storage can tell (else ``None``)."""
+        ...
+
+    def search(self, vector: Sequence[float], k: int, *, mmr: bool = False, fetch_k: int | None = None,
+               lambda_mult: float = 0.5, native: dict[str, Any] | None = None) -> list[Any]:
+        """The ``k`` nearest chunks of a query vector, best first (MMR optional)."""
+        ...
+
+    def search_scored(self, vector: Sequence[float], k: int, *,
+                      native: dict[str, Any] | None = None) -> list[tuple[Any, float]]:
+        """The ``k`` nearest chunks with relevance scores in [0, 1], best first."""
+        ...
+
+    def native_filter(self, flt: Any) -> dict[str, Any] | None:
+        """The storage's own filter arguments for a :class:`~.filters.MetadataFilter`
+        (passed back as ``native=``), or ``None`` when it cannot filter."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """The query vector of ``text``."""
+        ...
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of chunk texts, as :meth:`add` would compute them."""
+        ...
+
+    def reopen(self) -> None:
+        """Read a local collection afresh (after another process wrote to it)."""
+        ...
+
+    def rebuild(self, fence: Any = None) -> bool:
+        """Start the collection afresh from the vectors it holds (its search structure
+        is damaged), calling ``fence()`` right before it drops the old one; ``False``
+        when it cannot (the engine then embeds everything again)."""
+        ...

@@ -1,0 +1,96 @@
+"""What one retrieval did, step by step: :class:`RetrievalTrace` (framework-free).
+
+:func:`trace` runs the windowed parent retrieval the way the retrievers do (stage 1
+``search_children``, stage 2 :func:`~.parents.rank_parents`, stage 3
+:func:`~.parents.expand_parents` under the budget) and keeps every step: the hits, the
+parents they formed, the spans kept, what each hit lost to the budget (:class:`HitStatus`)
+and the settings used. Views render a trace (``swrag_integrations.view``); nothing here
+draws anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .assemble import ContextSpan, merge_ranges
+from .parents import check_query, expand_parents, rank_parents
+from .protocols import ChildHit
+from .settings import DEFAULT_SETTINGS, RetrieverSettings
+
+__all__ = ["RetrievalTrace", "HitStatus", "hit_status", "trace"]
+
+
+@dataclass(frozen=True)
+class HitStatus:
+    """How much of a hit chunk the final context kept: ``kept`` characters of ``size``;
+    ``status`` is ``"in"`` (all), ``"part"`` (some) or ``"cut"`` (none)."""
+
+    kept: int
+    size: int
+
+    @property
+    def status(self) -> str:
+        if self.kept >= self.size:
+            return "in"
+        return "part" if self.kept else "cut"
+
+
+def hit_status(hit: ChildHit, spans: Sequence[ContextSpan]) -> HitStatus:
+    """The characters of ``hit``'s chunk that lie in the spans of its source."""
+    ranges = merge_ranges((s.start, s.end) for s in spans if s.source_id == hit.source_id)
+    kept = sum(max(0, min(b, hit.end) - max(a, hit.start)) for a, b in ranges)
+    return HitStatus(kept, hit.end - hit.start)
+
+
+@dataclass(frozen=True)
+class RetrievalTrace:
+    """One question's retrieval, every step kept.
+
+    Attributes:
+        question: the question.
+        settings: the :class:`~.settings.RetrieverSettings` used.
+        hits: stage 1, the small chunks found (rank order).
+        parents: stage 2, the parents the hits formed (:class:`~.parents.Candidate`, rank order).
+        spans: stage 3, the spans kept under the budget, merged by offset.
+        sources: ``source_id -> full text`` of every source a hit or span touches.
+        encoding_name: the tiktoken encoding of the token counts.
+        filter: the metadata filter applied (parsed), or ``None``.
+    """
+
+    question: str
+    settings: RetrieverSettings
+    hits: list[ChildHit]
+    parents: list[Any]
+    spans: list[ContextSpan]
+    sources: dict[str, str] = field(default_factory=dict)
+    encoding_name: str = "cl100k_base"
+    filter: Any = None
+
+    @property
+    def cuts(self) -> list[tuple[ChildHit, HitStatus]]:
+        """Each hit with what the budget left of it (``status``: in / part / cut)."""
+        return [(hit, hit_status(hit, self.spans)) for hit in self.hits]
+
+
+def trace(index: Any, question: str, settings: RetrieverSettings = DEFAULT_SETTINGS, *,
+          filter: Any = None) -> RetrievalTrace:
+    """Retrieve for ``question`` from ``index`` (a :class:`~.protocols.ChunkIndex`: the
+    engine or either face) with ``settings`` and keep every step.
+
+    Raises:
+        ValueError: an empty question, or a filter :func:`~.filters.parse_filter` refuses.
+    """
+    from .filters import parse_filter
+
+    check_query(question)
+    flt = parse_filter(filter)
+    extra = {"filter": flt} if flt is not None else {}
+    s = settings
+    hits = list(index.search_children(question, s.k_child, search_type=s.search_type, weights=s.weights,
+                                      rrf_c=s.rrf_c, **extra))
+    parents = rank_parents(hits, index, expand=s.expand)
+    spans = expand_parents([parents], index, budget_tokens=s.budget_tokens, k=s.k, expand=s.expand)
+    sids = list(dict.fromkeys([h.source_id for h in hits] + [sp.source_id for sp in spans]))
+    return RetrievalTrace(question, s, hits, parents, list(spans), {sid: index.source_text(sid) for sid in sids},
+                          index.encoding_name, flt)

@@ -1,0 +1,278 @@
+"""The package's import graph: no circles, and no lower layer importing an application.
+
+The graph is read from the source with ``ast`` (no import is executed): every ``import``
+statement counts, at module level and inside functions (a lazy import is still a
+dependency), and ``from package import Name`` where the package lists ``Name`` in its
+lazy export table (``_lazy.lazy_exports``) counts as an import of the submodule that
+holds ``Name``. Applications are the command line (``swrag_integrations.cli`` and every
+``*.cli`` module), ``view``, ``evaluation``, ``tuning`` and ``chain``; nothing else may
+import them. A lower module that offers an HTML view gets it through a registration hook
+that the view module fills in when it is imported (``swrag_integrations.display``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "swrag_integrations"
+ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+
+APPLICATION_PACKAGES = ("view", "evaluation", "tuning")
+APPLICATION_MODULES = ("cli", "cli_common", "chain")
+# Each method's evaluation harness (run as `python -m ...`, imported by no library module)
+# belongs to the evaluation application.
+EVALUATION_HARNESSES = ("raptor.evaluation", "graph.evaluation", "graph.measure", "grounding.evaluate")
+
+# Circles and layering breaches tolerated: none (a new one fails the tests below).
+KNOWN_CIRCLES: list[list[str]] = []
+KNOWN_LAYER_BREACHES: set[str] = set()
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """Dotted module name of a file of the package at ``root`` (``pkg/__init__.py`` is ``pkg``)."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def package_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the package at ``root``, by dotted name."""
+    return {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+
+
+def lazy_table(tree: ast.Module, package: str) -> dict[str, str]:
+    """``{exported name: submodule}`` of a package ``__init__`` that calls
+    ``lazy_exports(__name__, TABLE)`` with a dict literal ``TABLE``."""
+    tables: dict[str, ast.Dict] = {}
+    table_name = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    tables[target.id] = node.value
+        for call in ast.walk(node):
+            if (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "lazy_exports"
+                    and len(call.args) == 2 and isinstance(call.args[1], ast.Name)):
+                table_name = call.args[1].id
+    if table_name is None or table_name not in tables:
+        return {}
+    out = {}
+    for key, value in zip(tables[table_name].keys, tables[table_name].values):
+        if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
+            out[key.value] = f"{package}.{value.value.lstrip('.')}"
+    return out
+
+
+def _imports(tree: ast.Module, module: str, is_package: bool) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """``(target module, imported names)`` for every import statement of a module."""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    type_only = {id(inner) for node in ast.walk(tree)
+                 if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                 for stmt in node.body for inner in ast.walk(stmt)}  # never executed: not an import
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, ()
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[: len(base) - node.level + 1]
+                target = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                target = node.module or ""
+            yield target, tuple(alias.name for alias in node.names)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """``{module: modules of the package it imports}`` for the package at ``root``."""
+    package = root.name
+    modules = package_modules(root)
+    trees = {name: ast.parse(path.read_text(encoding="utf-8"), str(path)) for name, path in modules.items()}
+    lazy = {name: lazy_table(tree, name) for name, tree in trees.items() if modules[name].name == "__init__.py"}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, tree in trees.items():
+        for target, names in _imports(tree, name, modules[name].name == "__init__.py"):
+            if not (target == package or target.startswith(package + ".")):
+                continue
+            while target not in modules and "." in target:  # `import pkg.mod.attr` style
+                target = target.rsplit(".", 1)[0]
+            hits = set()
+            for imported in names:
+                if f"{target}.{imported}" in modules:
+                    hits.add(f"{target}.{imported}")
+                elif imported in lazy.get(target, {}):
+                    hits.add(lazy[target][imported])
+                else:
+                    hits.add(target)
+            graph[name] |= hits or {target}
+            graph[name].discard(name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in graph:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def is_application(module: str) -> bool:
+    """Whether ``module`` belongs to an application: the command line, a view, the
+    evaluation, the tuning or the chain."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return False
+    return (parts[0] in APPLICATION_PACKAGES or parts[0] in APPLICATION_MODULES
+            or parts[-1] in ("cli", "__main__") or ".".join(parts) in EVALUATION_HARNESSES)
+
+
+def test_graph_reader_sees_lazy_and_function_level_imports(tmp_path):
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "sub" / "__init__.py").write_text(
+        "from .._lazy import lazy_exports\n_LAZY = {'Thing': 'impl'}\n"
+        "__getattr__, __dir__ = lazy_exports(__name__, _LAZY)\n")
+    (root / "sub" / "impl.py").write_text("Thing = 1\n")
+    (root / "_lazy.py").write_text("")
+    (root / "low.py").write_text("def f():\n    from .sub import Thing\n    return Thing\n")
+    (root / "top.py").write_text("import pkg.low\nfrom . import sub\n")
+    (root / "a.py").write_text("from .b import x\n")
+    (root / "b.py").write_text("def g():\n    from . import a\nx = 1\n")
+    graph = import_graph(root)
+    assert graph["pkg.low"] == {"pkg.sub.impl"}          # function level, through the lazy table
+    assert graph["pkg.top"] == {"pkg.low", "pkg.sub"}
+    assert graph["pkg.sub"] == {"pkg._lazy"}
+    assert cycles(graph) == [["pkg.a", "pkg.b"]]
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    circles = [circle for circle in cycles(graph) if circle not in KNOWN_CIRCLES]
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(circle) for circle in circles)
+
+
+def test_lower_layers_do_not_import_applications():
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph().items() if not is_application(module)
+        for target in targets if is_application(target)
+    )
+    wrong = [edge for edge in wrong if edge not in KNOWN_LAYER_BREACHES]
+    assert not wrong, "lower layers importing applications:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("module", [f"{PACKAGE}.cli", f"{PACKAGE}.raptor.cli", f"{PACKAGE}.view.answer",
+                                    f"{PACKAGE}.chain", f"{PACKAGE}.tuning.tune", f"{PACKAGE}.graph.measure"])
+def test_applications_are_recognised(module):
+    assert is_application(module)
+
+
+@pytest.mark.parametrize("module", [f"{PACKAGE}.retrieval.assemble", f"{PACKAGE}.grounding.align",
+                                    f"{PACKAGE}.raptor.store", f"{PACKAGE}.llm.core"])
+def test_lower_layers_are_recognised(module):
+    assert not is_application(module)
+
+
+METHOD_PACKAGES = ("context", "grounding", "raptor", "graph")
+"""The methods built on retrieval and the LLM: none imports another (shared helpers live
+below them, in ``llm``, ``retrieval`` or a top-level module)."""
+BASE_PACKAGES = ("retrieval", "llm")
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_methods_do_not_import_each_other_and_the_base_imports_no_method():
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph().items() if not is_application(module)
+        for target in targets
+        if _package(target) in METHOD_PACKAGES and _package(target) != _package(module)
+        and (_package(module) in METHOD_PACKAGES or _package(module) in BASE_PACKAGES)
+    )
+    assert not wrong, "imports across the method layers:\n" + "\n".join(wrong)
+
+
+def test_views_register_themselves(tmp_path):
+    """A splitter, an assembled context and a grounded answer offer HTML views without
+    importing swrag_integrations.view: the view package registers them when imported."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from swrag_integrations.display import ViewsNotLoadedError
+from swrag_integrations.grounding import ground_answer
+from swrag_integrations.langchain import FixedWindowTextSplitter
+from swrag_integrations.retrieval.assemble import assemble_context
+
+text = "The lighthouse was first lit in 1874. It is 31 metres tall."
+splitter = FixedWindowTextSplitter(window_size=8, step=4, unit="char")
+context = assemble_context([splitter.create_documents([text], metadatas=[{"source": "a.txt"}])[0]])
+grounded = ground_answer("It was first lit in 1874.", [text])
+assert context._repr_html_() is None and grounded._repr_html_() is None
+try:
+    splitter.view(text)
+except ViewsNotLoadedError as exc:
+    assert "import swrag_integrations.view" in str(exc)
+else:
+    raise AssertionError("no error without the views")
+assert "swrag_integrations.view" not in sys.modules
+import swrag_integrations.view
+assert type(splitter.view(text)).__name__ == "WindowsView"
+assert "<iframe" in context._repr_html_() and "<iframe" in grounded._repr_html_()
+print("OK")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(ROOT.parent)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "OK"

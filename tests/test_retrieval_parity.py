@@ -1,0 +1,115 @@
+"""Parity of the default retriever with the code before the index-engine restructuring (issue 26).
+
+``tests/data/parity_default_retriever.json`` holds two documents, eight questions and what
+the default retriever (``SlidingWindowIndex(...).as_retriever()``, every option at its
+default) returned for each of them at commit 78abfea, the last commit before the engine
+work, with the deterministic bag-of-trigrams embedding below: the chunk count and, per
+question, every context piece in order (source, offsets, rank, tokens, score and a hash of
+its text). The test rebuilds the index with the current code and requires the same pieces
+in the same order, so any change of chunking, search, ranking or assembly fails it. The
+full-model comparison on the six dev sets is docs/eval/parity.md.
+
+Re-record (only for an intended change of retrieval, and say so in the commit)::
+
+    PYTHONPATH=<checkout> python tests/test_retrieval_parity.py --record DOC.md DOC2.md
+
+writes the fixture from the code on ``PYTHONPATH`` (the documents' text is stored in it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from langchain_core.documents import Document
+from fake_embeddings import TrigramEmbedder
+from langchain_core.embeddings import Embeddings
+
+FIXTURE = Path(__file__).resolve().parent / "data" / "parity_default_retriever.json"
+
+QUESTIONS = [
+    "How much does each chunk cost to embed on one CPU?",
+    "What happens at 10M and 100M chunks?",
+    "When should ingestion move to a Ray cluster?",
+    "Which levers of corpus-mode ranking were tried?",
+    "How were the ranking levers measured?",
+    "How does the default compare with the peers and the goal?",
+    "What does the writer lock protect?",
+    "Does dense similarity or MMR pick the children?",
+]
+
+
+class TrigramEmbeddings(TrigramEmbedder, Embeddings):
+    """The shared trigram embedding (tests/fake_embeddings.py) at 256 dimensions, as a
+    LangChain ``Embeddings``."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=256)
+
+
+def default_retrieval(documents: list[dict[str, str]], questions: list[str], folder: str | Path) -> dict[str, Any]:
+    """Index ``documents`` (``{"source", "text"}``) in a new ``SlidingWindowIndex`` at
+    ``folder`` with every default, ask ``as_retriever()`` each question and return the
+    chunk count and, per question, the pieces it returned (in order)."""
+    from swrag_integrations.retrieval import SlidingWindowIndex
+
+    index = SlidingWindowIndex(folder, embedding=TrigramEmbeddings(), show_progress=False)
+    index.add_documents([Document(page_content=d["text"], metadata={"source": d["source"]}) for d in documents])
+    retriever = index.as_retriever()
+    results = []
+    for question in questions:
+        results.append([
+            {
+                "source": doc.metadata["source"],
+                "start_index": int(doc.metadata["start_index"]),
+                "end_index": int(doc.metadata["end_index"]),
+                "rank": int(doc.metadata["rank"]),
+                "n_tokens": int(doc.metadata["n_tokens"]),
+                "score": round(float(doc.metadata["score"]), 9),
+                "sha256": hashlib.sha256(doc.page_content.encode("utf-8")).hexdigest(),
+            }
+            for doc in retriever.invoke(question)
+        ])
+    return {"chunks": index.count("small"), "results": results}
+
+
+def test_default_retriever_matches_the_code_before_the_engine(tmp_path):
+    fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    got = default_retrieval(fixture["documents"], fixture["questions"], tmp_path / "index")
+    assert got["chunks"] == fixture["chunks"]
+    for question, want, pieces in zip(fixture["questions"], fixture["results"], got["results"]):
+        assert pieces == want, f"the default retriever's context for {question!r} changed"
+    assert len(got["results"]) == len(fixture["results"]) == len(QUESTIONS)
+
+
+def _record(paths: list[str]) -> None:
+    """Write the fixture from the code on ``PYTHONPATH`` (see the module docstring)."""
+    import subprocess
+
+    import swrag_integrations
+
+    root = Path(swrag_integrations.__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    documents = [{"source": Path(p).name, "text": Path(p).read_text(encoding="utf-8")} for p in paths]
+    with tempfile.TemporaryDirectory() as folder:
+        got = default_retrieval(documents, QUESTIONS, Path(folder) / "index")
+    fixture = {"recorded_with": commit, "embedding": "TrigramEmbeddings (tests/test_retrieval_parity.py)",
+               "documents": documents, "questions": QUESTIONS, **got}
+    FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+    FIXTURE.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {FIXTURE} ({commit}, {got['chunks']} chunks)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="record the parity fixture with the code on PYTHONPATH")
+    parser.add_argument("--record", nargs="+", metavar="DOC", required=True, help="documents to index")
+    _record(parser.parse_args().record)
+    sys.exit(0)
