@@ -6,7 +6,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import asyncio
 import csv
-import sqlite3
 
 import pytest
 from langchain_core.documents import Document
@@ -168,12 +167,14 @@ def test_reopen_gives_same_results(tmp_path):
     assert again.config.chunk_size == 50
     assert [(d.page_content, d.metadata["start_index"]) for d in again.as_retriever(k=3).invoke(query)] == first
     assert again.index_documents(DOCS)["unchanged"] == 2
-    # a damaged keyword index (a table of it lost) is detected and rebuilt from the source store
+    # a damaged keyword index (a file of it lost) is detected and rebuilt from the source store
     assert again.keyword.incremental and again.store.get_blob("bm25") is None
-    with sqlite3.connect(again.store.path) as con:
-        con.execute("DROP TABLE bm25_docs")
+    ids = sorted(again.keyword.bm25.ids)
+    lost = sorted((again.keyword.bm25.path / "segments").glob("*.idx"))
+    assert lost
+    lost[0].unlink()
     rebuilt = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
-    assert sorted(rebuilt.keyword.bm25.ids) == sorted(again.keyword.bm25.ids)
+    assert sorted(rebuilt.keyword.bm25.ids) == ids
     assert rebuilt.keyword.rebuilt and not rebuilt.status().healthy
     with pytest.raises(ValueError, match="chunking parameters"):
         SlidingWindowIndex(path, embedding=fake(), chunk_size=80)

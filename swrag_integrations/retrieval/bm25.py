@@ -8,10 +8,10 @@
   ``bm25s`` score matrix lazily. It is serialised to one ``.npz`` blob (arrays and
   JSON, loaded with ``allow_pickle=False``; :meth:`BM25Index.to_bytes`), which an index
   keeps in its source store.
-* :class:`SqliteBM25Index` is the same BM25 (same tokens, same scores) kept in SQLite
-  tables with an FTS5 inverted index (stdlib ``sqlite3``): adding or deleting documents
-  writes only their rows (and FTS5's incremental segment merges), never the whole
-  index, so an index's keyword side costs in proportion to a change.
+* :class:`TantivyBM25Index` is BM25 over the same tokens in a tantivy index on disk
+  (Lucene-style segments): adding or deleting documents writes a new small segment or a
+  delete file, never the whole index, so a local index's keyword side costs in
+  proportion to a change; its scores are tantivy's (``k1 = 1.2``, quantised lengths).
 * Framework-free: the LangChain retriever over it is
   :class:`~swrag_integrations.retrieval.search.CJKBM25Retriever`.
 """
@@ -21,10 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import re
-import sqlite3
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -40,7 +39,7 @@ __all__ = [
     "ENGLISH_STOPWORDS",
     "CHINESE_STOPWORDS",
     "BM25Index",
-    "SqliteBM25Index",
+    "TantivyBM25Index",
 ]
 
 logger = logging.getLogger(__name__)
@@ -370,80 +369,88 @@ class BM25Index:
         return cls.from_bytes(path.read_bytes(), tokenizer=tokenizer)
 
 
-class SqliteBM25Index:
-    """The BM25 of :class:`BM25Index` kept in SQLite tables, written incrementally.
+class TantivyBM25Index:
+    """BM25 over the package's tokens in a tantivy index on disk, written incrementally.
 
-    The tables (prefixed ``bm25_``) can live in their own file or beside other tables
-    (an index keeps them in its SQLite source store). Each document is one row of
-    ``bm25_docs`` (its id, its *group* -- for an index, the source id -- and its tokens as
-    an int32 array of vocabulary ids); ``bm25_vocab`` keeps each token's id and document
-    frequency; a contentless FTS5 table (``bm25_fts``, the ids as words, no positions) is
-    the inverted index. Adding, replacing or deleting documents writes
-    their rows, their tokens' counts and FTS5's incremental segment merges: work in
-    proportion to the change, not to the index. Every write runs in one SQLite
-    transaction (:meth:`transaction`), so a crash leaves the previous state.
+    tantivy (a Rust search library in Lucene's manner) keeps the index as immutable
+    segments: adding documents writes a new small segment, deleting marks them in a
+    per-segment delete file, and background merges keep the number of segments
+    logarithmic. A write therefore costs in proportion to the change, not to the index,
+    and every :meth:`transaction` ends in one tantivy commit, which is atomic: a crash
+    leaves the previous commit.
 
-    Scores are exactly those of :class:`BM25Index` (bm25s' ``lucene`` method: idf
-    ``ln(1 + (N - df + 0.5) / (df + 0.5))``, term part ``tf / (tf + k1 (1 - b + b dl /
-    avgdl))``; each query term counts once), computed at query time from the stored
-    counts, so no write has to touch other documents' scores. FTS5 only finds the
-    candidates (MaxScore): the documents of the rarest query terms are scored first;
-    the ``k``-th best score found so far is a threshold, and the commonest terms whose
-    upper bounds (their idf) add up to less than it cannot lift a document into the top
-    ``k`` on their own, so their documents are never read.
+    Tokens are the package's own (:func:`tokenize`: jieba for Han text, the stop words),
+    stored pre-split: each document's tokens joined by spaces into a field that tantivy
+    splits on whitespace only; a query is the same tokens as term queries (each once).
+
+    Scores are tantivy's BM25 (Lucene's): idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``
+    times ``(k1 + 1) tf / (tf + k1 (1 - b + b dl / avgdl))`` with tantivy's fixed
+    ``k1 = 1.2, b = 0.75``. They differ from :class:`BM25Index` (bm25s, ``k1 = 1.5`` by
+    default, no ``k1 + 1`` factor) in three ways, so rankings agree closely but not
+    exactly: ``k1``; document lengths are stored quantised to one byte (exact up to 40
+    tokens, then within about 1/8); and ``N``, ``df`` and the token total still count
+    deleted documents until a merge drops them (as in Lucene). Scores are float32.
+
+    Layout of ``path`` (a directory): ``segments/`` (the tantivy index), ``state.json``
+    (the settings the tokens depend on and the caller's generation, replaced atomically
+    after each commit) and ``writer.lock`` (one writer at a time, across processes).
 
     Args:
-        path: the SQLite file (created if missing).
-        k1, b, method: BM25 parameters as in :class:`BM25Index` (``method`` must be
-            ``"lucene"``, its default).
+        path: the directory (created if missing).
+        k1, b: must be tantivy's (1.2, 0.75): they are not configurable there.
         stopwords, tokenizer: as in :class:`BM25Index`.
-        group: ``id -> group`` (e.g. a chunk id's source id); by default the id itself.
-        timeout: seconds to wait for another connection's write transaction.
+        group: ``id -> group`` (e.g. a chunk id's source id), indexed so that a group is
+            deleted by one term; by default the id itself.
+        timeout: seconds to wait for another writer.
+        heap_size: bytes of the writer's indexing buffer.
     """
 
     SCHEMA_VERSION = 1
-
-    _SCHEMA = (
-        "CREATE TABLE IF NOT EXISTS bm25_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS bm25_vocab (id INTEGER PRIMARY KEY, token TEXT NOT NULL UNIQUE, "
-        "df INTEGER NOT NULL DEFAULT 0)",
-        "CREATE TABLE IF NOT EXISTS bm25_docs (row INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
-        "grp TEXT NOT NULL, tokens BLOB NOT NULL)",
-        "CREATE INDEX IF NOT EXISTS bm25_docs_grp ON bm25_docs(grp)",
-        "CREATE VIRTUAL TABLE IF NOT EXISTS bm25_fts USING fts5(tokens, content='', tokenize='ascii', detail='none')",
-    )
+    K1, B = 1.2, 0.75
 
     def __init__(
         self,
         path: str | os.PathLike,
         *,
-        k1: float = 1.5,
-        b: float = 0.75,
-        method: str = "lucene",
+        k1: float = K1,
+        b: float = B,
         stopwords: bool | Iterable[str] = True,
         tokenizer: Callable[[str], list[str]] | None = None,
         group: Callable[[str], str] | None = None,
-        timeout: float = 60.0,
+        timeout: float = 600.0,
+        heap_size: int = 64_000_000,
     ) -> None:
-        if method != "lucene":
-            raise ValueError(f"method: SqliteBM25Index scores with method='lucene' only, got {method!r} "
-                             f"(use BM25Index for other bm25s methods)")
-        self.k1, self.b, self.method = float(k1), float(b), method
+        if (float(k1), float(b)) != (self.K1, self.B):
+            raise ValueError(f"k1, b: tantivy scores with k1={self.K1}, b={self.B} only, got k1={k1}, b={b} "
+                             f"(use BM25Index for other values)")
+        self.k1, self.b = self.K1, self.B
         self.path = Path(path)
         self.stopwords = stopwords if isinstance(stopwords, bool) else sorted(set(stopwords))
         self._tokenizer = tokenizer
         self._group = group or (lambda doc_id: doc_id)
+        self.timeout = float(timeout)
+        self.heap_size = int(heap_size)
         self._lock = threading.RLock()
         self._depth = 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._con = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=timeout)
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        self._writer: Any = None  # the tantivy IndexWriter of the open transaction (opened on first write)
+        self._staged: int | None = None  # the generation to record when the transaction commits
+        self._index: Any = None
+        self._seen: str | None = None  # the commit (named in state.json) this handle's searcher reflects
 
     def __repr__(self) -> str:
-        return f"SqliteBM25Index({str(self.path)!r})"
+        return f"TantivyBM25Index({str(self.path)!r})"
 
     # ------------------------------------------------------------------ schema
+    @staticmethod
+    def _schema() -> Any:
+        import tantivy
+
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("group", tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("tokens", tokenizer_name="whitespace", index_option="freq")
+        return builder.build()
+
     def settings(self) -> dict[str, Any]:
         """What the stored tokens depend on (compared on open: other settings need a rebuild)."""
         tokenizer = self._tokenizer
@@ -451,54 +458,96 @@ class SqliteBM25Index:
                 "tokenizer": None if tokenizer is None else
                 f"{getattr(tokenizer, '__module__', '')}.{getattr(tokenizer, '__qualname__', '')}"}
 
+    @property
+    def _segments(self) -> Path:
+        return self.path / "segments"
+
+    @property
+    def _state_file(self) -> Path:
+        return self.path / "state.json"
+
+    def _state(self) -> dict[str, Any] | None:
+        try:
+            state = json.loads(self._state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return state if isinstance(state, dict) else None
+
+    def _write_state(self, generation: int) -> None:
+        """Replace ``state.json`` (temp file, fsync, rename): after a commit, never before."""
+        data = json.dumps({"settings": self.settings(), "generation": int(generation),
+                           "commit": os.urandom(8).hex()}, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(prefix=".state.json.tmp-", dir=self.path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self._state_file)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
     def exists(self) -> bool:
-        """Whether all the tables exist and were written with this index's :meth:`settings`."""
+        """Whether the index exists, opens, and was written with this index's :meth:`settings`
+        (a damaged one, e.g. a segment file lost, is logged and reported missing)."""
+        import tantivy
+
+        state = self._state()
+        if state is None or state.get("settings") != json.loads(json.dumps(self.settings())):
+            return False
         with self._lock:
-            tables = {r[0] for r in self._con.execute("SELECT name FROM sqlite_master WHERE name LIKE 'bm25_%'")}
-            if not {"bm25_meta", "bm25_vocab", "bm25_docs", "bm25_fts"} <= tables:
+            try:
+                if not (self._segments.is_dir() and tantivy.Index.exists(str(self._segments))):
+                    return False
+                self._open()
+                self._reload()
+                self._index.searcher().num_docs
+            except Exception as exc:  # noqa: BLE001 - tantivy raises ValueError/OSError/RuntimeError alike
+                logger.warning("the keyword index at %s cannot be opened (%s)", self.path, exc)
+                self._index = None
                 return False
-            return self._meta("settings") == json.dumps(self.settings(), sort_keys=True)
+        return True
+
+    def _open(self) -> Any:
+        """The tantivy index (opened once per handle)."""
+        import tantivy
+
+        if self._index is None:
+            self._segments.mkdir(parents=True, exist_ok=True)
+            self._index = tantivy.Index(self._schema(), path=str(self._segments), reuse=True)
+            self._index.config_reader(reload_policy="manual")
+            self._seen = None
+        return self._index
 
     def create(self) -> None:
-        """Create empty tables (dropping any others of this index) at generation -1."""
+        """Create an empty index (replacing any other in ``path``) at generation -1."""
         with self.transaction():
-            for table in ("bm25_fts", "bm25_docs", "bm25_vocab", "bm25_meta"):
-                self._con.execute(f"DROP TABLE IF EXISTS {table}")
-            for sql in self._SCHEMA:
-                self._con.execute(sql)
-            self._set_meta("settings", json.dumps(self.settings(), sort_keys=True))
-            self._set_meta("generation", "-1")
-            self._set_counts(0, 0)
-
-    def _meta(self, key: str) -> str | None:
-        row = self._con.execute("SELECT value FROM bm25_meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def _set_meta(self, key: str, value: str) -> None:
-        self._con.execute("INSERT OR REPLACE INTO bm25_meta VALUES (?, ?)", (key, value))
-
-    def _counts(self) -> tuple[int, int]:
-        """(documents, tokens of all documents)."""
-        return int(self._meta("n_docs") or 0), int(self._meta("n_tokens") or 0)
-
-    def _set_counts(self, docs: int, tokens: int) -> None:
-        self._set_meta("n_docs", str(docs))
-        self._set_meta("n_tokens", str(tokens))
+            self._index = None
+            shutil.rmtree(self._segments, ignore_errors=True)
+            self._open()
+            self._staged = -1
 
     @property
     def generation(self) -> int:
         """The caller's version number of the committed contents (-1 when new)."""
-        with self._lock:
-            return int(self._meta("generation") or -1)
+        state = self._state()
+        return int(state.get("generation", -1)) if state else -1
 
     @generation.setter
     def generation(self, value: int) -> None:
         with self.transaction():
-            self._set_meta("generation", str(int(value)))
+            self._staged = int(value)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """One write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        """One write: the writer lock (a file lock: every process and handle), then one
+        tantivy commit of everything written inside, then the staged generation. Nested
+        calls join the outer one; an exception rolls back."""
+        from filelock import FileLock, Timeout
+
+        from .sources import LockTimeout
+
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -507,16 +556,54 @@ class SqliteBM25Index:
                 finally:
                     self._depth -= 1
                 return
-            self._con.execute("BEGIN IMMEDIATE")
-            self._depth = 1
+            self.path.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(self.path / "writer.lock"), timeout=self.timeout)
+            try:
+                lock.acquire()
+            except Timeout as exc:
+                raise LockTimeout(f"another writer has held the keyword index at {self.path} for over "
+                                  f"{self.timeout:.0f} s; retry when it is done (or raise the timeout)") from exc
+            self._depth, self._staged = 1, None
             try:
                 yield
-                self._con.execute("COMMIT")
+                committed = self._writer is not None
+                if committed:
+                    self._writer.commit()
+                    self._writer.wait_merging_threads()  # the merges this commit started; releases tantivy's lock
+                    self._writer = None
+                if committed or self._staged is not None:  # a new state file after every commit: readers reload
+                    self._write_state(self.generation if self._staged is None else self._staged)
             except BaseException:
-                self._con.execute("ROLLBACK")
+                if self._writer is not None:
+                    self._writer.rollback()
+                    self._writer.wait_merging_threads()
                 raise
             finally:
-                self._depth = 0
+                self._depth, self._writer, self._staged = 0, None, None
+                lock.release()
+            self._reload()
+
+    def _writing(self) -> Any:
+        """The tantivy writer of the open transaction."""
+        if not self._depth:
+            raise RuntimeError("write inside transaction()")
+        if self._writer is None:
+            self._writer = self._open().writer(heap_size=self.heap_size, num_threads=1)
+        return self._writer
+
+    def _reload(self) -> None:
+        """Point the searcher at the last commit when ``state.json`` names another commit
+        than the one this handle reads (every process replaces it after each commit)."""
+        stamp = (self._state() or {}).get("commit")
+        index = self._open()
+        if stamp != self._seen:
+            index.reload()
+            self._seen = stamp
+
+    def _searcher(self) -> Any:
+        with self._lock:
+            self._reload()
+            return self._index.searcher()
 
     # ------------------------------------------------------------------ editing
     def tokenize(self, text: str) -> list[str]:
@@ -525,85 +612,55 @@ class SqliteBM25Index:
         return tokenize(text, stopwords=self.stopwords)
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._counts()[0]
+        return int(self._searcher().num_docs)
 
     def __contains__(self, item: object) -> bool:
-        with self._lock:
-            return self._con.execute("SELECT 1 FROM bm25_docs WHERE id = ?", (str(item),)).fetchone() is not None
+        return self._count("id", str(item)) > 0
+
+    def _count(self, field: str, value: str) -> int:
+        import tantivy
+
+        searcher = self._searcher()
+        return int(searcher.search(tantivy.Query.term_query(self._index.schema, field, value, index_option="basic"),
+                                   1, count=True).count)
 
     def token_bytes(self) -> int:
-        """As :meth:`BM25Index.token_bytes` (reads the vocabulary)."""
+        """Bytes of the index files (the tokens live in their postings and term dictionaries)."""
         with self._lock:
-            vocab = self._con.execute("SELECT COALESCE(SUM(LENGTH(CAST(token AS BLOB)) + 4), 0) FROM bm25_vocab "
-                                      "WHERE df > 0").fetchone()[0]
-            return self._counts()[1] * 4 + int(vocab)
+            return sum(p.stat().st_size for p in self._segments.iterdir() if p.is_file() and not p.name.startswith("."))
 
     @property
     def ids(self) -> list[str]:
-        """Every document id, in insertion order (reads the whole table: for checks and tests)."""
-        with self._lock:
-            return [r[0] for r in self._con.execute("SELECT id FROM bm25_docs ORDER BY row")]
+        """Every document id (reads every stored id: for checks and tests)."""
+        import tantivy
+
+        searcher = self._searcher()
+        n = int(searcher.num_docs)
+        if not n:
+            return []
+        hits = searcher.search(tantivy.Query.all_query(), n, count=False).hits
+        return [searcher.doc(address)["id"][0] for _, address in hits]
 
     def groups(self) -> set[str]:
         """Every group that has documents."""
-        with self._lock:
-            return {r[0] for r in self._con.execute("SELECT DISTINCT grp FROM bm25_docs")}
+        return {str(self._group(doc_id)) for doc_id in self.ids}
 
-    def _token_ids(self, tokens: Iterable[str], *, add: bool) -> dict[str, int]:
-        """Vocabulary ids of ``tokens`` (new tokens get ids when ``add``)."""
-        unique = list(dict.fromkeys(tokens))
-        if add and unique:
-            self._con.executemany("INSERT OR IGNORE INTO bm25_vocab(token) VALUES (?)", [(t,) for t in unique])
-        out: dict[str, int] = {}
-        for b in range(0, len(unique), 500):
-            part = unique[b:b + 500]
-            marks = ",".join("?" * len(part))
-            out.update(self._con.execute(f"SELECT token, id FROM bm25_vocab WHERE token IN ({marks})", part))
-        return out
+    def _add(self, docs: Iterable[tuple[str, Sequence[str]]]) -> None:
+        """Write ``(id, tokens)`` documents (inside a transaction)."""
+        import tantivy
 
-    def _insert(self, docs: Iterable[tuple[str, Sequence[int]]]) -> None:
-        """Insert ``(id, token ids)`` documents (not indexed yet; inside a transaction)."""
-        df: dict[int, int] = {}
-        fts_rows = []
-        n_tokens = 0
-        for doc_id, toks in docs:
-            for tok in set(toks):
-                df[tok] = df.get(tok, 0) + 1
-            cur = self._con.execute("INSERT INTO bm25_docs(id, grp, tokens) VALUES (?, ?, ?)",
-                                    (doc_id, str(self._group(doc_id)), np.asarray(toks, dtype=np.int32).tobytes()))
-            fts_rows.append((cur.lastrowid, " ".join(map(str, toks))))
-            n_tokens += len(toks)
-        self._con.executemany("INSERT INTO bm25_fts(rowid, tokens) VALUES (?, ?)", fts_rows)
-        self._con.executemany("UPDATE bm25_vocab SET df = df + ? WHERE id = ?", [(n, t) for t, n in df.items()])
-        docs_before, tokens_before = self._counts()
-        self._set_counts(docs_before + len(fts_rows), tokens_before + n_tokens)
+        writer = self._writing()
+        for doc_id, tokens in docs:
+            writer.add_document(tantivy.Document(id=doc_id, group=str(self._group(doc_id)), tokens=" ".join(tokens)))
 
-    def _drop_rows(self, where: str, keys: Sequence[str]) -> int:
-        """Delete the documents whose ``where`` column is in ``keys`` (inside a transaction)."""
-        dropped = n_tokens = 0
-        df: dict[int, int] = {}
-        for b in range(0, len(keys), 500):
-            part = list(keys[b:b + 500])
-            marks = ",".join("?" * len(part))
-            rows = [(row, np.frombuffer(blob, dtype=np.int32).tolist())
-                    for row, blob in self._con.execute(f"SELECT row, tokens FROM bm25_docs WHERE {where} IN ({marks})",
-                                                       part)]
-            if not rows:
-                continue
-            self._con.executemany("INSERT INTO bm25_fts(bm25_fts, rowid, tokens) VALUES ('delete', ?, ?)",
-                                  [(row, " ".join(map(str, toks))) for row, toks in rows])
-            self._con.executemany("DELETE FROM bm25_docs WHERE row = ?", [(row,) for row, _ in rows])
-            for _, toks in rows:
-                for tok in set(toks):
-                    df[tok] = df.get(tok, 0) + 1
-                n_tokens += len(toks)
-            dropped += len(rows)
-        if dropped:
-            self._con.executemany("UPDATE bm25_vocab SET df = df - ? WHERE id = ?", [(n, t) for t, n in df.items()])
-            docs_before, tokens_before = self._counts()
-            self._set_counts(docs_before - dropped, tokens_before - n_tokens)
-        return dropped
+    def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Add documents whose ids are not indexed (e.g. after :meth:`delete_groups` of
+        their groups): no delete per id, unlike :meth:`upsert`."""
+        if len(ids) != len(texts):
+            raise ValueError(f"got {len(ids)} ids for {len(texts)} texts")
+        tokens = [self.tokenize(text) for text in texts]
+        with self.transaction():
+            self._add(zip(ids, tokens))
 
     def upsert(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         """Add documents, replacing those whose id is already indexed."""
@@ -611,27 +668,35 @@ class SqliteBM25Index:
             raise ValueError(f"got {len(ids)} ids for {len(texts)} texts")
         latest = dict(zip(ids, (self.tokenize(text) for text in texts)))  # an id given twice: its last text wins
         with self.transaction():
-            self._drop_rows("id", list(latest))
-            vocab = self._token_ids((t for toks in latest.values() for t in toks), add=True)
-            self._insert((doc_id, [vocab[t] for t in toks]) for doc_id, toks in latest.items())
+            writer = self._writing()
+            for doc_id in latest:
+                writer.delete_documents_by_term("id", doc_id)
+            self._add(latest.items())
 
     def delete(self, ids: Iterable[str]) -> int:
         """Remove documents by id; unknown ids are ignored. Returns how many went."""
+        ids = list(dict.fromkeys(ids))
         with self.transaction():
-            return self._drop_rows("id", list(dict.fromkeys(ids)))
+            present = [doc_id for doc_id in ids if doc_id in self]
+            writer = self._writing() if present else None
+            for doc_id in present:
+                writer.delete_documents_by_term("id", doc_id)
+        return len(present)
 
-    def delete_groups(self, groups: Iterable[str]) -> int:
-        """Remove every document of these groups; returns how many went."""
+    def delete_groups(self, groups: Iterable[str]) -> None:
+        """Remove every document of these groups (one delete term each)."""
+        groups = list(dict.fromkeys(groups))
+        if not groups:
+            return
         with self.transaction():
-            return self._drop_rows("grp", list(dict.fromkeys(groups)))
+            writer = self._writing()
+            for name in groups:
+                writer.delete_documents_by_term("group", str(name))
 
     def clear(self) -> None:
-        """Remove every document and the vocabulary (the generation is kept)."""
+        """Remove every document (the generation is kept)."""
         with self.transaction():
-            self._con.execute("INSERT INTO bm25_fts(bm25_fts) VALUES ('delete-all')")
-            self._con.execute("DELETE FROM bm25_docs")
-            self._con.execute("DELETE FROM bm25_vocab")
-            self._set_counts(0, 0)
+            self._writing().delete_all_documents()
 
     def add_encoded(self, index: BM25Index) -> None:
         """Copy every document of ``index`` (e.g. an older snapshot) without tokenising again."""
@@ -639,151 +704,67 @@ class SqliteBM25Index:
         for token, idx in index.vocab.items():
             vocab_list[idx] = token
         with self.transaction():
-            ours = self._token_ids(vocab_list, add=True)
-            mapping = np.array([ours[t] for t in vocab_list] or [0], dtype=np.int64)
-            self._insert((doc_id, mapping[toks].tolist()) for doc_id, toks in zip(index.ids, index._tokens))
+            self._add((doc_id, [vocab_list[t] for t in toks.tolist()]) for doc_id, toks in zip(index.ids, index._tokens))
 
     # ----------------------------------------------------------------- scoring
     def search(self, query: str, k: int = 10, *,
                allow: Callable[[Sequence[str]], Sequence[bool]] | None = None) -> list[tuple[str, float]]:
-        """The ``k`` best ``(id, score)`` pairs (score > 0), best first (ties: older first).
+        """The ``k`` best ``(id, score)`` pairs (score > 0), best first.
 
-        ``allow``: as in :meth:`BM25Index.search`.
+        ``allow``: as in :meth:`BM25Index.search` (pages of hits in score order are
+        read until ``k`` are allowed or none are left).
         """
+        import tantivy
+
         if k <= 0:
             raise ValueError(f"k must be > 0, got {k}")
-        tokens = set(self.tokenize(query))
-        with self._lock:
-            n_docs, n_tokens = self._counts()
-            terms: dict[int, float] = {}  # term id -> idf
-            dfs: dict[int, int] = {}
-            for b in range(0, len(tokens), 500):
-                part = sorted(tokens)[b:b + 500]
-                marks = ",".join("?" * len(part))
-                for tok_id, df in self._con.execute(
-                        f"SELECT id, df FROM bm25_vocab WHERE df > 0 AND token IN ({marks})", part):
-                    terms[tok_id] = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
-                    dfs[tok_id] = df
-            if not terms:
-                return []
-            scorer = _LuceneScorer(terms, self.k1, self.b, n_tokens / n_docs)
-            seen = np.zeros(0, dtype=np.int64)  # rows scored so far (their scores in ``scores``)
-            scores = np.zeros(0, dtype=np.float64)
-            best = np.zeros(0, dtype=np.float64)  # the k best positive scores ``allow`` accepts
-            done: set[int] = set()
-            by_rarity = sorted(terms, key=lambda t: dfs[t])
-            by_bound = sorted(terms, key=lambda t: terms[t])
-            threshold: float | None = None
-            while True:
-                # the terms that can still lift a document into the top k: all of them until k
-                # documents are scored, then all but the commonest whose bounds stay below the k-th score
-                essential, bound = set(terms), 0.0
-                if threshold is not None:
-                    for t in by_bound:
-                        bound += terms[t]
-                        if bound * (1 + 1e-9) >= threshold:
-                            break
-                        essential.discard(t)
-                todo = [t for t in by_rarity if t in essential and t not in done]
-                if not todo:
-                    break
-                batch, batch_df = [], 0
-                for t in todo:  # the rarest terms left, enough of them to hold 2k documents
-                    batch.append(t)
-                    batch_df += dfs[t]
-                    if batch_df >= 2 * k:
-                        break
-                done.update(batch)
-                fetched = self._documents(batch)
-                if not fetched:
-                    continue
-                rows = np.fromiter((r[0] for r in fetched), dtype=np.int64, count=len(fetched))
-                fresh = ~np.isin(rows, seen)
-                if not fresh.any():
-                    continue
-                rows = rows[fresh]
-                new = scorer([blob for (_, blob), ok in zip(fetched, fresh.tolist()) if ok])
-                seen, scores = np.concatenate([seen, rows]), np.concatenate([scores, new])
-                keep = new > 0
-                if allow is not None and keep.any():
-                    ids = self._ids(rows[keep])
-                    keep[keep] = np.fromiter((bool(ok) for ok in allow([ids[r] for r in rows[keep].tolist()])),
-                                             dtype=bool, count=int(keep.sum()))
-                best = np.concatenate([best, new[keep]])
-                if best.size >= k:
-                    best = -np.partition(-best, k - 1)[:k]
-                    threshold = float(best.min())
-            positive = scores > 0
-            seen, scores = seen[positive], scores[positive]
-            if allow is None and scores.size > k:  # only the top k (and its ties) need ordering
-                kth = -np.partition(-scores, k - 1)[k - 1]
-                top = scores >= kth
-                seen, scores = seen[top], scores[top]
-            order = np.lexsort((seen, -scores))  # best first, ties: older rows first
-            ranked_rows, ranked_scores = seen[order].tolist(), scores[order].tolist()
-            out: list[tuple[str, float]] = []
-            block = max(4 * k, 256)
-            for b in range(0, len(ranked_rows), block):
-                part = ranked_rows[b:b + block]
-                ids = self._ids(part)
-                hits = [(ids[r], sc) for r, sc in zip(part, ranked_scores[b:b + block])]
-                oks = [True] * len(hits) if allow is None else allow([h[0] for h in hits])
-                for hit, ok in zip(hits, oks):
-                    if ok:
-                        out.append(hit)
-                        if len(out) == k:
-                            return out
-            return out
-
-    def _documents(self, terms: Sequence[int]) -> list[tuple[int, bytes]]:
-        """``(row, tokens)`` of every document holding one of ``terms``."""
-        match = " OR ".join(f'"{t}"' for t in terms)
-        return self._con.execute("SELECT d.row, d.tokens FROM (SELECT rowid AS r FROM bm25_fts "
-                                 "WHERE bm25_fts MATCH ?) JOIN bm25_docs AS d ON d.row = r", (match,)).fetchall()
-
-    def _ids(self, rows: Iterable[int]) -> dict[int, str]:
-        """``row -> id``."""
-        rows = [int(r) for r in rows]
-        out: dict[int, str] = {}
-        for b in range(0, len(rows), 500):
-            part = rows[b:b + 500]
-            marks = ",".join("?" * len(part))
-            out.update(self._con.execute(f"SELECT row, id FROM bm25_docs WHERE row IN ({marks})", part))
-        return out
+        tokens = sorted(set(self.tokenize(query)))
+        if not tokens:
+            return []
+        searcher = self._searcher()
+        schema = self._index.schema
+        terms = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "tokens", t, index_option="freq")) for t in tokens])
+        out: list[tuple[str, float]] = []
+        page = k if allow is None else max(4 * k, 256)
+        offset = 0
+        while True:
+            hits = searcher.search(terms, page, count=False, offset=offset).hits
+            found = [(searcher.doc(address)["id"][0], float(score)) for score, address in hits if score > 0]
+            oks = [True] * len(found) if allow is None else allow([doc_id for doc_id, _ in found])
+            for hit, ok in zip(found, oks):
+                if ok:
+                    out.append(hit)
+                    if len(out) == k:
+                        return out
+            if len(hits) < page:
+                return out
+            offset += page
+            page *= 2
 
     def check(self) -> list[str]:
-        """Problems found by FTS5's own integrity check (reads the whole index); empty when sound."""
-        with self._lock:
-            try:
-                self._con.execute("INSERT INTO bm25_fts(bm25_fts) VALUES ('integrity-check')")
-            except sqlite3.DatabaseError as exc:
-                return [f"keyword index: {exc}"]
-        return []
+        """Problems found when opening the index afresh and reading every stored id; empty when sound."""
+        import tantivy
+
+        problems = []
+        if self._state() is None:
+            problems.append(f"keyword index: {self._state_file} is missing or unreadable")
+        try:
+            fresh = tantivy.Index.open(str(self._segments))
+            searcher = fresh.searcher()
+            n = int(searcher.num_docs)
+            hits = searcher.search(tantivy.Query.all_query(), max(n, 1), count=True)
+            if len(hits.hits) != n:
+                problems.append(f"keyword index: {len(hits.hits)} documents found, {n} counted")
+            for _, address in hits.hits:
+                searcher.doc(address)
+        except Exception as exc:  # noqa: BLE001 - any failure to read is the problem reported
+            problems.append(f"keyword index: {exc}")
+        return problems
 
     def close(self) -> None:
         with self._lock:
-            self._con.close()
-
-
-class _LuceneScorer:
-    """bm25s' ``lucene`` scores of documents (their int32 token blobs) for one query."""
-
-    def __init__(self, idf: dict[int, float], k1: float, b: float, avgdl: float) -> None:
-        self.terms = np.array(sorted(idf), dtype=np.int32)
-        self.idf = np.array([idf[t] for t in self.terms.tolist()], dtype=np.float64)
-        self.k1, self.b, self.avgdl = k1, b, avgdl
-
-    def __call__(self, blobs: Sequence[bytes]) -> np.ndarray:
-        lengths = np.fromiter((len(blob) >> 2 for blob in blobs), dtype=np.int64, count=len(blobs))
-        flat = np.frombuffer(b"".join(blobs), dtype=np.int32)
-        doc = np.repeat(np.arange(len(blobs)), lengths)
-        pos = np.minimum(np.searchsorted(self.terms, flat), self.terms.size - 1)
-        hit = self.terms[pos] == flat
-        tf = np.zeros((len(blobs), self.terms.size), dtype=np.float64)
-        np.add.at(tf, (doc[hit], pos[hit]), 1.0)
-        norm = self.k1 * (1 - self.b + self.b * lengths / self.avgdl)
-        part = np.divide(tf, tf + norm[:, None], out=np.zeros_like(tf), where=tf > 0)
-        return (self.idf * part).sum(axis=1)
+            self._index = None
 
 
 def _allowed_top(ids: Sequence[str], scores: np.ndarray, k: int,

@@ -2,16 +2,22 @@
 
 :class:`KeywordIndex` is derived from the source store and never trusted beyond it.
 
-**Local index (SQLite source store): incremental.** BM25 lives in SQLite FTS5 tables
-(:class:`~.bm25.SqliteBM25Index`) inside the source store's file, with the store
-generation they reflect. Catching up with the store's change log rewrites only the
-changed sources' rows, in one transaction together with the new generation: a crash
-leaves the previous generation, which the next open replays forward. Any handle
-(writer or reader) may commit a catch-up: the tables are derived, the generation is
-read inside the transaction (the store cannot change meanwhile: same file) and only
-ever moves forward, and replaying a source is idempotent. An index written by an
-older version (a bm25s snapshot blob) is migrated on first open (logged) without
-tokenising again.
+**Local index (SQLite source store): incremental.** BM25 lives in a tantivy index
+(:class:`~.bm25.TantivyBM25Index`) in a directory beside the source store's file
+(``<dir>/sources/<collection>.keyword``). Catching up with the store's change log
+deletes the changed sources (one term each) and adds their chunks again, in one
+tantivy commit; the store generation it reflects is recorded after the commit. A crash
+before the commit leaves the previous commit; a crash between the commit and the
+record leaves an older generation than the contents: either way the next open replays
+the log from the recorded generation, and replaying a source is idempotent (its
+documents are deleted, then written from the store). Any handle (writer or reader) may
+commit a catch-up, one at a time (the keyword index's own writer lock); the store
+generation is read before the changes, so what is recorded never runs ahead of what was
+applied. Other processes' commits are seen on the next query (the searcher reloads when
+the recorded state changed). An index written by an older version (a bm25s snapshot
+blob) is migrated on first open (logged) without tokenising again. Scores are tantivy's
+BM25 (``k1 = 1.2``, quantised document lengths: see :class:`~.bm25.TantivyBM25Index`);
+giving ``k1``, ``b`` or ``method`` selects the snapshot backend instead.
 
 **Other source stores (a Chroma server, LangChain byte stores): a snapshot.** Its
 snapshot (a blob in the source store: the :class:`~.bm25.BM25Index`, the store
@@ -36,11 +42,12 @@ import json
 import logging
 import struct
 import threading
-from typing import Any, Callable, Iterator
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
-from .bm25 import BM25Index, SqliteBM25Index
+from .bm25 import BM25Index, TantivyBM25Index
 from .ids import parse_chunk_id
 
 __all__ = ["KeywordIndex"]
@@ -56,11 +63,12 @@ def _source_of(chunk_id: str) -> str:
     return parsed.source_id if parsed is not None else chunk_id
 
 
-def _local_database(store: Any) -> Any:
-    """The SQLite file of a local source store, or ``None``."""
+def keyword_directory(store: Any) -> Path | None:
+    """Where a local source store's keyword index lives (``<file stem>.keyword`` beside
+    its SQLite file), or ``None`` for other stores."""
     from .sources import SqliteSourceStore
 
-    return store.path if isinstance(store, SqliteSourceStore) else None
+    return store.path.with_name(store.path.stem + ".keyword") if isinstance(store, SqliteSourceStore) else None
 
 
 class KeywordIndex:
@@ -70,8 +78,8 @@ class KeywordIndex:
         store: the :class:`~.sources.SourceStore`.
         index_text: ``chunk text -> text to index`` (identity by default).
         bm25_kwargs: passed to :class:`~.bm25.BM25Index` (on a rebuild) or
-            :class:`~.bm25.SqliteBM25Index` (a bm25s ``method`` other than ``"lucene"``
-            selects the snapshot backend).
+            :class:`~.bm25.TantivyBM25Index` (``k1``, ``b`` or ``method``, which tantivy
+            does not take, select the snapshot backend).
 
     ``incremental`` tells which backend this handle uses.
     """
@@ -80,11 +88,11 @@ class KeywordIndex:
         self.store = store
         self.index_text = index_text or (lambda text: text)
         self.bm25_kwargs = bm25_kwargs
-        database = _local_database(store) if bm25_kwargs.get("method", "lucene") == "lucene" else None
-        self.incremental = database is not None
-        self.bm25: BM25Index | SqliteBM25Index
-        if database is not None:
-            self.bm25 = SqliteBM25Index(database, group=_source_of, **bm25_kwargs)
+        directory = None if {"k1", "b", "method"} & set(bm25_kwargs) else keyword_directory(store)
+        self.incremental = directory is not None
+        self.bm25: BM25Index | TantivyBM25Index
+        if directory is not None:
+            self.bm25 = TantivyBM25Index(directory, group=_source_of, **bm25_kwargs)
         else:
             self.bm25 = BM25Index(**bm25_kwargs)
         self.generation = -1
@@ -96,7 +104,7 @@ class KeywordIndex:
     def load(self) -> None:
         """Load the stored snapshot if it is sound, then catch up with the store."""
         if self.incremental:
-            self._load_tables()
+            self._load_incremental()
             return
         with self._lock:
             raw = self.store.get_blob(BLOB_NAME)
@@ -112,24 +120,24 @@ class KeywordIndex:
             # a missing snapshot is only a problem when there was something to index
             self.rebuilt = self.rebuilt or damaged or (raw is None and len(self.bm25) > 0)
 
-    def _load_tables(self) -> None:
-        """Open the FTS5 tables, creating them (from an older snapshot if there is one),
+    def _load_incremental(self) -> None:
+        """Open the tantivy index, creating it (from an older snapshot if there is one),
         then catch up with the store."""
-        assert isinstance(self.bm25, SqliteBM25Index)
+        assert isinstance(self.bm25, TantivyBM25Index)
         with self._lock:
             missing = False
             if not self.bm25.exists():
                 with self._writing():
                     if not self.bm25.exists():  # not created by another handle meanwhile
-                        missing = self._create_tables()
+                        missing = self._create_incremental()
             self.refresh()
             self.rebuilt = self.rebuilt or (missing and len(self.bm25) > 0)
 
-    def _create_tables(self) -> bool:
-        """Create the FTS5 tables (inside the caller's transaction): from the stored bm25s
+    def _create_incremental(self) -> bool:
+        """Create the tantivy index (inside the caller's transaction): from the stored bm25s
         snapshot of an older version when it decodes, else empty (the refresh that follows
-        fills them). Returns True when nothing usable was stored."""
-        assert isinstance(self.bm25, SqliteBM25Index)
+        fills it). Returns True when nothing usable was stored."""
+        assert isinstance(self.bm25, TantivyBM25Index)
         self.bm25.create()
         raw = self.store.get_blob(BLOB_NAME)
         if raw is None:
@@ -141,21 +149,17 @@ class KeywordIndex:
                            "store", exc)
             return True
         logger.warning("migrating the keyword index of %s: the BM25 snapshot (%d chunks, generation %d) becomes "
-                       "incremental SQLite FTS5 tables (once; the snapshot is then removed)",
+                       "an incremental tantivy index (once; the snapshot is then removed)",
                        self.store, len(old), generation)
         self.bm25.add_encoded(old)
         self.bm25.generation = generation
         return False
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """A write transaction on the keyword tables, holding the source store's connection
-        lock first: the store's own writes take that lock, then the file's write lock, so
-        taking them in the same order here means a writer thread and a catching-up reader
-        thread of one process never wait for each other's lock."""
-        assert isinstance(self.bm25, SqliteBM25Index)
-        with getattr(self.store, "_lock", None) or contextlib.nullcontext(), self.bm25.transaction():
-            yield
+    def _writing(self) -> contextlib.AbstractContextManager:
+        """A write transaction on the tantivy index (its writer lock, then one commit). It
+        holds no lock of the source store: only reads of the store happen inside."""
+        assert isinstance(self.bm25, TantivyBM25Index)
+        return self.bm25.transaction()
 
     def _decode(self, raw: bytes) -> tuple[BM25Index, int]:
         if raw[:5] != _MAGIC:
@@ -181,7 +185,7 @@ class KeywordIndex:
     def refresh(self) -> bool:
         """Bring BM25 up to the store's generation; returns True when something changed."""
         if self.incremental:
-            return self._refresh_tables()
+            return self._refresh_incremental()
         with self._lock:
             current = self.store.generation()
             if current == self.generation:
@@ -195,18 +199,18 @@ class KeywordIndex:
             self.generation = current
             return True
 
-    def _refresh_tables(self) -> bool:
-        """Replay the store's change log into the FTS5 tables and commit it with the new
-        generation in one transaction (cost: the changed sources)."""
-        assert isinstance(self.bm25, SqliteBM25Index)
+    def _refresh_incremental(self) -> bool:
+        """Replay the store's change log into the tantivy index, commit, record the new
+        generation (cost: the changed sources)."""
+        assert isinstance(self.bm25, TantivyBM25Index)
         with self._lock:
             stored = self.bm25.generation
             if stored == self.store.generation():
                 self.generation = stored
                 return False
             with self._writing():
-                stored = self.bm25.generation  # again, inside the transaction: another handle may have caught up
-                current = self.store.generation()
+                stored = self.bm25.generation  # again, under the writer lock: another handle may have caught up
+                current = self.store.generation()  # before reading the changes: the record never runs ahead
                 if stored == current:
                     self.generation = stored
                     return False
@@ -223,7 +227,7 @@ class KeywordIndex:
     def rebuild(self) -> None:
         """BM25 from scratch over every complete source of the store."""
         if self.incremental:
-            assert isinstance(self.bm25, SqliteBM25Index)
+            assert isinstance(self.bm25, TantivyBM25Index)
             with self._lock, self._writing():
                 generation = self.store.generation()
                 self.bm25.clear()
@@ -244,7 +248,7 @@ class KeywordIndex:
         if not sids:
             return
         heads = heads if heads is not None else self.store.heads(sorted(sids))
-        if isinstance(self.bm25, SqliteBM25Index):
+        if isinstance(self.bm25, TantivyBM25Index):
             self.bm25.delete_groups(sorted(sids))
         else:
             self.bm25.delete([cid for sid in sids for cid in self._by_source.pop(sid, [])])
@@ -261,7 +265,10 @@ class KeywordIndex:
                     self._by_source[sid] = cids
                 ids.extend(cids)
                 texts.extend(self.index_text(rec.chunk_text(i)) for i in range(rec.n_chunks))
-            self.bm25.upsert(ids, texts)
+            if isinstance(self.bm25, TantivyBM25Index):
+                self.bm25.add(ids, texts)  # their sources were deleted above
+            else:
+                self.bm25.upsert(ids, texts)
 
     # ----------------------------------------------------------------- saving
     def save(self) -> None:
@@ -296,11 +303,12 @@ class KeywordIndex:
         return len(self.bm25)
 
     def sources(self) -> set[str]:
-        if isinstance(self.bm25, SqliteBM25Index):
+        if isinstance(self.bm25, TantivyBM25Index):
             return self.bm25.groups()
         return set(self._by_source)
 
     def check(self) -> list[str]:
-        """Integrity problems of the stored keyword index (the FTS5 tables: reads them all;
-        the snapshot backend checks its checksum on load instead); empty when sound."""
-        return self.bm25.check() if isinstance(self.bm25, SqliteBM25Index) else []
+        """Integrity problems of the stored keyword index (the tantivy index: opened afresh
+        and read whole; the snapshot backend checks its checksum on load instead); empty
+        when sound."""
+        return self.bm25.check() if isinstance(self.bm25, TantivyBM25Index) else []
