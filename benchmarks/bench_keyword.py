@@ -1,4 +1,4 @@
-"""Benchmark: the keyword index's writes and queries at 10k / 100k / 1M chunks, old vs new.
+"""Benchmark: the keyword index's writes and queries at 10k / 100k / 1M chunks.
 
     python benchmarks/bench_keyword.py [--levels 10000,100000,1000000] [--old-upto 1000000]
                                        [--queries 50] [--probes 3] [--out results.json]
@@ -6,9 +6,9 @@
 * **old**: :class:`~swrag_integrations.retrieval.bm25.BM25Index` (bm25s), saved whole
   after every write (``to_bytes`` written atomically to a file, as ``KeywordIndex.save``
   put it into the source store);
-* **new**: :class:`~swrag_integrations.retrieval.bm25.SqliteBM25Index` (SQLite FTS5),
-  one transaction per write (the source's rows and the generation, as
-  ``KeywordIndex.refresh`` commits them).
+* **tantivy**: :class:`~swrag_integrations.retrieval.bm25.TantivyBM25Index`, one commit
+  per write (delete the source's term, add its chunks, commit, wait for the merges that
+  commit started, record the generation: as ``KeywordIndex.refresh`` does).
 
 Texts: the shared corpora (``en.txt`` + ``zh.txt``) cut into documents of about 20,000
 characters and each document into the index's default small chunks (``plan_source``,
@@ -22,7 +22,11 @@ At each level: add one new source (20 chunks of fresh text), run one query (the 
 after a write: the old index rebuilds its score matrix there) and delete the source
 again, ``--probes`` times (median), and p50/p95 of ``--queries`` keyword queries (8-word
 English / 12-character Chinese spans of the corpus, as in ``bench_growth.py``), k = 20,
-after a warm-up query. The old index is grown only up to ``--old-upto`` chunks.
+after a warm-up query. The old index is grown only up to ``--old-upto`` chunks, and its
+writes timed only up to ``--old-writes-upto`` (a write of it at 1M chunks takes minutes;
+past that level only its queries are timed, "nan" in the write columns).
+Add/delete: median and max over the probes (a tantivy commit
+sometimes starts a merge of earlier segments and waits for it).
 """
 
 from __future__ import annotations
@@ -130,38 +134,40 @@ class Old:
         return self.path.stat().st_size
 
 
-class New:
-    """SQLite FTS5, one transaction per write."""
+class Tantivy:
+    """tantivy, one commit per write (the source's documents and the generation, as
+    ``KeywordIndex.refresh`` commits them)."""
 
-    name = "new (SQLite FTS5)"
+    name = "tantivy"
 
     def __init__(self, folder: Path, tokenizer) -> None:
-        from swrag_integrations.retrieval.bm25 import SqliteBM25Index
+        from swrag_integrations.retrieval.bm25 import TantivyBM25Index
 
-        self.path = folder / "new.sqlite"
-        self.index = SqliteBM25Index(self.path, tokenizer=tokenizer, group=lambda cid: cid.split(":", 1)[0])
+        self.path = folder / "tantivy"
+        self.index = TantivyBM25Index(self.path, tokenizer=tokenizer, group=lambda cid: cid.split(":", 1)[0])
         self.index.create()
         self.generation = 0
+        self._files: dict[str, tuple[int, int]] = {}
 
     def bulk(self, sources) -> None:
         for b in range(0, len(sources), 200):
             with self.index.transaction():
                 for source, texts in sources[b:b + 200]:
-                    self.index.upsert(chunk_ids(source, len(texts)), texts)
+                    self.index.add(chunk_ids(source, len(texts)), texts)
                 self.generation += 1
                 self.index.generation = self.generation
 
     def written(self) -> int:
-        """Bytes of the pages written since the last call (WAL frames), then checkpoint."""
-        con = self.index._con
-        busy, frames, done = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return max(frames, 0) * con.execute("PRAGMA page_size").fetchone()[0]
+        """Bytes of the files created or changed since the last call."""
+        now = {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in self.path.rglob("*") if p.is_file()}
+        out = sum(size for name, (size, mtime) in now.items() if self._files.get(name) != (size, mtime))
+        self._files = now
+        return out
 
     def add(self, source: str, texts: list[str]) -> None:
         with self.index.transaction():
             self.index.delete_groups([source])
-            self.index.upsert(chunk_ids(source, len(texts)), texts)
+            self.index.add(chunk_ids(source, len(texts)), texts)
             self.generation += 1
             self.index.generation = self.generation
 
@@ -175,13 +181,16 @@ class New:
         return self.index.search(query, 20)
 
     def disk(self) -> int:
-        self.written()
-        return self.path.stat().st_size
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
 
 
-def measure(impl, level: int, qs: list[str], probes: int) -> dict:
-    adds, dels, add_bytes, del_bytes, firsts = [], [], [], [], []
-    for p in range(probes):
+def measure(impl, level: int, qs: list[str], probes: int, writes: bool = True) -> dict:
+    """Writes (unless ``writes`` is false: then only the queries are timed) and queries at one level."""
+    nan = float("nan")
+    adds, dels, add_bytes, del_bytes, firsts = [nan], [nan], [nan], [nan], [nan]
+    if writes:
+        adds, dels, add_bytes, del_bytes, firsts = [], [], [], [], []
+    for p in range(probes if writes else 0):
         texts = probe_texts(level + p)
         source = f"probe-{level}-{p}"
         impl.written()
@@ -204,6 +213,7 @@ def measure(impl, level: int, qs: list[str], probes: int) -> dict:
         impl.search(q)
         times.append((time.perf_counter() - t) * 1000)
     return {"add_ms": statistics.median(adds), "delete_ms": statistics.median(dels),
+            "add_max_ms": max(adds), "delete_max_ms": max(dels),
             "first_query_after_add_ms": statistics.median(firsts), "add_bytes_written": statistics.median(add_bytes), "delete_bytes_written": statistics.median(del_bytes),
             "query_p50_ms": _pct(times, 0.5), "query_p95_ms": _pct(times, 0.95), "disk_mb": impl.disk() / 1e6}
 
@@ -212,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", default="10000,100000,1000000")
     parser.add_argument("--old-upto", type=int, default=1000000, help="grow the old (bm25s) index only this far")
+    parser.add_argument("--old-writes-upto", type=int, default=None,
+                        help="time the old index's writes only this far (past it: its queries only; default --old-upto)")
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--probes", type=int, default=3)
     parser.add_argument("--out", default=None)
@@ -228,44 +240,52 @@ def main(argv: list[str] | None = None) -> int:
           f"(cut in {time.perf_counter() - t0:.0f} s)", flush=True)
     qs = queries(args.queries)
     folder = Path(tempfile.mkdtemp(prefix="swrag-bench-keyword-"))
-    impls = {"old": Old(folder, cached), "new": New(folder, cached)}
-    growers = {"old": Grower(chunks), "new": Grower(chunks)}
+    impls = {"old": Old(folder, cached), "tantivy": Tantivy(folder, cached)}
+    growers = {key: Grower(chunks) for key in impls}
+    upto = {"old": args.old_upto, "tantivy": levels[-1]}
     rows = []
     for level in levels:
         row = {"level": level, "load": _load()}
         for key, impl in impls.items():
-            if key == "old" and level > args.old_upto:
+            if level > upto[key]:
                 continue
             t = time.perf_counter()
             impl.bulk(growers[key].take(level))
             build = time.perf_counter() - t
-            row[key] = dict(measure(impl, level, qs, args.probes), chunks=growers[key].total, grow_s=build)
+            writes = key != "old" or level <= (args.old_upto if args.old_writes_upto is None else args.old_writes_upto)
+            row[key] = dict(measure(impl, level, qs, args.probes, writes), chunks=growers[key].total, grow_s=build)
             r = row[key]
             print(f"{level:>9,} {impl.name:<22} chunks {r['chunks']:,} (grown in {build:.0f} s): "
-                  f"add one source {r['add_ms']:.1f} ms ({r['add_bytes_written'] / 1e3:,.0f} kB written), "
-                  f"delete {r['delete_ms']:.1f} ms ({r['delete_bytes_written'] / 1e3:,.0f} kB), "
+                  f"add one source {r['add_ms']:.1f} ms (max {r['add_max_ms']:.1f}; "
+                  f"{r['add_bytes_written'] / 1e3:,.0f} kB written), "
+                  f"delete {r['delete_ms']:.1f} ms (max {r['delete_max_ms']:.1f}; "
+                  f"{r['delete_bytes_written'] / 1e3:,.0f} kB), "
                   f"first query after an add {r['first_query_after_add_ms']:.1f} ms, "
                   f"query p50/p95 {r['query_p50_ms']:.2f} / {r['query_p95_ms']:.2f} ms, disk {r['disk_mb']:.0f} MB; "
                   f"load {_load()}", flush=True)
         rows.append(row)
-    print("\n| chunks | impl | add one source ms | delete one source ms | bytes written per add | "
-          "first query after an add ms | query p50 / p95 ms | disk MB | load |")
+    print("\n| chunks | impl | add one source ms (median, max) | delete one source ms (median, max) | "
+          "bytes written per add | first query after an add ms | query p50 / p95 ms | disk MB | load |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for row in rows:
-        for key in ("old", "new"):
+        for key in impls:
             if key in row:
                 r = row[key]
-                print(f"| {r['chunks']:,} | {key} | {r['add_ms']:.1f} | {r['delete_ms']:.1f} | "
+                print(f"| {r['chunks']:,} | {key} | {r['add_ms']:.1f}, {r['add_max_ms']:.1f} | "
+                      f"{r['delete_ms']:.1f}, {r['delete_max_ms']:.1f} | "
                       f"{r['add_bytes_written'] / 1e3:,.0f} kB | {r['first_query_after_add_ms']:.1f} | "
                       f"{r['query_p50_ms']:.2f} / {r['query_p95_ms']:.2f} | "
                       f"{r['disk_mb']:.0f} | {row['load']} |")
-        if "old" in row:
-            o, n = row["old"], row["new"]
-            print(f"|  | new / old | {n['add_ms'] / o['add_ms']:.3f}x | {n['delete_ms'] / o['delete_ms']:.3f}x | "
-                  f"{n['add_bytes_written'] / max(1, o['add_bytes_written']):.4f}x | "
-                  f"{n['first_query_after_add_ms'] / o['first_query_after_add_ms']:.3f}x | "
-                  f"{n['query_p50_ms'] / o['query_p50_ms']:.1f}x / {n['query_p95_ms'] / o['query_p95_ms']:.1f}x | "
-                  f"{n['disk_mb'] / max(o['disk_mb'], 1e-9):.1f}x | |")
+        if "old" in row and "tantivy" in row:
+            o, n = row["old"], row["tantivy"]
+            def ratio(key: str, digits: int) -> str:
+                """tantivy / old, or n/a where the old index's writes were not timed."""
+                value = n[key] / max(o[key], 1e-9)
+                return "n/a" if value != value else f"{value:.{digits}f}x"
+
+            print(f"|  | tantivy / old | {ratio('add_ms', 3)} | {ratio('delete_ms', 3)} | "
+                  f"{ratio('add_bytes_written', 4)} | {ratio('first_query_after_add_ms', 3)} | "
+                  f"{ratio('query_p50_ms', 1)} / {ratio('query_p95_ms', 1)} | {ratio('disk_mb', 1)} | |")
     print(f"load average at end: {_load()}")
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
