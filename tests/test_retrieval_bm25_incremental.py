@@ -240,6 +240,23 @@ def test_reopen_serves_the_same_and_keeps_writing(tmp_path):
     assert again.keyword.check() == []
 
 
+def test_a_keyword_directory_beside_another_store_is_rebuilt(tmp_path):
+    """The keyword index lives beside the store's file, not in it: a directory that belongs
+    to another store (here: copied from another index at the same store generation) is
+    not trusted because of its generation."""
+    first, second = mk(tmp_path / "one"), mk(tmp_path / "two")
+    first.add_documents(source_docs(3))
+    second.add_documents(source_docs(3, start=100))
+    assert first.store.generation() == second.store.generation()
+    target = second.keyword.bm25.path
+    del second
+    shutil.rmtree(target)
+    shutil.copytree(first.keyword.bm25.path, target)
+    again = mk(tmp_path / "two")
+    assert {cid.split(":")[0] for cid in again.keyword.bm25.ids} == set(again.source_ids())
+    assert again.bm25_search("Marker101", 1)[0][0].split(":")[0] in again.source_ids()
+
+
 # ------------------------------------------------------------------ crash
 
 

@@ -401,6 +401,8 @@ class TantivyBM25Index:
         stopwords, tokenizer: as in :class:`BM25Index`.
         group: ``id -> group`` (e.g. a chunk id's source id), indexed so that a group is
             deleted by one term; by default the id itself.
+        owner: a label of what the index is derived from, kept in its settings (an index
+            of another owner does not :meth:`exists` for this one).
         timeout: seconds to wait for another writer.
         heap_size: bytes of the writer's indexing buffer.
     """
@@ -417,6 +419,7 @@ class TantivyBM25Index:
         stopwords: bool | Iterable[str] = True,
         tokenizer: Callable[[str], list[str]] | None = None,
         group: Callable[[str], str] | None = None,
+        owner: str = "",
         timeout: float = 600.0,
         heap_size: int = 64_000_000,
     ) -> None:
@@ -428,6 +431,7 @@ class TantivyBM25Index:
         self.stopwords = stopwords if isinstance(stopwords, bool) else sorted(set(stopwords))
         self._tokenizer = tokenizer
         self._group = group or (lambda doc_id: doc_id)
+        self.owner = str(owner)
         self.timeout = float(timeout)
         self.heap_size = int(heap_size)
         self._lock = threading.RLock()
@@ -454,7 +458,7 @@ class TantivyBM25Index:
     def settings(self) -> dict[str, Any]:
         """What the stored tokens depend on (compared on open: other settings need a rebuild)."""
         tokenizer = self._tokenizer
-        return {"schema": self.SCHEMA_VERSION, "stopwords": self.stopwords,
+        return {"schema": self.SCHEMA_VERSION, "owner": self.owner, "stopwords": self.stopwords,
                 "tokenizer": None if tokenizer is None else
                 f"{getattr(tokenizer, '__module__', '')}.{getattr(tokenizer, '__qualname__', '')}"}
 

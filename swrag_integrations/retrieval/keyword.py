@@ -14,7 +14,8 @@ documents are deleted, then written from the store). Any handle (writer or reade
 commit a catch-up, one at a time (the keyword index's own writer lock); the store
 generation is read before the changes, so what is recorded never runs ahead of what was
 applied. Other processes' commits are seen on the next query (the searcher reloads when
-the recorded state changed). An index written by an older version (a bm25s snapshot
+the recorded state changed). The directory carries a random label that the store keeps
+too (blob ``keyword-owner``): one beside another store (the file replaced) is rebuilt. An index written by an older version (a bm25s snapshot
 blob) is migrated on first open (logged) without tokenising again. Scores are tantivy's
 BM25 (``k1 = 1.2``, quantised document lengths: see :class:`~.bm25.TantivyBM25Index`);
 giving ``k1``, ``b`` or ``method`` selects the snapshot backend instead.
@@ -42,6 +43,7 @@ import json
 import logging
 import struct
 import threading
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,6 +57,7 @@ __all__ = ["KeywordIndex"]
 logger = logging.getLogger(__name__)
 
 BLOB_NAME = "bm25"
+OWNER_BLOB = "keyword-owner"  # a random label of the store, also kept by its tantivy index
 _MAGIC = b"SWBM2"
 
 
@@ -126,12 +129,25 @@ class KeywordIndex:
         assert isinstance(self.bm25, TantivyBM25Index)
         with self._lock:
             missing = False
+            self.bm25.owner = self._owner(create=False)
             if not self.bm25.exists():
                 with self._writing():
+                    self.bm25.owner = self._owner(create=True)
                     if not self.bm25.exists():  # not created by another handle meanwhile
                         missing = self._create_incremental()
             self.refresh()
             self.rebuilt = self.rebuilt or (missing and len(self.bm25) > 0)
+
+    def _owner(self, *, create: bool) -> str:
+        """The store's label that its tantivy index must carry (written into the store when
+        ``create`` and there is none: under the keyword writer lock). A keyword directory
+        beside another store (the store file replaced or recreated, e.g. at the same
+        generation) carries another label, so it is rebuilt instead of trusted."""
+        raw = self.store.get_blob(OWNER_BLOB)
+        if raw is None and create:
+            raw = uuid.uuid4().hex.encode()
+            self.store.put_blob(OWNER_BLOB, raw)
+        return "" if raw is None else raw.decode("ascii", "replace")
 
     def _create_incremental(self) -> bool:
         """Create the tantivy index (inside the caller's transaction): from the stored bm25s
