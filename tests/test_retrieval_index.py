@@ -181,13 +181,15 @@ def test_reopen_gives_same_results(tmp_path, store):
     assert [(d.page_content, d.metadata["start_index"]) for d in again.as_retriever(k=3).invoke(query)] == first
     assert again.index_documents(DOCS)["unchanged"] == 2
     if store != "chroma":
-        return  # the rest is about the in-process BM25 snapshot
-    # a damaged BM25 snapshot is detected (checksum) and rebuilt from the source store
-    blob = bytearray(again.store.get_blob("bm25"))
-    blob[-10] ^= 0xFF
-    again.store.put_blob("bm25", bytes(blob))
+        return  # the rest is about the in-process keyword index
+    # a damaged keyword index (a file of it lost) is detected and rebuilt from the source store
+    assert again.keyword.incremental and again.store.get_blob("bm25") is None
+    ids = sorted(again.keyword.bm25.ids)
+    lost = sorted((again.keyword.bm25.path / "segments").glob("*.idx"))
+    assert lost
+    lost[0].unlink()
     rebuilt = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
-    assert sorted(rebuilt.keyword.bm25.ids) == sorted(again.keyword.bm25.ids)
+    assert sorted(rebuilt.keyword.bm25.ids) == ids
     assert rebuilt.keyword.rebuilt and not rebuilt.status().healthy
     with pytest.raises(ValueError, match="chunking parameters"):
         SlidingWindowIndex(path, embedding=fake(), chunk_size=80)

@@ -308,9 +308,7 @@ def _bm25_index(texts: Sequence[str]):
 
 
 def _bm25_bytes(index) -> int:
-    tokens = sum(int(t.nbytes) for t in index._tokens)
-    vocab = sum(len(t.encode("utf-8")) + 4 for t in index.vocab)
-    return tokens + vocab
+    return index.token_bytes()
 
 
 class SpanBM25Pipeline(Pipeline):
