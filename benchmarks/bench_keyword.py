@@ -6,7 +6,7 @@
 * **old**: :class:`~swrag_integrations.retrieval.bm25.BM25Index` (bm25s), saved whole
   after every write (``to_bytes`` written atomically to a file, as ``KeywordIndex.save``
   put it into the source store);
-* **tantivy**: :class:`~swrag_integrations.retrieval.bm25.TantivyBM25Index`, one commit
+* **tantivy**: :class:`~swrag_integrations.retrieval.bm25_tantivy.TantivyBM25Index`, one commit
   per write (delete the source's term, add its chunks, commit, wait for the merges that
   commit started, record the generation: as ``KeywordIndex.refresh`` does).
 
@@ -141,7 +141,7 @@ class Tantivy:
     name = "tantivy"
 
     def __init__(self, folder: Path, tokenizer) -> None:
-        from swrag_integrations.retrieval.bm25 import TantivyBM25Index
+        from swrag_integrations.retrieval.bm25_tantivy import TantivyBM25Index
 
         self.path = folder / "tantivy"
         self.index = TantivyBM25Index(self.path, tokenizer=tokenizer, group=lambda cid: cid.split(":", 1)[0])

@@ -18,7 +18,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.retrieval import SlidingWindowIndex
-from swrag_integrations.retrieval.bm25 import BM25Index, TantivyBM25Index
+from swrag_integrations.retrieval.bm25 import BM25Index
+from swrag_integrations.retrieval.bm25_tantivy import TantivyBM25Index
 from swrag_integrations.retrieval.keyword import BLOB_NAME, keyword_directory
 from swrag_integrations.retrieval.sources import SqliteSourceStore
 
@@ -266,13 +267,13 @@ KILLED = textwrap.dedent("""
     sys.path.insert(0, sys.argv[2])
     from test_retrieval_bm25_incremental import source_docs
     from swrag_integrations.retrieval import SlidingWindowIndex
-    from swrag_integrations.retrieval import bm25, keyword
+    from swrag_integrations.retrieval import bm25_tantivy, keyword
 
     where = sys.argv[3]
     if where == "before-commit":         # the documents are written, not committed
         cls, name = keyword.KeywordIndex, "_apply"
     else:                                # committed; the generation not recorded yet / just recorded
-        cls, name = bm25.TantivyBM25Index, "_write_state"
+        cls, name = bm25_tantivy.TantivyBM25Index, "_write_state"
     original = getattr(cls, name)
 
     def then_die(self, *args, **kwargs):

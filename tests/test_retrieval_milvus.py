@@ -207,15 +207,21 @@ def _corpus(n=40):
 
 @milvus
 def test_store_bm25_ranks_as_the_in_process_bm25(tmp_path, store):
-    """Same tokens (the jieba analyser with the package's stop words), same k1 and b, one
-    segment: Milvus' BM25 scores are the in-process ones times k1 + 1 = 2.5 (its formula
-    keeps the factor, bm25s' lucene variant drops it), so rankings agree up to the order
-    of tied chunks, and so do the fused hits."""
+    """Same tokens (the jieba analyser with the package's stop words), same k1 and b (1.5,
+    0.75: Milvus Lite's), one segment: Milvus' BM25 scores are those of the in-process
+    bm25s index (the snapshot backend, exact lengths) times k1 + 1 = 2.5 (its formula keeps
+    the factor, bm25s' lucene variant drops it), so rankings agree up to the order of tied
+    chunks, and so do the fused hits."""
     engine = open_engine(tmp_path)
     engine.index_texts(_corpus(), [{"source": f"d{i}.txt"} for i in range(40)])
     local = IndexEngine(engine.store, engine.vectors, persist_directory=tmp_path, show_progress=False,
                         keyword_search="local")
     assert not isinstance(local.keyword, StorageKeyword)
+    from swrag_integrations.retrieval.keyword import KeywordIndex
+
+    k1, b = 1.5, 0.75
+    local.keyword = KeywordIndex(engine.store, index_text=engine.index_text, k1=k1, b=b)  # the bm25s snapshot
+    local.keyword.load()
     rng = random.Random(3)
     # (distinct terms: Milvus counts a repeated query term once per occurrence, bm25s once)
     queries = [" ".join(f"w{i}" for i in rng.sample(range(80), 3)) for _ in range(8)] + [
@@ -224,7 +230,7 @@ def test_store_bm25_ranks_as_the_in_process_bm25(tmp_path, store):
     for query in queries:
         milvus_hits, local_hits = dict(engine.bm25_search(query, 1000)), dict(local.bm25_search(query, 1000))
         assert milvus_hits.keys() == local_hits.keys() and milvus_hits, query  # every chunk with a query term
-        assert [milvus_hits[c] for c in local_hits] == pytest.approx([2.5 * s for s in local_hits.values()],
+        assert [milvus_hits[c] for c in local_hits] == pytest.approx([(k1 + 1) * s for s in local_hits.values()],
                                                                      rel=1e-4), query
         fused = [(h.source_id, h.chunk_index) for h in engine.search_children(query, 8)]
         expected = [(h.source_id, h.chunk_index) for h in local.search_children(query, 8)]

@@ -3,7 +3,7 @@
 :class:`KeywordIndex` is derived from the source store and never trusted beyond it.
 
 **Local index (SQLite source store): incremental.** BM25 lives in a tantivy index
-(:class:`~.bm25.TantivyBM25Index`) in a directory beside the source store's file
+(:class:`~.bm25_tantivy.TantivyBM25Index`) in a directory beside the source store's file
 (``<dir>/sources/<collection>.keyword``). Catching up with the store's change log
 deletes the changed sources (one term each) and adds their chunks again, in one
 tantivy commit; the store generation it reflects is recorded after the commit. A crash
@@ -17,7 +17,7 @@ applied. Other processes' commits are seen on the next query (the searcher reloa
 the recorded state changed). The directory carries a random label that the store keeps
 too (blob ``keyword-owner``): one beside another store (the file replaced) is rebuilt. An index written by an older version (a bm25s snapshot
 blob) is migrated on first open (logged) without tokenising again. Scores are tantivy's
-BM25 (``k1 = 1.2``, quantised document lengths: see :class:`~.bm25.TantivyBM25Index`);
+BM25 (``k1 = 1.2``, quantised document lengths: see :class:`~.bm25_tantivy.TantivyBM25Index`);
 giving ``k1``, ``b`` or ``method`` selects the snapshot backend instead.
 
 **Other source stores (a Chroma server, LangChain byte stores): a snapshot.** Its
@@ -49,7 +49,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .bm25 import BM25Index, TantivyBM25Index
+from .bm25 import BM25Index
+from .bm25_tantivy import TantivyBM25Index
 from .ids import parse_chunk_id
 
 __all__ = ["KeywordIndex"]
@@ -81,7 +82,7 @@ class KeywordIndex:
         store: the :class:`~.sources.SourceStore`.
         index_text: ``chunk text -> text to index`` (identity by default).
         bm25_kwargs: passed to :class:`~.bm25.BM25Index` (on a rebuild) or
-            :class:`~.bm25.TantivyBM25Index` (``k1``, ``b`` or ``method``, which tantivy
+            :class:`~.bm25_tantivy.TantivyBM25Index` (``k1``, ``b`` or ``method``, which tantivy
             does not take, select the snapshot backend).
 
     ``incremental`` tells which backend this handle uses.

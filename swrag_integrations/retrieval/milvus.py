@@ -9,7 +9,9 @@ chunk under the package's vector id, the chunk's exact text and the writer's met
 
 * the field ``keyword_text`` (the chunk text, or ``index_text(text)``) has an analyser and
   a BM25 ``Function`` turns it into the sparse vector ``sparse``, searched with the BM25
-  metric (``bm25_k1=1.5``, ``bm25_b=0.75``, the in-process index's values);
+  metric (``k1 = 1.5``, ``b = 0.75``: the bm25s index's values; Milvus Lite 3.2.2 scores
+  with ``k1 = 1.5`` whatever the index's ``bm25_k1`` says -- measured with 1.2 and 2.0 --
+  so tantivy's 1.2, a local index's keyword index, cannot be matched there);
 * the analyser (:data:`ANALYZER`) is ``jieba`` in search mode for every chunk: on Han runs
   it segments words as the package's :func:`~.bm25.tokenize` does (both use jieba's
   ``cut_for_search``), and on other text it splits at spaces and punctuation, which
@@ -29,8 +31,10 @@ would lose the engine's MMR and checks.
 
 Against the in-process BM25 (measured on Milvus Lite 3.2.2, tests/test_retrieval_milvus.py):
 English and Chinese text gives the same tokens, and with one segment every chunk's score
-is the in-process one times ``k1 + 1`` (Milvus keeps that factor, bm25s' lucene variant
-drops it), so the rankings agree up to the order of tied chunks. Known differences: a
+is the in-process bm25s one (:class:`~.bm25.BM25Index`, same ``k1``, ``b``) times ``k1 + 1``
+(Milvus keeps that factor, bm25s' lucene variant drops it), so the rankings agree up to
+the order of tied chunks; a local index's tantivy keyword index (``k1 = 1.2``, quantised
+lengths) ranks a little differently. Known differences: a
 query term given twice counts twice in Milvus (once in process); Latin letters outside
 ASCII are cut by jieba (``café`` -> ``caf``, ``é``) and apostrophes split words, on both
 sides alike; Milvus Lite keeps BM25 statistics per segment and computes them over the
