@@ -22,7 +22,8 @@ from fake_embeddings import TrigramEmbedder
 from stores import MILVUS, vector_ids
 from swrag_integrations.cli import main as cli_main
 from swrag_integrations.retrieval import IndexMismatchError, PlainDocument, parse_filter, parse_store_uri
-from swrag_integrations.retrieval.engine import IndexEngine, StorageKeyword
+from swrag_integrations.retrieval.engine import IndexEngine
+from swrag_integrations.retrieval.keyword import StorageKeyword
 
 ROOT = Path(__file__).resolve().parents[1]
 milvus = pytest.mark.parametrize("store", [MILVUS])  # the Milvus Lite cases (skipped without the extra)

@@ -35,7 +35,7 @@ from .config import IndexConfig
 from .settings import DEFAULT_SEARCH_TYPE
 from .fusion import rrf
 from .ids import chunk_id, parse_chunk_id, source_id_for, vector_id
-from .keyword import KeywordIndex
+from .keyword import KeywordIndex, StorageKeyword, keyword_mode
 from .protocols import ChildHit, ChunkRow, as_engine
 from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
 from .sources import ChromaByteStore, KVSourceStore, SourceStore, SqliteSourceStore
@@ -150,7 +150,7 @@ class IndexEngine:
         self.manifest = self._open_manifest({k: v for k, v in (chunking or {}).items()})
         self.index_id: str = self.manifest["index_id"]
         self.config = IndexConfig.from_json(self.manifest["config"])
-        self.keyword_mode = _keyword_mode(keyword_search, vectors)
+        self.keyword_mode = keyword_mode(keyword_search, vectors)
         self.keyword: KeywordIndex | StorageKeyword
         if self.keyword_mode == "store":
             self.keyword = StorageKeyword(self)
@@ -741,62 +741,6 @@ class IndexEngine:
 
 MAX_FETCH = 16384
 """The most chunks one storage keyword search asks for (a Milvus server's top-k limit)."""
-
-
-class StorageKeyword:
-    """The keyword side of an index whose storage searches keywords itself
-    (``vectors.keyword_search(query, k, native=...)``, e.g. :class:`~.milvus.MilvusStorage`):
-    the surface of :class:`~.keyword.KeywordIndex` the writer, the health checks and
-    :class:`~.search.CJKBM25Retriever` use, with nothing kept in this process (the
-    storage derives its BM25 from the chunks it holds, so there is no snapshot to load,
-    save or rebuild)."""
-
-    rebuilt = False
-
-    def __init__(self, engine: "IndexEngine") -> None:
-        self.engine = engine
-
-    @property
-    def generation(self) -> int:
-        """Always the store's: the storage is written together with the sources."""
-        return self.engine.store.generation()
-
-    def load(self) -> None:
-        """Nothing to load."""
-
-    def refresh(self) -> bool:
-        """Nothing to catch up with (``False``)."""
-        return False
-
-    def save(self) -> None:
-        """Nothing to save."""
-
-    def rebuild(self) -> None:
-        """Nothing to rebuild (the storage's :meth:`~.storage.VectorStorage.rebuild` covers it)."""
-
-    def search(self, query: str, k: int, *, allow: Callable[..., Any] | None = None,
-               native: dict[str, Any] | None = None) -> list[tuple[str, float]]:
-        """``(chunk_id, score)`` best first (:meth:`IndexEngine.storage_keyword_hits`)."""
-        return self.engine.storage_keyword_hits(query, k, allow=allow, native=native)
-
-    def __len__(self) -> int:
-        """Chunks the storage holds (each one is searchable by keyword)."""
-        return int(self.engine.vectors.count() or 0)
-
-
-def _keyword_mode(keyword_search: str, vectors: Any) -> str:
-    """``"store"`` or ``"local"`` for the engine's ``keyword_search`` argument."""
-    offered = callable(getattr(vectors, "keyword_search", None))
-    if keyword_search == "auto":
-        return "store" if offered else "local"
-    if keyword_search == "local":
-        return "local"
-    if keyword_search == "store":
-        if not offered:
-            raise ValueError(f"keyword_search='store': the vector store ({vectors.kind}) has no keyword search of "
-                             "its own; use 'auto' or 'local'")
-        return "store"
-    raise ValueError(f"keyword_search must be 'auto', 'store' or 'local', got {keyword_search!r}")
 
 
 def _wrap(server: str | None, fn: Callable[[], Any], action: str) -> Any:

@@ -53,7 +53,7 @@ from .bm25 import BM25Index
 from .bm25_tantivy import TantivyBM25Index
 from .ids import parse_chunk_id
 
-__all__ = ["KeywordIndex"]
+__all__ = ["KeywordIndex", "StorageKeyword", "keyword_mode"]
 
 logger = logging.getLogger(__name__)
 
@@ -329,3 +329,59 @@ class KeywordIndex:
         and read whole; the snapshot backend checks its checksum on load instead); empty
         when sound."""
         return self.bm25.check() if isinstance(self.bm25, TantivyBM25Index) else []
+
+
+class StorageKeyword:
+    """The keyword side of an index whose storage searches keywords itself
+    (``vectors.keyword_search(query, k, native=...)``, e.g. :class:`~.milvus.MilvusStorage`):
+    the surface of :class:`~.keyword.KeywordIndex` the writer, the health checks and
+    :class:`~.search.CJKBM25Retriever` use, with nothing kept in this process (the
+    storage derives its BM25 from the chunks it holds, so there is no snapshot to load,
+    save or rebuild)."""
+
+    rebuilt = False
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    @property
+    def generation(self) -> int:
+        """Always the store's: the storage is written together with the sources."""
+        return self.engine.store.generation()
+
+    def load(self) -> None:
+        """Nothing to load."""
+
+    def refresh(self) -> bool:
+        """Nothing to catch up with (``False``)."""
+        return False
+
+    def save(self) -> None:
+        """Nothing to save."""
+
+    def rebuild(self) -> None:
+        """Nothing to rebuild (the storage's :meth:`~.storage.VectorStorage.rebuild` covers it)."""
+
+    def search(self, query: str, k: int, *, allow: Callable[..., Any] | None = None,
+               native: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """``(chunk_id, score)`` best first (:meth:`~.engine.IndexEngine.storage_keyword_hits`)."""
+        return self.engine.storage_keyword_hits(query, k, allow=allow, native=native)
+
+    def __len__(self) -> int:
+        """Chunks the storage holds (each one is searchable by keyword)."""
+        return int(self.engine.vectors.count() or 0)
+
+
+def keyword_mode(keyword_search: str, vectors: Any) -> str:
+    """``"store"`` or ``"local"`` for the engine's ``keyword_search`` argument."""
+    offered = callable(getattr(vectors, "keyword_search", None))
+    if keyword_search == "auto":
+        return "store" if offered else "local"
+    if keyword_search == "local":
+        return "local"
+    if keyword_search == "store":
+        if not offered:
+            raise ValueError(f"keyword_search='store': the vector store ({vectors.kind}) has no keyword search of "
+                             "its own; use 'auto' or 'local'")
+        return "store"
+    raise ValueError(f"keyword_search must be 'auto', 'store' or 'local', got {keyword_search!r}")
