@@ -97,6 +97,12 @@ PIPELINES: dict[str, PipelineSpec] = {
     "default-milvus": PipelineSpec(".pipelines:DefaultMilvusPipeline", None, needs_embeddings=True,
                                    description="the defaults with the vectors and BM25 in Milvus Lite (the [milvus] "
                                                "extra): keyword search in the store instead of in process"),
+    # levers on the default, measured before any enters the engine (evaluation/levers.py)
+    "default+windows": PipelineSpec(".levers:DefaultWindowsFusionPipeline", None, needs_embeddings=True,
+                                    description="the default's spans RRF-fused with DDS 512/3 windows ranked by BM25"),
+    "default+windows-lang": PipelineSpec(".levers:DefaultWindowsLanguagePipeline", None, needs_embeddings=True,
+                                         description="default+windows, windows weighted 2:1 for Chinese questions, "
+                                                     "1:2 for others"),
     "default-v1": PipelineSpec(".pipelines:DefaultV1Pipeline", None, needs_embeddings=True,
                                description="fixed 50-token children, k_child 30, MMR (the pre-issue-19 children and "
                                            "search) with parents by best hit: not the old summed-hit default"),

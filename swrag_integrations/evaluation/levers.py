@@ -1,0 +1,62 @@
+"""Retrieval levers measured against the default before any of them enters the engine (issue 29).
+
+A lever is a pipeline of ``swrag eval`` that changes one thing of the default retriever;
+it is tuned on the tuning halves and kept only if it wins on the test halves
+(``docs/eval/levers.md``). Each one here reuses the harness's parts (the default
+pipeline, the DDS windows ranked by the package's CJK BM25, the one RRF) rather than
+new retrieval code.
+
+* ``default+windows``: the default's ranked parent spans fused (RRF, equal weights) with
+  DDS windows (512 tokens, step 3 delimiters) ranked by BM25 over the windows' own text.
+  Children ranked by dense similarity and windows ranked by their own keyword score find
+  different things (the issue's observation on Chinese sets); the default fuses keyword
+  and dense scores of the small children only.
+* ``default+windows-lang``: the same with language-aware weights: a question with Han
+  characters gives the windows' keyword list twice the default's weight (the bundled
+  MiniLM is English-only, so Chinese leans on BM25); any other question gives it half.
+
+Both assemble the fused spans by offset under the same budget as every pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .._lang import contains_cjk
+from .pipelines import DefaultPipeline, EvalConfig, SpanBM25Pipeline
+
+__all__ = ["DefaultWindowsFusionPipeline", "DefaultWindowsLanguagePipeline", "WINDOWS"]
+
+WINDOWS = EvalConfig("dds", 512, "3", "token")
+"""The windows ranked by keyword: DDS 512 tokens, step 3 delimiters (the best window
+strategy of the tuning halves in docs/eval/windows_vs_rcs.md on the Chinese set)."""
+
+
+class DefaultWindowsFusionPipeline(DefaultPipeline):
+    """The default's parent spans RRF-fused with BM25-ranked DDS windows (see the module)."""
+
+    def __init__(self, sources, config, **kwargs) -> None:
+        super().__init__(sources, config, **kwargs)
+        options = {k: v for k, v in kwargs.items() if k in ("encoding_name", "budget")}
+        self.windows = SpanBM25Pipeline(sources, WINDOWS, **options)
+        self.chunks += self.windows.chunks
+        self.index_bytes += self.windows.index_bytes
+
+    def weights(self, question: str) -> tuple[float, float]:
+        """RRF weights of (the default's spans, the keyword-ranked windows)."""
+        return (1.0, 1.0)
+
+    def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
+        from ..retrieval.fusion import rrf
+
+        parents = super().retrieve(question, queries)
+        windows = self.windows.retrieve(question, queries)
+        return [span for span, _score, _ranks in rrf([parents, windows], self.weights(question))]
+
+
+class DefaultWindowsLanguagePipeline(DefaultWindowsFusionPipeline):
+    """:class:`DefaultWindowsFusionPipeline` weighting the windows 2:1 for a question with
+    Han characters and 1:2 for any other question."""
+
+    def weights(self, question: str) -> tuple[float, float]:
+        return (1.0, 2.0) if contains_cjk(question) else (1.0, 0.5)

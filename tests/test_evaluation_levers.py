@@ -1,0 +1,54 @@
+"""The retrieval levers of issue 29 (swrag_integrations/evaluation/levers.py) on a tiny corpus."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from fake_embeddings import TrigramEmbedder
+
+from swrag_integrations.evaluation.datasets import Source
+from swrag_integrations.evaluation.levers import DefaultWindowsFusionPipeline, DefaultWindowsLanguagePipeline
+from swrag_integrations.evaluation.pipelines import DefaultPipeline, EvalConfig
+from swrag_integrations.retrieval.fusion import rrf
+
+EN = " ".join(f"Paragraph {i} tells of the harbour town number {i} and its trade in copper and wool." for i in range(60))
+ZH = "".join(f"第{i}段讲述港口城市{i}的茶叶与丝绸贸易。" for i in range(60))
+
+
+def _sources():
+    return [Source("en", EN), Source("zh", ZH)]
+
+
+def test_windows_fusion_interleaves_the_default_spans_and_the_keyword_windows():
+    config = EvalConfig("default+windows", 512)
+    lever = DefaultWindowsFusionPipeline(_sources(), config, embeddings=TrigramEmbedder(), budget=300)
+    base = DefaultPipeline(_sources(), EvalConfig("default", 512), embeddings=TrigramEmbedder(), budget=300)
+    try:
+        question = "copper trade of harbour town 17"
+        parents, windows = base.retrieve(question), lever.windows.retrieve(question)
+        fused = lever.retrieve(question)
+        assert fused == [span for span, _, _ in rrf([parents, windows])]
+        assert set(fused[:2]) == {parents[0], windows[0]}  # equal weights: each list's best first
+        context = lever.context(question, budget=300)
+        texts = {"en": EN, "zh": ZH}
+        assert context.n_tokens <= 300 and all(sp.text == texts[sp.source_id][sp.start:sp.end] for sp in context.spans)
+        assert lever.chunks == base.chunks + lever.windows.chunks
+    finally:
+        lever.close()
+        base.close()
+
+
+def test_language_weights_favour_the_keyword_windows_for_chinese_questions_only():
+    lever = DefaultWindowsLanguagePipeline(_sources(), EvalConfig("default+windows-lang", 512),
+                                           embeddings=TrigramEmbedder(), budget=300)
+    try:
+        assert lever.weights("港口城市17的贸易") == (1.0, 2.0)
+        assert lever.weights("harbour town 17") == (1.0, 0.5)
+        question = "港口城市17的茶叶"
+        parents, windows = DefaultPipeline.retrieve(lever, question), lever.windows.retrieve(question)
+        assert lever.retrieve(question) == [span for span, _, _ in rrf([parents, windows], (1.0, 2.0))]
+        assert lever.retrieve(question)[0] == windows[0]  # the doubled list's first span leads
+    finally:
+        lever.close()
