@@ -32,6 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .context import DEFAULT_BUDGET
 from .peers import DEV_SETS, _records
 from .pipelines import PIPELINES, register_pipeline
 
@@ -224,7 +225,7 @@ def write_choices(path: str | Path, results: Mapping[str, Mapping[str, dict]]) -
     """
     path = Path(path)
     doc = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    doc.update({"half": "tune", "budget_tokens": 1500, "window": 512, "metric": "context_recall",
+    doc.update({"half": "tune", "budget_tokens": DEFAULT_BUDGET, "window": 512, "metric": "context_recall",
                 "rule": CHOICE_RULE, "grids": {p: [_check_options(p, o) for o in g] for p, g in PEER_GRIDS.items()}})
     sets = doc.setdefault("sets", {})
     for name, by_peer in results.items():
