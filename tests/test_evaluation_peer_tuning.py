@@ -120,6 +120,8 @@ def test_tuned_config_round_trips_into_the_pipelines(tmp_path, made):
                                        "candidates": []} for p, o in chosen.items()}}
     path = tmp_path / "peers_tuned.json"
     write_choices(path, results)
+    doc = json.loads(path.read_text())
+    assert doc["half"] == "tune" and "multifieldqa_zh" not in doc["not_tuned"] and "qasper" in doc["not_tuned"]
     loaded = load_peer_config(path)
     assert loaded == {"multifieldqa_zh": chosen}
     names = _tuned_strategies(list(chosen) + ["default"], loaded["multifieldqa_zh"], tmp_path / "run")

@@ -221,7 +221,8 @@ def write_choices(path: str | Path, results: Mapping[str, Mapping[str, dict]]) -
     """Merge ``results`` (from :func:`tune_peers`) into the JSON file ``path``; returns its content.
 
     Sets already in the file and not in ``results`` are kept, so sets tuned by separate
-    runs accumulate in one file.
+    runs accumulate in one file; ``not_tuned`` lists the dev sets without choices (their
+    peers run untuned under ``--peer-config``).
     """
     path = Path(path)
     doc = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -231,6 +232,7 @@ def write_choices(path: str | Path, results: Mapping[str, Mapping[str, dict]]) -
     for name, by_peer in results.items():
         sets.setdefault(name, {}).update({peer: res for peer, res in by_peer.items()})
     doc["sets"] = dict(sorted(sets.items()))
+    doc["not_tuned"] = [name for name, _, _ in DEV_SETS if name not in sets]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return doc
