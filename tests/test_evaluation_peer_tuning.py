@@ -231,3 +231,15 @@ def test_tuning_refuses_the_test_half(tmp_path, capsys):
                  "--write", str(tmp_path / "p.json")]) == 3  # the tuning half itself still needs its file
     assert "no such dataset file" in capsys.readouterr().err
     assert "langchain-ensemble" in PIPELINES
+
+
+def test_parent_retriever_indexes_more_children_than_one_chroma_batch(made):
+    """ParentDocumentRetriever upserts a call's children in one Chroma batch; a corpus with more
+    children than Chroma's max batch size (5461) must still index (it failed on cmrc2018_corpus)."""
+    sources = [Source(f"s{i}", " ".join(f"w{i}x{j}" for j in range(40))) for i in range(160)]
+    register_peer("langchain-parent", {"child_size": 2, "parent_size": 64}, name="lp-test-many-children")
+    pipe = build("lp-test-many-children", sources, made)
+    assert pipe.chunks > pipe._collection.client.get_max_batch_size()
+    store = pipe.retriever.docstore
+    assert {d.metadata["source_id"] for d in store.mget(list(store.yield_keys()))} == {s.source_id for s in sources}
+    assert pipe.retrieve("w7x3")

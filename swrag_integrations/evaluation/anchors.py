@@ -368,9 +368,11 @@ class LangChainParentDocumentPipeline(_LangChainAnchor):
             parent_splitter=_rcs_splitter(self.parent_size, config.unit, self.encoding_name, separators),
             search_kwargs={"k": fetch},
         )
-        documents = self._documents()
-        if documents:
-            retriever.add_documents(documents)
+        # one call per source: ParentDocumentRetriever upserts all children of a call in one Chroma batch,
+        # and Chroma refuses a batch above its max_batch_size (5461 here), which the children of a whole
+        # corpus exceed (cmrc2018_corpus at 64-token children: 6143)
+        for document in self._documents():
+            retriever.add_documents([document])
         parents = [d for d in docstore.mget(list(docstore.yield_keys())) if d is not None]
         for d in parents:
             _check_span(self.texts, d.metadata["source_id"], d.metadata["start_index"], d.page_content,
