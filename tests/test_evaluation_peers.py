@@ -57,3 +57,21 @@ def test_bad_input(tmp_path, capsys):
     assert "unknown dataset" in capsys.readouterr().err
     assert main(["--data-dir", str(tmp_path), "--out", str(tmp_path / "o"), "--datasets", "qasper"]) == 3
     assert "no such file" in capsys.readouterr().err
+
+
+def test_tuned_peer_counts_as_a_peer_in_the_margin(tmp_path):
+    rows = [_row("default", f"q{i}", 0.8) for i in range(10)]
+    rows += [_row("langchain-ensemble", f"q{i}", 0.7) for i in range(10)]
+    rows += [_row("langchain-ensemble-tuned", f"q{i}", 0.9) for i in range(10)]
+    _write(tmp_path / "multifieldqa_zh", rows)
+    text = report(tmp_path, ["default", "langchain-ensemble", "langchain-ensemble-tuned"])
+    assert "| multifieldqa_zh | 80.0 | langchain-ensemble-tuned 90.0 | -10.0 |" in text
+
+
+def test_peer_config_file_is_checked(tmp_path, capsys):
+    (tmp_path / "qasper.jsonl").write_text("")
+    bad = tmp_path / "p.json"
+    bad.write_text(json.dumps({"half": "test", "sets": {}}))
+    assert main(["--data-dir", str(tmp_path), "--out", str(tmp_path / "o"), "--datasets", "qasper",
+                 "--peer-config", str(bad)]) == 2
+    assert "tuning half" in capsys.readouterr().err

@@ -32,6 +32,14 @@ reported with them are exact source offsets, checked against the source text whe
 index is built (an offset that does not spell its text raises ``RuntimeError``
 instead of being guessed).
 
+**Configurations.** Each anchor takes its framework's levers as keyword arguments (the
+registry's defaults reproduce the anchors above; :mod:`~.peer_tuning` sweeps them on the
+tuning halves): the ensemble's ``chunk_size``, ``separators`` (``"cjk"``:
+:data:`~.pipelines.CJK_SEPARATORS`, sentence ends kept with their sentence) and
+``weights``; the sentence window's ``window_size`` and ``sentence_splitter``
+(``"cjk"``: :func:`cjk_sentence_splitter`); the parent retriever's ``child_size``,
+``parent_size`` and ``separators``; and every anchor's ``k``.
+
 Multi-query (``queries``) uses the frameworks' own fusion too: LangChain's
 ``MultiQueryRetriever`` (the variants given, original query included) and LlamaIndex's
 ``QueryFusionRetriever`` (reciprocal-rank mode, the variants given). As shipped,
@@ -42,9 +50,10 @@ then pays for it twice.
 
 from __future__ import annotations
 
+import re
 import uuid
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .context import DEFAULT_BUDGET, AssembledContext, assemble_by_text
 from .datasets import Source
@@ -52,6 +61,8 @@ from .pipelines import STOCK_DEFAULT_K, Pipeline, _rcs_splitter
 
 __all__ = [
     "jieba_preprocess",
+    "cjk_sentence_splitter",
+    "CJK_SENTENCE_ENDS",
     "LangChainEnsemblePipeline",
     "LlamaIndexSentenceWindowPipeline",
     "LangChainParentDocumentPipeline",
@@ -63,7 +74,48 @@ SENTENCE_WINDOW_SIZE = 3  # sentences on each side (LlamaIndex's default and its
 PARENT_CHILD_FRACTION = 4  # langchain-parent: children are window // 4 units, parents window units
 
 
+# Sentence ends of the CJK-aware sentence splitter (full-width marks, the ellipsis, newlines); closing
+# quotes and brackets right after one stay with its sentence
+CJK_SENTENCE_ENDS = "。！？；…\n"
+_CJK_SENTENCE = re.compile(f"[^{CJK_SENTENCE_ENDS}]*[{CJK_SENTENCE_ENDS}]+[”’」』）)]*|[^{CJK_SENTENCE_ENDS}]+")
+
 # ------------------------------------------------------------------------- helpers
+
+
+def cjk_sentence_splitter() -> Callable[[str], list[str]]:
+    """A ``sentence_splitter`` for LlamaIndex's ``SentenceWindowNodeParser`` that also cuts Chinese.
+
+    LlamaIndex's default (NLTK punkt, ``split_by_sentence_tokenizer``) runs first, so
+    English sentences are punkt's; each punkt sentence is then cut after every run of
+    :data:`CJK_SENTENCE_ENDS` (``。！？；…`` and newlines; closing quotes and brackets
+    right after them stay with the sentence) with LlamaIndex's own ``split_by_regex``.
+    The pieces tile their text exactly (every character is in one piece, in order), so
+    the sentences still tile the document and their offsets stay exact.
+    """
+    from llama_index.core.node_parser.text.utils import split_by_regex, split_by_sentence_tokenizer
+
+    punkt = split_by_sentence_tokenizer()
+    cut = split_by_regex(_CJK_SENTENCE.pattern)
+    return lambda text: [piece for sentence in punkt(text) for piece in cut(sentence)]
+
+
+_SENTENCE_SPLITTERS = {"punkt": None, "cjk": cjk_sentence_splitter}
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _weights(weights: Any) -> list[float]:
+    try:
+        out = [float(w) for w in weights]
+    except (TypeError, ValueError):
+        raise ValueError(f"weights must be two numbers (BM25, dense), got {weights!r}") from None
+    if len(out) != 2 or any(w < 0 for w in out) or sum(out) <= 0:
+        raise ValueError(f"weights must be two non-negative numbers (BM25, dense) with a positive sum, got {weights!r}")
+    return out
 
 
 def jieba_preprocess(text: str) -> list[str]:
@@ -222,6 +274,10 @@ class LangChainEnsemblePipeline(_LangChainAnchor):
       ``.as_retriever(search_kwargs={"k": fetch})``;
     * ``EnsembleRetriever(retrievers=[bm25, dense], weights=[0.5, 0.5])``.
 
+    Levers (defaults as above): ``chunk_size`` (the splitter's size in ``unit``; default
+    the grid's ``window``), ``separators`` (``"default"`` or ``"cjk"``, see
+    :func:`~.pipelines._rcs_splitter`) and ``weights`` (BM25, dense).
+
     ``fetch`` = ``k`` or :data:`~.pipelines.STOCK_DEFAULT_K`; the ensemble returns the
     union of both lists (up to ``2 * fetch`` chunks, de-duplicated by text).
 
@@ -230,14 +286,17 @@ class LangChainEnsemblePipeline(_LangChainAnchor):
     one float32 vector per chunk. ``chunks`` = the chunks indexed.
     """
 
-    def __init__(self, sources, config, *, embeddings=None, **kwargs) -> None:
+    def __init__(self, sources, config, *, embeddings=None, chunk_size: int | None = None,
+                 separators: str = "default", weights: Sequence[float] = (0.5, 0.5), **kwargs) -> None:
         super().__init__(_check_sources(sources), config, embeddings=embeddings, **kwargs)
         fetch = _fetch(self.k)
+        self.chunk_size = _positive("chunk_size", config.window if chunk_size is None else chunk_size)
+        self.weights = _weights(weights)
         embeddings = _embeddings(embeddings)
         from langchain_classic.retrievers import EnsembleRetriever
         from langchain_community.retrievers import BM25Retriever
 
-        splitter = _rcs_splitter(config.window, config.unit, self.encoding_name)
+        splitter = _rcs_splitter(self.chunk_size, config.unit, self.encoding_name, separators)
         docs = [d for d in splitter.split_documents(self._documents()) if d.page_content]
         for d in docs:
             _check_span(self.texts, d.metadata["source_id"], d.metadata["start_index"], d.page_content,
@@ -250,7 +309,7 @@ class LangChainEnsemblePipeline(_LangChainAnchor):
         store.add_documents(docs)
         bm25 = BM25Retriever.from_documents(docs, preprocess_func=jieba_preprocess, k=fetch)
         dense = store.as_retriever(search_kwargs={"k": fetch})
-        self.retriever = EnsembleRetriever(retrievers=[bm25, dense], weights=[0.5, 0.5])
+        self.retriever = EnsembleRetriever(retrievers=[bm25, dense], weights=list(self.weights))
         import pickle
 
         self.index_bytes = (sum(_utf8(d.page_content) for d in docs) + len(pickle.dumps(bm25.vectorizer))
@@ -274,20 +333,27 @@ class LangChainParentDocumentPipeline(_LangChainAnchor):
       best child).
 
     ``unit="char"`` uses ``RecursiveCharacterTextSplitter(chunk_size=...)`` with the same
-    sizes. A parent's span is its ``start_index`` in its source (given by the parent
+    sizes. Levers: ``child_size`` and ``parent_size`` (defaults ``window // 4`` and
+    ``window``) and ``separators`` of both splitters (``"default"`` or ``"cjk"``). A parent's span is its ``start_index`` in its source (given by the parent
     splitter, checked when indexing).
 
     ``index_bytes`` = child texts (stored in Chroma) + parent texts (the docstore) +
     one float32 vector per child. ``chunks`` = the children (the embedded units).
     """
 
-    def __init__(self, sources, config, *, embeddings=None, **kwargs) -> None:
+    def __init__(self, sources, config, *, embeddings=None, child_size: int | None = None,
+                 parent_size: int | None = None, separators: str = "default", **kwargs) -> None:
         super().__init__(_check_sources(sources), config, embeddings=embeddings, **kwargs)
         fetch = _fetch(self.k)
-        child_size = config.window // PARENT_CHILD_FRACTION
-        if child_size < 1:
-            raise ValueError(f"langchain-parent needs window >= {PARENT_CHILD_FRACTION} (children are window // "
-                             f"{PARENT_CHILD_FRACTION} {config.unit}s), got {config.window}")
+        if child_size is None:
+            child_size = config.window // PARENT_CHILD_FRACTION
+            if child_size < 1:
+                raise ValueError(f"langchain-parent needs window >= {PARENT_CHILD_FRACTION} (children are window // "
+                                 f"{PARENT_CHILD_FRACTION} {config.unit}s), got {config.window}")
+        self.child_size = _positive("child_size", child_size)
+        self.parent_size = _positive("parent_size", config.window if parent_size is None else parent_size)
+        if self.child_size > self.parent_size:
+            raise ValueError(f"child_size ({self.child_size}) must not exceed parent_size ({self.parent_size})")
         embeddings = _embeddings(embeddings)
         from langchain_classic.retrievers import ParentDocumentRetriever
         from langchain_core.stores import InMemoryStore
@@ -298,13 +364,15 @@ class LangChainParentDocumentPipeline(_LangChainAnchor):
         retriever = ParentDocumentRetriever(
             vectorstore=store,
             docstore=docstore,
-            child_splitter=_rcs_splitter(child_size, config.unit, self.encoding_name),
-            parent_splitter=_rcs_splitter(config.window, config.unit, self.encoding_name),
+            child_splitter=_rcs_splitter(self.child_size, config.unit, self.encoding_name, separators),
+            parent_splitter=_rcs_splitter(self.parent_size, config.unit, self.encoding_name, separators),
             search_kwargs={"k": fetch},
         )
-        documents = self._documents()
-        if documents:
-            retriever.add_documents(documents)
+        # one call per source: ParentDocumentRetriever upserts all children of a call in one Chroma batch,
+        # and Chroma refuses a batch above its max_batch_size (5461 here), which the children of a whole
+        # corpus exceed (cmrc2018_corpus at 64-token children: 6143)
+        for document in self._documents():
+            retriever.add_documents([document])
         parents = [d for d in docstore.mget(list(docstore.yield_keys())) if d is not None]
         for d in parents:
             _check_span(self.texts, d.metadata["source_id"], d.metadata["start_index"], d.page_content,
@@ -354,6 +422,10 @@ class LlamaIndexSentenceWindowPipeline(Pipeline):
     (the sentences already end with their own whitespace); the peer is charged a
     little less budget for it, never more.
 
+    Levers: ``window_size`` (sentences on each side, default 3) and ``sentence_splitter``
+    (``"punkt"``, the default above, or ``"cjk"``: :func:`cjk_sentence_splitter`, which
+    also cuts after ``。！？；…`` and newlines; its sentences tile the text the same way).
+
     ``index_bytes`` = per sentence node its text, its ``window`` and ``original_text``
     metadata (LlamaIndex's docstore keeps all three; UTF-8) + one float32 vector.
     ``chunks`` = the sentence nodes.
@@ -361,9 +433,15 @@ class LlamaIndexSentenceWindowPipeline(Pipeline):
 
     assembly = "text"
 
-    def __init__(self, sources, config, *, embeddings=None, **kwargs) -> None:
+    def __init__(self, sources, config, *, embeddings=None, window_size: int = SENTENCE_WINDOW_SIZE,
+                 sentence_splitter: str = "punkt", **kwargs) -> None:
         super().__init__(_check_sources(sources), config, embeddings=embeddings, **kwargs)
         self.fetch = _fetch(self.k)
+        self.window_size = _positive("window_size", window_size)
+        if sentence_splitter not in _SENTENCE_SPLITTERS:
+            raise ValueError(f"sentence_splitter must be one of {', '.join(_SENTENCE_SPLITTERS)}, "
+                             f"got {sentence_splitter!r}")
+        make_splitter = _SENTENCE_SPLITTERS[sentence_splitter]
         embeddings = _embeddings(embeddings)
         from llama_index.core import Document, VectorStoreIndex
         from llama_index.core.node_parser import SentenceWindowNodeParser
@@ -372,7 +450,8 @@ class LlamaIndexSentenceWindowPipeline(Pipeline):
         from ..retrieval.llama_index import MiniLMLlamaIndexEmbedding
 
         self.parser = SentenceWindowNodeParser.from_defaults(
-            window_size=SENTENCE_WINDOW_SIZE, window_metadata_key="window", original_text_metadata_key="original_text"
+            sentence_splitter=make_splitter() if make_splitter else None, window_size=self.window_size,
+            window_metadata_key="window", original_text_metadata_key="original_text"
         )
         documents = [Document(text=s.text, id_=s.source_id) for s in self.sources if s.text]
         nodes = self.parser.get_nodes_from_documents(documents)
@@ -408,7 +487,7 @@ class LlamaIndexSentenceWindowPipeline(Pipeline):
                                        f"at offset {pos}")
                 bounds.append((pos, pos + len(node.text)))
                 pos += len(node.text)
-            w = SENTENCE_WINDOW_SIZE
+            w = self.window_size
             for i, node in enumerate(group):
                 lo, hi = max(0, i - w), min(len(group) - 1, i + w)
                 window = " ".join(n.text for n in group[lo : hi + 1])

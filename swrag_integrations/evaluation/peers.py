@@ -19,6 +19,12 @@ set's questions (:func:`~.datasets.half_of`; corpus indexes still hold every doc
 tune on ``--half tune``, report ``--half test``, each into its own ``--out``. The report
 names its half in its heading and refuses a run folder whose results come from another
 half (or a record of another half's question), so no table mixes them.
+
+``--peer-config FILE`` (written by :mod:`~.peer_tuning` on the tuning halves) runs each
+peer with the configuration chosen for that dataset, as the strategy ``<peer>-tuned``
+(a peer without a choice for a dataset runs as its plain anchor); the configurations
+used are kept in ``OUT/<dataset>/peer_config.json``, and a run folder made with other
+configurations is refused, so a resumed run never mixes them.
 """
 
 from __future__ import annotations
@@ -46,6 +52,12 @@ DEV_SETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 PEERS = ("langchain-stock", "langchain-ensemble", "llamaindex-window", "langchain-parent")
 OURS = ("default", "default-v1")
 METRICS = ("context_recall", "hit", "source_recall", "span_hit")
+TUNED_SUFFIX = "-tuned"
+
+
+def _is_peer(strategy: str) -> bool:
+    """A peer anchor, plain or tuned (``<peer>-tuned``)."""
+    return strategy in PEERS or strategy.removesuffix(TUNED_SUFFIX) in PEERS
 
 
 def _records(path: Path) -> dict[str, dict[str, dict]]:
@@ -136,7 +148,7 @@ def report(out: Path, strategies: Sequence[str] = OURS + PEERS, half: str | None
             pairs.append(f"| {name} | {strategy} | {len(shared)} | {100 * res['diff']:+.1f} "
                          f"[{100 * res['ci_low']:+.1f}, {100 * res['ci_high']:+.1f}] | {res['p']:.3f} | "
                          f"{'yes' if res['significant'] else 'no'} |")
-            if strategy in PEERS:
+            if _is_peer(strategy):
                 mean = 100 * sum(other[q]["context_recall"] for q in shared) / len(shared)
                 if best is None or mean > best[1]:
                     best = (strategy, mean, 100 * sum(ours[q]["context_recall"] for q in shared) / len(shared))
@@ -156,6 +168,34 @@ def report(out: Path, strategies: Sequence[str] = OURS + PEERS, half: str | None
     ])
 
 
+def _tuned_strategies(strategies: Sequence[str], chosen: dict[str, dict], folder: Path) -> list[str]:
+    """``strategies`` with every peer that has a chosen configuration replaced by ``<peer>-tuned``,
+    registered with those options; the options are written to (or checked against)
+    ``folder/peer_config.json``.
+
+    Raises:
+        ValueError: ``folder`` was run with other configurations.
+    """
+    from .peer_tuning import register_peer
+
+    used = {p: o for p, o in chosen.items() if p in strategies}
+    record = folder / "peer_config.json"
+    if record.exists():
+        before = json.loads(record.read_text(encoding="utf-8"))
+        if before != used:
+            raise ValueError(f"{folder} was run with other peer configurations ({record}); use another --out")
+    elif used:
+        folder.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(used, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    out = []
+    for strategy in strategies:
+        if strategy in used:
+            out.append(register_peer(strategy, used[strategy], name=strategy + TUNED_SUFFIX))
+        else:
+            out.append(strategy)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m swrag_integrations.evaluation.peers",
                                      description=__doc__.split("\n\n")[0])
@@ -168,6 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT")
     parser.add_argument("--half", choices=["tune", "test"], default=None,
                         help="only the fixed tuning or test half of each dev set (default: the whole set, halves mixed)")
+    parser.add_argument("--peer-config", default=None, metavar="FILE.json",
+                        help="run each peer with the configuration chosen for the dataset in FILE (written by "
+                             "python -m swrag_integrations.evaluation.peer_tuning), as <peer>-tuned")
     args = parser.parse_args(argv)
     out = Path(args.out)
     strategies = [s for s in args.strategies.split(",") if s]
@@ -178,6 +221,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"peers: error: unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}",
               file=sys.stderr)
         return 2
+    tuned: dict[str, dict[str, dict]] = {}
+    if args.peer_config:
+        from .peer_tuning import load_peer_config
+
+        try:
+            tuned = load_peer_config(args.peer_config)
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"peers: error: {exc}", file=sys.stderr)
+            return 2
+    report_strategies = list(strategies)
+    for by_peer in tuned.values():
+        report_strategies += [p + TUNED_SUFFIX for p in by_peer if p in strategies
+                              and p + TUNED_SUFFIX not in report_strategies]
     if not args.report_only:
         from .cli import main as eval_main
 
@@ -188,7 +244,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not data.exists():
                 print(f"peers: error: no such file: {data}", file=sys.stderr)
                 return 3
-            cmd = ["--data", str(data), "--strategies", ",".join(strategies), "--windows", "512", "--retrieval-only",
+            try:
+                run_strategies = _tuned_strategies(strategies, tuned.get(name, {}), out / name)
+            except ValueError as exc:
+                print(f"peers: error: {exc}", file=sys.stderr)
+                return 2
+            cmd = ["--data", str(data), "--strategies", ",".join(run_strategies), "--windows", "512", "--retrieval-only",
                    "--no-progress", "--out", str(out / name), *flags]
             if args.limit:
                 cmd += ["--limit", str(args.limit)]
@@ -199,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if code:
                 return code
     try:
-        text = report(out, strategies, half=args.half)
+        text = report(out, report_strategies, half=args.half)
     except ValueError as exc:
         print(f"peers: error: {exc}", file=sys.stderr)
         return 2

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import pickle
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 
 from ..windows import DEFAULT_ENCODING, iter_windows
@@ -69,6 +69,10 @@ class PipelineSpec:
         default_steps: the steps used when the grid gives none of this kind.
         needs_embeddings: the pipeline embeds (the runner then sets up the cached MiniLM).
         description: one line for ``swrag eval --help``.
+        options: keyword arguments passed to ``builder`` on top of the common ones (a
+            peer anchor's configuration, e.g. ``{"chunk_size": 256}``: one class, many
+            configurations, see :mod:`~.peer_tuning`). A ``k`` here is used when the
+            runner's ``k`` is ``None`` (the runner's ``--k`` wins).
     """
 
     builder: str
@@ -76,6 +80,7 @@ class PipelineSpec:
     default_steps: tuple[str, ...] = ()
     needs_embeddings: bool = False
     description: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 # The method's defaults: FFS/DFS steps are fractions of the window, DDS steps count
@@ -217,14 +222,31 @@ class EvalConfig:
 # ----------------------------------------------------------------------- chunking
 
 
-def _rcs_splitter(window: int, unit: str, encoding_name: str):
+# RecursiveCharacterTextSplitter separators a careful user gives it for Chinese text: paragraphs, lines,
+# then sentence ends (kept at the end of their sentence), clauses, then the library's last resorts (space, character)
+CJK_SEPARATORS: tuple[str, ...] = ("\n\n", "\n", "。", "！", "？", "；", "…", "，", " ", "")
+
+
+def _rcs_splitter(window: int, unit: str, encoding_name: str, separators: str = "default"):
+    """LangChain's ``RecursiveCharacterTextSplitter`` (no overlap, ``add_start_index``).
+
+    ``separators="default"`` is the splitter as shipped (``["\\n\\n", "\\n", " ", ""]``,
+    separators kept at the start of the next piece); ``"cjk"`` uses
+    :data:`CJK_SEPARATORS` with ``keep_separator="end"`` (a ``。`` stays with its sentence).
+    """
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
+    if separators == "default":
+        extra: dict = {}
+    elif separators == "cjk":
+        extra = {"separators": list(CJK_SEPARATORS), "keep_separator": "end"}
+    else:
+        raise ValueError(f"separators must be 'default' or 'cjk', got {separators!r}")
     if unit == "token":
         return RecursiveCharacterTextSplitter.from_tiktoken_encoder(
-            encoding_name=encoding_name, chunk_size=window, chunk_overlap=0, add_start_index=True
+            encoding_name=encoding_name, chunk_size=window, chunk_overlap=0, add_start_index=True, **extra
         )
-    return RecursiveCharacterTextSplitter(chunk_size=window, chunk_overlap=0, add_start_index=True)
+    return RecursiveCharacterTextSplitter(chunk_size=window, chunk_overlap=0, add_start_index=True, **extra)
 
 
 def chunk_spans(text: str, config: EvalConfig, *, encoding_name: str = DEFAULT_ENCODING) -> list[tuple[int, int]]:
@@ -544,10 +566,17 @@ def build_pipeline(
     budget: int = DEFAULT_BUDGET,
     encoding_name: str = DEFAULT_ENCODING,
 ) -> Pipeline:
-    """Index ``sources`` for ``config`` and return the pipeline (see :data:`PIPELINES`)."""
+    """Index ``sources`` for ``config`` and return the pipeline (see :data:`PIPELINES`).
+
+    The spec's ``options`` are passed to its builder too; their ``k`` applies when ``k``
+    is ``None``.
+    """
     import importlib
 
     spec = PIPELINES[config.strategy]
     module, _, cls = spec.builder.partition(":")
     target = getattr(importlib.import_module(module, package=__package__), cls)
-    return target(sources, config, k=k, embeddings=embeddings, budget=budget, encoding_name=encoding_name)
+    options = dict(spec.options)
+    k = k if k is not None else options.pop("k", None)
+    options.pop("k", None)
+    return target(sources, config, k=k, embeddings=embeddings, budget=budget, encoding_name=encoding_name, **options)
