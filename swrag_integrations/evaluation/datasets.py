@@ -44,6 +44,7 @@ __all__ = [
     "Passage",
     "load_examples",
     "HALVES",
+    "DEV_SETS",
     "HALF_SALT",
     "half_of",
     "check_half",
@@ -317,3 +318,14 @@ def iter_jsonl(path: str | Path) -> Iterator[dict]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut off by an interrupted run
+
+
+# The six dev sets of the peer runner and the tuning: (dataset, mode label, extra swrag eval flags)
+DEV_SETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("multifieldqa_zh", "document", ()),
+    ("qasper", "document", ()),
+    ("minilongbench", "document", ()),
+    ("squad_v2_articles", "corpus", ("--corpus",)),
+    ("hotpotqa", "corpus, split passages", ("--corpus", "--split-passages")),
+    ("cmrc2018_corpus", "corpus", ("--corpus",)),
+)

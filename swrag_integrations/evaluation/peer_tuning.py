@@ -2,7 +2,7 @@
 
 ``python -m swrag_integrations.evaluation.peer_tuning --data-dir ../shared/data/eval
 --out runs/peers-tune --write docs/eval/peers_tuned.json`` runs, for every dev set
-(:data:`~.peers.DEV_SETS`, in its mode) and every peer anchor, the fixed grid of that
+(:data:`~.datasets.DEV_SETS`, in its mode) and every peer anchor, the fixed grid of that
 peer (:data:`PEER_GRIDS`) on the set's **tuning half only** (retrieval only, the same
 1500-token budget, window 512, the runner's cached MiniLM embeddings and context recall
 as every other run), chooses one configuration per (peer, set) with :func:`choose`, and
@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .context import DEFAULT_BUDGET
-from .peers import DEV_SETS, _records
+from .datasets import DEV_SETS
+from .report import read_records
 from .pipelines import PIPELINES, register_pipeline
 
 __all__ = [
@@ -175,7 +176,7 @@ def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], p
     Args:
         data_dir: folder with ``<dataset>.jsonl``.
         out: run folder (one sub-folder per dataset; resumable).
-        datasets: names from :data:`~.peers.DEV_SETS`.
+        datasets: names from :data:`~.datasets.DEV_SETS`.
         peers: names from :data:`PEER_GRIDS`.
         half: must be ``"tune"`` (any other value raises: no tuning on the test half).
         limit: first ``limit`` tuning questions of each set (for smoke runs).
@@ -209,7 +210,7 @@ def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], p
         code = eval_main(cmd)
         if code:
             raise ValueError(f"peer_tuning: swrag eval failed on {name} (exit code {code})")
-        records = _records(Path(out) / name / "records.jsonl")
+        records = read_records(Path(out) / name / "records.jsonl")
         results[name] = {}
         for peer in peers:
             cands = _candidates(records, peer)

@@ -36,19 +36,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .datasets import check_half, half_label
+from .datasets import DEV_SETS, check_half, half_label
+from .report import read_records
 
-__all__ = ["DEV_SETS", "PEERS", "report", "main"]
+__all__ = ["DEV_SETS", "PEERS", "report", "main"]  # DEV_SETS: defined in .datasets
 
-# (dataset, mode label, extra swrag eval flags)
-DEV_SETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("multifieldqa_zh", "document", ()),
-    ("qasper", "document", ()),
-    ("minilongbench", "document", ()),
-    ("squad_v2_articles", "corpus", ("--corpus",)),
-    ("hotpotqa", "corpus, split passages", ("--corpus", "--split-passages")),
-    ("cmrc2018_corpus", "corpus", ("--corpus",)),
-)
 PEERS = ("langchain-stock", "langchain-ensemble", "llamaindex-window", "langchain-parent")
 OURS = ("default", "default-v1")
 METRICS = ("context_recall", "hit", "source_recall", "span_hit")
@@ -58,17 +50,6 @@ TUNED_SUFFIX = "-tuned"
 def _is_peer(strategy: str) -> bool:
     """A peer anchor, plain or tuned (``<peer>-tuned``)."""
     return strategy in PEERS or strategy.removesuffix(TUNED_SUFFIX) in PEERS
-
-
-def _records(path: Path) -> dict[str, dict[str, dict]]:
-    """strategy -> qid -> record (the last record of a question wins, as on resume)."""
-    out: dict[str, dict[str, dict]] = {}
-    if path.exists():
-        for line in path.open(encoding="utf-8"):
-            if line.strip():
-                rec = json.loads(line)
-                out.setdefault(rec["strategy"], {})[rec["qid"]] = rec
-    return out
 
 
 def _cell(values: Sequence[float | None]) -> str:
@@ -90,7 +71,7 @@ def _checked_records(out: Path, name: str, half: str | None) -> dict[str, dict[s
     if found is not None and found != wanted:
         raise ValueError(f"{out / name} holds results of the {half_label(found)}, but the report is for the "
                          f"{half_label(wanted)}; run the peers with --half {half or '(none)'} into their own --out")
-    recs = _records(out / name / "records.jsonl")
+    recs = read_records(out / name / "records.jsonl")
     if half is not None:
         for strategy, by_qid in recs.items():
             stray = sorted(q for q, r in by_qid.items() if r.get("half") != half)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import defaultdict
 from fractions import Fraction
@@ -27,6 +28,7 @@ __all__ = [
     "plot_heatmaps",
     "plot_multi_query",
     "write_reports",
+    "read_records",
     "primary_metric",
     "steps_table",
     "rows_half",
@@ -366,3 +368,14 @@ def write_reports(out: str | os.PathLike, rows: Sequence[dict], records: Sequenc
         if path is not None:
             written.append(path)
     return written
+
+
+def read_records(path: Path) -> dict[str, dict[str, dict]]:
+    """A run's ``records.jsonl`` as strategy -> qid -> record (the last record of a question wins, as on resume)."""
+    out: dict[str, dict[str, dict]] = {}
+    if path.exists():
+        for line in path.open(encoding="utf-8"):
+            if line.strip():
+                rec = json.loads(line)
+                out.setdefault(rec["strategy"], {})[rec["qid"]] = rec
+    return out
