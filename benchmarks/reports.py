@@ -141,8 +141,9 @@ REPORTS: tuple[Report, ...] = (
     Report(
         "peers", "README peer table, docs/eval/peers.md, ranking.md",
         (("{py}", "-m", "swrag_integrations.evaluation.peers", "--data-dir", "{data}", "--out", "{run}",
-          "--report", "{run}/peers.md"),),
-        {"peers.md": "docs/eval/peers.md"}, 150, "markdown",
+          "--strategies", "default,default-v1,langchain-ensemble,llamaindex-window,langchain-parent",
+          "--peer-config", "docs/eval/peers_tuned.json", "--half", "test", "--report", "{run}/peers.md"),),
+        {"peers.md": "docs/eval/peers.md"}, 90, "markdown",
         (("*p50 ms*", None), ("*index MB*", None), ("*", 0.0))),
     Report(
         "f1_local_model", "README F1 of the local model (docs/eval/f1_local_model_results.json)",

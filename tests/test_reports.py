@@ -175,7 +175,7 @@ def test_a_generator_that_writes_nothing_fails_its_report_only(reports, toy, tmp
 def test_list_shows_costs_and_what_cannot_run(reports, capsys):
     assert reports.main(["--list"]) == 0
     out = capsys.readouterr().out
-    assert "| peers | 150 |" in out and "| grounding | 0.5 | yes |" in out
+    assert "| peers | 90 |" in out and "| grounding | 0.5 | yes |" in out
     assert "NOT RUN HERE" in out
     names = [r.name for r in reports.REPORTS]
     assert len(names) == len(set(names))
