@@ -52,3 +52,23 @@ def test_language_weights_favour_the_keyword_windows_for_chinese_questions_only(
         assert lever.retrieve(question)[0] == windows[0]  # the doubled list's first span leads
     finally:
         lever.close()
+
+
+def test_chinese_questions_use_the_chinese_weights_and_others_the_default_retriever():
+    from swrag_integrations.evaluation.levers import DefaultChineseWeights85Pipeline
+
+    lever = DefaultChineseWeights85Pipeline(_sources(), EvalConfig("default+zh-bm25-0.85", 512),
+                                            embeddings=TrigramEmbedder(), budget=300)
+    base = DefaultPipeline(_sources(), EvalConfig("default", 512), embeddings=TrigramEmbedder(), budget=300)
+    try:
+        assert lever.zh_retriever.settings.weights == (0.85, 0.15)
+        assert lever.retriever.settings.weights == base.retriever.settings.weights == (0.5, 0.5)
+        assert lever.retriever_for("港口城市17的茶叶") is lever.zh_retriever
+        assert lever.retriever_for("harbour town 17") is lever.retriever
+        assert lever.retrieve("harbour town 17 copper") == base.retrieve("harbour town 17 copper")
+        zh = "港口城市17的茶叶"
+        assert [(a, b) for _, a, b in lever.retrieve(zh)] == [
+            (d.metadata["start_index"], d.metadata["end_index"]) for d in lever.zh_retriever.retrieve_many([zh])]
+    finally:
+        lever.close()
+        base.close()

@@ -108,6 +108,10 @@ PIPELINES: dict[str, PipelineSpec] = {
     "default+windows-lang": PipelineSpec(".levers:DefaultWindowsLanguagePipeline", None, needs_embeddings=True,
                                          description="default+windows, windows weighted 2:1 for Chinese questions, "
                                                      "1:2 for others"),
+    "default+zh-bm25-0.7": PipelineSpec(".levers:DefaultChineseWeightsPipeline", None, needs_embeddings=True,
+                                        description="the default; Chinese questions fuse (BM25, dense) 0.7/0.3"),
+    "default+zh-bm25-0.85": PipelineSpec(".levers:DefaultChineseWeights85Pipeline", None, needs_embeddings=True,
+                                         description="the default; Chinese questions fuse (BM25, dense) 0.85/0.15"),
     "default-v1": PipelineSpec(".pipelines:DefaultV1Pipeline", None, needs_embeddings=True,
                                description="fixed 50-token children, k_child 30, MMR (the pre-issue-19 children and "
                                            "search) with parents by best hit: not the old summed-hit default"),
@@ -434,10 +438,14 @@ class ParentPipeline(Pipeline):
         return dict(chunk_size=PARENT_CHILD_SIZE[config.unit], strategy="DDS", window_size=config.window,
                     step=config.step_units, unit=config.unit)
 
+    def retriever_for(self, question: str):
+        """The retriever that answers ``question`` (one for all; a lever may choose per question)."""
+        return self.retriever
+
     def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
         if not self.sources:
             return []
-        docs = self.retriever.retrieve_many([question, *queries])
+        docs = self.retriever_for(question).retrieve_many([question, *queries])
         return [
             (self._ids.get(d.metadata["source_id"], d.metadata["source_id"]), int(d.metadata["start_index"]),
              int(d.metadata["end_index"]))
