@@ -319,9 +319,10 @@ def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) ->
     t = time.perf_counter()
     embedding.warm([rec.chunk_text(i) for rec in records for i in range(rec.n_chunks)])
     embed_ms = (time.perf_counter() - t) * 1000
-    before = index.count("small")
     bm25 = index.bm25_retriever(k=20)
-    index.delete(index.add_documents([probe_docs.pop(0)]))  # first-write costs (lock, handles) not counted
+    # first-write costs (lock, handles; completing what an interrupted writer left) not counted
+    index.delete(index.add_documents([probe_docs.pop(0)]))
+    before = index.count("small")
     add_ms, del_ms, first_ms = [], [], []
     for doc in probe_docs:
         misses = embedding.misses
