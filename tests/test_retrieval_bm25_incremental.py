@@ -329,7 +329,7 @@ def test_an_older_snapshot_is_migrated_on_first_open(tmp_path, caplog):
     # make it an index of the previous version: the bm25s snapshot blob, no tantivy index
     kw = idx.keyword
     directory = kw.bm25.path
-    kw.incremental, kw.bm25, kw.generation = False, BM25Index(), -1
+    kw.bm25, kw.generation = BM25Index(), -1  # the snapshot backend (incremental follows the type)
     kw.refresh()
     kw.save()
     assert idx.store.get_blob(BLOB_NAME) is not None

@@ -93,7 +93,6 @@ class KeywordIndex:
         self.index_text = index_text or (lambda text: text)
         self.bm25_kwargs = bm25_kwargs
         directory = None if {"k1", "b", "method"} & set(bm25_kwargs) else keyword_directory(store)
-        self.incremental = directory is not None
         self.bm25: BM25Index | TantivyBM25Index
         if directory is not None:
             self.bm25 = TantivyBM25Index(directory, group=_source_of, **bm25_kwargs)
@@ -103,6 +102,11 @@ class KeywordIndex:
         self.rebuilt = False  # the last refresh had to rebuild (reported by status)
         self._by_source: dict[str, list[str]] = {}
         self._lock = threading.RLock()
+
+    @property
+    def incremental(self) -> bool:
+        """This handle's backend is the tantivy index (a local source store), not a snapshot."""
+        return isinstance(self.bm25, TantivyBM25Index)
 
     # ---------------------------------------------------------------- loading
     def load(self) -> None:
