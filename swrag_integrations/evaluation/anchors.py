@@ -102,6 +102,8 @@ def cjk_sentence_splitter() -> Callable[[str], list[str]]:
 _SENTENCE_SPLITTERS = {"punkt": None, "cjk": cjk_sentence_splitter}
 
 
+# The peers' own argument checks, not retrieval.settings.positive_int / check_weights: no code of
+# swrag_integrations.retrieval may run inside a peer (tests/test_evaluation_anchors.py traces it).
 def _positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
