@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .._lang import contains_cjk
-from .pipelines import DefaultPipeline, EvalConfig, SpanBM25Pipeline
+from .pipelines import DefaultPipeline, EvalConfig, SpanBM25Pipeline, rrf_spans
 
 __all__ = ["DefaultWindowsFusionPipeline", "DefaultWindowsLanguagePipeline", "DefaultChineseWeightsPipeline", "WINDOWS"]
 
@@ -53,11 +53,9 @@ class DefaultWindowsFusionPipeline(DefaultPipeline):
         return (1.0, 1.0)
 
     def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
-        from ..retrieval.fusion import rrf
-
         parents = super().retrieve(question, queries)
         windows = self.windows.retrieve(question, queries)
-        return [span for span, _score, _ranks in rrf([parents, windows], self.weights(question))]
+        return rrf_spans([parents, windows], weights=self.weights(question))
 
 
 class DefaultWindowsLanguagePipeline(DefaultWindowsFusionPipeline):

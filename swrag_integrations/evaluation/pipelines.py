@@ -283,12 +283,13 @@ def chunk_spans(text: str, config: EvalConfig, *, encoding_name: str = DEFAULT_E
     return spans
 
 
-def rrf_spans(lists: Sequence[Sequence[tuple[str, int, int]]], c: float = 60.0) -> list[tuple[str, int, int]]:
-    """Reciprocal-rank fusion of ranked span lists (identity = exact span), by
-    :func:`swrag_integrations.retrieval.fusion.rrf`."""
+def rrf_spans(lists: Sequence[Sequence[tuple[str, int, int]]], c: float = 60.0,
+              weights: Sequence[float] | None = None) -> list[tuple[str, int, int]]:
+    """Reciprocal-rank fusion of ranked span lists (identity = exact span; ``weights``
+    one per list, equal by default), by :func:`swrag_integrations.retrieval.fusion.rrf`."""
     from ..retrieval.fusion import rrf
 
-    return [span for span, _score, _ranks in rrf(lists, c=c)]
+    return [span for span, _score, _ranks in rrf(lists, weights, c=c)]
 
 
 # ---------------------------------------------------------------------- pipelines
