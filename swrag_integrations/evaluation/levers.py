@@ -74,10 +74,7 @@ class DefaultChineseWeightsPipeline(DefaultPipeline):
 
     def __init__(self, sources, config, **kwargs) -> None:
         super().__init__(sources, config, **kwargs)
-        options = {**self.RETRIEVER_OPTIONS, "budget_tokens": self.budget, "weights": self.ZH_WEIGHTS}
-        if self.k is not None:
-            options["k"] = self.k
-        self.zh_retriever = self.index.as_retriever(**options)
+        self.zh_retriever = self.make_retriever(weights=self.ZH_WEIGHTS)
 
     def retriever_for(self, question: str):
         return self.zh_retriever if contains_cjk(question) else self.retriever

@@ -419,10 +419,7 @@ class ParentPipeline(Pipeline):
             self.index.index_documents(docs)
         self.chunks = self.index.count("small")
         self.budget = budget
-        options = {**self.RETRIEVER_OPTIONS, "budget_tokens": budget}
-        if self.k is not None:
-            options["k"] = self.k
-        self.retriever = self.index.as_retriever(**options)
+        self.retriever = self.make_retriever()
         dim = len(embeddings.embed_query("dimension probe"))
         self.index_bytes = (
             # the source texts (source store) and the small-chunk texts beside their vectors (they tile the sources)
@@ -438,6 +435,14 @@ class ParentPipeline(Pipeline):
     def _index_options(self, config) -> dict:
         return dict(chunk_size=PARENT_CHILD_SIZE[config.unit], strategy="DDS", window_size=config.window,
                     step=config.step_units, unit=config.unit)
+
+    def make_retriever(self, **overrides: Any):
+        """A retriever over this pipeline's index: ``RETRIEVER_OPTIONS``, the budget and
+        ``k``, then ``overrides``."""
+        options = {**self.RETRIEVER_OPTIONS, "budget_tokens": self.budget}
+        if self.k is not None:
+            options["k"] = self.k
+        return self.index.as_retriever(**{**options, **overrides})
 
     def retriever_for(self, question: str):
         """The retriever that answers ``question`` (one for all; a lever may choose per question)."""
