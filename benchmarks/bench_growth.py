@@ -21,7 +21,9 @@ by Milvus's BM25):
   many of each a level holds).
 
 After each level a fresh process opens the index and measures: its peak memory
-(``ru_maxrss``: what serving that index costs), and p50/p95 over ``--queries`` queries
+(``ru_maxrss``: what serving that index costs; ``/proc/self/smaps_rollup`` splits it into
+anonymous memory -- this process's own -- and mapped files, before the first query and after
+the queries), and p50/p95 over ``--queries`` queries
 (8-word English / 12-character Chinese spans of the corpus) of BM25 (the keyword side
 alone), dense (MMR, with the query embedding), hybrid (RRF of both) and hybrid + window
 expansion (``as_retriever(k=4, k_child=20)``: the whole windowed parent retriever). At
@@ -245,6 +247,7 @@ def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: boo
     dense = index.dense_retriever(k=20, search_type="mmr")
     hybrid = index.hybrid_retriever(k=20)
     windowed = index.as_retriever(k=4, k_child=20)
+    before_queries = memory_now()  # the model and the index's handles, before any search loads its index
     for fn in (bm25.invoke, dense.invoke, hybrid.invoke, windowed.invoke):
         fn(qs[0])  # English
         fn(qs[1])  # Chinese: jieba loads its dictionary on first use
@@ -272,6 +275,10 @@ def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: boo
             buf = io.StringIO()
             pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(18)
             out[f"profile_{key}"] = buf.getvalue()
+    # the reader's memory now, before the LangChain comparison below loads every chunk text into this process
+    out["query_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["memory"] = memory_now()
+    out["memory_before_queries"] = before_queries
     if langchain:
         from langchain_community.retrievers import BM25Retriever
 
@@ -290,10 +297,32 @@ def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: boo
             ours_ms.append((time.perf_counter() - t) * 1000)
         out["langchain_bm25"] = {"chunks": len(texts), "build_s": build, "lc_p50": _pct(lc_ms, 0.5),
                                  "ours_p50": _pct(ours_ms, 0.5), "queries": n}
-    out["query_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["write_probe"] = write_probe(index, embedding, qs, probes, doc_chars)
     out["writer_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def memory_now() -> dict[str, float]:
+    """This process's memory now, in MB, from ``/proc/self/smaps_rollup`` (Linux; empty elsewhere).
+
+    ``rss`` splits into ``anonymous`` (heap: what this process alone holds -- vectors loaded into an
+    in-memory HNSW, caches, the model) and ``file`` (pages of mapped files such as the tantivy
+    segments and SQLite: the kernel's page cache, shared by every reader of the same index and
+    dropped under memory pressure); ``pss`` charges shared pages pro rata.
+    """
+    try:
+        lines = Path("/proc/self/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return {}
+    kb = {}
+    for line in lines[1:]:
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            kb[key.strip()] = int(parts[0])
+    mb = {k.lower(): kb.get(k, 0) / 1024 for k in ("Rss", "Pss", "Anonymous")}
+    mb["file"] = mb["rss"] - mb["anonymous"]
+    return mb
 
 
 def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) -> dict:
@@ -373,6 +402,16 @@ def _spawn(extra: list[str], result: Path) -> dict:
     return json.loads(result.read_text())
 
 
+def _split(q: dict) -> str:
+    """`` (now: 1200 MB anonymous + 300 MB mapped files)`` from ``memory_now``'s figures, if any."""
+    m = q.get("memory") or {}
+    b = q.get("memory_before_queries") or {}
+    if not m or not b:
+        return ""
+    return (f" (anonymous {b['anonymous']:.0f} MB before the first query, {m['anonymous']:.0f} MB after the "
+            f"queries, + {m['file']:.0f} MB of mapped files)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", default="10000,100000,1000000")
@@ -425,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {level:>9,}: {grown['chunks']:,} chunks in {grown['sources']:,} sources "
                   f"(+{grown['added_real']:,} real, +{grown['added_synthetic']:,} synthetic vectors; build "
                   f"{grown['build_s']:.0f} s, peak {grown['build_peak_mb']:.0f} MB); disk {grown['disk_mb']:.0f} MB; "
-                  f"serving peak {q['query_peak_mb']:.0f} MB (open + first queries {q['open_s']:.1f} s); "
+                  f"serving peak {q['query_peak_mb']:.0f} MB{_split(q)} (open + first queries {q['open_s']:.1f} s); "
                   + "; ".join(f"{k} p50/p95 {q[k]['p50']:.1f}/{q[k]['p95']:.1f} ms"
                               for k in ("bm25", "dense", "hybrid", "window")) + f"; load {row['load']}", flush=True)
             if "langchain_bm25" in q:
