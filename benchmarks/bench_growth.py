@@ -1,6 +1,6 @@
 """Benchmark: how the index grows -- size on disk, memory and query latency at 10k / 100k / 1M chunks.
 
-    python benchmarks/bench_growth.py [--levels 10000,100000,1000000] [--real-upto 100000] [--workers 2]
+    python benchmarks/bench_growth.py [--levels 10000,100000,1000000] [--real-upto 100000] [--workers 2] [--backend onnx-int8]
                                       [--store chroma | milvus | milvus:PATH.db] [--probes 5]
                                       [--queries 50] [--doc-chars 20000] [--profile] [--out results.json]
 
@@ -11,7 +11,9 @@ all -- and the index is grown level by level in one index, in the store ``--stor
 the keyword index in tantivy; ``milvus`` or ``milvus:PATH.db`` for Milvus Lite, keyword search
 by Milvus's BM25):
 
-* chunks up to ``--real-upto`` get **real embeddings** (the bundled MiniLM, in
+* chunks up to ``--real-upto`` get **real embeddings** (the bundled MiniLM through ``--backend``,
+  default the package's own default, ONNX int8 without torch, so a reader costs what a user's
+  reader costs; ``sentence-transformers`` loads torch into every process), in
   ``--workers`` worker processes: ``index_documents(..., workers=N)``);
 * beyond that, and beyond the corpus, **synthetic vectors with real texts**: the
   corpus documents again (copy ``k`` of document ``j`` is its own source, same text),
@@ -72,6 +74,8 @@ sys.path.insert(0, str(ROOT))
 import logging  # noqa: E402
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+from swrag_integrations.retrieval.embeddings import BACKENDS, DEFAULT_BACKEND  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpus"  # ../shared beside the repo
 
@@ -135,7 +139,7 @@ def _disk_mb(index, storage: str | None) -> float:
 
 
 def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, workers: int, doc_chars: int,
-         batch_size: int) -> dict:
+         batch_size: int, backend: str) -> dict:
     """Grow the index at ``index_dir`` (vectors in ``storage``) to ``target`` small chunks (in this process)."""
     import numpy as np
     from langchain_core.documents import Document
@@ -144,7 +148,7 @@ def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, work
     from swrag_integrations.retrieval.records import SourceRecord, plan_source
     from swrag_integrations.retrieval.writer import write_planned
 
-    index = SlidingWindowIndex(index_dir, storage=storage, embedding=MiniLMEmbeddings(batch_size=64),
+    index = SlidingWindowIndex(index_dir, storage=storage, embedding=MiniLMEmbeddings(backend=backend),
                                batch_size=batch_size, show_progress=False)
     have = index.count("small")
     t0 = time.perf_counter()
@@ -232,12 +236,12 @@ def _cached_minilm(**kwargs):
 
 
 def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: bool, profile: bool, probes: int,
-            doc_chars: int) -> dict:
+            doc_chars: int, backend: str) -> dict:
     """Open the index fresh, time the query paths, then adding and deleting one source (in this process)."""
     from swrag_integrations.retrieval import SlidingWindowIndex
 
     t0 = time.perf_counter()
-    embedding = _cached_minilm(batch_size=64)
+    embedding = _cached_minilm(backend=backend)
     index = SlidingWindowIndex(index_dir, storage=storage, embedding=embedding, show_progress=False)
     # the health probe (sampled chunks must find themselves by their text's embedding) cannot pass on
     # synthetic vectors: skip it (it runs once per index object, never per query)
@@ -386,10 +390,10 @@ def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) ->
 def _child(args: argparse.Namespace) -> int:
     if args.run == "grow":
         out = grow(Path(args.index_dir), args.store, args.target, args.real_upto, args.workers, args.doc_chars,
-                   args.batch_size)
+                   args.batch_size, args.backend)
     else:
         out = measure(Path(args.index_dir), args.store, args.queries, args.langchain, args.profile, args.probes,
-                      args.doc_chars)
+                      args.doc_chars, args.backend)
     Path(args.result).write_text(json.dumps(out))
     return 0
 
@@ -427,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the vector store (as swrag --store): default the embedded Chroma (keyword index in "
                              "tantivy); 'milvus' (Milvus Lite in the index folder) or 'milvus:PATH.db'")
     parser.add_argument("--probes", type=int, default=5, help="sources added and deleted per level")
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                        help="the MiniLM backend of the writer and the readers (default: the package's, "
+                             f"{DEFAULT_BACKEND}; sentence-transformers loads torch into every process)")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--index-dir", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -444,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"store {store_name}; levels {levels}; real MiniLM vectors up to {args.real_upto:,} chunks, synthetic "
           f"random unit vectors (real texts) beyond; shared machine, {os.cpu_count()} cores, load average "
           f"{results['load_start']}", flush=True)
-    store_args = ["--store", args.store] if args.store else []
+    store_args = (["--store", args.store] if args.store else []) + ["--backend", args.backend]
     lc_level = min(levels, key=lambda n: abs(n - 100_000))
     try:
         for level in levels:
