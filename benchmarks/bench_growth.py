@@ -1,6 +1,6 @@
 """Benchmark: how the index grows -- size on disk, memory and query latency at 10k / 100k / 1M chunks.
 
-    python benchmarks/bench_growth.py [--levels 10000,100000,1000000] [--real-upto 100000] [--workers 2]
+    python benchmarks/bench_growth.py [--levels 10000,100000,1000000] [--real-upto 100000] [--workers 2] [--backend onnx-int8]
                                       [--store chroma | milvus | milvus:PATH.db] [--probes 5]
                                       [--queries 50] [--doc-chars 20000] [--profile] [--out results.json]
 
@@ -11,7 +11,9 @@ all -- and the index is grown level by level in one index, in the store ``--stor
 the keyword index in tantivy; ``milvus`` or ``milvus:PATH.db`` for Milvus Lite, keyword search
 by Milvus's BM25):
 
-* chunks up to ``--real-upto`` get **real embeddings** (the bundled MiniLM, in
+* chunks up to ``--real-upto`` get **real embeddings** (the bundled MiniLM through ``--backend``,
+  default the package's own default, ONNX int8 without torch, so a reader costs what a user's
+  reader costs; ``sentence-transformers`` loads torch into every process), in
   ``--workers`` worker processes: ``index_documents(..., workers=N)``);
 * beyond that, and beyond the corpus, **synthetic vectors with real texts**: the
   corpus documents again (copy ``k`` of document ``j`` is its own source, same text),
@@ -21,7 +23,9 @@ by Milvus's BM25):
   many of each a level holds).
 
 After each level a fresh process opens the index and measures: its peak memory
-(``ru_maxrss``: what serving that index costs), and p50/p95 over ``--queries`` queries
+(``ru_maxrss``: what serving that index costs; ``/proc/self/smaps_rollup`` splits it into
+anonymous memory -- this process's own -- and mapped files, before the first query and after
+the queries), and p50/p95 over ``--queries`` queries
 (8-word English / 12-character Chinese spans of the corpus) of BM25 (the keyword side
 alone), dense (MMR, with the query embedding), hybrid (RRF of both) and hybrid + window
 expansion (``as_retriever(k=4, k_child=20)``: the whole windowed parent retriever). At
@@ -70,6 +74,8 @@ sys.path.insert(0, str(ROOT))
 import logging  # noqa: E402
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+from swrag_integrations.retrieval.embeddings import BACKENDS, DEFAULT_BACKEND  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpus"  # ../shared beside the repo
 
@@ -133,7 +139,7 @@ def _disk_mb(index, storage: str | None) -> float:
 
 
 def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, workers: int, doc_chars: int,
-         batch_size: int) -> dict:
+         batch_size: int, backend: str) -> dict:
     """Grow the index at ``index_dir`` (vectors in ``storage``) to ``target`` small chunks (in this process)."""
     import numpy as np
     from langchain_core.documents import Document
@@ -142,7 +148,7 @@ def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, work
     from swrag_integrations.retrieval.records import SourceRecord, plan_source
     from swrag_integrations.retrieval.writer import write_planned
 
-    index = SlidingWindowIndex(index_dir, storage=storage, embedding=MiniLMEmbeddings(batch_size=64),
+    index = SlidingWindowIndex(index_dir, storage=storage, embedding=MiniLMEmbeddings(backend=backend),
                                batch_size=batch_size, show_progress=False)
     have = index.count("small")
     t0 = time.perf_counter()
@@ -230,12 +236,12 @@ def _cached_minilm(**kwargs):
 
 
 def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: bool, profile: bool, probes: int,
-            doc_chars: int) -> dict:
+            doc_chars: int, backend: str) -> dict:
     """Open the index fresh, time the query paths, then adding and deleting one source (in this process)."""
     from swrag_integrations.retrieval import SlidingWindowIndex
 
     t0 = time.perf_counter()
-    embedding = _cached_minilm(batch_size=64)
+    embedding = _cached_minilm(backend=backend)
     index = SlidingWindowIndex(index_dir, storage=storage, embedding=embedding, show_progress=False)
     # the health probe (sampled chunks must find themselves by their text's embedding) cannot pass on
     # synthetic vectors: skip it (it runs once per index object, never per query)
@@ -245,6 +251,7 @@ def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: boo
     dense = index.dense_retriever(k=20, search_type="mmr")
     hybrid = index.hybrid_retriever(k=20)
     windowed = index.as_retriever(k=4, k_child=20)
+    before_queries = memory_now()  # the model and the index's handles, before any search loads its index
     for fn in (bm25.invoke, dense.invoke, hybrid.invoke, windowed.invoke):
         fn(qs[0])  # English
         fn(qs[1])  # Chinese: jieba loads its dictionary on first use
@@ -272,6 +279,10 @@ def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: boo
             buf = io.StringIO()
             pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(18)
             out[f"profile_{key}"] = buf.getvalue()
+    # the reader's memory now, before the LangChain comparison below loads every chunk text into this process
+    out["query_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["memory"] = memory_now()
+    out["memory_before_queries"] = before_queries
     if langchain:
         from langchain_community.retrievers import BM25Retriever
 
@@ -290,10 +301,32 @@ def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: boo
             ours_ms.append((time.perf_counter() - t) * 1000)
         out["langchain_bm25"] = {"chunks": len(texts), "build_s": build, "lc_p50": _pct(lc_ms, 0.5),
                                  "ours_p50": _pct(ours_ms, 0.5), "queries": n}
-    out["query_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out["write_probe"] = write_probe(index, embedding, qs, probes, doc_chars)
     out["writer_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def memory_now() -> dict[str, float]:
+    """This process's memory now, in MB, from ``/proc/self/smaps_rollup`` (Linux; empty elsewhere).
+
+    ``rss`` splits into ``anonymous`` (heap: what this process alone holds -- vectors loaded into an
+    in-memory HNSW, caches, the model) and ``file`` (pages of mapped files such as the tantivy
+    segments and SQLite: the kernel's page cache, shared by every reader of the same index and
+    dropped under memory pressure); ``pss`` charges shared pages pro rata.
+    """
+    try:
+        lines = Path("/proc/self/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return {}
+    kb = {}
+    for line in lines[1:]:
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            kb[key.strip()] = int(parts[0])
+    mb = {k.lower(): kb.get(k, 0) / 1024 for k in ("Rss", "Pss", "Anonymous")}
+    mb["file"] = mb["rss"] - mb["anonymous"]
+    return mb
 
 
 def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) -> dict:
@@ -357,10 +390,10 @@ def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) ->
 def _child(args: argparse.Namespace) -> int:
     if args.run == "grow":
         out = grow(Path(args.index_dir), args.store, args.target, args.real_upto, args.workers, args.doc_chars,
-                   args.batch_size)
+                   args.batch_size, args.backend)
     else:
         out = measure(Path(args.index_dir), args.store, args.queries, args.langchain, args.profile, args.probes,
-                      args.doc_chars)
+                      args.doc_chars, args.backend)
     Path(args.result).write_text(json.dumps(out))
     return 0
 
@@ -371,6 +404,16 @@ def _spawn(extra: list[str], result: Path) -> dict:
     if code != 0:
         raise SystemExit(f"{extra[:2]} failed with exit code {code}")
     return json.loads(result.read_text())
+
+
+def _split(q: dict) -> str:
+    """`` (now: 1200 MB anonymous + 300 MB mapped files)`` from ``memory_now``'s figures, if any."""
+    m = q.get("memory") or {}
+    b = q.get("memory_before_queries") or {}
+    if not m or not b:
+        return ""
+    return (f" (anonymous {b['anonymous']:.0f} MB before the first query, {m['anonymous']:.0f} MB after the "
+            f"queries, + {m['file']:.0f} MB of mapped files)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -388,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the vector store (as swrag --store): default the embedded Chroma (keyword index in "
                              "tantivy); 'milvus' (Milvus Lite in the index folder) or 'milvus:PATH.db'")
     parser.add_argument("--probes", type=int, default=5, help="sources added and deleted per level")
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                        help="the MiniLM backend of the writer and the readers (default: the package's, "
+                             f"{DEFAULT_BACKEND}; sentence-transformers loads torch into every process)")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--index-dir", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -405,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"store {store_name}; levels {levels}; real MiniLM vectors up to {args.real_upto:,} chunks, synthetic "
           f"random unit vectors (real texts) beyond; shared machine, {os.cpu_count()} cores, load average "
           f"{results['load_start']}", flush=True)
-    store_args = ["--store", args.store] if args.store else []
+    store_args = (["--store", args.store] if args.store else []) + ["--backend", args.backend]
     lc_level = min(levels, key=lambda n: abs(n - 100_000))
     try:
         for level in levels:
@@ -425,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {level:>9,}: {grown['chunks']:,} chunks in {grown['sources']:,} sources "
                   f"(+{grown['added_real']:,} real, +{grown['added_synthetic']:,} synthetic vectors; build "
                   f"{grown['build_s']:.0f} s, peak {grown['build_peak_mb']:.0f} MB); disk {grown['disk_mb']:.0f} MB; "
-                  f"serving peak {q['query_peak_mb']:.0f} MB (open + first queries {q['open_s']:.1f} s); "
+                  f"serving peak {q['query_peak_mb']:.0f} MB{_split(q)} (open + first queries {q['open_s']:.1f} s); "
                   + "; ".join(f"{k} p50/p95 {q[k]['p50']:.1f}/{q[k]['p95']:.1f} ms"
                               for k in ("bm25", "dense", "hybrid", "window")) + f"; load {row['load']}", flush=True)
             if "langchain_bm25" in q:

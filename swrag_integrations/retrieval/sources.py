@@ -84,6 +84,7 @@ class SourceStore(Protocol):
 
     def get_many(self, sids: Sequence[str]) -> dict[str, SourceRecord]: ...
     def heads(self, sids: Sequence[str] | None = None) -> dict[str, RecordHead]: ...
+    def unfinished(self) -> dict[str, RecordHead]: ...
     def put(self, records: Sequence[SourceRecord]) -> int: ...
     def set_state(self, sids: Sequence[str], state: str, *, id_span: int | None = None) -> int: ...
     def remove(self, sids: Sequence[str]) -> int: ...
@@ -149,6 +150,12 @@ class _CachedStore:
     changed since (all of them when the log no longer reaches back). Subclasses
     provide ``_load``, ``generation`` and ``changes_since``.
     """
+
+    def unfinished(self) -> dict[str, RecordHead]:
+        """Heads of the sources that are not ``complete`` (``pending`` or ``deleting``: what an
+        interrupted writer left). Every write checks for them first, so a store that can
+        answer without listing every source overrides this (SQLite: an index on ``state``)."""
+        return {sid: h for sid, h in self.heads().items() if h.state != "complete"}
 
     def __init__(self, cache_chars: int) -> None:
         self._cache = _Cache(cache_chars)
@@ -226,6 +233,7 @@ class SqliteSourceStore(_CachedStore):
         "state TEXT NOT NULL, id_span INTEGER NOT NULL, n_chunks INTEGER NOT NULL, origin TEXT, "
         "metadata TEXT NOT NULL, arrays BLOB NOT NULL, windows BLOB, text TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS sources_origin ON sources(origin)",
+        "CREATE INDEX IF NOT EXISTS sources_state ON sources(state)",  # unfinished(): no scan per write
         "CREATE TABLE IF NOT EXISTS changes (generation INTEGER NOT NULL, source_id TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS changes_generation ON changes(generation)",
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -278,8 +286,15 @@ class SqliteSourceStore(_CachedStore):
                                   SourceRecord.windows_from_bytes(win))
                 for sid, h, state, span, n, meta, raw, win, text in self._rows(sql, sids)}
 
+    _HEAD_COLUMNS = "source_id, content_hash, state, id_span, n_chunks, origin"
+
+    def unfinished(self) -> dict[str, RecordHead]:
+        with self._lock:
+            rows = self._con.execute(f"SELECT {self._HEAD_COLUMNS} FROM sources WHERE state != 'complete'").fetchall()
+        return {r[0]: RecordHead(r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows}
+
     def heads(self, sids: Sequence[str] | None = None) -> dict[str, RecordHead]:
-        cols = "source_id, content_hash, state, id_span, n_chunks, origin"
+        cols = self._HEAD_COLUMNS
         if sids is None:
             with self._lock:
                 rows = self._con.execute(f"SELECT {cols} FROM sources").fetchall()

@@ -205,7 +205,7 @@ def _remove(index: "EngineState", sids: Sequence[str]) -> int:
 
 def recover(index: "EngineState") -> tuple[int, int]:
     """Finish what a dead writer left: ``(completed, removed)`` sources (lock held)."""
-    heads = index.store.heads()
+    heads = index.store.unfinished()  # not every head: this runs before every write
     pending = sorted(s for s, h in heads.items() if h.state == "pending")
     deleting = sorted(s for s, h in heads.items() if h.state == "deleting")
     removed = _remove(index, deleting) if deleting else 0
