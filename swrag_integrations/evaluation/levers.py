@@ -20,6 +20,15 @@ new retrieval code.
   weights of (BM25, dense) are (0.7, 0.3) / (0.85, 0.15) instead of the default's
   (0.5, 0.5); any other question by the default retriever.
 
+* ``default+adaptive-k15`` / ``default+adaptive-k10``: ``k_child`` by the question's hit
+  spread and type (docs/eval/misses.md): when the default's first stage scatters its
+  hits over ``SPREAD`` or more sources and the question shows no multi-hop cue
+  (:func:`~.questions.multi_hop_cue`), the question is answered with ``k_child`` 15 / 10
+  instead of 30, so the budget widens the best sources' hits (a factoid's answer is
+  usually next to the matched sentence) instead of holding thirty one-sentence pieces;
+  otherwise (one source, as in document mode, or a multi-hop question, which needs the
+  coverage) by the default retriever.
+
 The window levers assemble the fused spans by offset under the same budget as every
 pipeline; the weight levers are the default retriever with other settings.
 """
@@ -30,8 +39,10 @@ from typing import Sequence
 
 from .._lang import contains_cjk
 from .pipelines import DefaultPipeline, EvalConfig, SpanBM25Pipeline, rrf_spans
+from .questions import multi_hop_cue
 
-__all__ = ["DefaultWindowsFusionPipeline", "DefaultWindowsLanguagePipeline", "DefaultChineseWeightsPipeline", "WINDOWS"]
+__all__ = ["DefaultWindowsFusionPipeline", "DefaultWindowsLanguagePipeline", "DefaultChineseWeightsPipeline",
+           "DefaultAdaptiveKPipeline", "WINDOWS"]
 
 WINDOWS = EvalConfig("dds", 512, "3", "token")
 """The windows ranked by keyword: DDS 512 tokens, step 3 delimiters (the best window
@@ -84,3 +95,31 @@ class DefaultChineseWeights85Pipeline(DefaultChineseWeightsPipeline):
     """:class:`DefaultChineseWeightsPipeline` with (BM25, dense) = (0.85, 0.15) for Chinese."""
 
     ZH_WEIGHTS = (0.85, 0.15)
+
+
+class DefaultAdaptiveKPipeline(DefaultPipeline):
+    """The default retriever, except that a question whose first-stage hits spread over
+    ``SPREAD`` or more sources and that shows no multi-hop cue is answered with
+    ``k_child=SMALL_K_CHILD`` (see the module)."""
+
+    SMALL_K_CHILD: int = 15
+    SPREAD: int = 4
+
+    def __init__(self, sources, config, **kwargs) -> None:
+        super().__init__(sources, config, **kwargs)
+        self.focused_retriever = self.make_retriever(k_child=self.SMALL_K_CHILD)
+
+    def hit_spread(self, question: str) -> int:
+        """How many sources the default retriever's first-stage hits for ``question`` come from."""
+        return len({hit.source_id for hit in self.retriever.find_chunks(question)})
+
+    def retriever_for(self, question: str):
+        if multi_hop_cue(question) or self.hit_spread(question) < self.SPREAD:
+            return self.retriever
+        return self.focused_retriever
+
+
+class DefaultAdaptiveK10Pipeline(DefaultAdaptiveKPipeline):
+    """:class:`DefaultAdaptiveKPipeline` with ``k_child=10`` for spread single-hop questions."""
+
+    SMALL_K_CHILD = 10
