@@ -110,3 +110,22 @@ def test_adaptive_k_child_focuses_spread_single_hop_questions_only():
         lever.close()
         one.close()
         base.close()
+
+
+def test_choice_rule_takes_the_best_mean_margin_that_loses_no_set_significantly():
+    from swrag_integrations.evaluation.levers import choose_lever, margins_markdown
+
+    def m(diff, low, high):
+        return {"diff": diff, "ci_low": low, "ci_high": high, "n": 10}
+
+    sets = ["a", "b"]
+    margins = {
+        "steady": {"a": m(0.01, -0.01, 0.03), "b": m(0.0, 0.0, 0.0)},          # mean +0.5
+        "bold": {"a": m(0.08, 0.02, 0.12), "b": m(-0.03, -0.05, -0.01)},       # mean +2.5, but b significantly worse
+        "partial": {"a": m(0.10, 0.05, 0.15)},                                 # not run on b
+    }
+    assert choose_lever(margins, sets) == "steady"
+    assert choose_lever({"flat": {"a": m(0.0, 0.0, 0.0), "b": m(-0.01, -0.03, 0.01)}}, sets) is None
+    table = margins_markdown(margins, sets)
+    assert "| steady | +1.0 [-1.0, +3.0] | +0.0 [+0.0, +0.0] | +0.50 | yes |" in table
+    assert "| partial | +10.0 [+5.0, +15.0] | – | – | no |" in table
