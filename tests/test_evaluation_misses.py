@@ -124,3 +124,18 @@ def test_question_features():
     assert multi_hop_cue("Who is older, Annie Morton or Terry Richardson?")
     assert not multi_hop_cue("Who is responsible for axiomatic complexity theory?")  # a leading "who" asks
     assert not multi_hop_cue("哪一个地层发现了海熊兽？")
+
+
+def test_trace_names_an_answer_inside_a_hits_window_but_outside_the_hits(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from swrag_integrations.retrieval.retriever import WindowedParentRetriever
+
+    run, data, q = _run(tmp_path)
+    misses = [m for m in find_misses(run, data, "default", "tune", ["toy"])["toy"] if m.qid == q["cut"]]
+    harbour = source_id(DOCS["harbour"])
+    window = SimpleNamespace(source_id=harbour, start=0, end=len(DOCS["harbour"]), best=(0, 0.5, 7, {}))
+    fake = SimpleNamespace(hits=[], parents=[window], sources={harbour: DOCS["harbour"]})
+    monkeypatch.setattr(WindowedParentRetriever, "trace", lambda self, question, **kw: fake)
+    trace_misses(misses, run, data, "default", embeddings=TrigramEmbedder())
+    assert (misses[0].trace_cause, misses[0].hit_rank) == ("in a hit's window, cut by budget", 7)

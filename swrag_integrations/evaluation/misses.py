@@ -22,8 +22,10 @@ cache) and each ``source missed`` / ``evidence cut`` miss is retraced
 were lost:
 
 * ``hit, cut by budget/merge``: a child hit in a gold source holds answer tokens the
-  context lacks (the first stage found it; widening, merging or the budget dropped it);
-* ``beyond k_child``: only the deeper search (``--deep-k``) finds such a hit;
+  context lacks (the first stage found it; merging or the budget dropped it);
+* ``in a hit's window, cut by budget``: no hit holds them, but the window (parent) of a
+  hit in a gold source does: widening would have reached them had the budget allowed;
+* ``beyond k_child``: only the deeper search (``--deep-k``) finds a hit holding them;
 * ``never retrieved``: not even the deeper search does.
 
 Only the half given is read (``--half tune`` to design a lever: never the test half).
@@ -48,7 +50,7 @@ __all__ = ["Miss", "evidence_window", "find_misses", "trace_misses",
            "misses_markdown", "main", "CAUSES", "TRACE_CAUSES"]
 
 CAUSES = ("verbatim", "ceiling", "source missed", "evidence cut")
-TRACE_CAUSES = ("hit, cut by budget/merge", "beyond k_child", "never retrieved")
+TRACE_CAUSES = ("hit, cut by budget/merge", "in a hit's window, cut by budget", "beyond k_child", "never retrieved")
 EVIDENCE_CHARS = 300  # the evidence window's size (characters) when locating an answer's tokens
 
 def evidence_window(text: str, answers: Sequence[str], language: str,
@@ -243,16 +245,27 @@ def trace_misses(misses: list[Miss], run_dir: str | Path, data_dir: str | Path, 
         gold = set(gold_sources(example, split=split))
         ids = getattr(pipe, "_ids", {})
         retriever = pipe.retriever_for(example.question)
-        for k_child, label in ((None, "hit, cut by budget/merge"), (deep_k, "beyond k_child")):
-            trace = retriever.trace(example.question, **({"k_child": k_child} if k_child else {}))
-            for rank, hit in enumerate(trace.hits, 1):
-                sid = ids.get(hit.source_id, hit.source_id)
-                if sid not in gold:
-                    continue
-                text = trace.sources[hit.source_id][hit.start:hit.end]
-                if context_recall(context + SEPARATOR + text, example.answers, example.language) > miss.recall:
-                    miss.trace_cause, miss.hit_rank = label, rank
-                    return
+
+        def adds(trace, source: str, start: int, end: int) -> bool:
+            """``source[start:end]`` (in ``trace``'s sources) holds answer tokens the recorded context lacks."""
+            text = trace.sources[source][start:end]
+            return context_recall(context + SEPARATOR + text, example.answers, example.language) > miss.recall
+
+        trace = retriever.trace(example.question)
+        for rank, hit in enumerate(trace.hits, 1):
+            if ids.get(hit.source_id, hit.source_id) in gold and adds(trace, hit.source_id, hit.start, hit.end):
+                miss.trace_cause, miss.hit_rank = "hit, cut by budget/merge", rank
+                return
+        for parent in trace.parents:
+            source = parent.source_id
+            if ids.get(source, source) in gold and adds(trace, source, parent.start, parent.end):
+                miss.trace_cause, miss.hit_rank = "in a hit's window, cut by budget", parent.best[2]
+                return
+        trace = retriever.trace(example.question, k_child=deep_k)
+        for rank, hit in enumerate(trace.hits, 1):
+            if ids.get(hit.source_id, hit.source_id) in gold and adds(trace, hit.source_id, hit.start, hit.end):
+                miss.trace_cause, miss.hit_rank = "beyond k_child", rank
+                return
         miss.trace_cause = "never retrieved"
 
     if corpus:
@@ -314,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pipeline", default="default", help="the strategy whose misses are read (default: default)")
     parser.add_argument("--half", choices=["tune", "test", "all"], default="tune",
                         help="the half whose questions are read (default tune: never design on the test half)")
-    parser.add_argument("--datasets", default=None, help="dataset names, comma-separated (default: every dev set found)")
+    parser.add_argument("--datasets", default=None, help="dataset names, comma-separated (default: every dev set in --run)")
     parser.add_argument("--trace", action="store_true",
                         help="rebuild the pipeline (embeddings from the run's cache) and retrace each source-missed / "
                              "evidence-cut miss")
