@@ -134,8 +134,10 @@ def test_trace_names_an_answer_inside_a_hits_window_but_outside_the_hits(tmp_pat
     run, data, q = _run(tmp_path)
     misses = [m for m in find_misses(run, data, "default", "tune", ["toy"])["toy"] if m.qid == q["cut"]]
     harbour = source_id(DOCS["harbour"])
-    window = SimpleNamespace(source_id=harbour, start=0, end=len(DOCS["harbour"]), best=(0, 0.5, 7, {}))
-    fake = SimpleNamespace(hits=[], parents=[window], sources={harbour: DOCS["harbour"]})
+    first = SimpleNamespace(source_id=harbour, start=0, end=20, window_start=0, window_end=30)
+    near = SimpleNamespace(source_id=harbour, start=0, end=20, window_start=0, window_end=len(DOCS["harbour"]))
+    whole = SimpleNamespace(source_id=harbour, start=0, end=len(DOCS["harbour"]))  # a parent merged from both
+    fake = SimpleNamespace(hits=[first, near], parents=[whole], sources={harbour: DOCS["harbour"]})
     monkeypatch.setattr(WindowedParentRetriever, "trace", lambda self, question, **kw: fake)
     trace_misses(misses, run, data, "default", embeddings=TrigramEmbedder())
-    assert (misses[0].trace_cause, misses[0].hit_rank) == ("in a hit's window, cut by budget", 7)
+    assert (misses[0].trace_cause, misses[0].hit_rank) == ("in a hit's window, cut by budget", 2)

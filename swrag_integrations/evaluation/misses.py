@@ -23,8 +23,9 @@ were lost:
 
 * ``hit, cut by budget/merge``: a child hit in a gold source holds answer tokens the
   context lacks (the first stage found it; merging or the budget dropped it);
-* ``in a hit's window, cut by budget``: no hit holds them, but the window (parent) of a
-  hit in a gold source does: widening would have reached them had the budget allowed;
+* ``in a hit's window, cut by budget``: no hit holds them, but the window of a hit in a
+  gold source does (the hit's own window, not the parents merged from many hits):
+  widening that hit would have reached them had the budget allowed;
 * ``beyond k_child``: only the deeper search (``--deep-k``) finds a hit holding them;
 * ``never retrieved``: not even the deeper search does.
 
@@ -256,10 +257,10 @@ def trace_misses(misses: list[Miss], run_dir: str | Path, data_dir: str | Path, 
             if ids.get(hit.source_id, hit.source_id) in gold and adds(trace, hit.source_id, hit.start, hit.end):
                 miss.trace_cause, miss.hit_rank = "hit, cut by budget/merge", rank
                 return
-        for parent in trace.parents:
-            source = parent.source_id
-            if ids.get(source, source) in gold and adds(trace, source, parent.start, parent.end):
-                miss.trace_cause, miss.hit_rank = "in a hit's window, cut by budget", parent.best[2]
+        for rank, hit in enumerate(trace.hits, 1):  # each hit's own window, not the merged parents
+            source = hit.source_id
+            if ids.get(source, source) in gold and adds(trace, source, hit.window_start, hit.window_end):
+                miss.trace_cause, miss.hit_rank = "in a hit's window, cut by budget", rank
                 return
         trace = retriever.trace(example.question, k_child=deep_k)
         for rank, hit in enumerate(trace.hits, 1):
@@ -327,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pipeline", default="default", help="the strategy whose misses are read (default: default)")
     parser.add_argument("--half", choices=["tune", "test", "all"], default="tune",
                         help="the half whose questions are read (default tune: never design on the test half)")
-    parser.add_argument("--datasets", default=None, help="dataset names, comma-separated (default: every dev set in --run)")
+    parser.add_argument("--datasets", default=None,
+                        help="dataset names, comma-separated (default: every dev set in --run)")
     parser.add_argument("--trace", action="store_true",
                         help="rebuild the pipeline (embeddings from the run's cache) and retrace each source-missed / "
                              "evidence-cut miss")
