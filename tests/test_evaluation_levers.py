@@ -72,3 +72,60 @@ def test_chinese_questions_use_the_chinese_weights_and_others_the_default_retrie
     finally:
         lever.close()
         base.close()
+
+
+def _towns():
+    """Eight short sources sharing their words, so a question's hits spread over many of them."""
+    return [Source(f"town{i}", " ".join(f"Harbour town {i} sentence {j} tells of copper, wool and the guild hall."
+                                        for j in range(40))) for i in range(8)]
+
+
+def test_adaptive_k_child_focuses_spread_single_hop_questions_only():
+    from swrag_integrations.evaluation.levers import DefaultAdaptiveK10Pipeline, DefaultAdaptiveKPipeline
+
+    lever = DefaultAdaptiveKPipeline(_towns(), EvalConfig("default+adaptive-k15", 512),
+                                     embeddings=TrigramEmbedder(), budget=300)
+    one = DefaultAdaptiveK10Pipeline([Source("en", EN)], EvalConfig("default+adaptive-k10", 512),
+                                     embeddings=TrigramEmbedder(), budget=300)
+    base = DefaultPipeline([Source("en", EN)], EvalConfig("default", 512), embeddings=TrigramEmbedder(), budget=300)
+    try:
+        assert lever.retriever.settings.k_child == 30 and lever.focused_retriever.settings.k_child == 15
+        assert one.focused_retriever.settings.k_child == 10
+        spread = "copper and wool of the harbour town guild hall"
+        assert lever.hit_spread(spread) >= lever.SPREAD
+        assert lever.retriever_for(spread) is lever.focused_retriever
+        focused = [(lever._ids[d.metadata["source_id"]], d.metadata["start_index"], d.metadata["end_index"])
+                   for d in lever.focused_retriever.retrieve_many([spread])]
+        default = [(lever._ids[d.metadata["source_id"]], d.metadata["start_index"], d.metadata["end_index"])
+                   for d in lever.retriever.retrieve_many([spread])]
+        assert lever.retrieve(spread) == focused != default
+        # a multi-hop cue keeps the default's coverage, however spread the hits
+        hop = "Which harbour town had the guild hall that traded copper and wool?"
+        assert lever.hit_spread(hop) >= lever.SPREAD and lever.retriever_for(hop) is lever.retriever
+        # one source (document mode): the hits cannot spread, so the lever is the default
+        question = "copper trade of harbour town 17"
+        assert one.hit_spread(question) == 1 and one.retriever_for(question) is one.retriever
+        assert one.retrieve(question) == base.retrieve(question)
+    finally:
+        lever.close()
+        one.close()
+        base.close()
+
+
+def test_choice_rule_takes_the_best_mean_margin_that_loses_no_set_significantly():
+    from swrag_integrations.evaluation.levers import choose_lever, margins_markdown
+
+    def m(diff, low, high):
+        return {"diff": diff, "ci_low": low, "ci_high": high, "n": 10}
+
+    sets = ["a", "b"]
+    margins = {
+        "steady": {"a": m(0.01, -0.01, 0.03), "b": m(0.0, 0.0, 0.0)},          # mean +0.5
+        "bold": {"a": m(0.08, 0.02, 0.12), "b": m(-0.03, -0.05, -0.01)},       # mean +2.5, but b significantly worse
+        "partial": {"a": m(0.10, 0.05, 0.15)},                                 # not run on b
+    }
+    assert choose_lever(margins, sets) == "steady"
+    assert choose_lever({"flat": {"a": m(0.0, 0.0, 0.0), "b": m(-0.01, -0.03, 0.01)}}, sets) is None
+    table = margins_markdown(margins, sets)
+    assert "| steady | +1.0 [-1.0, +3.0] | +0.0 [+0.0, +0.0] | +0.50 | yes |" in table
+    assert "| partial | +10.0 [+5.0, +15.0] | – | – | no |" in table

@@ -112,6 +112,12 @@ PIPELINES: dict[str, PipelineSpec] = {
                                         description="the default; Chinese questions fuse (BM25, dense) 0.7/0.3"),
     "default+zh-bm25-0.85": PipelineSpec(".levers:DefaultChineseWeights85Pipeline", None, needs_embeddings=True,
                                          description="the default; Chinese questions fuse (BM25, dense) 0.85/0.15"),
+    "default+adaptive-k15": PipelineSpec(".levers:DefaultAdaptiveKPipeline", None, needs_embeddings=True,
+                                         description="the default; k_child 15 for a question whose hits spread over "
+                                                     "4+ sources without a multi-hop cue"),
+    "default+adaptive-k10": PipelineSpec(".levers:DefaultAdaptiveK10Pipeline", None, needs_embeddings=True,
+                                         description="the default; k_child 10 for a question whose hits spread over "
+                                                     "4+ sources without a multi-hop cue"),
     "default-v1": PipelineSpec(".pipelines:DefaultV1Pipeline", None, needs_embeddings=True,
                                description="fixed 50-token children, k_child 30, MMR (the pre-issue-19 children and "
                                            "search) with parents by best hit: not the old summed-hit default"),
