@@ -23,8 +23,12 @@ embeds and does nothing else).
 * ``langchain-parent`` (:class:`LangChainParentDocumentPipeline`): ``langchain_classic``'s
   ``ParentDocumentRetriever``: children of ``window // 4`` tokens in Chroma (MiniLM),
   parents of ``window`` tokens in an ``InMemoryStore``.
+* ``llamaindex-hybrid`` (:class:`~.hybrid_anchor.LlamaIndexHybridPipeline`, in
+  :mod:`~.hybrid_anchor`): the sentence window above with LlamaIndex's ``BM25Retriever``
+  beside the vector retriever, fused by ``QueryFusionRetriever`` (needs
+  ``llama-index-retrievers-bm25``).
 
-All three fetch ``k`` candidates (:data:`~.pipelines.STOCK_DEFAULT_K` when ``k`` is
+All of them fetch ``k`` candidates (:data:`~.pipelines.STOCK_DEFAULT_K` when ``k`` is
 ``None``) and assemble their context the way the frameworks hand it over: the returned
 texts concatenated in rank order under the token budget
 (:func:`~.context.assemble_by_text`; overlapping windows pay twice). The spans
