@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import threading
@@ -19,6 +20,7 @@ from swrag_integrations.evaluation.anchors import (
     jieba_preprocess,
 )
 from swrag_integrations.evaluation.datasets import Source, build_corpus, load_examples
+from swrag_integrations.evaluation.hybrid_anchor import LlamaIndexHybridPipeline
 from swrag_integrations.evaluation.pipelines import build_pipeline
 from swrag_integrations.windows import DEFAULT_ENCODING
 
@@ -27,6 +29,13 @@ ANCHORS = {
     "llamaindex-window": LlamaIndexSentenceWindowPipeline,
     "langchain-parent": LangChainParentDocumentPipeline,
 }
+try:  # the LlamaIndex hybrid needs llama-index-retrievers-bm25 ([eval]); its own tests say when it is skipped
+    HAS_BM25 = importlib.util.find_spec("llama_index.retrievers.bm25") is not None
+except ImportError:
+    HAS_BM25 = False
+if HAS_BM25:
+    ANCHORS["llamaindex-hybrid"] = LlamaIndexHybridPipeline
+LLAMAINDEX = ("llamaindex-window", "llamaindex-hybrid")  # sentence-window nodes, windows as units
 WINDOW = 64  # tokens: RCS chunks / parents of 64, children of 16
 EMB = DeterministicFakeEmbedding(size=16)
 
@@ -210,7 +219,7 @@ def test_document_mode_english_spans_are_the_peers_units(name, closing):
     assert_exact(pipe, spans)
     assert len(spans) == len(set(spans))
     assert set(spans) == expected_units(name, "en", EN_TEXT)  # every unit reachable, nothing else
-    if name == "llamaindex-window":
+    if name in LLAMAINDEX:
         assert pipe.chunks == len(EN_SENTENCES)  # one node per sentence
     elif name == "langchain-ensemble":
         assert pipe.chunks == len(rcs_spans(EN_TEXT, WINDOW))
@@ -238,7 +247,7 @@ def test_context_is_ranked_text_within_budget(name, budget, closing):
             assert got[:-1] == ranked[: len(got) - 1]
             sid, a, b = ranked[len(got) - 1]
             assert got[-1][:2] == (sid, a) and got[-1][2] <= b
-        if budget == 1500 and name == "llamaindex-window":  # overlapping windows are paid for twice
+        if budget == 1500 and name in LLAMAINDEX:  # overlapping windows are paid for twice
             spans = [(s.start, s.end) for s in ctx.spans if s.source_id == "en"]
             assert any(a1 < b2 and a2 < b1 for i, (a1, b1) in enumerate(spans) for a2, b2 in spans[i + 1:])
 
@@ -288,7 +297,8 @@ def test_corpus_mode_many_sources(name, closing):
     small = closing(name, CORPUS, k=2)
     ctx = small.context("灯塔管理员数了多少艘船？", 1500, queries=["Who counted the lamp?"])
     # at most k units per query (the ensemble: per query and retriever; LlamaIndex: k after fusion)
-    most = {"langchain-ensemble": 2 * 2 * 2, "langchain-parent": 2 * 2, "llamaindex-window": 2}[name]
+    most = {"langchain-ensemble": 2 * 2 * 2, "langchain-parent": 2 * 2, "llamaindex-window": 2,
+            "llamaindex-hybrid": 2}[name]
     assert 1 <= len(ctx.spans) <= most
     for s in ctx.spans:
         assert s.text == small.texts[s.source_id][s.start : s.end]
@@ -303,6 +313,10 @@ def test_multi_query_fuses_with_the_frameworks_retrievers(name, closing):
     if name == "llamaindex-window":  # QueryFusionRetriever: reciprocal-rank top k of both lists
         assert len(fused) == len(set(fused))
         assert set(fused) <= one | two and len(fused) == min(3, len(one | two))
+    elif name == "llamaindex-hybrid":  # QueryFusionRetriever: top k of the four lists (2 queries x BM25, dense)
+        lists = {pipe.windows[n.node.node_id] for r in pipe._fusion_retrievers() for q in (q1, q2)
+                 for n in r.retrieve(q)}
+        assert len(fused) == len(set(fused)) == min(3, len(lists)) and set(fused) <= lists
     else:  # MultiQueryRetriever: the union of the queries' documents
         assert set(fused) == one | two
         if name == "langchain-parent":
@@ -319,7 +333,7 @@ def test_index_bytes_count_texts_and_vectors(name, closing):
     pipe = closing(name, [Source("en", EN_TEXT), Source("zh", ZH_TEXT)])
     text_bytes = len(EN_TEXT.encode()) + len(ZH_TEXT.encode())
     assert pipe.index_bytes >= text_bytes + pipe.chunks * 16 * 4
-    if name == "llamaindex-window":  # every node stores its window too
+    if name in LLAMAINDEX:  # every node stores its window too
         assert pipe.index_bytes >= 3 * len(EN_TEXT.encode()) + pipe.chunks * 16 * 4
 
 
@@ -386,7 +400,7 @@ def test_cli_corpus_mode_real_minilm_on_cmrc(shared_dir, tmp_path, capsys):
     assert set(results) == set(ANCHORS)
     texts = {s.source_id: s.text for s in build_corpus(load_examples(data))}
     records = [json.loads(line) for line in (out / "records.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert len(records) == 9
+    assert len(records) == 3 * len(ANCHORS)
     for rec in records:
         assert rec["mode"] == "corpus" and rec["context_tokens"] <= 1500
         assert rec["source_recall"] is not None and rec["span_hit"] is not None

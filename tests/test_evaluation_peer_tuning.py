@@ -146,6 +146,21 @@ def test_tuned_config_round_trips_into_the_pipelines(tmp_path, made):
         _tuned_strategies(["langchain-ensemble"], {"langchain-ensemble": {"chunk_size": 64}}, tmp_path / "run")
 
 
+def test_a_new_peer_joins_a_run_folder_but_a_changed_configuration_is_refused(tmp_path):
+    """A peer tuned later (llamaindex-hybrid) runs into the folder of the others' test-half runs:
+    its configuration is added to the folder's record; another configuration of a peer already
+    run there is refused."""
+    folder = tmp_path / "run"
+    first = {"langchain-ensemble": {"chunk_size": 32}}
+    assert _tuned_strategies(["langchain-ensemble"], first, folder) == ["langchain-ensemble-tuned"]
+    later = {"langchain-parent": {"child_size": 16, "parent_size": 48}}
+    assert _tuned_strategies(["langchain-parent"], {**first, **later}, folder) == ["langchain-parent-tuned"]
+    assert json.loads((folder / "peer_config.json").read_text()) == {**first, **later}
+    with pytest.raises(ValueError, match="other peer configurations of langchain-ensemble"):
+        _tuned_strategies(["langchain-ensemble"], {"langchain-ensemble": {"chunk_size": 64}}, folder)
+    assert json.loads((folder / "peer_config.json").read_text()) == {**first, **later}
+
+
 def test_grid_names_are_distinct_and_start_with_the_untuned_anchor():
     for peer, grid in PEER_GRIDS.items():
         names = [peer_strategy_name(peer, o) for o in grid]

@@ -23,8 +23,12 @@ embeds and does nothing else).
 * ``langchain-parent`` (:class:`LangChainParentDocumentPipeline`): ``langchain_classic``'s
   ``ParentDocumentRetriever``: children of ``window // 4`` tokens in Chroma (MiniLM),
   parents of ``window`` tokens in an ``InMemoryStore``.
+* ``llamaindex-hybrid`` (:class:`~.hybrid_anchor.LlamaIndexHybridPipeline`, in
+  :mod:`~.hybrid_anchor`): the sentence window above with LlamaIndex's ``BM25Retriever``
+  beside the vector retriever, fused by ``QueryFusionRetriever`` (needs
+  ``llama-index-retrievers-bm25``).
 
-All three fetch ``k`` candidates (:data:`~.pipelines.STOCK_DEFAULT_K` when ``k`` is
+All of them fetch ``k`` candidates (:data:`~.pipelines.STOCK_DEFAULT_K` when ``k`` is
 ``None``) and assemble their context the way the frameworks hand it over: the returned
 texts concatenated in rank order under the token budget
 (:func:`~.context.assemble_by_text`; overlapping windows pay twice). The spans
@@ -457,6 +461,7 @@ class LlamaIndexSentenceWindowPipeline(Pipeline):
         )
         documents = [Document(text=s.text, id_=s.source_id) for s in self.sources if s.text]
         nodes = self.parser.get_nodes_from_documents(documents)
+        self.nodes = nodes
         self.windows: dict[str, tuple[str, int, int]] = self._window_spans(nodes)
         self.chunks = len(nodes)
         self.embed_model = MiniLMLlamaIndexEmbedding(embeddings=embeddings)
@@ -509,11 +514,19 @@ class LlamaIndexSentenceWindowPipeline(Pipeline):
             from llama_index.core.retrievers import QueryFusionRetriever
 
             fusion = QueryFusionRetriever(
-                [self.retriever], llm=_fixed_queries_llm(queries), mode="reciprocal_rerank",
-                similarity_top_k=self.fetch, num_queries=len(queries) + 1, use_async=False, verbose=False,
+                self._fusion_retrievers(), llm=_fixed_queries_llm(queries), similarity_top_k=self.fetch,
+                num_queries=len(queries) + 1, use_async=False, verbose=False, **self._fusion_options(),
             )
             nodes = fusion.retrieve(question)
         return self.postprocessor.postprocess_nodes(nodes, query_str=question)
+
+    def _fusion_retrievers(self) -> list:
+        """The retrievers ``QueryFusionRetriever`` runs every query variant through (multi-query)."""
+        return [self.retriever]
+
+    def _fusion_options(self) -> dict[str, Any]:
+        """``QueryFusionRetriever``'s fusion arguments for multi-query (reciprocal rank here)."""
+        return {"mode": "reciprocal_rerank"}
 
     def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
         return [self.windows[n.node.node_id] for n in self._nodes(question, queries)]

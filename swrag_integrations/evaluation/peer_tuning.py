@@ -20,7 +20,11 @@ The grids (kept small: the machine has two shared cores) sweep each framework's 
 levers: the ensemble's chunk size, weights and ``k`` with CJK separators for its
 ``RecursiveCharacterTextSplitter``; the sentence window's size and ``k`` with the
 CJK-aware sentence splitter (and NLTK punkt, the default); the parent retriever's
-child and parent sizes with CJK separators. A tuning run refuses ``--half test``.
+child and parent sizes with CJK separators; the LlamaIndex hybrid's window size, fusion
+mode and weights with the CJK splitter and CJK BM25 tokens (and once each without the
+CJK tokens and with ``k`` 10). A peer whose packages are missing
+(``llama-index-retrievers-bm25`` for ``llamaindex-hybrid``) is skipped with a message. A
+tuning run refuses ``--half test``.
 """
 
 from __future__ import annotations
@@ -66,6 +70,19 @@ PEER_GRIDS: dict[str, tuple[dict[str, Any], ...]] = {
         {"separators": "cjk", "child_size": child, "parent_size": parent}
         for child in (64, 128) for parent in (256, 512, 1024)
     ),
+    # CJK sentences and CJK BM25 tokens throughout (punkt and the shipped tokens are the {} anchor), then
+    # one configuration each without the CJK tokens and with k 10
+    "llamaindex-hybrid": ({},) + tuple(
+        {"sentence_splitter": "cjk", "bm25_tokens": "cjk", "window_size": w, "fusion": "reciprocal_rerank"}
+        for w in (1, 3, 5)
+    ) + tuple(
+        {"sentence_splitter": "cjk", "bm25_tokens": "cjk", "window_size": w, "fusion": "relative_score",
+         "weights": list(weights)}
+        for weights in ((0.5, 0.5), (0.7, 0.3)) for w in (1, 3)
+    ) + (
+        {"sentence_splitter": "cjk", "bm25_tokens": "default", "window_size": 1, "fusion": "reciprocal_rerank"},
+        {"sentence_splitter": "cjk", "bm25_tokens": "cjk", "window_size": 1, "fusion": "reciprocal_rerank", "k": 10},
+    ),
 }
 
 # The options each peer accepts (keyword arguments of its anchor class, plus k)
@@ -73,13 +90,15 @@ PEER_OPTIONS: dict[str, frozenset[str]] = {
     "langchain-ensemble": frozenset({"chunk_size", "separators", "weights", "k"}),
     "llamaindex-window": frozenset({"window_size", "sentence_splitter", "k"}),
     "langchain-parent": frozenset({"child_size", "parent_size", "separators", "k"}),
+    "llamaindex-hybrid": frozenset({"window_size", "sentence_splitter", "fusion", "weights", "bm25_tokens", "k"}),
 }
 
 CHOICE_RULE = ("highest mean tuning-half context recall; ties (equal means) to the smaller index (index_bytes "
                "summed over the tuning half's indexes), then to the earlier configuration of the grid")
 
 _ABBREV = {"chunk_size": "c", "separators": "sep", "weights": "w", "k": "k", "window_size": "win",
-           "sentence_splitter": "split", "child_size": "child", "parent_size": "parent"}
+           "sentence_splitter": "split", "child_size": "child", "parent_size": "parent", "fusion": "f",
+           "bm25_tokens": "bm25"}
 
 
 def _check_options(peer: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -195,7 +214,15 @@ def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], p
         raise ValueError(f"unknown dataset(s) or peer(s) {', '.join(unknown)}; datasets: {', '.join(modes)}; "
                          f"peers: {', '.join(PEER_GRIDS)}")
     from .cli import main as eval_main
+    from .pipelines import missing_requirement
 
+    for peer in peers:
+        reason = missing_requirement(peer)
+        if reason:
+            print(f"peer_tuning: skipping {peer}: {reason}", file=sys.stderr, flush=True)
+    peers = [peer for peer in peers if not missing_requirement(peer)]
+    if not peers:
+        raise ValueError("peer_tuning: no peer can run (see the lines above)")
     results: dict[str, dict[str, dict]] = {}
     for name in datasets:
         data = Path(data_dir) / f"{name}.jsonl"

@@ -8,7 +8,8 @@ dataset -- with the package's ``default`` pipeline, ``default-v1`` (the children
 search of the defaults before issue 19 -- fixed 50-token children, ``k_child=30``, MMR --
 with today's best-hit parent ranking: not the old default, which summed hits per parent) and the peers' anchors
 (``langchain-stock``, ``langchain-ensemble``, ``llamaindex-window``,
-``langchain-parent``), then writes ``peers.md``: every metric with its 95% bootstrap
+``langchain-parent``, ``llamaindex-hybrid``: skipped with a message when
+``llama-index-retrievers-bm25`` is not installed), then writes ``peers.md``: every metric with its 95% bootstrap
 interval, chunks, index size, retrieval p50, and the paired bootstrap of ``default``
 against every other pipeline on the same questions. Each dataset's run is resumable
 (``OUT/<dataset>/records.jsonl``); ``--report-only`` rebuilds the report from what is
@@ -23,8 +24,9 @@ half (or a record of another half's question), so no table mixes them.
 ``--peer-config FILE`` (written by :mod:`~.peer_tuning` on the tuning halves) runs each
 peer with the configuration chosen for that dataset, as the strategy ``<peer>-tuned``
 (a peer without a choice for a dataset runs as its plain anchor); the configurations
-used are kept in ``OUT/<dataset>/peer_config.json``, and a run folder made with other
-configurations is refused, so a resumed run never mixes them.
+used are kept in ``OUT/<dataset>/peer_config.json``, and a run folder made with another
+configuration of a peer is refused, so a resumed run never mixes them (a peer new to the
+folder is added to its record).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from .report import read_records
 
 __all__ = ["DEV_SETS", "PEERS", "report", "main"]  # DEV_SETS: defined in .datasets
 
-PEERS = ("langchain-stock", "langchain-ensemble", "llamaindex-window", "langchain-parent")
+PEERS = ("langchain-stock", "langchain-ensemble", "llamaindex-window", "langchain-parent", "llamaindex-hybrid")
 OURS = ("default", "default-v1")
 METRICS = ("context_recall", "hit", "source_recall", "span_hit")
 TUNED_SUFFIX = "-tuned"
@@ -152,22 +154,24 @@ def report(out: Path, strategies: Sequence[str] = OURS + PEERS, half: str | None
 def _tuned_strategies(strategies: Sequence[str], chosen: dict[str, dict], folder: Path) -> list[str]:
     """``strategies`` with every peer that has a chosen configuration replaced by ``<peer>-tuned``,
     registered with those options; the options are written to (or checked against)
-    ``folder/peer_config.json``.
+    ``folder/peer_config.json``. A peer the folder has no configuration for yet is added to
+    it (a new peer's tuned runs join the folder of the others').
 
     Raises:
-        ValueError: ``folder`` was run with other configurations.
+        ValueError: ``folder`` was run with another configuration of one of these peers.
     """
     from .peer_tuning import register_peer
 
     used = {p: o for p, o in chosen.items() if p in strategies}
     record = folder / "peer_config.json"
-    if record.exists():
-        before = json.loads(record.read_text(encoding="utf-8"))
-        if before != used:
-            raise ValueError(f"{folder} was run with other peer configurations ({record}); use another --out")
-    elif used:
+    before = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
+    changed = sorted(p for p in used if p in before and before[p] != used[p])
+    if changed:
+        raise ValueError(f"{folder} was run with other peer configurations of {', '.join(changed)} ({record}); "
+                         "use another --out")
+    if set(used) - set(before):
         folder.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps(used, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        record.write_text(json.dumps({**before, **used}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     out = []
     for strategy in strategies:
         if strategy in used:

@@ -52,6 +52,7 @@ __all__ = [
     "ParentPipeline",
     "LangChainStockPipeline",
     "build_pipeline",
+    "missing_requirement",
     "chunk_spans",
     "rrf_spans",
     "STOCK_DEFAULT_K",
@@ -73,6 +74,9 @@ class PipelineSpec:
             peer anchor's configuration, e.g. ``{"chunk_size": 256}``: one class, many
             configurations, see :mod:`~.peer_tuning`). A ``k`` here is used when the
             runner's ``k`` is ``None`` (the runner's ``--k`` wins).
+        requires: ``(module, pip requirement)`` pairs of optional packages the strategy
+            needs beyond the ``[eval]`` extra's core; without one, ``swrag eval`` skips the
+            strategy with a message naming it (:func:`missing_requirement`).
     """
 
     builder: str
@@ -81,6 +85,7 @@ class PipelineSpec:
     needs_embeddings: bool = False
     description: str = ""
     options: Mapping[str, Any] = field(default_factory=dict)
+    requires: tuple[tuple[str, str], ...] = ()
 
 
 # The method's defaults: FFS/DFS steps are fractions of the window, DDS steps count
@@ -130,6 +135,10 @@ PIPELINES: dict[str, PipelineSpec] = {
                                       description="LlamaIndex sentence-window retrieval + metadata replacement"),
     "langchain-parent": PipelineSpec(".anchors:LangChainParentDocumentPipeline", None, needs_embeddings=True,
                                      description="LangChain ParentDocumentRetriever (small chunks, parent chunks)"),
+    "llamaindex-hybrid": PipelineSpec(".hybrid_anchor:LlamaIndexHybridPipeline", None, needs_embeddings=True,
+                                      description="LlamaIndex sentence windows: BM25Retriever + vector retriever fused "
+                                                  "by QueryFusionRetriever, metadata replacement",
+                                      requires=(("llama_index.retrievers.bm25", "llama-index-retrievers-bm25>=0.8"),)),
     # corpus-structure methods over the same windows
     "raptor": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorPipeline", None, needs_embeddings=True,
                            description="RAPTOR summary tree over the index's chunks (collapsed tree)"),
@@ -154,6 +163,24 @@ def register_pipeline(name: str, spec: PipelineSpec) -> None:
     if not name or name != name.lower() or any(c in name for c in "|, "):
         raise ValueError(f"invalid strategy name {name!r}")
     PIPELINES[name] = spec
+
+
+def missing_requirement(strategy: str) -> str | None:
+    """Why ``strategy`` cannot run here (one line naming the package and how to install it),
+    or ``None`` when every module of its :attr:`PipelineSpec.requires` is importable."""
+    import importlib.util
+    import re
+
+    for module, requirement in PIPELINES[strategy].requires:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a parent package is missing, or a module without a spec
+            found = False
+        if not found:
+            name = re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]
+            return (f"{strategy} needs {name} (module {module} is not installed): "
+                    f"pip install '{requirement}' (part of the [eval] extra: pip install 'swrag-integrations[eval]')")
+    return None
 
 
 def __getattr__(name: str):  # EVAL_STRATEGIES / DEFAULT_STEPS follow the registry
