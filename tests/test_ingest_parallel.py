@@ -18,7 +18,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.retrieval import IndexMismatchError, SlidingWindowIndex
 from swrag_integrations.cli import build_parser
 from swrag_integrations.cli_common import ingest_from_args
 from swrag_integrations.retrieval.parallel import portable_embedding
@@ -34,6 +34,22 @@ class CountingFake(DeterministicFakeEmbedding):
         marks = os.environ.get("SWRAG_TEST_MARKS")
         if marks:
             Path(marks, f"{os.getpid()}").touch()
+        return super().embed_documents(texts)
+
+
+class WriterSideCounting(DeterministicFakeEmbedding):
+    """A picklable fake that counts the calls made on this object, i.e. in the process that
+    holds it (the workers embed with pickled copies, whose counts stay with them)."""
+
+    queries: int = 0
+    documents: int = 0
+
+    def embed_query(self, text):
+        self.queries += 1
+        return super().embed_query(text)
+
+    def embed_documents(self, texts):
+        self.documents += 1
         return super().embed_documents(texts)
 
 
@@ -144,6 +160,23 @@ def test_workers_build_equals_a_single_process_build(tmp_path):
     r1, r2 = single.index_documents(changed, prune="all"), par.index_documents(changed, workers=2, prune="all")
     assert r1.as_dict() == r2.as_dict() and r2.replaced == 1 and r2.removed == len(docs) - 5
     assert_same(single, par, tol=0.0)
+
+
+def test_the_writer_does_not_embed_when_the_workers_do(tmp_path):
+    """The writer's embedding check takes the dimension a worker measured: with the bundled
+    MiniLM, embedding one query in the writer loaded a third copy of the model (torch
+    import + load: seconds of CPU and ~0.5 GB) competing with the workers for the cores."""
+    emb = WriterSideCounting(size=16)
+    par = mk(tmp_path / "par", embedding=emb)
+    report = par.index_documents(corpus(), workers=2)
+    assert report.added == len(corpus()) - 1 and par.vectorstore.embeddings.served == report.chunks
+    assert (emb.queries, emb.documents) == (0, 0)  # nothing embedded in the writer's process
+    assert par.engine.manifest["embedding"]["dim"] == 16  # ... and the dimension is recorded
+    other = mk(tmp_path / "par", embedding=WriterSideCounting(size=8))
+    with pytest.raises(IndexMismatchError, match="16-dimensional"):  # the check still refuses another one
+        other.index_documents(corpus(seed=5), workers=2)
+    with pytest.raises(ValueError, match="dim must be a positive int"):
+        other.engine.check_embedding(dim=0)
 
 
 def test_workers_add_files_equals_add_files_and_mirrors_the_folder(tmp_path):
@@ -301,4 +334,5 @@ def test_workers_with_the_real_minilm_equal_one_process(tmp_path):
     single.add_files(root)
     report = par.add_files(root, workers=2)
     assert report.added == 4 and par.vectorstore.embeddings.served == report.chunks > 0
+    assert par.vectorstore.embeddings.base._model is None  # the writer never loaded the model
     assert_same(single, par, tol=1e-5)
