@@ -179,6 +179,48 @@ def test_the_writer_does_not_embed_when_the_workers_do(tmp_path):
         other.engine.check_embedding(dim=0)
 
 
+def test_the_writer_starts_the_next_records_vectors_before_it_waits_for_the_last_of_a_batch(tmp_path):
+    """With vectors computed elsewhere, the writer takes the next batch once no more than
+    ``lookahead`` chunks of the current one are left: before, it took it only after the
+    whole batch was written, so at each boundary between large records the workers ran
+    dry (one idle while the other computed the last vectors of the record)."""
+    from swrag_integrations.retrieval.records import plan_source
+    from swrag_integrations.retrieval.writer import write_planned
+
+    emb = DeterministicFakeEmbedding(size=16)
+    idx = mk(tmp_path / "i", embedding=emb, batch_size=8)
+    docs = [Document(page_content=" ".join(f"w{d}x{i}." for i in range(400)), metadata={"source": f"d{d}.txt"})
+            for d in range(3)]
+    records = [plan_source(doc, idx.engine.config) for doc in docs]
+    assert all(rec.n_chunks > 40 for rec in records)
+    log = []
+
+    class Rows:  # the vectors of a record, as the workers' queue hands them out
+        def __init__(self, rec):
+            self.rec = rec
+            log.append(("asked", rec.source_id))
+
+        def __getitem__(self, item):
+            log.append(("read", self.rec.source_id, item.stop))
+            return np.asarray(emb.embed_documents([self.rec.chunk_text(i) for i in range(item.start, item.stop)]))
+
+    report = write_planned(idx, [(rec, Rows) for rec in records], lookahead=16)
+    assert report.added == 3 and idx.vectorstore.embeddings.served == report.chunks == sum(r.n_chunks for r in records)
+    for first, second in zip(records, records[1:]):
+        asked = log.index(("asked", second.source_id))
+        reads = [i for i, entry in enumerate(log) if entry[0] == "read" and entry[1] == first.source_id]
+        assert reads[0] < asked < reads[-1]  # asked for while the first record's last vectors were awaited
+        assert sum(1 for i in reads if i > asked) <= 16 // 8  # ... within the last `lookahead` chunks
+    single = mk(tmp_path / "single", embedding=emb, batch_size=8)
+    single.index_documents(docs)
+    assert_same(single, idx, tol=0.0)
+    # an error in a later record still surfaces after the batch before it is complete
+    bad = write_planned  # a repeated source: refused when it is reached
+    with pytest.raises(ValueError, match="appears twice"):
+        bad(mk(tmp_path / "j", embedding=emb, batch_size=8), [(records[0], Rows), (records[0], Rows)], lookahead=16)
+    assert not mk(tmp_path / "j", embedding=emb, batch_size=8).status().incomplete
+
+
 def test_workers_add_files_equals_add_files_and_mirrors_the_folder(tmp_path):
     root = folder(tmp_path)
     single, par = mk(tmp_path / "single"), mk(tmp_path / "par")
