@@ -88,6 +88,7 @@ class TreeMonitor:
         self.pid, self.every = pid, every
         self.peak = 0
         self.cpu: dict[int, float] = {}
+        self.roles: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -105,6 +106,8 @@ class TreeMonitor:
                             total += proc.memory_info().rss
                         t = proc.cpu_times()
                         self.cpu[proc.pid] = t.user + t.system
+                        if proc.pid not in self.roles:
+                            self.roles[proc.pid] = _role(proc, self.pid)
                 except psutil.NoSuchProcess:
                     continue
             self.peak = max(self.peak, total)
@@ -121,6 +124,25 @@ class TreeMonitor:
     @property
     def cpu_seconds(self) -> float:
         return sum(self.cpu.values())
+
+    def cpu_by_process(self) -> list[tuple[str, float]]:
+        """``(role, CPU seconds)`` of every process seen, the writer (the mode's own process) first."""
+        rows = [(self.roles.get(pid, "other"), cpu) for pid, cpu in self.cpu.items()]
+        return sorted(rows, key=lambda row: (row[0] != "writer", row[0], -row[1]))
+
+
+def _role(proc, root: int) -> str:
+    """What a process of a mode's tree is: the mode's own process (``writer``), a worker of
+    the process pool, the pool's resource tracker, or anything else (Ray's processes)."""
+    if proc.pid == root:
+        return "writer"
+    try:
+        cmd = " ".join(proc.cmdline())
+    except Exception:  # noqa: BLE001 - gone or not readable
+        return "other"
+    if "resource_tracker" in cmd:
+        return "tracker"
+    return "worker" if "spawn_main" in cmd else "other"
 
 
 # ------------------------------------------------------------------------ modes
@@ -211,7 +233,7 @@ def _spawn(run: str, folder: Path, store: Path, args: argparse.Namespace) -> dic
         raise SystemExit(f"mode {run} failed with exit code {code}")
     out = json.loads(result.read_text())
     out.update(peak_mb=mon.peak / 1e6, cpu_s=mon.cpu_seconds, process_wall_s=wall, load_before=load_before,
-               load_after=_load())
+               load_after=_load(), cpu_by_process=mon.cpu_by_process())
     return out
 
 
@@ -266,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {mode:<8} {row['chunks']:>7,} chunks {row['seconds']:8.1f} s {row['chunks_per_s']:8.1f} chunks/s  "
                   f"CPU {row['cpu_s']:8.1f} s ({row['chunks_per_cpu_s']:.1f} chunks/CPU-s)  peak {row['peak_mb']:7.0f} MB"
                   f"  load {row['load_before']} -> {row['load_after']}", flush=True)
+            print("           CPU by process: " + ", ".join(f"{role} {cpu:.1f} s" for role, cpu in row["cpu_by_process"]
+                                                             if cpu >= 0.05), flush=True)
             shutil.rmtree(store, ignore_errors=True)
         rows = {r["mode"]: r for r in results["modes"]}
         print("\n| mode | chunks | seconds | chunks/s | x one process | CPU s | chunks/CPU-s | peak MB (PSS) |")

@@ -18,7 +18,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.retrieval import IndexMismatchError, SlidingWindowIndex
 from swrag_integrations.cli import build_parser
 from swrag_integrations.cli_common import ingest_from_args
 from swrag_integrations.retrieval.parallel import portable_embedding
@@ -34,6 +34,22 @@ class CountingFake(DeterministicFakeEmbedding):
         marks = os.environ.get("SWRAG_TEST_MARKS")
         if marks:
             Path(marks, f"{os.getpid()}").touch()
+        return super().embed_documents(texts)
+
+
+class WriterSideCounting(DeterministicFakeEmbedding):
+    """A picklable fake that counts the calls made on this object, i.e. in the process that
+    holds it (the workers embed with pickled copies, whose counts stay with them)."""
+
+    queries: int = 0
+    documents: int = 0
+
+    def embed_query(self, text):
+        self.queries += 1
+        return super().embed_query(text)
+
+    def embed_documents(self, texts):
+        self.documents += 1
         return super().embed_documents(texts)
 
 
@@ -144,6 +160,65 @@ def test_workers_build_equals_a_single_process_build(tmp_path):
     r1, r2 = single.index_documents(changed, prune="all"), par.index_documents(changed, workers=2, prune="all")
     assert r1.as_dict() == r2.as_dict() and r2.replaced == 1 and r2.removed == len(docs) - 5
     assert_same(single, par, tol=0.0)
+
+
+def test_the_writer_does_not_embed_when_the_workers_do(tmp_path):
+    """The writer's embedding check takes the dimension a worker measured: with the bundled
+    MiniLM, embedding one query in the writer loaded a third copy of the model (torch
+    import + load: seconds of CPU and ~0.5 GB) competing with the workers for the cores."""
+    emb = WriterSideCounting(size=16)
+    par = mk(tmp_path / "par", embedding=emb)
+    report = par.index_documents(corpus(), workers=2)
+    assert report.added == len(corpus()) - 1 and par.vectorstore.embeddings.served == report.chunks
+    assert (emb.queries, emb.documents) == (0, 0)  # nothing embedded in the writer's process
+    assert par.engine.manifest["embedding"]["dim"] == 16  # ... and the dimension is recorded
+    other = mk(tmp_path / "par", embedding=WriterSideCounting(size=8))
+    with pytest.raises(IndexMismatchError, match="16-dimensional"):  # the check still refuses another one
+        other.index_documents(corpus(seed=5), workers=2)
+    with pytest.raises(ValueError, match="dim must be a positive int"):
+        other.engine.check_embedding(dim=0)
+
+
+def test_the_writer_starts_the_next_records_vectors_before_it_waits_for_the_last_of_a_batch(tmp_path):
+    """With vectors computed elsewhere, the writer takes the next batch once no more than
+    ``lookahead`` chunks of the current one are left: before, it took it only after the
+    whole batch was written, so at each boundary between large records the workers ran
+    dry (one idle while the other computed the last vectors of the record)."""
+    from swrag_integrations.retrieval.records import plan_source
+    from swrag_integrations.retrieval.writer import write_planned
+
+    emb = DeterministicFakeEmbedding(size=16)
+    idx = mk(tmp_path / "i", embedding=emb, batch_size=8)
+    docs = [Document(page_content=" ".join(f"w{d}x{i}." for i in range(400)), metadata={"source": f"d{d}.txt"})
+            for d in range(3)]
+    records = [plan_source(doc, idx.engine.config) for doc in docs]
+    assert all(rec.n_chunks > 40 for rec in records)
+    log = []
+
+    class Rows:  # the vectors of a record, as the workers' queue hands them out
+        def __init__(self, rec):
+            self.rec = rec
+            log.append(("asked", rec.source_id))
+
+        def __getitem__(self, item):
+            log.append(("read", self.rec.source_id, item.stop))
+            return np.asarray(emb.embed_documents([self.rec.chunk_text(i) for i in range(item.start, item.stop)]))
+
+    report = write_planned(idx, [(rec, Rows) for rec in records], lookahead=16)
+    assert report.added == 3 and idx.vectorstore.embeddings.served == report.chunks == sum(r.n_chunks for r in records)
+    for first, second in zip(records, records[1:]):
+        asked = log.index(("asked", second.source_id))
+        reads = [i for i, entry in enumerate(log) if entry[0] == "read" and entry[1] == first.source_id]
+        assert reads[0] < asked < reads[-1]  # asked for while the first record's last vectors were awaited
+        assert sum(1 for i in reads if i > asked) <= 16 // 8  # ... within the last `lookahead` chunks
+    single = mk(tmp_path / "single", embedding=emb, batch_size=8)
+    single.index_documents(docs)
+    assert_same(single, idx, tol=0.0)
+    # an error in a later record still surfaces after the batch before it is complete
+    bad = write_planned  # a repeated source: refused when it is reached
+    with pytest.raises(ValueError, match="appears twice"):
+        bad(mk(tmp_path / "j", embedding=emb, batch_size=8), [(records[0], Rows), (records[0], Rows)], lookahead=16)
+    assert not mk(tmp_path / "j", embedding=emb, batch_size=8).status().incomplete
 
 
 def test_workers_add_files_equals_add_files_and_mirrors_the_folder(tmp_path):
@@ -301,4 +376,5 @@ def test_workers_with_the_real_minilm_equal_one_process(tmp_path):
     single.add_files(root)
     report = par.add_files(root, workers=2)
     assert report.added == 4 and par.vectorstore.embeddings.served == report.chunks > 0
+    assert par.vectorstore.embeddings.base._model is None  # the writer never loaded the model
     assert_same(single, par, tol=1e-5)

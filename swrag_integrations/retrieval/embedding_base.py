@@ -9,8 +9,15 @@ same two abstract methods, so the engine and the LlamaIndex face need no LangCha
 from __future__ import annotations
 
 import abc
+from typing import Any
 
-__all__ = ["EmbeddingsBase"]
+__all__ = ["EmbeddingsBase", "embedding_dimension"]
+
+
+def embedding_dimension(embedding: Any) -> int:
+    """The dimension of ``embedding``'s vectors: one query is embedded (a lazily loaded
+    model, such as the bundled MiniLM, is loaded by it)."""
+    return len(embedding.embed_query("dimension probe"))
 
 try:
     from langchain_core.embeddings import Embeddings as EmbeddingsBase

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from .config import IndexConfig
+from .embedding_base import embedding_dimension
 from .settings import DEFAULT_SEARCH_TYPE
 from .fusion import rrf
 from .ids import chunk_id, parse_chunk_id, source_id_for, vector_id
@@ -381,12 +382,27 @@ class IndexEngine:
             self.vectors.reopen()
             self._vector_generation = generation
 
-    def check_embedding(self) -> None:
+    @property
+    def embedding_checked(self) -> bool:
+        """Whether :meth:`check_embedding` has passed on this handle (it runs once)."""
+        return self._embedding_checked
+
+    def check_embedding(self, dim: int | None = None) -> None:
         """Raise :class:`IndexMismatchError` when the embedding's dimension differs from
-        the one the index was built with (recorded on the first write)."""
+        the one the index was built with (recorded on the first write).
+
+        Args:
+            dim: the embedding's dimension when it was measured elsewhere with the same
+                embedding (:func:`embedding_dimension` in a worker process of a parallel
+                build), so that this process does not load the model just to learn it;
+                ``None``: one query is embedded here.
+        """
         if self._embedding_checked:
             return
-        dim = len(self.vectors.embedding.embed_query("dimension probe"))
+        if dim is None:
+            dim = embedding_dimension(self.vectors.embedding)
+        elif isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+            raise ValueError(f"dim must be a positive int (the embedding's dimension), got {dim!r}")
         stored = (self.manifest.get("embedding") or {}).get("dim")
         name = embedding_name(self.vectors.embedding)
         if stored is not None and int(stored) != dim:

@@ -128,6 +128,14 @@ def _embed_task(texts: list[str]) -> np.ndarray:
     return embed_texts(_embedding(), texts)
 
 
+def _dimension_task() -> int:
+    """The dimension of the worker's embedding (for the writer's embedding check, so the
+    writer process does not load the model only to learn it)."""
+    from .embedding_base import embedding_dimension
+
+    return embedding_dimension(_embedding())
+
+
 def load_and_plan(path: str, config_json: str, encoding: str | None = None,
                   errors: str = "strict") -> tuple[list[SourceRecord], list[tuple[str, str, str]], list[str]]:
     """Load one file (:func:`~.files.load_files`) and plan its documents.
@@ -446,6 +454,9 @@ def index_in_parallel(index: "EngineState | Any", documents: Iterable[Any] | Non
                     unit="file" if paths is not None else "batch", disable=not index.show_progress, leave=False)
     pool = _pool(workers, spec, threads_per_worker)
     queue = EmbedQueue(lambda texts: pool.submit(_embed_task, texts), embed_batch, limit=2 * workers + 2)
+    # the writer checks the embedding's dimension before its first write; a worker measures
+    # it (it loads the model anyway), so the writer never loads the model when the workers embed
+    dimension = [pool.submit(_dimension_task)] if spec is not None and not index.embedding_checked else []
     try:
         def submit_plan(item: Any) -> Future:
             if paths is not None:
@@ -455,6 +466,8 @@ def index_in_parallel(index: "EngineState | Any", documents: Iterable[Any] | Non
         def planned() -> Iterator[tuple[SourceRecord, Any]]:
             for _, future in _bounded(submit_plan, docs_or_files, ahead=4 * workers):
                 result = future.result()
+                if dimension:  # before the first record reaches the writer's embedding check
+                    index.check_embedding(dim=dimension.pop().result())
                 plan_bar.update(1)
                 if paths is not None:
                     records, bad_files, load_notes = result

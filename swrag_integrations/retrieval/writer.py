@@ -118,8 +118,13 @@ Plan = tuple[SourceRecord, bool, Any]  # (record, an older version exists, its v
 
 
 def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
-           total: int | Callable[[], int] | None = None) -> int:
+           total: int | Callable[[], int] | None = None, lookahead: int = 0) -> int:
     """Steps 1-3 for each planned record, in batches of about ``batch_size`` chunks.
+
+    ``lookahead``: once no more than this many chunks of the batch being written are
+    left, the next batch is taken from ``plans`` (so a stream that computes vectors
+    elsewhere starts on the next records while the last vectors of this batch are being
+    computed, instead of leaving the workers idle at every batch boundary).
 
     A plan's vectors (rows ``vectors[lo:hi]`` for chunks ``lo..hi-1``; ``None``: embedded
     here with the store's own embedding) are primed into the store's
@@ -135,8 +140,10 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
         total = sum(rec.n_chunks for rec, _, _ in plans)
     bar = None
     written = 0
+    batches = _Ahead(_batches(plans, index.batch_size))
     try:
-        for batch in _batches(plans, index.batch_size):
+        for batch in batches:
+            left = sum(rec.n_chunks for rec, _, _ in batch)  # chunks of this batch not written yet
             if bar is None:
                 bar = tqdm(total=total() if callable(total) else total, desc=desc, unit="chunk",
                            disable=not index.show_progress)
@@ -149,6 +156,9 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
             for rec, _, vectors in batch:
                 for lo in range(0, rec.n_chunks, index.batch_size):
                     hi = min(rec.n_chunks, lo + index.batch_size)
+                    if left <= lookahead:
+                        batches.fetch()  # decide the next records (their vectors start) before waiting
+                    left -= hi - lo
                     docs = chunk_documents(rec, index.index_id, lo, hi)
                     primed = pre is not None
                     if primed:
@@ -177,6 +187,42 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
                 bar.total = total()
             bar.close()
     return written
+
+
+class _Ahead:
+    """An iterator whose next item can be taken early (:meth:`fetch`); ``next()`` then
+    returns that item. An error taking it early is raised by that ``next()``, so it
+    surfaces where it did without the early take (after the current batch is written)."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self._items = iter(items)
+        self._next: Any = None
+        self._held = False
+        self._done = False
+        self._error: Exception | None = None
+
+    def fetch(self) -> None:
+        """Take the next item now (once; nothing when it was taken or there is none)."""
+        if not (self._held or self._done):
+            try:
+                self._next, self._held = next(self._items), True
+            except StopIteration:
+                self._done = True
+            except Exception as exc:  # noqa: BLE001 - raised by __next__, in its place
+                self._error, self._done = exc, True
+
+    def __iter__(self) -> "_Ahead":
+        return self
+
+    def __next__(self) -> Any:
+        self.fetch()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        if not self._held:
+            raise StopIteration
+        item, self._next, self._held = self._next, None, False
+        return item
 
 
 def _batches(plans: Iterable[Plan], size: int) -> Iterator[list[Plan]]:
@@ -311,7 +357,7 @@ def write_planned(index: "EngineState", planned: Iterable[tuple[SourceRecord, An
             return max(0, (known or 0) - stream.skipped_chunks)
 
         report.chunks += _write(index, stream.plans(planned, lookahead), desc,
-                                to_write if total_chunks is not None else None)
+                                to_write if total_chunks is not None else None, lookahead=lookahead)
         lost = missing_vectors(index, stream.unchanged)
         if lost:
             report.chunks += _write(index, _rewrite_plans(index, lost), "Writing lost vectors")
