@@ -196,13 +196,15 @@ import json, sys, warnings
 from swrag_integrations.retrieval import MiniLMEmbeddings, SlidingWindowIndex
 from swrag_integrations.retrieval.ray_ingest import index_with_ray
 port, root, address, node_ip = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-idx = SlidingWindowIndex(host="127.0.0.1", port=port, collection_name="rayed", embedding=MiniLMEmbeddings(),
+embedding = MiniLMEmbeddings()
+idx = SlidingWindowIndex(host="127.0.0.1", port=port, collection_name="rayed", embedding=embedding,
                          show_progress=False)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     report = index_with_ray(idx, root, address=address, actors=2, node_ip_address=node_ip)
 print("SWRAG-RESULT " + json.dumps(dict(report=report.as_dict(), skipped=report.skipped_files, notes=report.notes,
-      served=idx.vectorstore.embeddings.served, warnings=[str(w.message) for w in caught])), flush=True)
+      served=idx.vectorstore.embeddings.served, warnings=[str(w.message) for w in caught],
+      driver_loaded_model=embedding._model is not None)), flush=True)
 """
 
 
@@ -232,6 +234,7 @@ def test_ray_cluster_into_a_chroma_server_equals_a_single_process_build(tmp_path
     assert [tuple(s) for s in got["skipped"]] == one.skipped_files and not got["notes"]
     assert any("blob.txt" in w for w in got["warnings"])
     assert got["served"] == report["chunks"]  # every vector came from the actors
+    assert not got["driver_loaded_model"]  # ... and the embedding check took its dimension from them
     remote = SlidingWindowIndex(host="127.0.0.1", port=chroma_server, collection_name="rayed",
                                 embedding=MiniLMEmbeddings(), show_progress=False)
     s1, v1, b1 = _state(single)

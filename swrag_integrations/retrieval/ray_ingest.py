@@ -301,6 +301,10 @@ def _run(index: "EngineState", listing: Any, *, actors: int, prune: bool, encodi
                 del waiting[row["sid"]]
                 parts = entry["parts"]
                 vectors = np.concatenate([parts[i] for i in range(len(parts))]) if parts else None
+                if vectors is not None and spec is not None and not index.embedding_checked:
+                    # the writer checks the embedding's dimension before its first write: take it from the
+                    # actors' vectors, so the driver does not load the model just to learn it
+                    index.check_embedding(dim=int(vectors.shape[1]))
                 yield entry["record"], vectors
         if waiting:
             raise RuntimeError(f"the Ray pipeline lost parts of {len(waiting)} source(s); nothing of them was "
