@@ -288,10 +288,15 @@ class SqliteSourceStore(_CachedStore):
 
     _HEAD_COLUMNS = "source_id, content_hash, state, id_span, n_chunks, origin"
 
+    @staticmethod
+    def _heads_of(rows: Iterable[tuple]) -> dict[str, RecordHead]:
+        """Rows of ``_HEAD_COLUMNS`` as ``{source_id: RecordHead}``."""
+        return {r[0]: RecordHead(r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows}
+
     def unfinished(self) -> dict[str, RecordHead]:
         with self._lock:
             rows = self._con.execute(f"SELECT {self._HEAD_COLUMNS} FROM sources WHERE state != 'complete'").fetchall()
-        return {r[0]: RecordHead(r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows}
+        return self._heads_of(rows)
 
     def heads(self, sids: Sequence[str] | None = None) -> dict[str, RecordHead]:
         cols = self._HEAD_COLUMNS
@@ -300,7 +305,7 @@ class SqliteSourceStore(_CachedStore):
                 rows = self._con.execute(f"SELECT {cols} FROM sources").fetchall()
         else:
             rows = list(self._rows(f"SELECT {cols} FROM sources WHERE source_id IN ({{marks}})", list(sids)))
-        return {r[0]: RecordHead(r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows}
+        return self._heads_of(rows)
 
     def _log(self, sids: Sequence[str]) -> int:
         gen = self._generation_locked() + 1
