@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from .context import DEFAULT_BUDGET
 from .datasets import half_label, load_examples
-from .pipelines import PIPELINES, EvalConfig
+from .pipelines import PIPELINES, EvalConfig, installed_strategies
 from .runner import DEFAULT_WINDOWS, _make_steps, load_llm, make_grid, parse_steps, run_eval
 
 __all__ = ["add_arguments", "build_parser", "run_from_args", "main", "check_llm_spec", "load_llm_arg"]
@@ -250,28 +250,6 @@ def _register_configs(paths: Sequence[str]) -> list[str]:
     return [register_config(p, n) for p, n in zip(paths, names)]
 
 
-def _installed(strategies: Sequence[str]) -> list[str]:
-    """``strategies`` without those whose optional packages are missing (each skipped with a
-    line on stderr naming the package, :func:`~.pipelines.missing_requirement`).
-
-    Raises:
-        ValueError: none is left.
-    """
-    from .pipelines import missing_requirement
-
-    kept = []
-    for name in strategies:
-        reason = missing_requirement(name)
-        if reason:
-            print(f"swrag eval: skipping {name}: {reason}", file=sys.stderr, flush=True)
-        else:
-            kept.append(name)
-    if strategies and not kept:
-        raise ValueError(f"no strategy can run: {', '.join(strategies)} need packages that are not installed "
-                         "(see the lines above)")
-    return kept
-
-
 def _validate(args: argparse.Namespace) -> list[EvalConfig]:
     """Check every input and option (no model or ``--llm`` code is loaded); returns the grid."""
     check_llm_spec(args.llm)
@@ -288,7 +266,7 @@ def _validate(args: argparse.Namespace) -> list[EvalConfig]:
     tuned = _register_configs(getattr(args, "config", None) or [])
     strategies = list(args.strategies or ([] if tuned else _strategies(DEFAULT_STRATEGIES)))
     strategies += [name for name in tuned if name not in strategies]
-    strategies = _installed(strategies)
+    strategies = installed_strategies(strategies, "swrag eval")
     configs = make_grid(
         strategies, args.windows, args.steps or [], unit=args.unit,
         multi_query=(False, True) if args.multi_query else False,

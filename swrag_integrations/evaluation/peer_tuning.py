@@ -214,15 +214,11 @@ def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], p
         raise ValueError(f"unknown dataset(s) or peer(s) {', '.join(unknown)}; datasets: {', '.join(modes)}; "
                          f"peers: {', '.join(PEER_GRIDS)}")
     from .cli import main as eval_main
-    from .pipelines import missing_requirement
+    from .pipelines import installed_strategies
 
-    for peer in peers:
-        reason = missing_requirement(peer)
-        if reason:
-            print(f"peer_tuning: skipping {peer}: {reason}", file=sys.stderr, flush=True)
-    peers = [peer for peer in peers if not missing_requirement(peer)]
     if not peers:
-        raise ValueError("peer_tuning: no peer can run (see the lines above)")
+        raise ValueError("no peer to tune: give --peers")
+    peers = installed_strategies(peers, "peer_tuning", what="peer")
     results: dict[str, dict[str, dict]] = {}
     for name in datasets:
         data = Path(data_dir) / f"{name}.jsonl"

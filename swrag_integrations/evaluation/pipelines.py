@@ -53,6 +53,7 @@ __all__ = [
     "LangChainStockPipeline",
     "build_pipeline",
     "missing_requirement",
+    "installed_strategies",
     "chunk_spans",
     "rrf_spans",
     "STOCK_DEFAULT_K",
@@ -181,6 +182,29 @@ def missing_requirement(strategy: str) -> str | None:
             return (f"{strategy} needs {name} (module {module} is not installed): "
                     f"pip install '{requirement}' (part of the [eval] extra: pip install 'swrag-integrations[eval]')")
     return None
+
+
+def installed_strategies(strategies: Sequence[str], prog: str, what: str = "strategy") -> list[str]:
+    """``strategies`` without those whose optional packages are missing, each skipped with a
+    line ``"<prog>: skipping <name>: <reason>"`` on stderr (:func:`missing_requirement`).
+
+    Raises:
+        ValueError: ``strategies`` is not empty and none of them can run (``what`` names
+            them in the message: ``"strategy"``, ``"peer"``).
+    """
+    import sys
+
+    kept = []
+    for name in strategies:
+        reason = missing_requirement(name)
+        if reason:
+            print(f"{prog}: skipping {name}: {reason}", file=sys.stderr, flush=True)
+        else:
+            kept.append(name)
+    if strategies and not kept:
+        raise ValueError(f"no {what} can run: {', '.join(strategies)} need packages that are not installed "
+                         "(see the lines above)")
+    return kept
 
 
 def __getattr__(name: str):  # EVAL_STRATEGIES / DEFAULT_STEPS follow the registry
