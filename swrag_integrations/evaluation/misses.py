@@ -118,14 +118,9 @@ class Miss:
 
 def _covered(spans: Iterable[tuple[str, int, int]], source: str, start: int, end: int) -> int:
     """Characters of ``source[start:end]`` that the ``spans`` cover."""
-    ranges = sorted((a, b) for s, a, b in spans if s == source)
-    covered, reach = 0, start
-    for a, b in ranges:
-        a, b = max(a, reach), min(b, end)
-        if b > a:
-            covered += b - a
-            reach = b
-    return covered
+    from ..retrieval.assemble import merge_ranges
+
+    return sum(max(0, min(b, end) - max(a, start)) for a, b in merge_ranges((a, b) for s, a, b in spans if s == source))
 
 
 def _miss(example: Example, record: Mapping[str, Any], texts: Mapping[str, str], split: bool) -> Miss:
