@@ -4,7 +4,8 @@
   framework-free planner (:mod:`.parents`) over a :class:`~.index.SlidingWindowIndex`
   or over a native ``VectorStoreIndex`` built with the package's node parsers, and
   returning ``NodeWithScore`` made straight from the core's spans (no LangChain types
-  on that path). It can also wrap any LangChain retriever (``retriever=``).
+  on that path). Its hits can also come from a LlamaIndex retriever, or it can wrap any
+  LangChain retriever (``retriever=``).
 * :class:`NodeChunkIndex` -- the :class:`~.protocols.ChunkIndex` of a
   ``VectorStoreIndex``: the exact ``start_char_idx``/``end_char_idx`` of a document's
   nodes cut it into elementary pieces (the union of all node boundaries) that tile
@@ -13,8 +14,9 @@
 * :class:`MiniLMLlamaIndexEmbedding` -- the bundled MiniLM as a LlamaIndex embedding.
 * :class:`SlidingWindowLlamaIndex` -- the package's index for LlamaIndex users, over
   the framework-free :class:`~.engine.IndexEngine` (no LangChain): insert LlamaIndex
-  ``Document`` s, retrieve merged windows as ``NodeWithScore`` (with ``MetadataFilters``),
-  answer through a ``RetrieverQueryEngine``, reopen from its folder.
+  ``Document`` s or nodes, retrieve merged windows as ``NodeWithScore`` (with
+  ``MetadataFilters``, ``similarity_top_k``), answer through a ``RetrieverQueryEngine`` or
+  a chat engine, refresh changed documents, reopen from its folder.
 
 Nothing here imports LangChain: ``pip install 'swrag-integrations[llama-index]'`` is enough.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -205,32 +208,47 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         index: a :class:`~.index.SlidingWindowIndex`, a ``VectorStoreIndex`` built with
             the package's node parsers (wrapped in :class:`NodeChunkIndex`), or any
             :class:`~.protocols.ChunkIndex`.
-        retriever: instead of ``index``, any LangChain retriever (its documents are
-            converted to nodes), e.g. a ``MultiQueryFusionRetriever``.
+        retriever: instead of ``index``, a LlamaIndex retriever (``BaseRetriever``, e.g.
+            ``VectorStoreIndex.as_retriever()``, a ``QueryFusionRetriever``) whose nodes are
+            the hits widened into windows (:class:`NodeChunkIndex`; its index's docstore,
+            when it has one, supplies the neighbouring nodes), or any LangChain retriever
+            (its documents are converted to nodes), e.g. a ``MultiQueryFusionRetriever``.
+        similarity_top_k: LlamaIndex's name of ``k`` (the number of results); pass one.
         k, k_child, budget_tokens, search_type, weights, rrf_c, expand: as in
             :class:`~.retriever.WindowedParentRetriever` (``k_child``: nodes fetched
             from a ``VectorStoreIndex``, default 10).
         neighbors: for a ``VectorStoreIndex``: neighbouring nodes added to each hit's window.
         filters: a metadata filter, LlamaIndex ``MetadataFilters`` or a LangChain-style
             dict (:mod:`.filters`): only sources/nodes whose metadata passes it are
-            searched and widened into windows (not with ``retriever=``).
+            searched and widened into windows (not with a LangChain ``retriever=``).
     """
 
     def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = _D.k, k_child: int | None = None,
                  budget_tokens: int | None = _D.budget_tokens, search_type: str = _D.search_type,
                  weights: Sequence[float] = _D.weights, rrf_c: float = _D.rrf_c, expand: str = _D.expand,
-                 neighbors: int = 0, filters: Any = None, callback_manager: Any = None) -> None:
+                 neighbors: int = 0, filters: Any = None, callback_manager: Any = None,
+                 similarity_top_k: int | None = None) -> None:
         from .filters import parse_filter
 
         if (retriever is None) == (index is None):
             raise ValueError("give exactly one of index or retriever")
+        if similarity_top_k is not None:
+            if k is not None and k != similarity_top_k:
+                raise TypeError(f"pass k or similarity_top_k (LlamaIndex's name of k), not both: got k={k}, "
+                                f"similarity_top_k={similarity_top_k}")
+            k = positive_int("similarity_top_k", similarity_top_k)
+        hit_source = None
+        if isinstance(retriever, BaseRetriever):  # a LlamaIndex retriever: its nodes are the hits
+            hit_source, retriever = retriever, None
         flt = parse_filter(filters)
         if flt is not None and retriever is not None:
             raise ValueError("filters= applies to index=, not to a LangChain retriever= (give that retriever its own "
                              "filter, e.g. index.as_retriever(search_kwargs={'filter': ...}))")
         positive_int("k_child", k_child, optional=True)
-        if index is not None and not isinstance(index, ChunkIndex):
-            index = NodeChunkIndex(index, neighbors=neighbors, filters=flt)
+        if hit_source is not None or (index is not None and not isinstance(index, ChunkIndex)):
+            if hit_source is not None:  # the neighbouring nodes come from its index's docstore, when it has one
+                index = getattr(hit_source, "_index", None)
+            index = NodeChunkIndex(index, retriever=hit_source, neighbors=neighbors, filters=flt)
             flt = None  # applied by the NodeChunkIndex itself
             k_child = k_child or 10
             search_type = "similarity"
@@ -406,6 +424,50 @@ def _as_embedder(embed_model: Any) -> Any:
                     f"got {type(embed_model).__name__}")
 
 
+def _is_random_id(doc_id: Any) -> bool:
+    """Whether ``doc_id`` looks like LlamaIndex's default document id (a random UUID)."""
+    try:
+        return uuid.UUID(str(doc_id)).version == 4
+    except ValueError:
+        return False
+
+
+def _retriever_keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of :class:`WindowedLlamaIndexRetriever` taken out of ``kwargs`` (the
+    rest go to the LlamaIndex engine), so that none is silently dropped by it."""
+    keys = {*RetrieverSettings.keys(), "filters", "similarity_top_k"}
+    return {k: kwargs.pop(k) for k in list(kwargs) if k in keys}
+
+
+def with_stable_ids(documents: Sequence[Any]) -> list[Any]:
+    """``documents`` with a stable identity where LlamaIndex gave them a random one.
+
+    A ``Document`` read from a file (``SimpleDirectoryReader``: ``metadata["file_path"]``)
+    gets a new random ``doc_id`` on every read, so indexing the folder twice would hold
+    every file twice. A document whose ``doc_id`` is such a random UUID and that has a
+    ``file_path`` is identified by its file path instead (as the reader's own
+    ``filename_as_id=True`` does: ``file_path``, or ``f"{file_path}_part_{i}"`` when one
+    file gave several documents in the batch, e.g. the pages of a PDF), so re-reading
+    replaces (or, unchanged, skips) instead of duplicating. Other documents and nodes are
+    returned as they are; a copy is made, the caller's documents are not changed.
+    """
+    docs = list(documents)
+    paths: dict[str, int] = {}
+    for doc in docs:
+        path = (getattr(doc, "metadata", None) or {}).get("file_path")
+        if isinstance(path, str) and path and _is_random_id(getattr(doc, "doc_id", None)):
+            paths[path] = paths.get(path, 0) + 1
+    parts: dict[str, int] = {}
+    out = []
+    for doc in docs:
+        path = (getattr(doc, "metadata", None) or {}).get("file_path")
+        if isinstance(path, str) and path in paths and _is_random_id(getattr(doc, "doc_id", None)):
+            part = parts[path] = parts.get(path, -1) + 1
+            doc = doc.model_copy(update={"id_": path if paths[path] == 1 else f"{path}_part_{part}"})
+        out.append(doc)
+    return out
+
+
 class SlidingWindowLlamaIndex:
     """The sliding-window index for LlamaIndex: documents in, merged windows out.
 
@@ -454,17 +516,32 @@ class SlidingWindowLlamaIndex:
 
     @classmethod
     def from_documents(cls, documents: Sequence[Any], persist_dir: str | os.PathLike | None = None, *,
-                       embed_model: Any = None, **engine_options: Any) -> "SlidingWindowLlamaIndex":
-        """Open (or create) the index in ``persist_dir`` and insert ``documents``."""
+                       embed_model: Any = None, transformations: Sequence[Any] | None = None,
+                       **engine_options: Any) -> "SlidingWindowLlamaIndex":
+        """Open (or create) the index in ``persist_dir`` and insert ``documents``.
+
+        ``transformations``: LlamaIndex transformations (e.g. ``[DynamicStepNodeParser(...)]``)
+        run over the documents, as in ``VectorStoreIndex.from_documents``; their nodes are
+        inserted (:meth:`insert_nodes`), each a piece of its ``ref_doc_id`` at
+        ``start_char_idx``..``end_char_idx``. The documents get their stable identity
+        (:func:`with_stable_ids`) first, so the nodes' ``ref_doc_id`` is stable too.
+        """
         index = cls(persist_dir, embed_model=embed_model, **engine_options)
-        index.insert_documents(documents)
+        if transformations is None:
+            index.insert_documents(documents)
+        else:
+            from llama_index.core.ingestion import run_transformations
+
+            index.insert_nodes(run_transformations(with_stable_ids(documents), list(transformations)))
         return index
 
     def insert_documents(self, documents: Sequence[Any]) -> Any:
-        """Index LlamaIndex ``Document`` s (text and metadata; identity: ``doc_id``);
-        returns the :class:`~.writer.IndexReport`."""
+        """Index LlamaIndex ``Document`` s (text and metadata; identity: ``doc_id``, or the
+        file path of a document read from a file, :func:`with_stable_ids`); returns the
+        :class:`~.writer.IndexReport`."""
         from .storage import PlainDocument
 
+        documents = with_stable_ids(documents)  # identity: doc_id, or file_path for a random doc_id
         docs = []
         for doc in documents:
             if not hasattr(doc, "get_content") or not hasattr(doc, "metadata"):
@@ -476,6 +553,41 @@ class SlidingWindowLlamaIndex:
     def insert(self, document: Any) -> None:
         """Index one LlamaIndex ``Document`` (as ``VectorStoreIndex.insert``)."""
         self.insert_documents([document])
+
+    def insert_nodes(self, nodes: Sequence[Any]) -> Any:
+        """Index LlamaIndex nodes (as ``VectorStoreIndex.insert_nodes``), e.g. from the
+        package's node parsers: each node is a piece of its ``ref_doc_id`` at
+        ``start_char_idx``; returns the :class:`~.writer.IndexReport`."""
+        nodes = list(nodes)
+        for node in nodes:
+            if not hasattr(node, "get_content") or not hasattr(node, "node_id"):
+                raise TypeError(f"insert_nodes takes LlamaIndex nodes, got {type(node).__name__}")
+        return self.insert_documents(nodes)
+
+    def refresh_ref_docs(self, documents: Sequence[Any]) -> list[bool]:
+        """Insert the documents that are new or changed (as LlamaIndex's ``refresh_ref_docs``).
+
+        Returns one ``bool`` per document: ``True`` if it was inserted or updated because
+        the index did not hold it, or held another text or metadata (LlamaIndex compares
+        ``Document.hash``, of text and metadata; here the index's own record is compared),
+        ``False`` if it was unchanged. Identity as in :meth:`insert_documents`.
+        """
+        documents = with_stable_ids(documents)
+        refreshed = []
+        for doc in documents:
+            before = self._held(doc)
+            self.insert_documents([doc])
+            refreshed.append(before != self._held(doc))
+        return refreshed
+
+    def _held(self, doc: Any) -> tuple[str, str] | None:
+        """What the index holds under ``doc``'s identity: ``(content hash, metadata)``, or ``None``."""
+        import json
+
+        record = self.engine.record(self.engine.resolve_ids([str(doc.doc_id)])[0])
+        if record is None:
+            return None
+        return record.content_hash, json.dumps(record.metadata, sort_keys=True, default=str)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
         """Remove a document by its ``doc_id`` (unknown ids are ignored)."""
@@ -489,20 +601,47 @@ class SlidingWindowLlamaIndex:
 
     def as_retriever(self, **kwargs: Any) -> WindowedLlamaIndexRetriever:
         """A :class:`WindowedLlamaIndexRetriever` over this index: merged windows as
-        ``NodeWithScore`` (``k``, ``budget_tokens``, ``filters`` -- ``MetadataFilters``
-        or a dict --, ``search_type``, ``weights``...)."""
+        ``NodeWithScore`` (``k`` or LlamaIndex's ``similarity_top_k``, ``budget_tokens``,
+        ``filters`` -- ``MetadataFilters`` or a dict --, ``search_type``, ``weights``...)."""
         return WindowedLlamaIndexRetriever(self.engine, **kwargs)
 
     def as_query_engine(self, llm: Any = None, **kwargs: Any) -> Any:
         """A LlamaIndex ``RetrieverQueryEngine`` over :meth:`as_retriever`. Keywords of
-        the retriever (``k``, ``filters``...) go to it; the rest to
+        the retriever (``k``, ``similarity_top_k``, ``filters``...) go to it; the rest to
         ``RetrieverQueryEngine.from_args`` (``response_mode``...). ``llm``: default
         LlamaIndex's ``Settings.llm``."""
         from llama_index.core.query_engine import RetrieverQueryEngine
 
-        retriever_keys = {*RetrieverSettings.keys(), "filters"}
-        retriever = self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in retriever_keys})
+        retriever = self.as_retriever(**_retriever_keywords(kwargs))
         return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
+
+    def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None, **kwargs: Any) -> Any:
+        """A LlamaIndex chat engine over :meth:`as_retriever` (as ``VectorStoreIndex.as_chat_engine``).
+
+        ``chat_mode``: ``"condense_plus_context"`` (default: the question is condensed with
+        the history, then answered from the retrieved windows), ``"context"`` (the windows
+        of each message go into the system prompt) or ``"condense_question"`` (the
+        condensed question goes to :meth:`as_query_engine`). Keywords of the retriever
+        (``k``, ``similarity_top_k``, ``filters``...) go to it; the rest to the engine's
+        ``from_defaults`` (``memory``, ``system_prompt``...). ``llm``: default LlamaIndex's
+        ``Settings.llm``.
+        """
+        from llama_index.core.chat_engine import (
+            CondensePlusContextChatEngine,
+            CondenseQuestionChatEngine,
+            ContextChatEngine,
+        )
+
+        mode = getattr(chat_mode, "value", chat_mode)
+        if mode == "condense_question":
+            query_engine = self.as_query_engine(llm=llm, **_retriever_keywords(kwargs))
+            return CondenseQuestionChatEngine.from_defaults(query_engine=query_engine, llm=llm, **kwargs)
+        engines = {"condense_plus_context": CondensePlusContextChatEngine, "context": ContextChatEngine}
+        if mode not in engines:
+            raise ValueError(f"chat_mode must be one of 'condense_plus_context', 'context', 'condense_question', "
+                             f"got {chat_mode!r}")
+        retriever = self.as_retriever(**_retriever_keywords(kwargs))
+        return engines[mode].from_defaults(retriever=retriever, llm=llm, **kwargs)
 
     def persist(self) -> None:
         """Nothing to do: every insert is on disk when it returns (kept for LlamaIndex habits)."""
