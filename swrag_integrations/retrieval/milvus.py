@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .storage import PlainDocument
+from ..paths import private_dir
 
 __all__ = ["MilvusStorage", "MilvusLiteBusy", "open_milvus", "milvus_collection_name", "milvus_filter", "ANALYZER", "MAX_TEXT_BYTES",
            "MILVUS_EXTRA"]
@@ -153,7 +154,7 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
 
             jieba.setLogLevel(logging.WARNING)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)
         except OSError as exc:
             raise ValueError(f"cannot create the folder of the Milvus Lite file {str(path)!r} ({exc})") from exc
         try:
