@@ -165,3 +165,26 @@ def test_a_milvus_lite_file_gets_a_private_folder(tmp_path, umask022):
         assert mode(tmp_path / "new") == mode(tmp_path / "new" / "vectors") == 0o700
     finally:
         client.close()
+
+
+def test_saved_graph_raptor_and_keyword_folders_are_private(tmp_path, umask022):
+    """The folders the graph, a RAPTOR tree and a BM25 snapshot are saved into hold document
+    text: created private like the index."""
+    pytest.importorskip("networkx")
+    from swrag_integrations.graph.extraction import Extraction
+    from swrag_integrations.graph.graph import Passage, PassageGraph
+    from swrag_integrations.raptor.build import build_tree
+    from swrag_integrations.raptor.leaves import leaves_from_text
+    from swrag_integrations.retrieval.bm25 import BM25Index
+
+    graph = PassageGraph()
+    graph.add(Passage("a", 0, 0, 0, 10), Extraction(entities=["Ed Wood"]))
+    graph.save(tmp_path / "g" / "graph")
+    tree = build_tree(leaves_from_text("tiny", "A short note. It has two sentences.", size=5),
+                      DeterministicFakeEmbedding(size=8), show_progress=False)
+    tree.save(tmp_path / "t" / "tree")
+    keyword = BM25Index()
+    keyword.upsert(["a", "b"], ["the lighthouse", "the cape"])
+    keyword.save(tmp_path / "k" / "bm25.bin")
+    for folder in ("g", "g/graph", "t", "t/tree", "k"):
+        assert mode(tmp_path / folder) == 0o700, folder
