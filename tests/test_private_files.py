@@ -156,15 +156,20 @@ def test_swrag_index_makes_a_private_index_and_model_cache(tmp_path):
 @pytest.mark.milvus
 @pytest.mark.integration
 def test_a_milvus_lite_file_gets_a_private_folder(tmp_path, umask022):
-    """Milvus Lite writes its file (and starts its server) itself; the folder we create for it
-    is private, so the file inside is out of other users' reach."""
+    """Milvus Lite (>= 3.2) keeps its data in a folder at the path it is given: that folder, and
+    the ones above it we create, are private even inside a user's open folder."""
     from swrag_integrations.retrieval.milvus import open_milvus
 
     client = open_milvus(path=tmp_path / "new" / "vectors" / "milvus.db")
+    (tmp_path / "open").mkdir(mode=0o755)
+    other = open_milvus(path=tmp_path / "open" / "milvus.db")
     try:
         assert mode(tmp_path / "new") == mode(tmp_path / "new" / "vectors") == 0o700
+        assert mode(tmp_path / "new" / "vectors" / "milvus.db") == mode(tmp_path / "open" / "milvus.db") == 0o700
+        assert mode(tmp_path / "open") == 0o755
     finally:
         client.close()
+        other.close()
 
 
 def test_saved_graph_raptor_and_keyword_folders_are_private(tmp_path, umask022):

@@ -129,8 +129,9 @@ def _quiet(*names: str) -> Iterator[None]:
 
 
 def open_milvus(*, path: Path | None = None, server: str | None = None, token: str | None = None) -> Any:
-    """A ``MilvusClient`` for a Milvus Lite file ``path`` (its folder is created) or a
-    ``server`` URL, with clear errors.
+    """A ``MilvusClient`` for a Milvus Lite file ``path`` (created private, 0700 with the folders
+    above it that are missing: milvus-lite >= 3.2 keeps a folder there) or a ``server`` URL,
+    with clear errors.
 
     Raises:
         ModuleNotFoundError: pymilvus (or, for a file, milvus-lite) is not installed; names the extra.
@@ -154,7 +155,7 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
 
             jieba.setLogLevel(logging.WARNING)
         try:
-            private_dir(path.parent)
+            private_dir(path)  # milvus-lite >= 3.2 keeps its data in a folder at `path`: 0700 when new
         except OSError as exc:
             raise ValueError(f"cannot create the folder of the Milvus Lite file {str(path)!r} ({exc})") from exc
         try:
