@@ -9,7 +9,7 @@ the working directory (XDG base directories).
 
 **Private by default.** Everything swrag keeps for a user (indexed documents, their
 vectors, keyword indexes, LLM outputs, converted models) is created private, as the XDG
-base-directory spec asks of these folders: every folder the package creates is made 0700
+base-directory spec asks of these folders: every folder it creates for them is made 0700
 (:func:`private_dir`) and every database file it creates itself is made 0600
 (:func:`private_file`; SQLite gives a database's ``-wal``/``-shm`` files the database
 file's mode). The rule for folders that already exist: **their mode is left alone**. A
@@ -17,7 +17,8 @@ folder the user made and passed in (``--persist-dir ~/notes-index``, ``$SWRAG_HO
 whatever mode the user chose; only the folders swrag creates, there or anywhere, are
 private. Files that libraries write inside these folders (Chroma's vector segments,
 tantivy's segments, lock files) take their library's mode, but sit in folders no other
-user can enter.
+user can enter. (Evaluation and benchmark outputs, written where ``--out`` says, are not
+covered.)
 
 Before 0.3 the default index was ``./.swrag/index`` under the working directory. An
 existing one there is still used (with a warning saying how to move it) as long as
