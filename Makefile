@@ -24,7 +24,8 @@ bench: setup
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/bench_splitters.py --clock cpu
 
 # Regenerate the reports README/docs quote into runs/reports/<time>/ and mark every figure that
-# moved beyond its interval or tolerance (benchmarks/reports.py). Options through ARGS, e.g.
-# make reports ARGS=--quick | ARGS=--list | ARGS="--only grounding corpus" | ARGS=--write
+# moved beyond the tolerance of its kind; a missing or empty baseline fails its report
+# (benchmarks/reports.py). Options through ARGS, e.g.
+# make reports ARGS=--quick | ARGS=--list | ARGS="--only grounding corpus" | ARGS="--only graph --write"
 reports: setup
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/reports.py $(ARGS)

@@ -7,6 +7,19 @@ the working directory (XDG base directories).
   ``SlidingWindowIndex()``): ``$SWRAG_HOME``, else ``$XDG_DATA_HOME/swrag``, else
   ``~/.local/share/swrag``; the index is its ``index`` folder.
 
+**Private by default.** Everything swrag keeps for a user (indexed documents, their
+vectors, keyword indexes, LLM outputs, converted models) is created private, as the XDG
+base-directory spec asks of these folders: every folder it creates for them is made 0700
+(:func:`private_dir`) and every database file it creates itself is made 0600
+(:func:`private_file`; SQLite gives a database's ``-wal``/``-shm`` files the database
+file's mode). The rule for folders that already exist: **their mode is left alone**. A
+folder the user made and passed in (``--persist-dir ~/notes-index``, ``$SWRAG_HOME``) keeps
+whatever mode the user chose; only the folders swrag creates, there or anywhere, are
+private. Files that libraries write inside these folders (Chroma's vector segments,
+tantivy's segments, lock files) take their library's mode, but sit in folders no other
+user can enter. (Evaluation and benchmark outputs, written where ``--out`` says, are not
+covered.)
+
 Before 0.3 the default index was ``./.swrag/index`` under the working directory. An
 existing one there is still used (with a warning saying how to move it) as long as
 ``$SWRAG_HOME`` does not choose a location, so no index is lost.
@@ -19,6 +32,56 @@ import warnings
 from pathlib import Path
 
 LEGACY_INDEX = Path(".swrag") / "index"
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def private_dir(path: str | os.PathLike[str]) -> Path:
+    """Make sure the folder ``path`` exists; return it (``~`` expanded).
+
+    Each folder this call creates -- ``path`` and any missing parent -- is created 0700
+    (owner only, whatever the umask; a umask can only remove more). A folder that already
+    exists keeps its mode: a user's own folder is never chmod-ed. Safe when another process
+    creates the same folders at the same time.
+
+    Raises:
+        FileExistsError / NotADirectoryError (``OSError``): ``path`` or a parent is a file.
+        PermissionError: a parent cannot be written.
+    """
+    path = Path(path).expanduser()
+    missing: list[Path] = []
+    current = path
+    while not current.is_dir():
+        if current.exists() or current.is_symlink():  # a file or a dangling link where a folder should be
+            raise FileExistsError(f"{str(current)!r} exists and is not a folder")
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, PRIVATE_DIR_MODE)
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+    return path
+
+
+def private_file(path: str | os.PathLike[str]) -> Path:
+    """Make sure the file ``path`` exists (empty when new) in a folder made by
+    :func:`private_dir`; return it.
+
+    A new file is created 0600; an existing one keeps its mode. Called before a database
+    is opened, so that SQLite, which gives its ``-wal`` / ``-shm`` / journal files the mode
+    of the database file, creates those 0600 too.
+    """
+    path = Path(path).expanduser()
+    private_dir(path.parent)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
+    except FileExistsError:
+        pass
+    return path
 
 
 def _xdg(variable: str, fallback: str) -> Path:

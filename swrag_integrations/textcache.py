@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+from .paths import private_file
+
 __all__ = ["TextCache"]
 
 
@@ -20,7 +22,7 @@ class TextCache:
     def __init__(self, path: str | os.PathLike | None = None) -> None:
         self.path = Path(path) if path is not None else None
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path) if self.path is not None else ":memory:", check_same_thread=False)
         self._db.execute(

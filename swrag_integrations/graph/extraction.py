@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .._lang import HAN, contains_cjk
+from ..paths import private_file
 
 __all__ = [
     "Extraction",
@@ -517,7 +518,7 @@ class _Cache:
 
     def __init__(self, path: str | Path) -> None:
         path = Path(path).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(path)
         self._con = sqlite3.connect(str(path), check_same_thread=False)
         self._con.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)")
         self._con.commit()

@@ -42,6 +42,7 @@ import numpy as np
 from .._lang import contains_cjk
 from ..retrieval.records import END, START, WIN_HI, WIN_LO
 from .extraction import Extraction, normalize_phrase
+from ..paths import private_dir
 
 __all__ = ["Passage", "PassageGraph", "BuildReport", "build_graph", "passages_from_index", "save_graph",
            "load_graph", "UNITS", "GRAPH_BLOB"]
@@ -452,7 +453,7 @@ class PassageGraph:
     def save(self, path: str | Path) -> Path:
         """Write ``graph.json`` and ``phrase_vectors.npy`` into the folder ``path``."""
         folder = Path(path).expanduser()
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)
         state = self.to_state()
         np.save(folder / "phrase_vectors.npy", self._vectors_of(state["vector_keys"]), allow_pickle=False)
         tmp = folder / "graph.json.tmp"

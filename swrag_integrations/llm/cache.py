@@ -37,6 +37,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..paths import PRIVATE_DIR_MODE, private_dir
+
 MANIFEST_NAME = "swrag-cache.json"
 MANIFEST_FORMAT = 1
 _CHUNK = 1 << 22
@@ -81,7 +83,7 @@ def memo_sha256(path: str | os.PathLike[str], memo_dir: str | os.PathLike[str] |
     value = sha256_file(path)
     if _stat_key(path) == before:  # not modified while it was read
         try:
-            memo.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(memo.parent)
             tmp = memo.with_name(f".{memo.name}.{os.getpid()}.{secrets.token_hex(4)}")
             tmp.write_text(value)
             os.replace(tmp, memo)
@@ -240,10 +242,10 @@ def staging_dir(final: str | os.PathLike[str]) -> Iterator[Path]:
     ``.<name>.tmp-<pid>-...`` directory, which the next write of the same entry removes.
     """
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(final.parent)
     remove_stale_staging(final.parent, final.name)
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir(mode=0o755)
+    tmp.mkdir(mode=PRIVATE_DIR_MODE)
     try:
         yield tmp
     finally:

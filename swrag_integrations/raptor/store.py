@@ -33,6 +33,7 @@ from typing import Any, Mapping, Sequence
 from .build import BuildReport, TreeBuilder, TreeConfig
 from .leaves import INDEX_LEVELS, leaves_from_index, leaves_from_text
 from .tree import RaptorTree
+from ..paths import private_dir
 
 __all__ = ["RaptorIndex", "SCOPES"]
 
@@ -286,7 +287,7 @@ class RaptorIndex:
     def save(self, directory: str | Path) -> Path:
         """Write ``manifest.json`` and one folder per tree (``tree.json`` + ``embeddings.npy``)."""
         root = Path(directory)
-        root.mkdir(parents=True, exist_ok=True)
+        private_dir(root)
         entries = {}
         for key in self.keys():
             tree = self._tree(key)

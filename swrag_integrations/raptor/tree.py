@@ -25,6 +25,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..paths import private_dir
+
 __all__ = ["Leaf", "RaptorNode", "RaptorTree", "NODE_KINDS", "FORMAT", "interval_union", "check_leaves"]
 
 FORMAT = 1
@@ -261,7 +263,7 @@ class RaptorTree:
     def save(self, directory: str | Path) -> Path:
         """Write ``tree.json`` and ``embeddings.npy`` into ``directory`` (created)."""
         path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
+        private_dir(path)
         (path / "tree.json").write_text(json.dumps(self.header(), ensure_ascii=False), encoding="utf-8")
         np.save(path / "embeddings.npy", np.ascontiguousarray(self.embeddings, dtype="<f4"), allow_pickle=False)
         return path

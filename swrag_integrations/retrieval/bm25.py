@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .._lang import HAN, contains_cjk
+from ..paths import private_dir
 
 __all__ = [
     "tokenize",
@@ -345,7 +346,7 @@ class BM25Index:
     def save(self, path: str | os.PathLike) -> None:
         """Write :meth:`to_bytes` to the file ``path`` atomically (temp file + rename)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .bm25 import BM25Index, tokenize
+from ..paths import private_dir
 
 __all__ = ["TantivyBM25Index"]
 
@@ -178,7 +179,7 @@ class TantivyBM25Index:
         import tantivy
 
         if self._index is None:
-            self._segments.mkdir(parents=True, exist_ok=True)
+            private_dir(self._segments)
             self._index = tantivy.Index(self._schema(), path=str(self._segments), reuse=True)
             self._index.config_reader(reload_policy="manual")
             self._seen = None
@@ -220,7 +221,7 @@ class TantivyBM25Index:
                 finally:
                     self._depth -= 1
                 return
-            self.path.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path)
             lock = FileLock(str(self.path / "writer.lock"), timeout=self.timeout)
             try:
                 lock.acquire()

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .storage import PlainDocument
+from ..paths import private_dir
 
 __all__ = ["open_client", "fresh_client", "vector_collection", "copy_collection", "ChromaStorage", "mmr_select"]
 
@@ -63,6 +64,7 @@ def open_client(root: Path | None, *, host: str | None = None, port: int | None 
     # processes opening a new folder at once raced ("table collections already exists")
     try:
         with FileLock(str(root / "chroma.open.lock"), timeout=lock_timeout):
+            private_dir(root / "chroma")  # before Chroma makes it 0755 (paths.py)
             return chromadb.PersistentClient(path=str(root / "chroma"), settings=settings), None
     except Timeout as exc:
         raise LockTimeout(f"another process has been opening the Chroma database in {str(root)!r} for over "

@@ -219,13 +219,13 @@ class IndexEngine:
         root = None
         if persist_directory is not None or (storage is None and host is None and client is None
                                              and source_store is None):
-            if persist_directory is None:
-                from ..paths import default_index_dir
+            from ..paths import default_index_dir, private_dir
 
+            if persist_directory is None:
                 persist_directory = default_index_dir()
             root = Path(persist_directory).expanduser()
             try:
-                root.mkdir(parents=True, exist_ok=True)
+                private_dir(root)  # new folders 0700; a user's existing folder keeps its mode
             except OSError as exc:
                 raise ValueError(f"persist_directory {str(root)!r} cannot be created ({exc})") from exc
             if not root.is_dir():

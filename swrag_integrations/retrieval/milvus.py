@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .storage import PlainDocument
+from ..paths import private_dir
 
 __all__ = ["MilvusStorage", "MilvusLiteBusy", "open_milvus", "milvus_collection_name", "milvus_filter", "ANALYZER", "MAX_TEXT_BYTES",
            "MILVUS_EXTRA"]
@@ -128,8 +129,9 @@ def _quiet(*names: str) -> Iterator[None]:
 
 
 def open_milvus(*, path: Path | None = None, server: str | None = None, token: str | None = None) -> Any:
-    """A ``MilvusClient`` for a Milvus Lite file ``path`` (its folder is created) or a
-    ``server`` URL, with clear errors.
+    """A ``MilvusClient`` for a Milvus Lite file ``path`` (created private, 0700 with the folders
+    above it that are missing: milvus-lite >= 3.2 keeps a folder there) or a ``server`` URL,
+    with clear errors.
 
     Raises:
         ModuleNotFoundError: pymilvus (or, for a file, milvus-lite) is not installed; names the extra.
@@ -153,7 +155,7 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
 
             jieba.setLogLevel(logging.WARNING)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path)  # milvus-lite >= 3.2 keeps its data in a folder at `path`: 0700 when new
         except OSError as exc:
             raise ValueError(f"cannot create the folder of the Milvus Lite file {str(path)!r} ({exc})") from exc
         try:

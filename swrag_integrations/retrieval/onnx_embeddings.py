@@ -44,6 +44,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..paths import private_dir
+
 __all__ = [
     "EXPORT_VERSION",
     "ONNX_VARIANTS",
@@ -334,7 +336,7 @@ def ensure_onnx_model(
     with _lock:
         if _valid_entry(folder, key):  # built by another thread meanwhile
             return folder / _MODEL_FILE
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(folder.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         try:
             model_file = tmp / _MODEL_FILE

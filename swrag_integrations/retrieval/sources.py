@@ -46,6 +46,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Protocol, Sequence, runt
 import numpy as np
 
 from .records import STATES, SourceRecord
+from ..paths import private_file
 
 __all__ = ["SourceStore", "RecordHead", "SqliteSourceStore", "KVSourceStore", "ChromaByteStore", "LockTimeout",
            "SourceStoreError", "LeaseLostError"]
@@ -243,7 +244,7 @@ class SqliteSourceStore(_CachedStore):
     def __init__(self, path: str | os.PathLike, cache_chars: int = 64_000_000) -> None:
         super().__init__(cache_chars)
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)  # 0600 in a 0700 folder when new (paths.py); -wal/-shm follow
         self._lock = threading.RLock()
         try:
             self._con = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=60)

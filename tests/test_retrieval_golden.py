@@ -1,22 +1,26 @@
-"""Parity of the default retriever with the code before the index-engine restructuring (issue 26).
+"""Golden test of the default retriever: the spans it returns for 8 recorded questions.
 
-``tests/data/parity_default_retriever.json`` holds two documents, eight questions and what
+``tests/data/golden_default_retriever.json`` holds two documents, eight questions and what
 the default retriever (``SlidingWindowIndex(...).as_retriever()``, every option at its
-default) returned for each of them, with the deterministic bag-of-trigrams embedding below.
-It was recorded at commit 78abfea, the last commit before the engine work (the engine
-reproduced it exactly), and re-recorded at dc6a375 when a local index's keyword index
-moved from the bm25s snapshot (k1 1.5) to tantivy (k1 1.2, quantised lengths: issue 28):
-the same spans, two questions with two low-ranked pieces swapped, slightly different
-scores; on the six dev sets' tuning halves the default's context recall did not move
-(cmrc2018 97.7 -> 97.8, 2 of 205 questions; the other five identical). The fixture holds the chunk count and, per
-question, every context piece in order (source, offsets, rank, tokens, score and a hash of
-its text). The test rebuilds the index with the current code and requires the same pieces
-in the same order, so any change of chunking, search, ranking or assembly fails it. The
-full-model comparison on the six dev sets is docs/eval/parity.md.
+default) returned for each of them, with the deterministic bag-of-trigrams embedding below:
+the chunk count and, per question, every context piece in order (source, character offsets,
+rank, tokens, score and a hash of its text). The test rebuilds the index with the current
+code and requires the same pieces in the same order, so any change of chunking, search,
+ranking or assembly fails it. It is a regression test against the *last recording*, not a
+comparison with any older code: each intended change of retrieval re-records it.
+
+History of the recording: first recorded at commit 78abfea, the last commit before the
+index-engine restructuring (issue 26; the engine reproduced it exactly); re-recorded at
+dc6a375 when a local index's keyword index moved from the bm25s snapshot (k1 1.5) to
+tantivy (k1 1.2, quantised lengths: issue 28): the same spans, two questions with two
+low-ranked pieces swapped, slightly different scores; on the six dev sets' tuning halves the
+default's context recall did not move (cmrc2018 97.7 -> 97.8, 2 of 205 questions; the other
+five identical). The full-model comparison of the old and new engine on the six dev sets is
+docs/eval/parity.md.
 
 Re-record (only for an intended change of retrieval, and say so in the commit)::
 
-    PYTHONPATH=<checkout> python tests/test_retrieval_parity.py --record DOC.md DOC2.md
+    PYTHONPATH=<checkout> python tests/test_retrieval_golden.py --record DOC.md DOC2.md
 
 writes the fixture from the code on ``PYTHONPATH`` (the documents' text is stored in it).
 """
@@ -38,7 +42,7 @@ from langchain_core.documents import Document
 from fake_embeddings import TrigramEmbedder
 from langchain_core.embeddings import Embeddings
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "parity_default_retriever.json"
+FIXTURE = Path(__file__).resolve().parent / "data" / "golden_default_retriever.json"
 
 QUESTIONS = [
     "How much does each chunk cost to embed on one CPU?",
@@ -86,7 +90,7 @@ def default_retrieval(documents: list[dict[str, str]], questions: list[str], fol
     return {"chunks": index.count("small"), "results": results}
 
 
-def test_default_retriever_matches_the_code_before_the_engine(tmp_path):
+def test_default_retriever_returns_the_recorded_spans(tmp_path):
     fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
     got = default_retrieval(fixture["documents"], fixture["questions"], tmp_path / "index")
     assert got["chunks"] == fixture["chunks"]
@@ -106,7 +110,7 @@ def _record(paths: list[str]) -> None:
     documents = [{"source": Path(p).name, "text": Path(p).read_text(encoding="utf-8")} for p in paths]
     with tempfile.TemporaryDirectory() as folder:
         got = default_retrieval(documents, QUESTIONS, Path(folder) / "index")
-    fixture = {"recorded_with": commit, "embedding": "TrigramEmbeddings (tests/test_retrieval_parity.py)",
+    fixture = {"recorded_with": commit, "embedding": "TrigramEmbeddings (tests/test_retrieval_golden.py)",
                "documents": documents, "questions": QUESTIONS, **got}
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
     FIXTURE.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -114,7 +118,7 @@ def _record(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="record the parity fixture with the code on PYTHONPATH")
+    parser = argparse.ArgumentParser(description="record the golden fixture with the code on PYTHONPATH")
     parser.add_argument("--record", nargs="+", metavar="DOC", required=True, help="documents to index")
     _record(parser.parse_args().record)
     sys.exit(0)
