@@ -115,12 +115,20 @@ class WindowedParentRetriever(BaseRetriever):
         return value
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return call_options(kwargs, {"k": self.k, "k_child": self.k_child, "budget_tokens": self.budget_tokens},
-                            "WindowedParentRetriever.invoke()")
+        """The call-time options (``invoke(q, k=..., k_child=..., budget_tokens=..., filter=...)``):
+        each replaces this retriever's field for the call (a call's ``filter`` replaces the
+        retriever's, it does not narrow it); any other keyword raises ``TypeError``."""
+        from .filters import parse_filter
 
-    def find_chunks(self, query: str, k_child: int | None = None):
-        """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`)."""
-        extra = {"filter": self.filter} if self.filter is not None else {}
+        return call_options(kwargs, {"k": self.k, "k_child": self.k_child, "budget_tokens": self.budget_tokens,
+                                     "filter": self.filter}, "WindowedParentRetriever.invoke()",
+                            checks={"filter": parse_filter})
+
+    def find_chunks(self, query: str, k_child: int | None = None, *, filter: Any = None):
+        """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`);
+        ``filter``: this call's filter (default: the retriever's)."""
+        flt = self.filter if filter is None else filter
+        extra = {"filter": flt} if flt is not None else {}
         return self.index.search_children(check_query(query), k_child or self.k_child, search_type=self.search_type,
                                           weights=self.weights, rrf_c=self.rrf_c, **extra)
 
@@ -158,14 +166,16 @@ class WindowedParentRetriever(BaseRetriever):
         queries = [check_query(q) for q in queries]
         if not queries:
             raise ValueError("queries must not be empty")
-        return self._documents([self.find_chunks(q, options["k_child"]) for q in queries], options)
+        return self._documents([self.find_chunks(q, options["k_child"], filter=options["filter"]) for q in queries],
+                               options)
 
     async def aretrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
         options = self._options(kwargs)
         queries = [check_query(q) for q in queries]
         if not queries:
             raise ValueError("queries must not be empty")
-        hits = await asyncio.gather(*(asyncio.to_thread(self.find_chunks, q, options["k_child"]) for q in queries))
+        hits = await asyncio.gather(*(asyncio.to_thread(self.find_chunks, q, options["k_child"], filter=options["filter"])
+                                      for q in queries))
         return await asyncio.to_thread(self._documents, hits, options)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
