@@ -189,7 +189,7 @@ def _everywhere(idx, spec):
     mmr = {d.metadata["source"] for d in idx.max_marginal_relevance_search(q, k=20, filter=spec)}
     bm25 = {idx.get_chunks([cid])[0].metadata["source"] for cid, _ in idx.bm25_search(q, 200, filter=spec)}
     dense = {idx.get_chunks([cid])[0].metadata["source"] for cid in idx.dense_ids(q, 200, filter=spec)}
-    windows = {d.metadata["source"] for d in idx.as_retriever(budget_tokens=None, k_child=200).invoke(q, filter=spec)}
+    windows = {d.metadata["source"] for d in idx.as_retriever(budget_tokens=None, k_child=200, filter=spec).invoke(q)}
     return {"plain": plain, "mmr": mmr, "bm25": bm25, "dense": dense, "windows": windows}
 
 
@@ -262,3 +262,83 @@ def test_deep_filters_are_refused_beyond_the_documented_depth():
     for levels in (MAX_DEPTH + 1, 400):
         with pytest.raises(ValueError, match=f"nested deeper than {MAX_DEPTH} levels"):
             parse_filter(nested(levels))
+
+
+# ----------------------------------------------------------------- item 1: window relevance
+
+TOPIC_DOCS = [
+    Document(page_content=" ".join(f"The lighthouse keeper on Marrow Point lit the lamp at dusk on day {i}."
+                                   for i in range(30)), metadata={"source": "lighthouse.txt"}),
+    *(Document(page_content=" ".join(f"Recipe {j}.{i}: whisk {w} flour with sugar, bake for {i} minutes."
+                                     for i in range(30)), metadata={"source": f"recipe{j}.txt"})
+      for j, w in enumerate(["rye", "oat", "spelt"])),
+]
+
+
+def _cos(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture(scope="module")
+def topics(tmp_path_factory):
+    idx = _open("chroma", tmp_path_factory.mktemp("topics"))
+    idx.add_documents(TOPIC_DOCS)
+    return idx
+
+
+def test_windows_carry_the_best_cosine_of_their_hits_as_relevance(topics):
+    emb = TrigramEmbedder()
+    question = "When did the keeper light the lighthouse lamp?"
+    docs = topics.as_retriever(budget_tokens=None).invoke(question)
+    assert docs
+    qvec = emb.embed_query(question)
+    for doc in docs:
+        rel = doc.metadata["relevance"]
+        assert 0.0 <= rel <= 1.0
+        src = topics.source_text(doc.metadata["source_id"])
+        hit_cos = [max(0.0, _cos(qvec, emb.embed_query(row.text)))
+                   for row in topics.chunk_rows([(doc.metadata["source_id"], i, i)
+                                                 for i in doc.metadata["hit_chunk_indices"]])[doc.metadata["source_id"]]]
+        assert rel == pytest.approx(max(hit_cos), abs=1e-5), (doc.metadata, src[:40])
+    best = max(docs, key=lambda d: d.metadata["relevance"])
+    assert best.metadata["source"] == "lighthouse.txt"
+
+
+def test_min_relevance_keeps_unrelated_sources_out_of_the_budget(topics):
+    question = "When did the keeper light the lighthouse lamp?"
+    everything = topics.as_retriever(budget_tokens=1500).invoke(question)
+    assert {d.metadata["source"] for d in everything} > {"lighthouse.txt"}  # the budget fills with recipes
+    lighthouse = max(d.metadata["relevance"] for d in everything if d.metadata["source"] == "lighthouse.txt")
+    recipes = max(d.metadata["relevance"] for d in everything if d.metadata["source"] != "lighthouse.txt")
+    assert recipes < lighthouse
+    floor = (lighthouse + recipes) / 2
+    kept = topics.as_retriever(budget_tokens=1500, min_relevance=floor).invoke(question)
+    assert {d.metadata["source"] for d in kept} == {"lighthouse.txt"}
+    assert all(d.metadata["relevance"] >= floor for d in kept)
+    per_call = topics.as_retriever(budget_tokens=1500).invoke(question, min_relevance=floor)
+    assert [d.id for d in per_call] == [d.id for d in kept]
+    # the default keeps the ranking: the same documents in the same order, relevance or not
+    assert [d.id for d in topics.as_retriever(budget_tokens=1500, min_relevance=0.0).invoke(question)] == \
+        [d.id for d in everything]
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, True, "0.3", float("nan")])
+def test_min_relevance_is_checked(topics, bad):
+    with pytest.raises(ValueError, match=r"min_relevance must be a number in \[0, 1\]"):
+        topics.as_retriever(min_relevance=bad)
+    with pytest.raises(ValueError, match=r"min_relevance must be a number in \[0, 1\]"):
+        topics.as_retriever().invoke("keeper", min_relevance=bad)
+
+
+def test_llama_index_similarity_cutoff_keeps_relevant_windows(topics):
+    from llama_index.core.postprocessor import SimilarityPostprocessor
+    from llama_index.core.schema import QueryBundle
+
+    from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
+
+    question = "When did the keeper light the lighthouse lamp?"
+    nodes = WindowedLlamaIndexRetriever(index=topics, budget_tokens=None).retrieve(question)
+    assert nodes and all(0.0 <= n.score <= 1.0 for n in nodes)
+    kept = SimilarityPostprocessor(similarity_cutoff=0.3).postprocess_nodes(nodes, QueryBundle(question))
+    assert any(n.node.metadata.get("source") == "lighthouse.txt" for n in kept)

@@ -716,18 +716,44 @@ class IndexEngine:
         self.before_search()
         self.sync_vectors()
         qvec = self.vectors.embed_query(query)
+        return [cid for cid, _ in self._dense_scored(qvec, k, search_type, fetch_k, lambda_mult, matcher, native)]
+
+    def _dense_scored(self, qvec: Sequence[float], k: int, search_type: str, fetch_k: int | None,
+                      lambda_mult: float, matcher: Any, native: Any) -> list[tuple[str, float | None]]:
+        """:meth:`dense_ids` for a query vector and a checked ``k``: ``(chunk_id, cosine
+        similarity clipped to [0, 1])``, the similarity ``None`` under MMR (the store
+        reports none)."""
+        size = self.size()
         n = k
         while True:
-            docs = self.wrap(lambda: self.vectors.search(qvec, n, mmr=search_type == "mmr",
-                                                         fetch_k=fetch_k or min(max(4 * n, 20), size),
-                                                         lambda_mult=lambda_mult, native=native),
-                             "search the vectors")
-            out = [cid for cid in self._served(docs) if cid is not None]
+            if search_type == "mmr":
+                pairs = [(d, None) for d in self.wrap(
+                    lambda: self.vectors.search(qvec, n, mmr=True, fetch_k=fetch_k or min(max(4 * n, 20), size),
+                                                lambda_mult=lambda_mult, native=native), "search the vectors")]
+            else:
+                pairs = self.wrap(lambda: self.vectors.search_scored(qvec, n, native=native), "search the vectors")
+            out = [(cid, score) for cid, (_, score) in zip(self._served([d for d, _ in pairs]), pairs)
+                   if cid is not None]
             if matcher is not None and out:
-                out = [cid for cid, ok in zip(out, matcher.passes([parse_chunk_id(c).source_id for c in out])) if ok]
-            if matcher is None or len(out) >= k or len(docs) < n or n >= size:
+                out = [hit for hit, ok in zip(out, matcher.passes([parse_chunk_id(c).source_id for c, _ in out]))
+                       if ok]
+            if matcher is None or len(out) >= k or len(pairs) < n or n >= size:
                 return out[:k]
             n = min(4 * n, size)
+
+    def relevances(self, qvec: Sequence[float], chunk_ids: Sequence[str]) -> dict[str, float]:
+        """The relevance of chunks to a query vector: the cosine similarity of the query
+        and the chunk's embedding (of its indexed text, as stored), clipped to [0, 1]
+        (the score the dense search reports on Chroma, Milvus and ``InMemoryVectorStore``)."""
+        docs = self.get_chunks(list(chunk_ids))
+        if not docs:
+            return {}
+        vecs = np.asarray(self.vectors.embed_documents([d.page_content
+                                                        for d in docs]), dtype=float)
+        q = np.asarray(qvec, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cos = vecs @ q / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(q))
+        return {str(d.id): float(min(1.0, max(0.0, c))) if np.isfinite(c) else 0.0 for d, c in zip(docs, cos)}
 
     def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE,
                         weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
@@ -740,6 +766,11 @@ class IndexEngine:
         recall on every dev set, see docs/eval/ranking.md.) ``filter``: only chunks of
         sources whose metadata passes it (:mod:`.filters`), in both rankings, so no
         window is built from (or around) a source the filter excludes.
+
+        Each hit's metadata carries ``relevance``: the cosine similarity of the query and
+        the chunk, clipped to [0, 1] (:meth:`relevances`; the dense search's own score
+        where it measured one). Unlike the RRF score it does not depend on the ranks, so
+        it compares across queries; it does not change the ranking.
         """
         from .filters import SourceMatcher, parse_filter
         from .parents import check_query
@@ -751,9 +782,21 @@ class IndexEngine:
         flt = parse_filter(filter)
         matcher = SourceMatcher(flt, self.store) if flt is not None else None
         bm25 = self.keyword_hits(query, k, flt, matcher) if weights[0] > 0 else []
-        dense = self.dense_ids(query, k, search_type=search_type, filter=flt) if weights[1] > 0 else []
+        if search_type not in ("mmr", "similarity"):
+            raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
+        self.before_search()
+        self.sync_vectors()
+        qvec = self.vectors.embed_query(query)
+        dense_scored = (self._dense_scored(qvec, k, search_type, None, 0.5, matcher,
+                                           self.vectors.native_filter(flt) if flt is not None else None)
+                        if weights[1] > 0 else [])
+        dense = [cid for cid, _ in dense_scored]
         fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
         bm25_score = dict(bm25)
+        relevance = {cid: score for cid, score in dense_scored if score is not None}
+        unscored = [cid for cid, _, _ in fused if cid not in relevance]
+        if unscored:  # keyword-only hits (and MMR's): measured the same way
+            relevance.update(self.relevances(qvec, unscored))
         parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
         records = self.store.get_many(sorted({p.source_id for _, p, _, _ in parsed if p is not None}))
         m = self.config.medium_size
@@ -765,7 +808,7 @@ class IndexEngine:
             if flt is not None and not flt.matches({**rec.index_metadata, "source_id": rec.source_id}):
                 continue  # changed since the rankings looked (never served against the filter)
             meta = rec.chunk_metadata(p.index, m)
-            meta.update(rrf_score=score, fused_rank=len(hits) + 1)
+            meta.update(rrf_score=score, fused_rank=len(hits) + 1, relevance=relevance.get(cid, 0.0))
             if ranks[0] is not None:
                 meta.update(bm25_rank=ranks[0], bm25_score=bm25_score[cid])
             if ranks[1] is not None:

@@ -193,8 +193,9 @@ MAX_PUSHED_VALUES = 1000
 
 def _plain(text: str) -> bool:
     """Whether Milvus reads ``text`` back exactly from its JSON literal: no control
-    character, quote or backslash (their escapes are read wrongly, or crash the parser)."""
-    return not any(ord(ch) < 32 or ch in '"\\\x7f' for ch in text)
+    character (its ``\\uXXXX`` escape is read wrongly and crashed the search) and no
+    backslash (escaped likewise); quotes are read back exactly."""
+    return not any(ord(ch) < 32 or ch in "\\\x7f" for ch in text)
 
 
 def _expression(flt: Any) -> str | None:

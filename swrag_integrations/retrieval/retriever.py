@@ -22,7 +22,16 @@ from .search import call_options
 from .settings import DEFAULT_SETTINGS as _D
 from .settings import RetrieverSettings
 
-__all__ = ["WindowedParentRetriever"]
+__all__ = ["WindowedParentRetriever", "check_relevance"]
+
+
+def check_relevance(value: Any) -> float | None:
+    """A relevance floor: ``None`` or a number in [0, 1] (``ValueError`` naming ``min_relevance``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"min_relevance must be a number in [0, 1] or None, got {value!r}")
+    return float(value)
 
 
 class WindowedParentRetriever(BaseRetriever):
@@ -56,6 +65,15 @@ class WindowedParentRetriever(BaseRetriever):
         expand: ``"window"`` (the window(s) around each hit, default), ``"medium"``
             (the medium chunks whose windows cover the hit) or ``"chunk"`` (no
             widening: plain small chunks, for comparison).
+        min_relevance: a relevance floor in [0, 1] (``None``, default: none): small-chunk
+            hits whose relevance is below it are dropped before they widen into windows,
+            so a question about one source does not fill the budget with unrelated ones.
+            Every returned document carries ``metadata["relevance"]``: the best cosine
+            similarity of the query and a hit chunk inside it, clipped to [0, 1]
+            (:meth:`~.engine.IndexEngine.search_children`; comparable across queries,
+            unlike ``score``, the summed RRF values of about 0.01-0.15). It does not change
+            the ranking. Also a call-time keyword, as are ``k``, ``k_child``,
+            ``budget_tokens`` and ``filter`` (which replaces the retriever's).
         filter: a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/$gte/
             $lt/$lte/$and/$or``; :mod:`.filters`): only sources whose metadata passes
             it are searched (BM25 and dense) and widened into windows.
@@ -85,6 +103,12 @@ class WindowedParentRetriever(BaseRetriever):
     rrf_c: float = _D.rrf_c
     expand: Literal["window", "medium", "chunk"] = _D.expand
     filter: Any = None
+    min_relevance: float | None = None
+
+    @field_validator("min_relevance", mode="before")
+    @classmethod
+    def _min_relevance(cls, value: Any) -> Any:
+        return check_relevance(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -121,8 +145,9 @@ class WindowedParentRetriever(BaseRetriever):
         from .filters import parse_filter
 
         return call_options(kwargs, {"k": self.k, "k_child": self.k_child, "budget_tokens": self.budget_tokens,
-                                     "filter": self.filter}, "WindowedParentRetriever.invoke()",
-                            checks={"filter": parse_filter})
+                                     "filter": self.filter, "min_relevance": self.min_relevance},
+                            "WindowedParentRetriever.invoke()",
+                            checks={"filter": parse_filter, "min_relevance": check_relevance})
 
     def find_chunks(self, query: str, k_child: int | None = None, *, filter: Any = None):
         """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`);
@@ -133,6 +158,9 @@ class WindowedParentRetriever(BaseRetriever):
                                           weights=self.weights, rrf_c=self.rrf_c, **extra)
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
+        floor = options.get("min_relevance")
+        if floor is not None:  # hits below the floor widen into no window (their budget goes unused)
+            hits = [[h for h in group if h.metadata.get("relevance", 0.0) >= floor] for group in hits]
         spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand)
         docs = []
         for span in spans:
