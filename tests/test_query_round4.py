@@ -342,3 +342,27 @@ def test_llama_index_similarity_cutoff_keeps_relevant_windows(topics):
     assert nodes and all(0.0 <= n.score <= 1.0 for n in nodes)
     kept = SimilarityPostprocessor(similarity_cutoff=0.3).postprocess_nodes(nodes, QueryBundle(question))
     assert any(n.node.metadata.get("source") == "lighthouse.txt" for n in kept)
+
+
+def test_trace_leaves_out_the_hits_below_the_floor(topics):
+    question = "When did the keeper light the lighthouse lamp?"
+    full = topics.as_retriever(budget_tokens=1500).trace(question)
+    rels = sorted({h.metadata["relevance"] for h in full.hits})
+    assert len(rels) > 2 and all(0.0 <= r <= 1.0 for r in rels)
+    floor = rels[len(rels) // 2]
+    floored = topics.as_retriever(budget_tokens=1500, min_relevance=floor).trace(question)
+    assert floored.hits and all(h.metadata["relevance"] >= floor for h in floored.hits)
+    assert len(floored.hits) < len(full.hits)
+    docs = topics.as_retriever(budget_tokens=1500, min_relevance=floor).invoke(question)
+    assert [(d.metadata["source_id"], d.metadata["start_index"], d.metadata["end_index"]) for d in docs] == \
+        [(s.source_id, s.start, s.end) for s in floored.spans]
+
+
+def test_in_lists_check_types_like_equality():
+    from swrag_integrations.retrieval.filters import parse_filter
+
+    flt = parse_filter({"n": {"$in": [1, "a", False]}})
+    assert [flt.matches({"n": v}) for v in (1, 1.0, True, False, 0, "a", "b", [1])] == \
+        [True, True, False, True, False, True, False, False]
+    nin = parse_filter({"n": {"$nin": [1]}})
+    assert [nin.matches({"n": v}) for v in (1, 1.0, True, 2)] == [False, False, True, True]

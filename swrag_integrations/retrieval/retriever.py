@@ -158,9 +158,10 @@ class WindowedParentRetriever(BaseRetriever):
                                           weights=self.weights, rrf_c=self.rrf_c, **extra)
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
-        floor = options.get("min_relevance")
-        if floor is not None:  # hits below the floor widen into no window (their budget goes unused)
-            hits = [[h for h in group if h.metadata.get("relevance", 0.0) >= floor] for group in hits]
+        from .trace import above_floor
+
+        # hits below the floor widen into no window (their budget goes unused)
+        hits = [above_floor(group, options.get("min_relevance")) for group in hits]
         spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand)
         docs = []
         for span in spans:
@@ -176,8 +177,10 @@ class WindowedParentRetriever(BaseRetriever):
         settings (e.g. ``budget_tokens=800``). Views render it (:meth:`explain`)."""
         from .trace import trace
 
+        floor = check_relevance(overrides.pop("min_relevance", self.min_relevance))
         return trace(self.index, query, RetrieverSettings.from_kwargs({**self.settings.to_dict(), **overrides},
-                                                                      where="trace()"), filter=self.filter)
+                                                                      where="trace()"), filter=self.filter,
+                     min_relevance=floor)
 
     def explain(self, query: str, **overrides: Any) -> Any:
         """What this retriever does for ``query``, as an HTML view (shows itself in Jupyter;
