@@ -164,9 +164,6 @@ def main(argv: list[str] | None = None) -> int:
         # (it used to fetch x4 and MMR-select every chunk until the store ran dry)
         rows["mmr plain"] = _report("plain MMR search, k=3 (2 sources)",
                                     _time(lambda q: index.max_marginal_relevance_search(q, k=3), queries[:10]))
-        windows = index.as_retriever(k=4, k_child=20, rank="windows")
-        windows.invoke(queries[0])
-        rows["windows"] = _report("  same, ranking whole windows", _time(windows.invoke, queries))
         ctx = windowed.invoke(queries[1])
         from swrag_integrations.retrieval import count_tokens
 
