@@ -24,6 +24,10 @@ STORY = " ".join(f"Sentence {i} tells how keeper {i % 7} of the lighthouse logge
 
 
 def _open(kind: str, folder, **kw) -> SlidingWindowIndex:
+    if kind == "qdrant-local":  # LangChain's QdrantVectorStore over a local Qdrant folder
+        from test_retrieval_backends import Backend
+
+        return Backend(kind, folder).open(**kw)
     if kind == "in-memory":
         return SlidingWindowIndex(vectorstore=InMemoryVectorStore(TrigramEmbedder()), source_store=InMemoryByteStore(),
                                   show_progress=False, **kw)
@@ -165,7 +169,7 @@ def test_two_spans_budget_333_cut_only_at_allowed_points(first, scores):
 
 # ----------------------------------------------------------------- item 3: one filter meaning
 
-FILTER_STORES = ["in-memory", *STORES]
+FILTER_STORES = ["in-memory", "qdrant-local", *STORES]
 TYPED = [("bool-true", True), ("int-one", 1), ("float-one", 1.0), ("bool-false", False), ("int-zero", 0),
          ("text-one", "1"), ("big", 2**62)]
 

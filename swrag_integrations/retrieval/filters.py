@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Sequence
@@ -55,6 +56,7 @@ CHROMA_MAX_VALUES = 1000
 variable; 40,003 failed every search with "too many SQL variables"); longer lists are
 checked here instead."""
 _INT64 = (-2**63, 2**63)
+_QDRANT_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _typed(value: Any) -> tuple[bool, Any]:
@@ -148,31 +150,43 @@ class MetadataFilter:
         return {self.key: {self.op: self.value}}
 
     def to_qdrant(self, payload_key: str = "metadata") -> Any:
-        """A ``qdrant_client.models.Filter`` over the payload under ``payload_key``;
-        ``None`` when a part has no Qdrant form (a float equality): then the caller
-        filters the results itself."""
+        """A ``qdrant_client.models.Filter`` over the payload under ``payload_key`` that
+        every document passing this filter passes, or ``None`` (no condition): the caller
+        checks every hit against the filter itself. Numbers are matched by range
+        (``gte=lte=value``: integer and float payloads alike, as :func:`values_equal`),
+        booleans and strings by value; parts Qdrant cannot do exactly are left out (an
+        ``$or`` holding one: the whole ``$or``)."""
         from qdrant_client import models
 
         def condition(f: MetadataFilter) -> Any:
             if f.op in ("and", "or"):
                 subs = [condition(a) for a in f.args]
-                if any(s is None for s in subs):
+                if f.op == "or" and any(s is None for s in subs):
+                    return None
+                subs = [s for s in subs if s is not None]
+                if not subs:
                     return None
                 return models.Filter(must=subs) if f.op == "and" else models.Filter(should=subs)
+            if not _QDRANT_KEY.fullmatch(f.key):
+                return None  # a key its payload paths cannot name (dots, brackets, control characters...)
             key = f"{payload_key}.{f.key}" if payload_key else f.key
+            if f.op in ("$gt", "$gte", "$lt", "$lte"):
+                bound = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}[f.op]
+                return models.FieldCondition(key=key, range=models.Range(**{bound: f.value}))
             values = list(f.value) if f.op in ("$in", "$nin") else [f.value]
-            if f.op in ("$eq", "$ne", "$in", "$nin") and any(isinstance(v, float) for v in values):
-                return None  # Qdrant matches keywords, integers and booleans exactly, not floats
-            if f.op == "$eq":
-                return models.FieldCondition(key=key, match=models.MatchValue(value=f.value))
-            if f.op == "$ne":  # documents without the key pass, as here
-                return models.Filter(must_not=[models.FieldCondition(key=key, match=models.MatchValue(value=f.value))])
-            if f.op == "$in":
-                return models.FieldCondition(key=key, match=models.MatchAny(any=values))
-            if f.op == "$nin":  # must_not (not MatchExcept): documents without the key pass, as here
-                return models.Filter(must_not=[models.FieldCondition(key=key, match=models.MatchAny(any=values))])
-            bound = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}[f.op]
-            return models.FieldCondition(key=key, range=models.Range(**{bound: f.value}))
+            negated = f.op in ("$ne", "$nin")
+            numbers = [v for v in values if not isinstance(v, (str, bool))]
+            if len(values) > CHROMA_MAX_VALUES or (negated and any(abs(v) > 2**53 for v in numbers)):
+                return None  # too long, or a range that could hold other integers (excluding too much)
+            strings = [v for v in values if isinstance(v, str)]
+            parts: list[Any] = []
+            if strings:
+                parts.append(models.FieldCondition(key=key, match=models.MatchAny(any=strings)))
+            parts += [models.FieldCondition(key=key, match=models.MatchValue(value=v))
+                      for v in dict.fromkeys(v for v in values if isinstance(v, bool))]
+            parts += [models.FieldCondition(key=key, range=models.Range(gte=v, lte=v)) for v in numbers]
+            found = parts[0] if len(parts) == 1 else models.Filter(should=parts)
+            return models.Filter(must_not=[found]) if negated else found  # must_not: documents without the key pass
 
         cond = condition(self)
         if cond is None or isinstance(cond, models.Filter):
