@@ -27,7 +27,7 @@ naming the part that is wrong) and gives a :class:`MetadataFilter`, which
   callables, a Qdrant ``Filter``); other stores are searched unfiltered with a growing
   fetch and the results filtered here. What a store cannot do exactly is left out of
   its translation (never narrowed: e.g. Chroma gets no list longer than
-  :data:`CHROMA_MAX_VALUES` values in all, which its SQL cannot bind) and filtered here.
+  :data:`MAX_PUSHED_VALUES` values in all, which its SQL cannot bind) and filtered here.
 
 LlamaIndex ``MetadataFilters`` are converted with :func:`from_llama_index`.
 """
@@ -42,7 +42,7 @@ from functools import cached_property
 from typing import Any, Callable, Sequence
 
 __all__ = ["MetadataFilter", "parse_filter", "native_filter", "from_llama_index", "to_llama_index", "SourceMatcher",
-           "filter_from_pairs", "values_equal", "MAX_DEPTH", "CHROMA_MAX_VALUES"]
+           "filter_from_pairs", "values_equal", "MAX_DEPTH", "MAX_PUSHED_VALUES"]
 
 _COMPARE = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 _SCALAR = (str, int, float, bool)
@@ -51,10 +51,10 @@ _ALLOWED_RESERVED = {"source_id"}
 MAX_DEPTH = 32
 """The deepest nesting of ``$and``/``$or`` a filter may have (a deeper one is refused with a
 ``ValueError``, not left to overflow the stack)."""
-CHROMA_MAX_VALUES = 1000
-"""The most ``$in``/``$nin`` values a Chroma ``where`` is given in all (each is one SQL
-variable; 40,003 failed every search with "too many SQL variables"); longer lists are
-checked here instead."""
+MAX_PUSHED_VALUES = 1000
+"""The most ``$in``/``$nin`` values a store's own filter is given (Chroma: in all, each is
+one SQL variable, and 40,003 failed every search with "too many SQL variables"; Qdrant and
+Milvus: per list); longer lists are checked here instead."""
 _INT64 = (-2**63, 2**63)
 _QDRANT_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -124,10 +124,10 @@ class MetadataFilter:
     def to_chroma(self) -> dict[str, Any] | None:
         """A Chroma ``where`` clause that every document passing this filter passes
         (``None``: no clause). Chroma compares values as :func:`values_equal` does, so
-        it is exact, except that ``$in``/``$nin`` lists beyond :data:`CHROMA_MAX_VALUES`
+        it is exact, except that ``$in``/``$nin`` lists beyond :data:`MAX_PUSHED_VALUES`
         values in all are left out (an ``$or`` holding one: the whole ``$or``); the
         caller checks every hit against the filter itself."""
-        return self._chroma([CHROMA_MAX_VALUES])
+        return self._chroma([MAX_PUSHED_VALUES])
 
     def _chroma(self, budget: list[int]) -> dict[str, Any] | None:
         if self.op in ("and", "or"):
@@ -176,7 +176,7 @@ class MetadataFilter:
             values = list(f.value) if f.op in ("$in", "$nin") else [f.value]
             negated = f.op in ("$ne", "$nin")
             numbers = [v for v in values if not isinstance(v, (str, bool))]
-            if len(values) > CHROMA_MAX_VALUES or (negated and any(abs(v) > 2**53 for v in numbers)):
+            if len(values) > MAX_PUSHED_VALUES or (negated and any(abs(v) > 2**53 for v in numbers)):
                 return None  # too long, or a range that could hold other integers (excluding too much)
             strings = [v for v in values if isinstance(v, str)]
             parts: list[Any] = []

@@ -59,6 +59,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from .filters import MAX_PUSHED_VALUES
 from .storage import PlainDocument
 
 __all__ = ["MilvusStorage", "MilvusLiteBusy", "open_milvus", "milvus_collection_name", "milvus_filter", "ANALYZER", "MAX_TEXT_BYTES",
@@ -185,10 +186,6 @@ def _path(key: str) -> str:
 
 def _literal(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-MAX_PUSHED_VALUES = 1000
-"""The longest ``$in`` list given to Milvus as an expression (longer ones are checked by the engine)."""
 
 
 def _plain(text: str) -> bool:
