@@ -160,9 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             "hybrid": _report("hybrid (RRF)", _time(hybrid.invoke, queries)),
             "window": _report("hybrid + window expansion", _time(windowed.invoke, queries)),
         }
-        windows = index.as_retriever(k=4, k_child=20, rank="windows")
-        windows.invoke(queries[0])
-        rows["windows"] = _report("  same, ranking whole windows", _time(windows.invoke, queries))
+        # the plain VectorStore MMR over a two-document index: k=3 asks for more sources than exist
+        # (it used to fetch x4 and MMR-select every chunk until the store ran dry)
+        rows["mmr plain"] = _report("plain MMR search, k=3 (2 sources)",
+                                    _time(lambda q: index.max_marginal_relevance_search(q, k=3), queries[:10]))
         ctx = windowed.invoke(queries[1])
         from swrag_integrations.retrieval import count_tokens
 

@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["document_to_node", "node_to_document", "span_to_node", "SCORE_KEYS"]
 
-SCORE_KEYS = ("relevance_score", "segment_value", "score", "rrf_score")
+SCORE_KEYS = ("relevance_score", "relevance", "segment_value", "score", "rrf_score")
 
 
 def _scalar_metadata(meta: dict[str, Any]) -> dict[str, Any]:
@@ -54,14 +54,17 @@ def document_to_node(doc: Any, *, score: float | None = None, with_score: bool =
 
 
 def span_to_node(span: Any) -> Any:
-    """A core :class:`~.retrieval.assemble.ContextSpan` as a ``NodeWithScore`` (exact offsets)."""
+    """A core :class:`~.retrieval.assemble.ContextSpan` as a ``NodeWithScore`` (exact offsets);
+    its score is the span's ``relevance`` in [0, 1] where it has one (windows of
+    :meth:`~.retrieval.engine.IndexEngine.search_children` hits), else ``span.score``."""
     from llama_index.core.schema import NodeWithScore
 
     meta = _scalar_metadata({**span.metadata, "source_id": span.source_id, "start_index": span.start,
                              "end_index": span.end, "score": span.score, "rank": span.rank})
     meta.update(hit_chunk_indices=",".join(map(str, span.metadata.get("hit_chunk_indices") or [])))
     node = _node(f"{span.source_id}:{span.start}-{span.end}", span.text, meta, span.start, span.end, span.source_id)
-    return NodeWithScore(node=node, score=span.score)
+    relevance = span.metadata.get("relevance")  # in [0, 1], comparable across queries (a cutoff means something)
+    return NodeWithScore(node=node, score=float(relevance) if relevance is not None else span.score)
 
 
 def node_to_document(item: Any) -> Any:

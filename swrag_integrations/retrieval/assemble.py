@@ -310,7 +310,8 @@ def _fit(
 
 def _merge_metadata(lead: ContextSpan, members: Sequence[ContextSpan], start: int, end: int) -> dict[str, Any]:
     """Metadata of a merged block: the best-ranked member's, made consistent with the
-    block's offsets (hit chunks unioned, chunk bounds widened, best score kept)."""
+    block's offsets (hit chunks unioned, chunk bounds widened, best score and
+    relevance kept)."""
     meta = dict(lead.metadata)
     meta["merged_ranks"] = sorted({m.rank for m in members if m.rank is not None})
     meta["n_merged"] = len(members)
@@ -328,6 +329,9 @@ def _merge_metadata(lead: ContextSpan, members: Sequence[ContextSpan], start: in
     scores = [m.score for m in members if m.score is not None]
     if scores:
         meta["score"] = max(scores)
+    relevances = [md["relevance"] for md in metas if md.get("relevance") is not None]
+    if relevances:
+        meta["relevance"] = max(relevances)
     # the hit offsets must lie inside the block: take the best-scored member's that does
     best = None
     for m in sorted(members, key=lambda m: (-(m.score if m.score is not None else float("-inf")), m.rank or 0)):

@@ -146,10 +146,14 @@ def mmr_select(query: Any, candidates: Any, k: int, lambda_mult: float) -> list[
         return []
     relevance = _cosine(np.asarray(query, dtype=np.float32)[None, :], cand)[0]
     chosen = [int(np.argmax(relevance))]
+    # the highest similarity of each candidate to any chosen one, updated with the newest
+    # pick only: each step costs one column of similarities, not one per chosen candidate
+    redundancy = _cosine(cand, cand[chosen[-1:]])[:, 0]
     while len(chosen) < min(k, len(cand)):
-        score = lambda_mult * relevance - (1 - lambda_mult) * _cosine(cand, cand[chosen]).max(axis=1)
+        score = lambda_mult * relevance - (1 - lambda_mult) * redundancy
         score[chosen] = -np.inf
         chosen.append(int(np.argmax(score)))
+        redundancy = np.maximum(redundancy, _cosine(cand, cand[chosen[-1:]])[:, 0])
     return chosen
 
 
@@ -262,7 +266,8 @@ class ChromaStorage:
         return [(c, min(1.0, max(0.0, 1.0 - float(d)))) for c, d in zip(chunks, got["distances"][0])] if chunks else []
 
     def native_filter(self, flt: Any) -> dict[str, Any] | None:
-        return {"where": flt.to_chroma()}
+        where = flt.to_chroma()  # exact, or wider (see MetadataFilter.to_chroma): the engine checks every hit
+        return None if where is None else {"where": where}
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.precomputed.base.embed_documents(texts)

@@ -148,6 +148,7 @@ class IndexEngine:
         self._embedding_checked = False
         self._embedding_dim: int | None = None
         self._vector_generation: int | None = None  # the store generation this handle's vectors reflect
+        self._size: tuple[int, int, int] | None = None  # (store generation, chunks, sources): _sizes()
         self.manifest = self._open_manifest({k: v for k, v in (chunking or {}).items()})
         self.index_id: str = self.manifest["index_id"]
         self.config = IndexConfig.from_json(self.manifest["config"])
@@ -610,6 +611,31 @@ class IndexEngine:
         return text[start:end]
 
     # ------------------------------------------------------------------ search
+    def _sizes(self) -> tuple[int, int]:
+        """``(small chunks, sources)`` of the complete sources, read once per store generation."""
+        generation = self.store.generation()
+        if self._size is None or self._size[0] != generation:
+            heads = [h for h in self.store.heads().values() if h.state == "complete"]
+            self._size = (generation, sum(h.n_chunks for h in heads), len(heads))
+        return self._size[1], self._size[2]
+
+    def size(self) -> int:
+        """Small chunks of the complete sources: the most results a search can give."""
+        return self._sizes()[0]
+
+    def source_count(self) -> int:
+        """Complete sources: the most documents a plain search can give."""
+        return self._sizes()[1]
+
+    def search_k(self, k: Any, name: str = "k") -> int:
+        """``k`` checked and clipped for a search: a positive int (not a bool), else a
+        ``ValueError`` naming ``name``; then at most :meth:`size` (and at least 1), so no
+        backend is ever asked for more results than the index holds (tantivy allocates
+        ``k`` slots up front: ``k=10**12`` aborted the process)."""
+        from .settings import positive_int
+
+        return max(1, min(positive_int(name, k), self.size()))
+
     def bm25_search(self, query: str, k: int = 20, *, filter: Any = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only;
         ``filter``: only sources whose metadata passes it, see :mod:`.filters`), from the
@@ -621,7 +647,9 @@ class IndexEngine:
 
     def keyword_hits(self, query: str, k: int, flt: Any = None, matcher: Any = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` of the ``k`` best keyword chunks for a checked filter
-        ``flt`` (:class:`~.filters.MetadataFilter`) and its :class:`~.filters.SourceMatcher`."""
+        ``flt`` (:class:`~.filters.MetadataFilter`) and its :class:`~.filters.SourceMatcher`
+        (``k``: see :meth:`search_k`)."""
+        k = self.search_k(k)
         allow = matcher.chunk_ids() if matcher is not None else None
         if isinstance(self.keyword, StorageKeyword):
             native = self.vectors.native_filter(flt) if flt is not None else None
@@ -652,7 +680,8 @@ class IndexEngine:
         ``native``: the storage's filter arguments. More chunks are fetched while fewer
         than ``k`` passed and the storage had more (up to :data:`MAX_FETCH`)."""
         self.sync_vectors()
-        n = k
+        k = self.search_k(k)
+        n = min(k, MAX_FETCH)
         while True:
             hits = self.wrap(lambda: self.vectors.keyword_search(query, n, native=native),
                              "search keywords in the vector store")
@@ -671,30 +700,60 @@ class IndexEngine:
 
         ``filter``: a metadata filter (:mod:`.filters`), pushed down to the storage where
         it can filter, and checked against each source's record; more chunks are
-        fetched while fewer than ``k`` passed and the storage had more.
+        fetched while fewer than ``k`` passed and the storage had more. ``k`` and
+        ``fetch_k`` are checked and clipped to the index size (:meth:`search_k`).
         """
         from .filters import SourceMatcher, parse_filter
 
         if search_type not in ("mmr", "similarity"):
             raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
+        k = self.search_k(k)
+        fetch_k = None if fetch_k is None else self.search_k(fetch_k, "fetch_k")
+        size = self.size()
         flt = parse_filter(filter)
         matcher = SourceMatcher(flt, self.store) if flt is not None else None
         native = self.vectors.native_filter(flt) if flt is not None else None
         self.before_search()
         self.sync_vectors()
         qvec = self.vectors.embed_query(query)
+        return [cid for cid, _ in self._dense_scored(qvec, k, search_type, fetch_k, lambda_mult, matcher, native)]
+
+    def _dense_scored(self, qvec: Sequence[float], k: int, search_type: str, fetch_k: int | None,
+                      lambda_mult: float, matcher: Any, native: Any) -> list[tuple[str, float | None]]:
+        """:meth:`dense_ids` for a query vector and a checked ``k``: ``(chunk_id, cosine
+        similarity clipped to [0, 1])``, the similarity ``None`` under MMR (the store
+        reports none)."""
+        size = self.size()
         n = k
         while True:
-            docs = self.wrap(lambda: self.vectors.search(qvec, n, mmr=search_type == "mmr",
-                                                         fetch_k=fetch_k or max(4 * n, 20), lambda_mult=lambda_mult,
-                                                         native=native),
-                             "search the vectors")
-            out = [cid for cid in self._served(docs) if cid is not None]
+            if search_type == "mmr":
+                pairs = [(d, None) for d in self.wrap(
+                    lambda: self.vectors.search(qvec, n, mmr=True, fetch_k=fetch_k or min(max(4 * n, 20), size),
+                                                lambda_mult=lambda_mult, native=native), "search the vectors")]
+            else:
+                pairs = self.wrap(lambda: self.vectors.search_scored(qvec, n, native=native), "search the vectors")
+            out = [(cid, score) for cid, (_, score) in zip(self._served([d for d, _ in pairs]), pairs)
+                   if cid is not None]
             if matcher is not None and out:
-                out = [cid for cid, ok in zip(out, matcher.passes([parse_chunk_id(c).source_id for c in out])) if ok]
-            if matcher is None or len(out) >= k or len(docs) < n:
+                out = [hit for hit, ok in zip(out, matcher.passes([parse_chunk_id(c).source_id for c, _ in out]))
+                       if ok]
+            if matcher is None or len(out) >= k or len(pairs) < n or n >= size:
                 return out[:k]
-            n *= 4
+            n = min(4 * n, size)
+
+    def relevances(self, qvec: Sequence[float], chunk_ids: Sequence[str]) -> dict[str, float]:
+        """The relevance of chunks to a query vector: the cosine similarity of the query
+        and the chunk's embedding (of its indexed text, as stored), clipped to [0, 1]
+        (the score the dense search reports on Chroma, Milvus and ``InMemoryVectorStore``)."""
+        docs = self.get_chunks(list(chunk_ids))
+        if not docs:
+            return {}
+        vecs = np.asarray(self.vectors.embed_documents([d.page_content
+                                                        for d in docs]), dtype=float)
+        q = np.asarray(qvec, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cos = vecs @ q / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(q))
+        return {str(d.id): float(min(1.0, max(0.0, c))) if np.isfinite(c) else 0.0 for d, c in zip(docs, cos)}
 
     def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE,
                         weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
@@ -707,21 +766,37 @@ class IndexEngine:
         recall on every dev set, see docs/eval/ranking.md.) ``filter``: only chunks of
         sources whose metadata passes it (:mod:`.filters`), in both rankings, so no
         window is built from (or around) a source the filter excludes.
+
+        Each hit's metadata carries ``relevance``: the cosine similarity of the query and
+        the chunk, clipped to [0, 1] (:meth:`relevances`; the dense search's own score
+        where it measured one). Unlike the RRF score it does not depend on the ranks, so
+        it compares across queries; it does not change the ranking.
         """
         from .filters import SourceMatcher, parse_filter
         from .parents import check_query
 
         check_query(query)
-        if k <= 0:
-            raise ValueError(f"k must be > 0, got {k}")
+        k = self.search_k(k)
         if len(weights) != 2:
             raise ValueError(f"weights must be (bm25, dense), got {weights!r}")
         flt = parse_filter(filter)
         matcher = SourceMatcher(flt, self.store) if flt is not None else None
         bm25 = self.keyword_hits(query, k, flt, matcher) if weights[0] > 0 else []
-        dense = self.dense_ids(query, k, search_type=search_type, filter=flt) if weights[1] > 0 else []
+        if search_type not in ("mmr", "similarity"):
+            raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
+        self.before_search()
+        self.sync_vectors()
+        qvec = self.vectors.embed_query(query)
+        dense_scored = (self._dense_scored(qvec, k, search_type, None, 0.5, matcher,
+                                           self.vectors.native_filter(flt) if flt is not None else None)
+                        if weights[1] > 0 else [])
+        dense = [cid for cid, _ in dense_scored]
         fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
         bm25_score = dict(bm25)
+        relevance = {cid: score for cid, score in dense_scored if score is not None}
+        unscored = [cid for cid, _, _ in fused if cid not in relevance]
+        if unscored:  # keyword-only hits (and MMR's): measured the same way
+            relevance.update(self.relevances(qvec, unscored))
         parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
         records = self.store.get_many(sorted({p.source_id for _, p, _, _ in parsed if p is not None}))
         m = self.config.medium_size
@@ -733,7 +808,7 @@ class IndexEngine:
             if flt is not None and not flt.matches({**rec.index_metadata, "source_id": rec.source_id}):
                 continue  # changed since the rankings looked (never served against the filter)
             meta = rec.chunk_metadata(p.index, m)
-            meta.update(rrf_score=score, fused_rank=len(hits) + 1)
+            meta.update(rrf_score=score, fused_rank=len(hits) + 1, relevance=relevance.get(cid, 0.0))
             if ranks[0] is not None:
                 meta.update(bm25_rank=ranks[0], bm25_score=bm25_score[cid])
             if ranks[1] is not None:

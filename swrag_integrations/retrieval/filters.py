@@ -9,7 +9,13 @@ A filter is a LangChain-style dict over the documents' own metadata (the scalar 
 * ``{"$and": [f, ...]}``, ``{"$or": [f, ...]}``.
 
 A document without the key fails ``$eq``/``$in`` and the order comparisons and passes
-``$ne``/``$nin`` (as in Chroma, Qdrant and MongoDB), the same in every store. :func:`parse_filter` checks a filter once (clear ``ValueError``s
+``$ne``/``$nin`` (as in Chroma, Qdrant and MongoDB), the same in every store. Values
+compare as Chroma compares them, in every store: a boolean equals only a boolean
+(``{"n": 1}`` does not match ``n=True``, unlike Python's ``True == 1``), numbers by value
+(``1`` matches ``1.0``), strings exactly; the order comparisons take numbers and skip
+booleans. Refused with a ``ValueError``: NaN and infinite numbers, integers outside the
+64-bit range (``-2**63 <= n < 2**63``) and filters nested deeper than
+:data:`MAX_DEPTH` levels. :func:`parse_filter` checks a filter once (clear ``ValueError``s
 naming the part that is wrong) and gives a :class:`MetadataFilter`, which
 
 * evaluates itself on a metadata dict (:meth:`MetadataFilter.matches`): BM25 hits, the
@@ -19,7 +25,9 @@ naming the part that is wrong) and gives a :class:`MetadataFilter`, which
 * translates itself for the stores that can filter while they search
   (:func:`native_filter`: Chroma ``where``, ``InMemoryVectorStore`` and FAISS
   callables, a Qdrant ``Filter``); other stores are searched unfiltered with a growing
-  fetch and the results filtered here.
+  fetch and the results filtered here. What a store cannot do exactly is left out of
+  its translation (never narrowed: e.g. Chroma gets no list longer than
+  :data:`MAX_PUSHED_VALUES` values in all, which its SQL cannot bind) and filtered here.
 
 LlamaIndex ``MetadataFilters`` are converted with :func:`from_llama_index`.
 """
@@ -28,16 +36,39 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Sequence
 
 __all__ = ["MetadataFilter", "parse_filter", "native_filter", "from_llama_index", "to_llama_index", "SourceMatcher",
-           "filter_from_pairs"]
+           "filter_from_pairs", "values_equal", "MAX_DEPTH", "MAX_PUSHED_VALUES"]
 
 _COMPARE = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 _SCALAR = (str, int, float, bool)
 # metadata keys of a source a filter may use besides the user's own (the index sets the rest per chunk)
 _ALLOWED_RESERVED = {"source_id"}
+MAX_DEPTH = 32
+"""The deepest nesting of ``$and``/``$or`` a filter may have (a deeper one is refused with a
+``ValueError``, not left to overflow the stack)."""
+MAX_PUSHED_VALUES = 1000
+"""The most ``$in``/``$nin`` values a store's own filter is given (Chroma: in all, each is
+one SQL variable, and 40,003 failed every search with "too many SQL variables"; Qdrant and
+Milvus: per list); longer lists are checked here instead."""
+_INT64 = (-2**63, 2**63)
+_QDRANT_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _typed(value: Any) -> tuple[bool, Any]:
+    """``value`` tagged so that equal tags are :func:`values_equal` (and hash alike)."""
+    return isinstance(value, bool), value
+
+
+def values_equal(have: Any, want: Any) -> bool:
+    """Equality of a metadata value and a filter value, the filters' one definition: a
+    boolean equals only a boolean, numbers compare by value (``1 == 1.0``), anything else
+    with ``==`` (strings exactly)."""
+    return bool(_typed(have) == _typed(want))
 
 
 @dataclass(frozen=True)
@@ -61,18 +92,24 @@ class MetadataFilter:
         have, want = metadata[self.key], self.value
         try:
             if self.op == "$eq":
-                return have == want
+                return values_equal(have, want)
             if self.op == "$ne":
-                return have != want
+                return not values_equal(have, want)
             if self.op == "$in":
-                return have in want
+                return _typed(have) in self._members
             if self.op == "$nin":
-                return have not in want
+                return _typed(have) not in self._members
             if isinstance(have, bool) or not isinstance(have, (int, float)):
                 return False  # order comparisons are for numbers
             return {"$gt": have > want, "$gte": have >= want, "$lt": have < want, "$lte": have <= want}[self.op]
         except TypeError:
             return False
+
+    @cached_property
+    def _members(self) -> frozenset[tuple[bool, Any]]:
+        """The ``$in``/``$nin`` values as a set of :func:`_typed` tags (a 40,000-value list
+        is checked per document in constant time)."""
+        return frozenset(_typed(v) for v in self.value)
 
     def to_dict(self) -> dict[str, Any]:
         """The filter as a LangChain-style dict (normalised: explicit operators)."""
@@ -84,12 +121,27 @@ class MetadataFilter:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
 
     # ---------------------------------------------------------- translations
-    def to_chroma(self) -> dict[str, Any]:
-        """A Chroma ``where`` clause."""
+    def to_chroma(self) -> dict[str, Any] | None:
+        """A Chroma ``where`` clause that every document passing this filter passes
+        (``None``: no clause). Chroma compares values as :func:`values_equal` does, so
+        it is exact, except that ``$in``/``$nin`` lists beyond :data:`MAX_PUSHED_VALUES`
+        values in all are left out (an ``$or`` holding one: the whole ``$or``); the
+        caller checks every hit against the filter itself."""
+        return self._chroma([MAX_PUSHED_VALUES])
+
+    def _chroma(self, budget: list[int]) -> dict[str, Any] | None:
         if self.op in ("and", "or"):
-            parts = [f.to_chroma() for f in self.args]
-            return parts[0] if len(parts) == 1 else {f"${self.op}": parts}
+            parts = [f._chroma(budget) for f in self.args]
+            if self.op == "or" and any(p is None for p in parts):
+                return None
+            kept = [p for p in parts if p is not None]
+            if not kept:
+                return None
+            return kept[0] if len(kept) == 1 else {f"${self.op}": kept}
         if self.op in ("$in", "$nin"):  # Chroma wants one value type per list: one list per type
+            if len(self.value) > budget[0]:
+                return None
+            budget[0] -= len(self.value)
             groups: dict[type, list[Any]] = {}
             for v in self.value:
                 groups.setdefault(type(v), []).append(v)
@@ -98,31 +150,43 @@ class MetadataFilter:
         return {self.key: {self.op: self.value}}
 
     def to_qdrant(self, payload_key: str = "metadata") -> Any:
-        """A ``qdrant_client.models.Filter`` over the payload under ``payload_key``;
-        ``None`` when a part has no Qdrant form (a float equality): then the caller
-        filters the results itself."""
+        """A ``qdrant_client.models.Filter`` over the payload under ``payload_key`` that
+        every document passing this filter passes, or ``None`` (no condition): the caller
+        checks every hit against the filter itself. Numbers are matched by range
+        (``gte=lte=value``: integer and float payloads alike, as :func:`values_equal`),
+        booleans and strings by value; parts Qdrant cannot do exactly are left out (an
+        ``$or`` holding one: the whole ``$or``)."""
         from qdrant_client import models
 
         def condition(f: MetadataFilter) -> Any:
             if f.op in ("and", "or"):
                 subs = [condition(a) for a in f.args]
-                if any(s is None for s in subs):
+                if f.op == "or" and any(s is None for s in subs):
+                    return None
+                subs = [s for s in subs if s is not None]
+                if not subs:
                     return None
                 return models.Filter(must=subs) if f.op == "and" else models.Filter(should=subs)
+            if not _QDRANT_KEY.fullmatch(f.key):
+                return None  # a key its payload paths cannot name (dots, brackets, control characters...)
             key = f"{payload_key}.{f.key}" if payload_key else f.key
+            if f.op in ("$gt", "$gte", "$lt", "$lte"):
+                bound = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}[f.op]
+                return models.FieldCondition(key=key, range=models.Range(**{bound: f.value}))
             values = list(f.value) if f.op in ("$in", "$nin") else [f.value]
-            if f.op in ("$eq", "$ne", "$in", "$nin") and any(isinstance(v, float) for v in values):
-                return None  # Qdrant matches keywords, integers and booleans exactly, not floats
-            if f.op == "$eq":
-                return models.FieldCondition(key=key, match=models.MatchValue(value=f.value))
-            if f.op == "$ne":  # documents without the key pass, as here
-                return models.Filter(must_not=[models.FieldCondition(key=key, match=models.MatchValue(value=f.value))])
-            if f.op == "$in":
-                return models.FieldCondition(key=key, match=models.MatchAny(any=values))
-            if f.op == "$nin":  # must_not (not MatchExcept): documents without the key pass, as here
-                return models.Filter(must_not=[models.FieldCondition(key=key, match=models.MatchAny(any=values))])
-            bound = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}[f.op]
-            return models.FieldCondition(key=key, range=models.Range(**{bound: f.value}))
+            negated = f.op in ("$ne", "$nin")
+            numbers = [v for v in values if not isinstance(v, (str, bool))]
+            if len(values) > MAX_PUSHED_VALUES or (negated and any(abs(v) > 2**53 for v in numbers)):
+                return None  # too long, or a range that could hold other integers (excluding too much)
+            strings = [v for v in values if isinstance(v, str)]
+            parts: list[Any] = []
+            if strings:
+                parts.append(models.FieldCondition(key=key, match=models.MatchAny(any=strings)))
+            parts += [models.FieldCondition(key=key, match=models.MatchValue(value=v))
+                      for v in dict.fromkeys(v for v in values if isinstance(v, bool))]
+            parts += [models.FieldCondition(key=key, range=models.Range(gte=v, lte=v)) for v in numbers]
+            found = parts[0] if len(parts) == 1 else models.Filter(should=parts)
+            return models.Filter(must_not=[found]) if negated else found  # must_not: documents without the key pass
 
         cond = condition(self)
         if cond is None or isinstance(cond, models.Filter):
@@ -139,8 +203,15 @@ def parse_filter(spec: Any) -> MetadataFilter | None:
             non-scalar value, or a key the index sets itself on chunks.
         TypeError: anything that is not a filter.
     """
+    return _parse(spec, 1)
+
+
+def _parse(spec: Any, depth: int) -> MetadataFilter | None:
     if spec is None or isinstance(spec, MetadataFilter):
         return spec
+    if depth > MAX_DEPTH:
+        raise ValueError(f"filter is nested deeper than {MAX_DEPTH} levels of $and/$or; flatten it "
+                         "(e.g. one $in list instead of nested $or)")
     if not isinstance(spec, dict):
         if type(spec).__name__ == "MetadataFilters":
             return from_llama_index(spec)
@@ -148,15 +219,24 @@ def parse_filter(spec: Any) -> MetadataFilter | None:
                         f"got {type(spec).__name__}")
     if not spec:
         raise ValueError("filter must not be an empty dict (pass filter=None for no filter)")
-    parts = [_parse_item(key, value) for key, value in spec.items()]
+    parts = [_parse_item(key, value, depth) for key, value in spec.items()]
     return parts[0] if len(parts) == 1 else MetadataFilter("and", args=tuple(parts))
 
 
-def _parse_item(key: Any, value: Any) -> MetadataFilter:
+def _check_value(key: str, value: Any) -> None:
+    """A scalar filter value every store compares exactly (``ValueError`` otherwise)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"filter {{{key!r}: ...}}: {value!r} is not a comparable number; use a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value < _INT64[1]:
+        raise ValueError(f"filter {{{key!r}: ...}}: the integer {value} is outside the 64-bit range the stores "
+                         "hold (-2**63 <= n < 2**63)")
+
+
+def _parse_item(key: Any, value: Any, depth: int = 1) -> MetadataFilter:
     if key in ("$and", "$or"):
         if not isinstance(value, (list, tuple)) or not value:
             raise ValueError(f"filter {key} takes a non-empty list of filters, got {value!r}")
-        return MetadataFilter(key[1:], args=tuple(parse_filter(v) for v in value))  # type: ignore[misc]
+        return MetadataFilter(key[1:], args=tuple(_parse(v, depth + 1) for v in value))  # type: ignore[misc]
     if not isinstance(key, str) or key.startswith("$"):
         raise ValueError(f"filter key {key!r}: use a metadata key, '$and' or '$or' "
                          f"(comparisons: {', '.join(_COMPARE)})")
@@ -178,12 +258,15 @@ def _parse_item(key: Any, value: Any) -> MetadataFilter:
             raise ValueError(f"filter {{{key!r}: {{{op!r}: ...}}}} takes a non-empty list, got {operand!r}")
         if not all(isinstance(v, _SCALAR) for v in operand):
             raise ValueError(f"filter {{{key!r}: {{{op!r}: ...}}}}: values must be str, int, float or bool")
+        for v in operand:
+            _check_value(key, v)
         return MetadataFilter(op, key, tuple(operand))
     if op in ("$gt", "$gte", "$lt", "$lte"):
         if isinstance(operand, bool) or not isinstance(operand, (int, float)):
             raise ValueError(f"filter {{{key!r}: {{{op!r}: {operand!r}}}}}: order comparisons take a number")
     elif not isinstance(operand, _SCALAR):
         raise ValueError(f"filter {{{key!r}: {operand!r}}}: the value must be str, int, float or bool")
+    _check_value(key, operand)
     return MetadataFilter(op, key, operand)
 
 
@@ -266,7 +349,8 @@ def native_filter(flt: MetadataFilter, store: Any) -> dict[str, Any] | None:
     store this module does not know (then the caller fetches more and filters)."""
     kind = type(store).__name__
     if kind == "Chroma":
-        return {"filter": flt.to_chroma()}
+        where = flt.to_chroma()
+        return None if where is None else {"filter": where}
     if kind == "InMemoryVectorStore":
         return {"filter": lambda doc: flt.matches(doc.metadata or {})}
     if kind == "FAISS":  # FAISS fetches fetch_k, then filters: fetch everything it holds

@@ -530,7 +530,7 @@ class SlidingWindowIndex(VectorStore):
         """LangChain retriever over the BM25 side index (small chunks)."""
         from .search import CJKBM25Retriever
 
-        return CJKBM25Retriever(index=self.keyword, fetch=self.get_chunks, k=k)
+        return CJKBM25Retriever(index=_EngineKeywords(self.engine), fetch=self.get_chunks, k=k)
 
     def dense_retriever(self, k: int = 20, search_type: str = "mmr", *, fetch_k: int | None = None,
                         lambda_mult: float = 0.5):
@@ -663,6 +663,17 @@ class SlidingWindowIndex(VectorStore):
     def __repr__(self) -> str:
         return (f"SlidingWindowIndex({self.engine.server or str(self.persist_directory or self.store)!r}, "
                 f"collection_name={self.collection_name!r}, vectors={self.vectors.kind}, config={self.config})")
+
+
+class _EngineKeywords:
+    """The engine's keyword search as ``search(query, k)`` for :class:`~.search.CJKBM25Retriever`:
+    through :meth:`~.engine.IndexEngine.bm25_search`, so ``k`` is checked and clipped there."""
+
+    def __init__(self, engine: IndexEngine) -> None:
+        self.engine = engine
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        return self.engine.bm25_search(query, k)
 
 
 def _only(kwargs: dict[str, Any], allowed: set[str], where: str) -> None:

@@ -59,6 +59,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from .filters import MAX_PUSHED_VALUES
 from .storage import PlainDocument
 from ..paths import private_dir
 
@@ -189,13 +190,21 @@ def _literal(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _plain(text: str) -> bool:
+    """Whether Milvus reads ``text`` back exactly from its JSON literal: no control
+    character (its ``\\uXXXX`` escape is read wrongly and crashed the search) and no
+    backslash (escaped likewise); quotes are read back exactly."""
+    return not any(ord(ch) < 32 or ch in "\\\x7f" for ch in text)
+
+
 def _expression(flt: Any) -> str | None:
     """A Milvus expression that every chunk passing ``flt`` passes (``None``: no
     condition, i.e. all pass). Parts whose Milvus semantics differ from
     :meth:`~.filters.MetadataFilter.matches` are left out (``None``): ``$ne``/``$nin``
-    (Milvus fails missing keys and values of another type, the package passes them) and
-    equality with a boolean (the package takes ``True == 1``); the engine checks every
-    hit against the filter itself, so a wider expression only costs a larger fetch."""
+    (Milvus fails missing keys and values of another type, the package passes them),
+    equality with a boolean, and keys or strings that are not :func:`_plain`; the engine
+    checks every hit against the filter itself, so a wider expression only costs a
+    larger fetch."""
     if flt.op in ("and", "or"):
         parts = [_expression(f) for f in flt.args]
         if flt.op == "or" and any(p is None for p in parts):
@@ -204,11 +213,12 @@ def _expression(flt: Any) -> str | None:
         if not kept:
             return None
         return kept[0] if len(kept) == 1 else "(" + f" {flt.op} ".join(kept) + ")"
-    if flt.op in ("$ne", "$nin"):
+    if flt.op in ("$ne", "$nin") or not _plain(flt.key):
         return None
     if flt.op in ("$eq", "$in"):
         values = list(flt.value) if flt.op == "$in" else [flt.value]
-        if any(isinstance(v, bool) for v in values):
+        if len(values) > MAX_PUSHED_VALUES or any(isinstance(v, bool) or (isinstance(v, str) and not _plain(v))
+                                                  for v in values):
             return None
         parts = [f"{_path(flt.key)} == {_literal(v)}" for v in values]
         return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"

@@ -142,6 +142,9 @@ def _span(cand: Candidate, rows: list[ChunkRow], lo: int, hi: int, rank: int, ex
     if hits_inside:
         best_chunk = max(hits_inside, key=lambda h: (h[1], -h[2]))[0]
     meta = {k: v for k, v in best_meta.items() if k not in CHUNK_KEYS}
+    relevances = [h[3]["relevance"] for h in (hits_inside or cand.hits) if h[3].get("relevance") is not None]
+    if relevances:  # the window's relevance: its best hit's (engine.IndexEngine.search_children)
+        meta["relevance"] = max(relevances)
     meta.update(hit_chunk_indices=sorted({h[0] for h in hits_inside}), chunk_lower_bound=rows[lo].index,
                 chunk_upper_bound=rows[hi].index, expand=expand, query_index=cand.query_index)
     hit_row = next((r for r in rows[lo:hi + 1] if r.index == best_chunk), None)

@@ -34,8 +34,10 @@ def search_documents(index: "EngineState", vector: Sequence[float], k: int, *, m
     Small chunks are fetched from the vector store (plain similarity with relevance
     scores, or MMR) and each source is ranked by its first chunk in that list; more
     chunks are fetched while fewer than ``k`` sources were found and the store had
-    more. Chunks of sources that are not complete, or of an older version of a
-    source's text, are dropped (as for every search of the index). The score is the
+    more (at most every chunk the index holds, and not once every source was found).
+    ``k`` and ``fetch_k`` are checked and clipped to the index size
+    (:meth:`~.engine.IndexEngine.search_k`). Chunks of sources that are not complete,
+    or of an older version of a source's text, are dropped (as for every search of the index). The score is the
     best chunk's relevance in [0, 1] (``None`` for MMR, which has none).
 
     ``filter``: a metadata filter (:func:`~.filters.parse_filter`), pushed down to the
@@ -43,13 +45,14 @@ def search_documents(index: "EngineState", vector: Sequence[float], k: int, *, m
     """
     from .filters import SourceMatcher, parse_filter
 
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    k = index.search_k(k)
+    fetch_k = index.search_k(fetch_k, "fetch_k")
     flt = parse_filter(filter)
     matcher = SourceMatcher(flt, index.store) if flt is not None else None
     native = index.vectors.native_filter(flt) if flt is not None else None
     index.before_search()
-    n = max(4 * k, fetch_k if mmr else 0, 20)
+    size, sources = index.size(), index.source_count()
+    n = max(1, min(max(4 * k, fetch_k if mmr else 0, 20), size))
     while True:
         if mmr:
             pairs = [(d, None) for d in index.wrap(
@@ -59,9 +62,11 @@ def search_documents(index: "EngineState", vector: Sequence[float], k: int, *, m
         else:
             pairs = index.wrap(lambda: index.vectors.search_scored(vector, n, native=native), "search the vectors")
         best = _best_per_source(index, pairs, matcher)
-        if len(best) >= k or len(pairs) < n:
+        # enough sources, or none left to find: the store had no more chunks, every chunk
+        # was fetched, or every source was found (a one-document index: one round)
+        if len(best) >= min(k, sources) or len(pairs) < n or n >= size:
             break
-        n *= 4
+        n = min(4 * n, size)
     chosen = list(best.items())[:k]
     records = index.store.get_many([sid for sid, _ in chosen])
     return [(source_document(records[sid]), score) for sid, score in chosen

@@ -22,7 +22,16 @@ from .search import call_options
 from .settings import DEFAULT_SETTINGS as _D
 from .settings import RetrieverSettings
 
-__all__ = ["WindowedParentRetriever"]
+__all__ = ["WindowedParentRetriever", "check_relevance"]
+
+
+def check_relevance(value: Any) -> float | None:
+    """A relevance floor: ``None`` or a number in [0, 1] (``ValueError`` naming ``min_relevance``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"min_relevance must be a number in [0, 1] or None, got {value!r}")
+    return float(value)
 
 
 class WindowedParentRetriever(BaseRetriever):
@@ -56,6 +65,15 @@ class WindowedParentRetriever(BaseRetriever):
         expand: ``"window"`` (the window(s) around each hit, default), ``"medium"``
             (the medium chunks whose windows cover the hit) or ``"chunk"`` (no
             widening: plain small chunks, for comparison).
+        min_relevance: a relevance floor in [0, 1] (``None``, default: none): small-chunk
+            hits whose relevance is below it are dropped before they widen into windows,
+            so a question about one source does not fill the budget with unrelated ones.
+            Every returned document carries ``metadata["relevance"]``: the best cosine
+            similarity of the query and a hit chunk inside it, clipped to [0, 1]
+            (:meth:`~.engine.IndexEngine.search_children`; comparable across queries,
+            unlike ``score``, the summed RRF values of about 0.01-0.15). It does not change
+            the ranking. Also a call-time keyword, as are ``k``, ``k_child``,
+            ``budget_tokens`` and ``filter`` (which replaces the retriever's).
         filter: a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/$gte/
             $lt/$lte/$and/$or``; :mod:`.filters`): only sources whose metadata passes
             it are searched (BM25 and dense) and widened into windows.
@@ -85,6 +103,12 @@ class WindowedParentRetriever(BaseRetriever):
     rrf_c: float = _D.rrf_c
     expand: Literal["window", "medium", "chunk"] = _D.expand
     filter: Any = None
+    min_relevance: float | None = None
+
+    @field_validator("min_relevance", mode="before")
+    @classmethod
+    def _min_relevance(cls, value: Any) -> Any:
+        return check_relevance(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -115,16 +139,29 @@ class WindowedParentRetriever(BaseRetriever):
         return value
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return call_options(kwargs, {"k": self.k, "k_child": self.k_child, "budget_tokens": self.budget_tokens},
-                            "WindowedParentRetriever.invoke()")
+        """The call-time options (``invoke(q, k=..., k_child=..., budget_tokens=..., filter=...)``):
+        each replaces this retriever's field for the call (a call's ``filter`` replaces the
+        retriever's, it does not narrow it); any other keyword raises ``TypeError``."""
+        from .filters import parse_filter
 
-    def find_chunks(self, query: str, k_child: int | None = None):
-        """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`)."""
-        extra = {"filter": self.filter} if self.filter is not None else {}
+        return call_options(kwargs, {"k": self.k, "k_child": self.k_child, "budget_tokens": self.budget_tokens,
+                                     "filter": self.filter, "min_relevance": self.min_relevance},
+                            "WindowedParentRetriever.invoke()",
+                            checks={"filter": parse_filter, "min_relevance": check_relevance})
+
+    def find_chunks(self, query: str, k_child: int | None = None, *, filter: Any = None):
+        """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`);
+        ``filter``: this call's filter (default: the retriever's)."""
+        flt = self.filter if filter is None else filter
+        extra = {"filter": flt} if flt is not None else {}
         return self.index.search_children(check_query(query), k_child or self.k_child, search_type=self.search_type,
                                           weights=self.weights, rrf_c=self.rrf_c, **extra)
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
+        from .trace import above_floor
+
+        # hits below the floor widen into no window (their budget goes unused)
+        hits = [above_floor(group, options.get("min_relevance")) for group in hits]
         spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand)
         docs = []
         for span in spans:
@@ -140,8 +177,10 @@ class WindowedParentRetriever(BaseRetriever):
         settings (e.g. ``budget_tokens=800``). Views render it (:meth:`explain`)."""
         from .trace import trace
 
+        floor = check_relevance(overrides.pop("min_relevance", self.min_relevance))
         return trace(self.index, query, RetrieverSettings.from_kwargs({**self.settings.to_dict(), **overrides},
-                                                                      where="trace()"), filter=self.filter)
+                                                                      where="trace()"), filter=self.filter,
+                     min_relevance=floor)
 
     def explain(self, query: str, **overrides: Any) -> Any:
         """What this retriever does for ``query``, as an HTML view (shows itself in Jupyter;
@@ -158,14 +197,16 @@ class WindowedParentRetriever(BaseRetriever):
         queries = [check_query(q) for q in queries]
         if not queries:
             raise ValueError("queries must not be empty")
-        return self._documents([self.find_chunks(q, options["k_child"]) for q in queries], options)
+        return self._documents([self.find_chunks(q, options["k_child"], filter=options["filter"]) for q in queries],
+                               options)
 
     async def aretrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
         options = self._options(kwargs)
         queries = [check_query(q) for q in queries]
         if not queries:
             raise ValueError("queries must not be empty")
-        hits = await asyncio.gather(*(asyncio.to_thread(self.find_chunks, q, options["k_child"]) for q in queries))
+        hits = await asyncio.gather(*(asyncio.to_thread(self.find_chunks, q, options["k_child"], filter=options["filter"])
+                                      for q in queries))
         return await asyncio.to_thread(self._documents, hits, options)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,

@@ -36,9 +36,12 @@ __all__ = ["CJKBM25Retriever", "DenseChunkRetriever", "HybridRetriever", "call_o
 _PASSED_BY_LANGCHAIN = {"verbose"}  # invoke() forwards these itself
 
 
-def call_options(kwargs: dict[str, Any], allowed: dict[str, Any], where: str) -> dict[str, Any]:
+def call_options(kwargs: dict[str, Any], allowed: dict[str, Any], where: str, *,
+                 checks: dict[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
     """Call-time options: ``allowed`` maps name -> default (the field value); any other
-    keyword raises ``TypeError``; ``k`` and friends must be positive ints or ``None``."""
+    keyword raises ``TypeError``. A given value goes through its ``checks[name]`` (which
+    returns the value to use or raises); without one it must be a positive int or
+    ``None`` (``k`` and friends)."""
     unknown = sorted(set(kwargs) - set(allowed) - _PASSED_BY_LANGCHAIN)
     if unknown:
         raise TypeError(f"{where} got unexpected keyword argument(s) {', '.join(unknown)}; "
@@ -47,7 +50,11 @@ def call_options(kwargs: dict[str, Any], allowed: dict[str, Any], where: str) ->
     for name in allowed:
         if name in kwargs:
             value = kwargs[name]
-            out[name] = value if value is None else positive_int(name, value)
+            check = (checks or {}).get(name)
+            if check is not None:
+                out[name] = check(value)
+            else:
+                out[name] = value if value is None else positive_int(name, value)
     return out
 
 

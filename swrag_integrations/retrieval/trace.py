@@ -73,10 +73,19 @@ class RetrievalTrace:
         return [(hit, hit_status(hit, self.spans)) for hit in self.hits]
 
 
+def above_floor(hits: Sequence[ChildHit], min_relevance: float | None) -> list[ChildHit]:
+    """The hits whose ``relevance`` (:meth:`~.engine.IndexEngine.search_children`) reaches
+    ``min_relevance`` (all of them for ``None``): the retrievers' relevance floor."""
+    if min_relevance is None:
+        return list(hits)
+    return [h for h in hits if h.metadata.get("relevance", 0.0) >= min_relevance]
+
+
 def trace(index: Any, question: str, settings: RetrieverSettings = DEFAULT_SETTINGS, *,
-          filter: Any = None) -> RetrievalTrace:
+          filter: Any = None, min_relevance: float | None = None) -> RetrievalTrace:
     """Retrieve for ``question`` from ``index`` (a :class:`~.protocols.ChunkIndex`: the
-    engine or either face) with ``settings`` and keep every step.
+    engine or either face) with ``settings`` and keep every step (``min_relevance``: the
+    hits below it are left out, as :func:`above_floor` leaves them out of retrieval).
 
     Raises:
         ValueError: an empty question, or a filter :func:`~.filters.parse_filter` refuses.
@@ -87,8 +96,8 @@ def trace(index: Any, question: str, settings: RetrieverSettings = DEFAULT_SETTI
     flt = parse_filter(filter)
     extra = {"filter": flt} if flt is not None else {}
     s = settings
-    hits = list(index.search_children(question, s.k_child, search_type=s.search_type, weights=s.weights,
-                                      rrf_c=s.rrf_c, **extra))
+    hits = above_floor(index.search_children(question, s.k_child, search_type=s.search_type, weights=s.weights,
+                                             rrf_c=s.rrf_c, **extra), min_relevance)
     parents = rank_parents(hits, index, expand=s.expand)
     spans = expand_parents([parents], index, budget_tokens=s.budget_tokens, k=s.k, expand=s.expand)
     sids = list(dict.fromkeys([h.source_id for h in hits] + [sp.source_id for sp in spans]))
