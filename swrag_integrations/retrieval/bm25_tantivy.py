@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -27,6 +28,9 @@ from .bm25 import BM25Index, tokenize
 __all__ = ["TantivyBM25Index"]
 
 logger = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(?P<segment>[0-9a-f]{32})(?:\.(?P<opstamp>\d+))?\.(?P<kind>[a-z]+)$")
+"""A tantivy segment's file: ``<segment id>.<component>``, or ``<segment id>.<opstamp>.del``."""
 
 
 class TantivyBM25Index:
@@ -229,6 +233,7 @@ class TantivyBM25Index:
                                   f"{self.timeout:.0f} s; retry when it is done (or raise the timeout)") from exc
             self._depth, self._staged = 1, None
             try:
+                self._clear_uncommitted()
                 yield
                 committed = self._writer is not None
                 if committed:
@@ -246,6 +251,38 @@ class TantivyBM25Index:
                 self._depth, self._writer, self._staged = 0, None, None
                 lock.release()
             self._reload()
+
+    def _clear_uncommitted(self) -> None:
+        """Delete the segment files that the committed ``meta.json`` does not reference
+        (under the writer lock, before anything is written).
+
+        A tantivy commit writes its new segment and delete files first and replaces
+        ``meta.json`` last. A writer killed in between leaves those files behind, and
+        the replay of the same change log reaches the same opstamp: tantivy would then
+        write ``<segment>.<opstamp>.del`` again and fail with ``FileAlreadyExists`` on
+        every later write. What no commit references was never part of the index, so
+        it goes (tantivy's own garbage collection would delete it after a commit that
+        can no longer happen)."""
+        try:
+            meta = json.loads((self._segments / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return  # no committed index yet (or a damaged one, which opening reports)
+        if not isinstance(meta, dict):
+            return
+        keep: dict[str, int | None] = {}  # segment -> opstamp of its delete file
+        for segment in meta.get("segments") or []:
+            deletes = segment.get("deletes") or {}
+            keep[str(segment.get("segment_id", "")).replace("-", "")] = deletes.get("opstamp")
+        for file in self._segments.iterdir():
+            match = _SEGMENT_FILE.match(file.name)
+            if match is None or not file.is_file():
+                continue
+            segment, opstamp = match["segment"], match["opstamp"]
+            if segment in keep and (opstamp is None or int(opstamp) == keep[segment]):
+                continue
+            logger.warning("the keyword index at %s holds %s, which no commit references (a writer stopped "
+                           "inside a commit): deleting it", self.path, file.name)
+            file.unlink(missing_ok=True)
 
     def _writing(self) -> Any:
         """The tantivy writer of the open transaction."""

@@ -1,0 +1,60 @@
+"""Keyword index reliability and tokenising, round 4 (issue 42): a commit interrupted
+between its files and ``meta.json``, keyword folders of the wrong type, and possessives
+and elisions tokenised alike everywhere."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from swrag_integrations.retrieval import SlidingWindowIndex
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def mk(path, **kw):
+    return SlidingWindowIndex(path, embedding=DeterministicFakeEmbedding(size=16), show_progress=False, **kw)
+
+
+def docs(n, start=0):
+    return [Document(page_content=f"Marker{i} keeps the lighthouse lamp burning through the storm, night {i}.",
+                     metadata={"source": f"doc{i}.txt"}) for i in range(start, start + n)]
+
+
+# ------------------------------------------------------------------ orphan files of an interrupted commit
+
+
+def test_files_of_a_commit_that_never_replaced_meta_json_do_not_block_the_replay(tmp_path):
+    """kill -9 after tantivy wrote a commit's ``<segment>.<opstamp>.del`` but before it
+    replaced ``meta.json``: the next open replays the same change log to the same
+    opstamp and must not fail on the file left behind."""
+    path = tmp_path / "idx"
+    idx = mk(path)
+    ids = idx.add_documents(docs(5))
+    folder = idx.keyword.bm25.path
+    before = tmp_path / "before"
+    shutil.copytree(folder, before)  # the keyword index as the last commit left it
+    idx.delete([ids[0]])  # a commit that writes a delete file
+    written = sorted(p.name for p in (folder / "segments").glob("*.del")
+                     if not (before / "segments" / p.name).exists())
+    assert written, "the delete wrote no new delete file"
+    del idx
+    # the state of a writer killed inside that commit: its files written, meta.json and
+    # the keyword generation still the previous commit's
+    shutil.rmtree(folder)
+    shutil.copytree(before, folder)
+    for name in written:
+        (folder / "segments" / name).write_bytes(b"left by a killed writer")
+
+    again = mk(path)
+    assert again.keyword.bm25.generation == again.store.generation()
+    assert {cid.split(":")[0] for cid in again.keyword.bm25.ids} == set(again.source_ids())
+    assert ids[0] not in again.source_ids()
+    assert again.status().healthy
+    assert again.keyword.check() == []
+    assert again.bm25_search("Marker1", 1)[0][0].startswith(ids[1])
+    again.add_documents(docs(1, start=50))  # and it keeps writing
+    assert again.bm25_search("Marker50", 1)
+    assert again.repair() is not None and again.status().healthy
