@@ -275,5 +275,10 @@ class ChromaStorage:
         self.collection = vector_collection(self.client, self.collection_name)
 
     def rebuild(self, fence: Any = None) -> bool:
+        """Copy the stored vectors into a new collection (:func:`copy_collection`);
+        ``False``, changing nothing, when the collection holds none: the engine then
+        embeds every chunk again from the source store."""
+        if not self.count():
+            return False
         self.collection = copy_collection(self.client, self.collection_name, fence)
         return True

@@ -457,19 +457,24 @@ class MilvusStorage:
     def rebuild(self, fence: Any = None) -> bool:
         """Drop the collection and write everything it held into a new one (the vectors
         as stored: nothing is embedded; the BM25 vectors are derived again from the
-        keyword text). ``fence``: called right before the drop."""
+        keyword text). ``fence``: called right before the drop.
+
+        Returns ``False``, changing nothing, when the collection holds no rows (e.g. a
+        rebuild killed between its drop and its writes): there is nothing to copy, so
+        the engine embeds every chunk again from the source store instead."""
         rows = [{"id": str(r["id"]), "text": r["text"], "keyword_text": r["keyword_text"],
                  "metadata": dict(r.get("metadata") or {}), "vector": [float(x) for x in r["vector"]]}
                 for r in self.rows()]
+        if not rows:
+            return False
         if fence is not None:
             fence()
         if self._ready():
             self.client.drop_collection(self.collection_name)
         self._exists = False
-        if rows:
-            self._create(len(rows[0]["vector"]))
-            for b in range(0, len(rows), 500):
-                self.client.upsert(self.collection_name, rows[b:b + 500])
+        self._create(len(rows[0]["vector"]))
+        for b in range(0, len(rows), 500):
+            self.client.upsert(self.collection_name, rows[b:b + 500])
         return True
 
     def close(self) -> None:
