@@ -5,12 +5,13 @@ servers, and clear errors when a store cannot be opened."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from fake_embeddings import TrigramEmbedder
-from stores import STORES, store_kwargs
+from stores import MILVUS, STORES, store_kwargs
 from swrag_integrations.retrieval.engine import IndexEngine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,3 +58,101 @@ def test_repair_writes_the_vectors_again_when_the_collection_is_empty(tmp_path, 
     assert hits and engine.source_text(hits[0].split(":")[0]) == EN[0]
     engine.close()
 
+
+# ------------------------------------------------------------------ Milvus Lite: reachable by this user only
+
+
+def _listening_sockets() -> list[str]:
+    """Every address this process listens on: ``tcp:HOST:PORT`` (IPv4 and IPv6) and
+    ``unix:PATH`` (from ``/proc``, matched by the sockets' inodes)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            for line in list(fh)[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # LISTEN
+                    out.append(f"tcp:127.0.0.1:{int(cols[1].split(':')[1], 16)}")
+    with open("/proc/net/unix") as fh:
+        for line in list(fh)[1:]:
+            cols = line.split()
+            if len(cols) >= 8 and cols[6] in inodes and not cols[7].startswith("@"):
+                out.append(f"unix:{cols[7]}")
+    return out
+
+
+INTRUDER = """
+import os, sys
+from pymilvus import MilvusClient
+import pymilvus.client.grpc_handler, pymilvus.milvus_client.milvus_client  # noqa: F401 - loaded while still root
+uid, gid = int(sys.argv[1]), int(sys.argv[2])
+os.setgroups([])
+os.setgid(gid)
+os.setuid(uid)  # from here on: another local user (the interpreter lives in root's home, so loaded first)
+assert os.getuid() == uid and os.geteuid() == uid
+for address in sys.argv[3:]:
+    uri = "http://" + address[4:] if address.startswith("tcp:") else address
+    try:
+        client = MilvusClient(uri=uri, timeout=5)
+        for name in client.list_collections():
+            rows = client.query(name, filter="", output_fields=["text"], limit=100)
+            print("READ", address, name, [r.get("text") for r in rows], flush=True)
+    except Exception as exc:
+        print("REFUSED", address, type(exc).__name__, flush=True)
+"""
+
+
+@pytest.fixture
+def other_user():
+    """A throwaway local user ``(uid, gid)`` (made with useradd, removed afterwards)."""
+    import pwd
+    import shutil
+    import subprocess
+    import uuid
+
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("needs root and useradd to make a second local user")
+    name = "swrag" + uuid.uuid4().hex[:8]
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True,
+                   capture_output=True)
+    try:
+        entry = pwd.getpwnam(name)
+        yield entry.pw_uid, entry.pw_gid
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("store", [MILVUS])
+def test_another_local_user_cannot_reach_an_open_milvus_lite_index(tmp_path, store, other_user):
+    import subprocess
+
+    before = set(_listening_sockets())  # servers other tests left open
+    engine = open_engine(tmp_path / "i", store)
+    engine.index_texts(EN)
+    assert engine.bm25_search("walrus", 1)
+    addresses = [a for a in _listening_sockets() if a not in before]
+    assert addresses, "the Milvus Lite server listens nowhere this test can see"
+
+    def intrude(uid: int, gid: int) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", INTRUDER, str(uid), str(gid), *addresses], capture_output=True,
+                              text=True, timeout=300, cwd="/", env=dict(os.environ, HOME="/"))
+
+    mine = intrude(os.getuid(), os.getgid())  # the control: the same client as this user reads the index
+    assert "READ" in mine.stdout and "walrus" in mine.stdout, mine.stdout + mine.stderr[-2000:]
+    proc = intrude(*other_user)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("REFUSED") == len(addresses), proc.stdout  # every address tried, none answered
+    assert "READ" not in proc.stdout and "walrus" not in proc.stdout
+    # the owner still reads and writes it
+    engine.index_texts(["A second walrus surfaced beside the floe."])
+    assert len(engine.bm25_search("walrus", 5)) == 2
+    engine.close()
+    assert not any(a.startswith("unix:") and os.path.exists(a[5:]) for a in addresses)  # the socket went with it

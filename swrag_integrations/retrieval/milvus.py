@@ -46,6 +46,11 @@ and ``_`` (:func:`milvus_collection_name`); a VARCHAR holds at most 65,535 bytes
 chunk is refused with a clear error); Milvus Lite serves one process at a time (a second
 process gets :class:`MilvusLiteBusy`: use a Milvus server for several processes); a
 collection is created with Strong consistency, so a search sees every acknowledged write.
+
+Milvus Lite is an unauthenticated gRPC server inside this process. pymilvus starts it on
+a TCP port of 127.0.0.1, where every local user could read and delete the index while it
+is open; :func:`open_milvus` starts it on a Unix socket in a private (0700) folder instead
+(:func:`_serve_lite`), which only this user can reach.
 """
 
 from __future__ import annotations
@@ -54,7 +59,9 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -97,6 +104,7 @@ _LITE_GRPC = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_withou
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _LITE_USERS: dict[str, int] = {}  # Milvus Lite file -> open MilvusStorage handles of this process
+_LITE_SERVERS: dict[str, tuple[Any, Any, str]] = {}  # Milvus Lite file -> (gRPC server, MilvusLite, socket folder)
 _LITE_LOCK = threading.Lock()
 
 
@@ -125,6 +133,83 @@ def _quiet(*names: str) -> Iterator[None]:
     finally:
         for lg, was in zip(loggers, before):
             lg.disabled = was
+
+
+def _serve_lite(path: Path) -> str:
+    """The address (``unix:<socket>``) of this process's Milvus Lite server for the file
+    ``path``, started on first use.
+
+    Milvus Lite is a gRPC server without authentication; pymilvus' own start
+    (``milvus_lite.server_manager``) binds it to a TCP port on 127.0.0.1, where any local
+    user can connect, read every chunk and delete every vector while the index is open.
+    Here it listens on a Unix socket inside a new folder of mode 0700 (``mkdtemp``):
+    only this user (and root) can reach it. The folder goes when the server stops.
+
+    Raises:
+        MilvusLiteBusy: another process has the file open.
+        RuntimeError: this platform or milvus-lite version cannot serve on a private socket.
+    """
+    import atexit
+    import socket
+    import tempfile
+
+    key = str(path)
+    with _LITE_LOCK:
+        if key in _LITE_SERVERS:
+            return "unix:" + os.path.join(_LITE_SERVERS[key][2], "milvus.sock")
+        if not hasattr(socket, "AF_UNIX"):
+            raise RuntimeError("Milvus Lite would serve the index on an unauthenticated TCP port that other local "
+                               "users can reach; this platform has no Unix sockets to keep it private: use the "
+                               "Chroma store or a Milvus server with a token (milvus+https://HOST, "
+                               "SWRAG_MILVUS_TOKEN)")
+        try:
+            from milvus_lite.adapter.grpc.server import DEFAULT_MAX_WORKERS, _build_server
+            from milvus_lite.db import MilvusLite
+        except ImportError as exc:
+            raise RuntimeError(f"this milvus-lite cannot serve a file on a private socket ({exc}); install the "
+                               f"version the [milvus] extra names: {MILVUS_EXTRA}") from exc
+        try:
+            db = MilvusLite(key)
+        except Exception as exc:
+            raise MilvusLiteBusy(
+                f"cannot open the Milvus Lite file {key!r} ({exc}). Milvus Lite serves one process at a "
+                "time: close the other process using it, or use a Milvus server (--store milvus://HOST:19530) "
+                "for several processes") from exc
+        # a short folder: a socket path must stay under ~100 bytes
+        folder = tempfile.mkdtemp(prefix="swrag-milvus-",
+                                  dir=None if len(tempfile.gettempdir()) < 60 else "/tmp")
+        try:
+            server = _build_server(db, DEFAULT_MAX_WORKERS)
+            if not server.add_insecure_port("unix:" + os.path.join(folder, "milvus.sock")):
+                raise RuntimeError(f"gRPC could not listen on a Unix socket in {folder}")
+            server.start()
+        except BaseException:
+            db.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        if not _LITE_SERVERS:
+            atexit.register(_stop_every_lite)
+        _LITE_SERVERS[key] = (server, db, folder)
+    return "unix:" + os.path.join(folder, "milvus.sock")
+
+
+def _stop_lite(key: str) -> None:
+    """Stop this process's Milvus Lite server of the file ``key`` (releases the file)."""
+    with _LITE_LOCK:
+        entry = _LITE_SERVERS.pop(key, None)
+    if entry is None:
+        return
+    server, db, folder = entry
+    with contextlib.suppress(Exception):
+        server.stop(grace=2).wait(5)
+    with contextlib.suppress(Exception):
+        db.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop_every_lite() -> None:
+    for key in list(_LITE_SERVERS):
+        _stop_lite(key)
 
 
 def open_milvus(*, path: Path | None = None, server: str | None = None, token: str | None = None) -> Any:
@@ -156,16 +241,17 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ValueError(f"cannot create the folder of the Milvus Lite file {str(path)!r} ({exc})") from exc
+        address = _serve_lite(path)
         try:
-            with _quiet("milvus_lite.server_manager", "pymilvus.decorators"):
+            with _quiet("pymilvus.decorators"):
                 # no keepalive pings to the in-process server: it answers idle pings with GOAWAY
                 # "too_many_pings", which gRPC prints to stderr every 10-20 s of an idle handle
-                return MilvusClient(str(path), grpc_options=_LITE_GRPC)
+                return MilvusClient(uri=address, grpc_options=_LITE_GRPC, timeout=30)
         except Exception as exc:
-            raise MilvusLiteBusy(
-                f"cannot open the Milvus Lite file {str(path)!r} ({exc}). Milvus Lite serves one process at a "
-                "time: close the other process using it, or use a Milvus server (--store milvus://HOST:19530) "
-                "for several processes") from exc
+            if not _LITE_USERS.get(str(path)):
+                _stop_lite(str(path))
+            raise ConnectionError(f"cannot connect to this process's Milvus Lite server of {str(path)!r} "
+                                  f"({exc})") from exc
     try:
         with _quiet("pymilvus.decorators"):
             client = MilvusClient(uri=server, token=token or "", timeout=30)
@@ -495,6 +581,4 @@ class MilvusStorage:
             _LITE_USERS.pop(key, None)
         with contextlib.suppress(Exception):
             self.client.close()
-        from milvus_lite.server_manager import server_manager_instance
-
-        server_manager_instance.release_server(key)
+        _stop_lite(key)
