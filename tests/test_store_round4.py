@@ -156,3 +156,126 @@ def test_another_local_user_cannot_reach_an_open_milvus_lite_index(tmp_path, sto
     assert len(engine.bm25_search("walrus", 5)) == 2
     engine.close()
     assert not any(a.startswith("unix:") and os.path.exists(a[5:]) for a in addresses)  # the socket went with it
+
+
+# ------------------------------------------------------------------ servers over TLS, tokens from the environment
+
+
+@pytest.mark.parametrize("uri, kind, host, port, ssl, server", [
+    ("chroma+https://db.example", "chroma", "db.example", 8000, True, "https://db.example:8000"),
+    ("chroma+https://db.example:443", "chroma", "db.example", 443, True, "https://db.example:443"),
+    ("chroma://db.example:9000", "chroma", "db.example", 9000, False, "http://db.example:9000"),
+    ("milvus+https://m.example", "milvus", "m.example", 19530, True, "https://m.example:19530"),
+    ("milvus://m.example:1", "milvus", "m.example", 1, False, "http://m.example:1"),
+])
+def test_server_uris_say_whether_they_use_tls(uri, kind, host, port, ssl, server):
+    from swrag_integrations.retrieval.store_uri import parse_store_uri
+
+    got = parse_store_uri(uri)
+    assert (got.kind, got.host, got.port, got.ssl, got.server) == (kind, host, port, ssl, server)
+
+
+def test_a_token_is_never_taken_from_the_uri():
+    from swrag_integrations.retrieval.store_uri import parse_store_uri
+
+    for uri in ("chroma+https://user:secret@db.example", "milvus+https://secret@m.example:19530"):
+        with pytest.raises(ValueError, match="SWRAG_CHROMA_TOKEN or SWRAG_MILVUS_TOKEN") as info:
+            parse_store_uri(uri)
+        assert "secret" not in str(info.value)
+
+
+class _Recorder:
+    """A local HTTP server that records each request's path and headers and answers 500."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                seen.append((self.path, dict(self.headers)))
+                self.send_response(500)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_chroma_token_comes_from_the_environment_as_chromadbs_bearer_header(tmp_path, monkeypatch, capsys):
+    from swrag_integrations.cli import main as cli_main
+
+    recorder = _Recorder()
+    try:
+        monkeypatch.setenv("SWRAG_CHROMA_TOKEN", "s3cret-token")
+        assert cli_main(["status", "--store", f"chroma://127.0.0.1:{recorder.port}"]) == 3
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "s3cret-token" not in err
+        assert recorder.seen, "the client sent nothing"
+        assert all(headers.get("Authorization") == "Bearer s3cret-token" for _, headers in recorder.seen)
+        monkeypatch.delenv("SWRAG_CHROMA_TOKEN")
+        recorder.seen.clear()
+        assert cli_main(["status", "--store", f"chroma://127.0.0.1:{recorder.port}"]) == 3
+        assert recorder.seen and all("Authorization" not in headers for _, headers in recorder.seen)
+    finally:
+        recorder.close()
+
+
+def test_chroma_https_opens_the_client_with_tls_and_the_token(tmp_path, monkeypatch):
+    import chromadb
+
+    from swrag_integrations.cli import main as cli_main
+
+    made = []
+
+    def client(**kwargs):
+        made.append(kwargs)
+        raise ConnectionError("no server in this test")
+
+    monkeypatch.setattr(chromadb, "HttpClient", client)
+    monkeypatch.setenv("SWRAG_CHROMA_TOKEN", "tls-token")
+    assert cli_main(["status", "--store", "chroma+https://db.example"]) == 3
+    with pytest.raises(ConnectionError, match="https://db.example:8000"):
+        IndexEngine.open(storage="chroma+https://db.example", embedding=TrigramEmbedder(), show_progress=False)
+    assert len(made) == 2
+    for kwargs in made:
+        assert kwargs["ssl"] is True and (kwargs["host"], kwargs["port"]) == ("db.example", 8000)
+        settings = kwargs["settings"]
+        assert settings.chroma_client_auth_credentials == "tls-token"
+        assert settings.chroma_client_auth_provider == "chromadb.auth.token_authn.TokenAuthClientProvider"
+
+
+@pytest.mark.skipif(not __import__("stores").HAVE_MILVUS, reason="needs the [milvus] extra (pymilvus)")
+def test_milvus_https_connects_with_tls_and_the_token_from_the_environment(tmp_path, monkeypatch):
+    import pymilvus
+
+    from swrag_integrations.cli import main as cli_main
+
+    made = []
+
+    def client(**kwargs):
+        made.append(kwargs)
+        raise ConnectionError("no server in this test")
+
+    monkeypatch.setattr(pymilvus, "MilvusClient", client)
+    monkeypatch.setenv("SWRAG_MILVUS_TOKEN", "root:Milvus")
+    with pytest.raises(ConnectionError, match="https://m.example:19530"):
+        IndexEngine.open(tmp_path / "i", storage="milvus+https://m.example", embedding=TrigramEmbedder(),
+                         show_progress=False)
+    sample = ROOT / "swrag_integrations" / "data" / "sample.md"
+    assert cli_main(["index", str(sample), "--persist-dir", str(tmp_path / "c"), "--store",
+                     "milvus+https://m.example:443"]) == 3
+    assert [(m["uri"], m["token"]) for m in made] == [("https://m.example:19530", "root:Milvus"),
+                                                      ("https://m.example:443", "root:Milvus")]

@@ -28,7 +28,9 @@ def open_client(root: Path | None, *, host: str | None = None, port: int | None 
                 headers: dict[str, str] | None = None, client: Any = None,
                 lock_timeout: float = 600.0) -> tuple[Any, str | None]:
     """``(chromadb client, server URL or None)``: ``client`` as given, a server at
-    ``host``, else an embedded database in ``root / "chroma"``.
+    ``host`` (over TLS with ``ssl``; with chromadb's token authentication when
+    ``SWRAG_CHROMA_TOKEN`` is set: :func:`~.store_uri.server_token`), else an embedded
+    database in ``root / "chroma"``.
 
     Raises:
         ConnectionError: the server does not answer.
@@ -44,8 +46,14 @@ def open_client(root: Path | None, *, host: str | None = None, port: int | None 
     if client is not None:
         return client, None
     if host is not None:
+        from .store_uri import server_token
+
         port = int(port or 8000)
         server = f"{'https' if ssl else 'http'}://{host}:{port}"
+        token = server_token("chroma", server)
+        if token is not None:  # sent as "Authorization: Bearer TOKEN" by chromadb's provider
+            settings = Settings(anonymized_telemetry=False, chroma_client_auth_credentials=token,
+                                chroma_client_auth_provider="chromadb.auth.token_authn.TokenAuthClientProvider")
         try:
             found = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings)
             found.heartbeat()

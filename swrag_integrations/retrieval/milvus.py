@@ -214,7 +214,8 @@ def _stop_every_lite() -> None:
 
 def open_milvus(*, path: Path | None = None, server: str | None = None, token: str | None = None) -> Any:
     """A ``MilvusClient`` for a Milvus Lite file ``path`` (its folder is created) or a
-    ``server`` URL, with clear errors.
+    ``server`` URL (``https://`` for TLS), with clear errors. A server's ``token``
+    defaults to ``SWRAG_MILVUS_TOKEN`` (:func:`~.store_uri.server_token`).
 
     Raises:
         ModuleNotFoundError: pymilvus (or, for a file, milvus-lite) is not installed; names the extra.
@@ -252,6 +253,10 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
                 _stop_lite(str(path))
             raise ConnectionError(f"cannot connect to this process's Milvus Lite server of {str(path)!r} "
                                   f"({exc})") from exc
+    if token is None:
+        from .store_uri import server_token
+
+        token = server_token("milvus", server)
     try:
         with _quiet("pymilvus.decorators"):
             client = MilvusClient(uri=server, token=token or "", timeout=30)
