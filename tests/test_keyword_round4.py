@@ -58,3 +58,33 @@ def test_files_of_a_commit_that_never_replaced_meta_json_do_not_block_the_replay
     again.add_documents(docs(1, start=50))  # and it keeps writing
     assert again.bm25_search("Marker50", 1)
     assert again.repair() is not None and again.status().healthy
+
+
+# ------------------------------------------------------------------ parts of the wrong type
+
+
+@pytest.mark.parametrize("part", ["keyword folder", "segments", "writer.lock", "state.json"])
+def test_a_keyword_part_of_the_wrong_type_is_rebuilt(tmp_path, part):
+    path = tmp_path / "i"
+    idx = mk(path)
+    ids = idx.add_documents(docs(4))
+    folder = idx.keyword.bm25.path
+    del idx
+    target = {"keyword folder": folder, "segments": folder / "segments", "writer.lock": folder / "writer.lock",
+              "state.json": folder / "state.json"}[part]
+    if target.is_dir():
+        shutil.rmtree(target)
+        target.write_text("not a folder")
+    else:
+        target.unlink(missing_ok=True)
+        target.mkdir()
+        (target / "x").write_text("not a file")
+
+    again = mk(path)  # opens (it failed with FileExistsError / IsADirectoryError before)
+    assert again.bm25_search("Marker2", 1)[0][0].startswith(ids[2])
+    again.repair()
+    assert again.status().healthy
+    assert again.keyword.check() == []
+    again.add_documents(docs(1, start=60))
+    assert again.bm25_search("Marker60", 1)
+    assert folder.is_dir() and (folder / "segments").is_dir() and (folder / "state.json").is_file()

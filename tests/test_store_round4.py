@@ -279,3 +279,49 @@ def test_milvus_https_connects_with_tls_and_the_token_from_the_environment(tmp_p
                      "milvus+https://m.example:443"]) == 3
     assert [(m["uri"], m["token"]) for m in made] == [("https://m.example:19530", "root:Milvus"),
                                                       ("https://m.example:443", "root:Milvus")]
+
+
+# ------------------------------------------------------------------ an installed module that fails to import
+
+
+class _Broken:
+    """A meta-path finder under which ``module`` is installed but fails to import (as
+    with a missing shared library), whatever the real installation."""
+
+    def __init__(self, module: str, why: str) -> None:
+        self.module, self.why = module, why
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.machinery
+
+        if name == self.module or name.startswith(self.module + "."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        raise ImportError(self.why)
+
+
+@pytest.mark.skipif(not __import__("stores").HAVE_MILVUS, reason="needs the [milvus] extra (pymilvus)")
+def test_an_installed_milvus_lite_that_fails_to_import_is_reported_with_its_cause(tmp_path, monkeypatch, capsys):
+    from swrag_integrations.cli import main as cli_main
+
+    why = "libmilvus_core.so: cannot open shared object file: No such file or directory"
+    for name in [m for m in sys.modules if m == "milvus_lite" or m.startswith("milvus_lite.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [_Broken("milvus_lite", why), *sys.meta_path])
+    with pytest.raises(ImportError, match="installed but cannot be imported") as info:
+        IndexEngine.open(tmp_path / "a", embedding=TrigramEmbedder(), storage="milvus", show_progress=False)
+    assert why in str(info.value) and "needs milvus-lite" not in str(info.value)
+    sample = ROOT / "swrag_integrations" / "data" / "sample.md"
+    code = cli_main(["index", str(sample), "--persist-dir", str(tmp_path / "b"), "--store", "milvus"])
+    err = capsys.readouterr().err
+    assert code != 0 and why in err and "needs milvus-lite" not in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    # really missing: still the extra to install
+    monkeypatch.setitem(sys.modules, "milvus_lite", None)
+    with pytest.raises(ModuleNotFoundError, match=r"needs milvus-lite: pip install 'swrag-integrations\[milvus\]'"):
+        IndexEngine.open(tmp_path / "c", embedding=TrigramEmbedder(), storage="milvus", show_progress=False)

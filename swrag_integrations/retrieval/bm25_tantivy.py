@@ -224,6 +224,7 @@ class TantivyBM25Index:
                 finally:
                     self._depth -= 1
                 return
+            self._clear_wrong_types()
             self.path.mkdir(parents=True, exist_ok=True)
             lock = FileLock(str(self.path / "writer.lock"), timeout=self.timeout)
             try:
@@ -251,6 +252,30 @@ class TantivyBM25Index:
                 self._depth, self._writer, self._staged = 0, None, None
                 lock.release()
             self._reload()
+
+    def _clear_wrong_types(self) -> None:
+        """Delete the parts of the layout that have the wrong type, so that the write
+        that follows recreates them: ``path``, ``segments/`` as files, ``writer.lock``
+        or ``state.json`` as folders (made by hand or by another program). Every open
+        failed on them before (``FileExistsError`` and the like), repair included; the
+        index is derived from the source store, so nothing is lost, and without a
+        ``state.json`` or ``segments/`` the index does not :meth:`exists` and is built
+        again (reported as rebuilt until saved)."""
+        wrong = []
+        if self.path.exists() and not self.path.is_dir():
+            wrong.append((self.path, "a file, not a folder"))
+        else:
+            for part, folder in ((self._segments, True), (self.path / "writer.lock", False),
+                                 (self._state_file, False)):
+                if part.exists() and part.is_dir() != folder:
+                    wrong.append((part, "a folder, not a file" if not folder else "a file, not a folder"))
+        for part, what in wrong:
+            logger.warning("the keyword index's %s is %s: deleting it (the index is rebuilt from the source store)",
+                           part, what)
+            if part.is_dir() and not part.is_symlink():
+                shutil.rmtree(part, ignore_errors=True)
+            else:
+                part.unlink(missing_ok=True)
 
     def _clear_uncommitted(self) -> None:
         """Delete the segment files that the committed ``meta.json`` does not reference

@@ -135,6 +135,25 @@ def _quiet(*names: str) -> Iterator[None]:
             lg.disabled = was
 
 
+def _import_error(exc: ImportError, module: str, needs: str) -> ImportError:
+    """The error to raise when importing ``module`` failed with ``exc``: a
+    ``ModuleNotFoundError`` naming the extra when ``module`` is not installed, else an
+    ``ImportError`` that keeps the real cause (an installed module that fails to import,
+    e.g. a dependency or shared library it lacks, is not a missing extra)."""
+    import importlib.util
+
+    missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == module
+    if not missing:
+        try:
+            missing = importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):
+            missing = False
+    if missing:
+        return ModuleNotFoundError(f"{needs}: {MILVUS_EXTRA}", name=module)
+    return ImportError(f"{module} is installed but cannot be imported ({type(exc).__name__}: {exc}); repair that "
+                       f"installation (e.g. pip install --force-reinstall {module.replace('_', '-')})")
+
+
 def _serve_lite(path: Path) -> str:
     """The address (``unix:<socket>``) of this process's Milvus Lite server for the file
     ``path``, started on first use.
@@ -226,13 +245,12 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
     try:
         from pymilvus import MilvusClient
     except ImportError as exc:
-        raise ModuleNotFoundError(f"the Milvus store needs pymilvus: {MILVUS_EXTRA}", name="pymilvus") from exc
+        raise _import_error(exc, "pymilvus", "the Milvus store needs pymilvus") from exc
     if path is not None:
         try:
             import milvus_lite  # noqa: F401
         except ImportError as exc:
-            raise ModuleNotFoundError(f"a local Milvus file needs milvus-lite: {MILVUS_EXTRA}",
-                                      name="milvus_lite") from exc
+            raise _import_error(exc, "milvus_lite", "a local Milvus file needs milvus-lite") from exc
         path = Path(path).expanduser().absolute()
         with contextlib.suppress(ImportError):  # Milvus Lite's analyser segments with jieba: no start-up chatter
             import jieba
