@@ -55,6 +55,7 @@ is open; :func:`open_milvus` starts it on a Unix socket in a private (0700) fold
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -168,7 +169,6 @@ def _serve_lite(path: Path) -> str:
         MilvusLiteBusy: another process has the file open.
         RuntimeError: this platform or milvus-lite version cannot serve on a private socket.
     """
-    import atexit
     import socket
     import tempfile
 
@@ -206,8 +206,6 @@ def _serve_lite(path: Path) -> str:
             db.close()
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        if not _LITE_SERVERS:
-            atexit.register(_stop_every_lite)
         _LITE_SERVERS[key] = (server, db, folder)
     return "unix:" + os.path.join(folder, "milvus.sock")
 
@@ -227,8 +225,12 @@ def _stop_lite(key: str) -> None:
 
 
 def _stop_every_lite() -> None:
+    """Stop every Milvus Lite server of this process (at exit: their socket folders go too)."""
     for key in list(_LITE_SERVERS):
         _stop_lite(key)
+
+
+atexit.register(_stop_every_lite)
 
 
 def open_milvus(*, path: Path | None = None, server: str | None = None, token: str | None = None) -> Any:
