@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .bm25 import BM25Index, tokenize
+from .bm25 import TOKENIZER_VERSION, BM25Index, tokenize
 
 __all__ = ["TantivyBM25Index"]
 
@@ -123,7 +123,7 @@ class TantivyBM25Index:
         """What the stored tokens depend on (compared on open: other settings need a rebuild)."""
         tokenizer = self._tokenizer
         return {"schema": self.SCHEMA_VERSION, "owner": self.owner, "stopwords": self.stopwords,
-                "tokenizer": None if tokenizer is None else
+                "tokenizer": TOKENIZER_VERSION if tokenizer is None else
                 f"{getattr(tokenizer, '__module__', '')}.{getattr(tokenizer, '__qualname__', '')}"}
 
     @property
