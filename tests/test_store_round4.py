@@ -214,6 +214,7 @@ class _Recorder:
         self.server.server_close()
 
 
+@pytest.mark.integration  # a local HTTP server records what the client sends
 def test_the_chroma_token_comes_from_the_environment_as_chromadbs_bearer_header(tmp_path, monkeypatch, capsys):
     from swrag_integrations.cli import main as cli_main
 
