@@ -90,9 +90,11 @@ def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEF
                             default_dir or "a cache folder") + ")")
     parser.add_argument("--collection", default="swrag", help="collection name (default: swrag)")
     parser.add_argument("--store", type=_store_arg, default=None, metavar="URI",
-                        help="the vector store: chroma (default: embedded in --persist-dir), chroma://HOST[:PORT], "
+                        help="the vector store: chroma (default: embedded in --persist-dir), chroma://HOST[:PORT] "
+                             "(chroma+https:// for TLS; token from $SWRAG_CHROMA_TOKEN), "
                              "milvus (Milvus Lite in --persist-dir), milvus:PATH.db (Milvus Lite file), "
-                             "milvus://HOST[:PORT] (a Milvus server); with Milvus, keyword search runs in the store "
+                             "milvus://HOST[:PORT] (a Milvus server; milvus+https:// for TLS; token from "
+                             "$SWRAG_MILVUS_TOKEN); with Milvus, keyword search runs in the store "
                              "and the sources stay in --persist-dir (needs the [milvus] extra)")
     parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
     parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
@@ -156,6 +158,17 @@ def config_option(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"a configuration written by `swrag tune`: {what}")
 
 
+def _store_ssl(args: argparse.Namespace) -> bool:
+    """Whether ``--store`` names a Chroma server over TLS (``chroma+https://``)."""
+    from .retrieval.store_uri import parse_store_uri
+
+    uri = getattr(args, "store", None)
+    if uri is None:
+        return False
+    spec = parse_store_uri(uri)
+    return spec.kind == "chroma" and spec.ssl
+
+
 def _index_location(args: argparse.Namespace, *, must_exist: bool) -> Path:
     """The local index folder the options of :func:`store_options` name (the user's
     default index when none is given). ``must_exist``: a missing local index raises
@@ -203,6 +216,7 @@ def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
         collection_name=args.collection,
         host=host,
         port=port,
+        ssl=_store_ssl(args),
         storage=storage,
         strategy=getattr(args, "strategy", None),
         window_size=getattr(args, "window", None),
@@ -222,7 +236,7 @@ def open_engine(args: argparse.Namespace, *, must_exist: bool) -> Any:
     persist = _index_location(args, must_exist=must_exist)
     host, port, storage = _store(args)
     return IndexEngine.open(None if host else persist, embedding=_embedding(args), storage=storage,
-                            collection_name=args.collection, host=host, port=port,
+                            collection_name=args.collection, host=host, port=port, ssl=_store_ssl(args),
                             lock_timeout=getattr(args, "lock_timeout", 600.0))
 
 

@@ -41,15 +41,23 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _WORD_CHAR = f"[^\\W_{HAN}]"
-_TOKEN = re.compile(f"([{HAN}]+)|({_WORD_CHAR}+(?:['’]{_WORD_CHAR}+)*)")
+_TOKEN = re.compile(f"([{HAN}]+)|({_WORD_CHAR}+)")
 _WORDLIKE = re.compile(r"[^\W_]")
+
+TOKENIZER_VERSION = 2
+"""Changes whenever :func:`tokenize` gives other tokens for the same text, so that stored
+keyword indexes built with the older tokens are rebuilt (2: apostrophes split words)."""
+
+CLITICS = frozenset("s t d ll m re ve".split())
+"""What an apostrophe splits off an English word (``walrus's``, ``don't``, ``we'll``,
+``I'm``, ``they're``, ``I've``, ``I'd``): stop words, as Lucene's possessive filter drops ``'s``."""
 
 ENGLISH_STOPWORDS = frozenset(
     """a an and are as at be been but by can could did do does for from had has have
     how i if in into is it its me my of on or our so than that the their them then there
     these they this to was we were what when where which who whom why will with would
     you your""".split()
-)
+) | CLITICS
 CHINESE_STOPWORDS = frozenset(
     "的 了 是 在 和 与 及 或 也 都 就 而 之 其 这 那 这个 那个 一个 有 为 以 于 吗 呢 吧 啊 么 什么 哪 哪个 哪些 如何 怎么 怎样 多少 几 谁".split()
 )
@@ -77,9 +85,12 @@ def tokenize(text: str, *, stopwords: bool | Iterable[str] = True) -> list[str]:
 
     Han runs are segmented with jieba (search mode: long words also give their
     sub-words, e.g. 北京大学 -> 北京, 大学, 北京大学); everything else gives word
-    tokens (letters/digits, inner apostrophes kept). Punctuation and whitespace never
-    become tokens. ``stopwords=True`` drops a small English + Chinese function-word
-    list; pass ``False`` or your own collection to change that.
+    tokens (runs of letters/digits). Punctuation, apostrophes included, and whitespace
+    never become tokens, so possessives and elisions split as Milvus' analyser splits
+    them (``The walrus's tusk`` -> walrus, tusk; ``O'Brien`` -> o, brien).
+    ``stopwords=True`` drops a small English + Chinese function-word list (with the
+    :data:`CLITICS` an apostrophe splits off); pass ``False`` or your own collection to
+    change that.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -290,7 +301,7 @@ class BM25Index:
             for token, idx in self.vocab.items():
                 vocab_list[idx] = token
             meta = {"format": self.FORMAT_VERSION, "k1": self.k1, "b": self.b, "method": self.method,
-                    "stopwords": self.stopwords, "n_docs": len(self.ids)}
+                    "stopwords": self.stopwords, "tokens": TOKENIZER_VERSION, "n_docs": len(self.ids)}
             arrays: dict[str, np.ndarray] = {
                 "tokens": flat.astype(np.int32), "offsets": offsets,
                 "vocab": _json_array(vocab_list), "ids": _json_array(self.ids), "meta": _json_array(meta),
@@ -317,6 +328,9 @@ class BM25Index:
             meta = _from_json_array(data["meta"])
             if meta.get("format") != cls.FORMAT_VERSION:
                 raise ValueError(f"unsupported BM25 index format {meta.get('format')!r}")
+            if tokenizer is None and meta.get("tokens", 1) != TOKENIZER_VERSION:
+                raise ValueError(f"BM25 index tokenised by tokenizer version {meta.get('tokens', 1)}, this "
+                                 f"version tokenises as version {TOKENIZER_VERSION}: rebuild it")
             index = cls(k1=meta["k1"], b=meta["b"], method=meta["method"], stopwords=meta.get("stopwords", True),
                         tokenizer=tokenizer)
             flat, offsets = data["tokens"], data["offsets"]

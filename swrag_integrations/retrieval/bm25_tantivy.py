@@ -16,18 +16,22 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .bm25 import BM25Index, tokenize
 from ..paths import private_dir
+from .bm25 import TOKENIZER_VERSION, BM25Index, tokenize
 
 __all__ = ["TantivyBM25Index"]
 
 logger = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(?P<segment>[0-9a-f]{32})(?:\.(?P<opstamp>\d+))?\.(?P<kind>[a-z]+)$")
+"""A tantivy segment's file: ``<segment id>.<component>``, or ``<segment id>.<opstamp>.del``."""
 
 
 class TantivyBM25Index:
@@ -120,7 +124,7 @@ class TantivyBM25Index:
         """What the stored tokens depend on (compared on open: other settings need a rebuild)."""
         tokenizer = self._tokenizer
         return {"schema": self.SCHEMA_VERSION, "owner": self.owner, "stopwords": self.stopwords,
-                "tokenizer": None if tokenizer is None else
+                "tokenizer": TOKENIZER_VERSION if tokenizer is None else
                 f"{getattr(tokenizer, '__module__', '')}.{getattr(tokenizer, '__qualname__', '')}"}
 
     @property
@@ -221,6 +225,7 @@ class TantivyBM25Index:
                 finally:
                     self._depth -= 1
                 return
+            self._clear_wrong_types()
             private_dir(self.path)
             lock = FileLock(str(self.path / "writer.lock"), timeout=self.timeout)
             try:
@@ -230,6 +235,7 @@ class TantivyBM25Index:
                                   f"{self.timeout:.0f} s; retry when it is done (or raise the timeout)") from exc
             self._depth, self._staged = 1, None
             try:
+                self._clear_uncommitted()
                 yield
                 committed = self._writer is not None
                 if committed:
@@ -247,6 +253,62 @@ class TantivyBM25Index:
                 self._depth, self._writer, self._staged = 0, None, None
                 lock.release()
             self._reload()
+
+    def _clear_wrong_types(self) -> None:
+        """Delete the parts of the layout that have the wrong type, so that the write
+        that follows recreates them: ``path``, ``segments/`` as files, ``writer.lock``
+        or ``state.json`` as folders (made by hand or by another program). Every open
+        failed on them before (``FileExistsError`` and the like), repair included; the
+        index is derived from the source store, so nothing is lost, and without a
+        ``state.json`` or ``segments/`` the index does not :meth:`exists` and is built
+        again (reported as rebuilt until saved)."""
+        wrong = []
+        if self.path.exists() and not self.path.is_dir():
+            wrong.append((self.path, "a file, not a folder"))
+        else:
+            for part, folder in ((self._segments, True), (self.path / "writer.lock", False),
+                                 (self._state_file, False)):
+                if part.exists() and part.is_dir() != folder:
+                    wrong.append((part, "a folder, not a file" if not folder else "a file, not a folder"))
+        for part, what in wrong:
+            logger.warning("the keyword index's %s is %s: deleting it (the index is rebuilt from the source store)",
+                           part, what)
+            if part.is_dir() and not part.is_symlink():
+                shutil.rmtree(part, ignore_errors=True)
+            else:
+                part.unlink(missing_ok=True)
+
+    def _clear_uncommitted(self) -> None:
+        """Delete the segment files that the committed ``meta.json`` does not reference
+        (under the writer lock, before anything is written).
+
+        A tantivy commit writes its new segment and delete files first and replaces
+        ``meta.json`` last. A writer killed in between leaves those files behind, and
+        the replay of the same change log reaches the same opstamp: tantivy would then
+        write ``<segment>.<opstamp>.del`` again and fail with ``FileAlreadyExists`` on
+        every later write. What no commit references was never part of the index, so
+        it goes (tantivy's own garbage collection would delete it after a commit that
+        can no longer happen)."""
+        try:
+            meta = json.loads((self._segments / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return  # no committed index yet (or a damaged one, which opening reports)
+        if not isinstance(meta, dict):
+            return
+        keep: dict[str, int | None] = {}  # segment -> opstamp of its delete file
+        for segment in meta.get("segments") or []:
+            deletes = segment.get("deletes") or {}
+            keep[str(segment.get("segment_id", "")).replace("-", "")] = deletes.get("opstamp")
+        for file in self._segments.iterdir():
+            match = _SEGMENT_FILE.match(file.name)
+            if match is None or not file.is_file():
+                continue
+            segment, opstamp = match["segment"], match["opstamp"]
+            if segment in keep and (opstamp is None or int(opstamp) == keep[segment]):
+                continue
+            logger.warning("the keyword index at %s holds %s, which no commit references (a writer stopped "
+                           "inside a commit): deleting it", self.path, file.name)
+            file.unlink(missing_ok=True)
 
     def _writing(self) -> Any:
         """The tantivy writer of the open transaction."""

@@ -29,7 +29,9 @@ def open_client(root: Path | None, *, host: str | None = None, port: int | None 
                 headers: dict[str, str] | None = None, client: Any = None,
                 lock_timeout: float = 600.0) -> tuple[Any, str | None]:
     """``(chromadb client, server URL or None)``: ``client`` as given, a server at
-    ``host``, else an embedded database in ``root / "chroma"``.
+    ``host`` (over TLS with ``ssl``; with chromadb's token authentication when
+    ``SWRAG_CHROMA_TOKEN`` is set: :func:`~.store_uri.server_token`), else an embedded
+    database in ``root / "chroma"``.
 
     Raises:
         ConnectionError: the server does not answer.
@@ -45,8 +47,14 @@ def open_client(root: Path | None, *, host: str | None = None, port: int | None 
     if client is not None:
         return client, None
     if host is not None:
+        from .store_uri import server_token
+
         port = int(port or 8000)
         server = f"{'https' if ssl else 'http'}://{host}:{port}"
+        token = server_token("chroma", server)
+        if token is not None:  # sent as "Authorization: Bearer TOKEN" by chromadb's provider
+            settings = Settings(anonymized_telemetry=False, chroma_client_auth_credentials=token,
+                                chroma_client_auth_provider="chromadb.auth.token_authn.TokenAuthClientProvider")
         try:
             found = chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings)
             found.heartbeat()
@@ -282,5 +290,10 @@ class ChromaStorage:
         self.collection = vector_collection(self.client, self.collection_name)
 
     def rebuild(self, fence: Any = None) -> bool:
+        """Copy the stored vectors into a new collection (:func:`copy_collection`);
+        ``False``, changing nothing, when the collection holds none: the engine then
+        embeds every chunk again from the source store."""
+        if not self.count():
+            return False
         self.collection = copy_collection(self.client, self.collection_name, fence)
         return True

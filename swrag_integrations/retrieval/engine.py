@@ -214,7 +214,7 @@ class IndexEngine:
                 if spec.kind == "milvus":
                     milvus = spec
                 else:
-                    host, port = spec.host, spec.port
+                    host, port, ssl = spec.host, spec.port, spec.ssl
         if sum(x is not None for x in (storage, host, client)) > 1:
             raise ValueError("give at most one of vectorstore/storage, host or client")
         root = None

@@ -46,15 +46,23 @@ and ``_`` (:func:`milvus_collection_name`); a VARCHAR holds at most 65,535 bytes
 chunk is refused with a clear error); Milvus Lite serves one process at a time (a second
 process gets :class:`MilvusLiteBusy`: use a Milvus server for several processes); a
 collection is created with Strong consistency, so a search sees every acknowledged write.
+
+Milvus Lite is an unauthenticated gRPC server inside this process. pymilvus starts it on
+a TCP port of 127.0.0.1, where every local user could read and delete the index while it
+is open; :func:`open_milvus` starts it on a Unix socket in a private (0700) folder instead
+(:func:`_serve_lite`), which only this user can reach.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -99,6 +107,7 @@ _LITE_GRPC = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_withou
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _LITE_USERS: dict[str, int] = {}  # Milvus Lite file -> open MilvusStorage handles of this process
+_LITE_SERVERS: dict[str, tuple[Any, Any, str]] = {}  # Milvus Lite file -> (gRPC server, MilvusLite, socket folder)
 _LITE_LOCK = threading.Lock()
 
 
@@ -129,10 +138,108 @@ def _quiet(*names: str) -> Iterator[None]:
             lg.disabled = was
 
 
+def _import_error(exc: ImportError, module: str, needs: str) -> ImportError:
+    """The error to raise when importing ``module`` failed with ``exc``: a
+    ``ModuleNotFoundError`` naming the extra when ``module`` is not installed, else an
+    ``ImportError`` that keeps the real cause (an installed module that fails to import,
+    e.g. a dependency or shared library it lacks, is not a missing extra)."""
+    import importlib.util
+
+    missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == module
+    if not missing:
+        try:
+            missing = importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):
+            missing = False
+    if missing:
+        return ModuleNotFoundError(f"{needs}: {MILVUS_EXTRA}", name=module)
+    return ImportError(f"{module} is installed but cannot be imported ({type(exc).__name__}: {exc}); repair that "
+                       f"installation (e.g. pip install --force-reinstall {module.replace('_', '-')})")
+
+
+def _serve_lite(path: Path) -> str:
+    """The address (``unix:<socket>``) of this process's Milvus Lite server for the file
+    ``path``, started on first use.
+
+    Milvus Lite is a gRPC server without authentication; pymilvus' own start
+    (``milvus_lite.server_manager``) binds it to a TCP port on 127.0.0.1, where any local
+    user can connect, read every chunk and delete every vector while the index is open.
+    Here it listens on a Unix socket inside a new folder of mode 0700 (``mkdtemp``):
+    only this user (and root) can reach it. The folder goes when the server stops.
+
+    Raises:
+        MilvusLiteBusy: another process has the file open.
+        RuntimeError: this platform or milvus-lite version cannot serve on a private socket.
+    """
+    import socket
+    import tempfile
+
+    key = str(path)
+    with _LITE_LOCK:
+        if key in _LITE_SERVERS:
+            return "unix:" + os.path.join(_LITE_SERVERS[key][2], "milvus.sock")
+        if not hasattr(socket, "AF_UNIX"):
+            raise RuntimeError("Milvus Lite would serve the index on an unauthenticated TCP port that other local "
+                               "users can reach; this platform has no Unix sockets to keep it private: use the "
+                               "Chroma store or a Milvus server with a token (milvus+https://HOST, "
+                               "SWRAG_MILVUS_TOKEN)")
+        try:
+            from milvus_lite.adapter.grpc.server import DEFAULT_MAX_WORKERS, _build_server
+            from milvus_lite.db import MilvusLite
+        except ImportError as exc:
+            raise RuntimeError(f"this milvus-lite cannot serve a file on a private socket ({exc}); install the "
+                               f"version the [milvus] extra names: {MILVUS_EXTRA}") from exc
+        try:
+            db = MilvusLite(key)
+        except Exception as exc:
+            raise MilvusLiteBusy(
+                f"cannot open the Milvus Lite file {key!r} ({exc}). Milvus Lite serves one process at a "
+                "time: close the other process using it, or use a Milvus server (--store milvus://HOST:19530) "
+                "for several processes") from exc
+        # a short folder: a socket path must stay under ~100 bytes
+        folder = tempfile.mkdtemp(prefix="swrag-milvus-",
+                                  dir=None if len(tempfile.gettempdir()) < 60 else "/tmp")
+        try:
+            server = _build_server(db, DEFAULT_MAX_WORKERS)
+            if not server.add_insecure_port("unix:" + os.path.join(folder, "milvus.sock")):
+                raise RuntimeError(f"gRPC could not listen on a Unix socket in {folder}")
+            server.start()
+        except BaseException:
+            db.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        _LITE_SERVERS[key] = (server, db, folder)
+    return "unix:" + os.path.join(folder, "milvus.sock")
+
+
+def _stop_lite(key: str) -> None:
+    """Stop this process's Milvus Lite server of the file ``key`` (releases the file)."""
+    with _LITE_LOCK:
+        entry = _LITE_SERVERS.pop(key, None)
+    if entry is None:
+        return
+    server, db, folder = entry
+    with contextlib.suppress(Exception):
+        server.stop(grace=2).wait(5)
+    with contextlib.suppress(Exception):
+        db.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop_every_lite() -> None:
+    """Stop every Milvus Lite server of this process (at exit: their socket folders go too)."""
+    for key in list(_LITE_SERVERS):
+        _stop_lite(key)
+
+
+atexit.register(_stop_every_lite)
+
+
 def open_milvus(*, path: Path | None = None, server: str | None = None, token: str | None = None) -> Any:
     """A ``MilvusClient`` for a Milvus Lite file ``path`` (created private, 0700 with the folders
-    above it that are missing: milvus-lite >= 3.2 keeps a folder there) or a ``server`` URL,
-    with clear errors.
+    above it that are missing: milvus-lite >= 3.2 keeps a folder there) or a ``server`` URL
+    (``https://`` for TLS), with clear errors. A server's ``token`` defaults to
+    ``SWRAG_MILVUS_TOKEN`` (:func:`~.store_uri.server_token`).
 
     Raises:
         ModuleNotFoundError: pymilvus (or, for a file, milvus-lite) is not installed; names the extra.
@@ -143,13 +250,12 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
     try:
         from pymilvus import MilvusClient
     except ImportError as exc:
-        raise ModuleNotFoundError(f"the Milvus store needs pymilvus: {MILVUS_EXTRA}", name="pymilvus") from exc
+        raise _import_error(exc, "pymilvus", "the Milvus store needs pymilvus") from exc
     if path is not None:
         try:
             import milvus_lite  # noqa: F401
         except ImportError as exc:
-            raise ModuleNotFoundError(f"a local Milvus file needs milvus-lite: {MILVUS_EXTRA}",
-                                      name="milvus_lite") from exc
+            raise _import_error(exc, "milvus_lite", "a local Milvus file needs milvus-lite") from exc
         path = Path(path).expanduser().absolute()
         with contextlib.suppress(ImportError):  # Milvus Lite's analyser segments with jieba: no start-up chatter
             import jieba
@@ -159,16 +265,21 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
             private_dir(path)  # milvus-lite >= 3.2 keeps its data in a folder at `path`: 0700 when new
         except OSError as exc:
             raise ValueError(f"cannot create the folder of the Milvus Lite file {str(path)!r} ({exc})") from exc
+        address = _serve_lite(path)
         try:
-            with _quiet("milvus_lite.server_manager", "pymilvus.decorators"):
+            with _quiet("pymilvus.decorators"):
                 # no keepalive pings to the in-process server: it answers idle pings with GOAWAY
                 # "too_many_pings", which gRPC prints to stderr every 10-20 s of an idle handle
-                return MilvusClient(str(path), grpc_options=_LITE_GRPC)
+                return MilvusClient(uri=address, grpc_options=_LITE_GRPC, timeout=30)
         except Exception as exc:
-            raise MilvusLiteBusy(
-                f"cannot open the Milvus Lite file {str(path)!r} ({exc}). Milvus Lite serves one process at a "
-                "time: close the other process using it, or use a Milvus server (--store milvus://HOST:19530) "
-                "for several processes") from exc
+            if not _LITE_USERS.get(str(path)):
+                _stop_lite(str(path))
+            raise ConnectionError(f"cannot connect to this process's Milvus Lite server of {str(path)!r} "
+                                  f"({exc})") from exc
+    if token is None:
+        from .store_uri import server_token
+
+        token = server_token("milvus", server)
     try:
         with _quiet("pymilvus.decorators"):
             client = MilvusClient(uri=server, token=token or "", timeout=30)
@@ -469,19 +580,24 @@ class MilvusStorage:
     def rebuild(self, fence: Any = None) -> bool:
         """Drop the collection and write everything it held into a new one (the vectors
         as stored: nothing is embedded; the BM25 vectors are derived again from the
-        keyword text). ``fence``: called right before the drop."""
+        keyword text). ``fence``: called right before the drop.
+
+        Returns ``False``, changing nothing, when the collection holds no rows (e.g. a
+        rebuild killed between its drop and its writes): there is nothing to copy, so
+        the engine embeds every chunk again from the source store instead."""
         rows = [{"id": str(r["id"]), "text": r["text"], "keyword_text": r["keyword_text"],
                  "metadata": dict(r.get("metadata") or {}), "vector": [float(x) for x in r["vector"]]}
                 for r in self.rows()]
+        if not rows:
+            return False
         if fence is not None:
             fence()
         if self._ready():
             self.client.drop_collection(self.collection_name)
         self._exists = False
-        if rows:
-            self._create(len(rows[0]["vector"]))
-            for b in range(0, len(rows), 500):
-                self.client.upsert(self.collection_name, rows[b:b + 500])
+        self._create(len(rows[0]["vector"]))
+        for b in range(0, len(rows), 500):
+            self.client.upsert(self.collection_name, rows[b:b + 500])
         return True
 
     def close(self) -> None:
@@ -502,6 +618,4 @@ class MilvusStorage:
             _LITE_USERS.pop(key, None)
         with contextlib.suppress(Exception):
             self.client.close()
-        from milvus_lite.server_manager import server_manager_instance
-
-        server_manager_instance.release_server(key)
+        _stop_lite(key)

@@ -4,7 +4,8 @@
 URI                          the vectors
 ============================ ===============================================================
 ``chroma``                   embedded Chroma in the index folder (the default)
-``chroma://HOST[:PORT]``     a Chroma server (port 8000 by default; sources there too)
+``chroma://HOST[:PORT]``     a Chroma server over HTTP (port 8000 by default; sources there too);
+                             ``chroma+https://HOST[:PORT]`` over TLS
 ``milvus``                   Milvus Lite in ``<index folder>/milvus.db``
 ``milvus:PATH.db``           Milvus Lite in the file ``PATH.db`` (relative to the working folder)
 ``milvus://HOST[:PORT]``     a Milvus server over HTTP (port 19530 by default);
@@ -12,23 +13,46 @@ URI                          the vectors
 ============================ ===============================================================
 
 With Milvus the source store stays in the index folder (``--persist-dir``).
+
+A server's token is read from the environment, never from the URI or the command line
+(where other local users see it in the process list): ``SWRAG_CHROMA_TOKEN`` (sent as
+``Authorization: Bearer TOKEN``, chromadb's token authentication) and
+``SWRAG_MILVUS_TOKEN`` (Milvus' ``USER:PASSWORD`` or API key). Send a token over
+``+https`` only: over plain HTTP anyone on the path reads it (a warning says so).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["StoreURI", "parse_store_uri", "STORE_FORMS"]
+__all__ = ["StoreURI", "parse_store_uri", "STORE_FORMS", "TOKEN_ENV", "server_token"]
 
-STORE_FORMS = ("chroma", "chroma://HOST[:PORT]", "milvus", "milvus:PATH.db", "milvus://HOST[:PORT]",
-               "milvus+https://HOST[:PORT]")
+logger = logging.getLogger(__name__)
+
+STORE_FORMS = ("chroma", "chroma://HOST[:PORT]", "chroma+https://HOST[:PORT]", "milvus", "milvus:PATH.db",
+               "milvus://HOST[:PORT]", "milvus+https://HOST[:PORT]")
 """The accepted forms, as error messages list them."""
 
-_SERVER = re.compile(r"^(?P<scheme>chroma|milvus|milvus\+https)://(?P<host>[^:/\s]+)(?::(?P<port>\d{1,5}))?/?$")
-_DEFAULT_PORT = {"chroma": 8000, "milvus": 19530, "milvus+https": 19530}
+TOKEN_ENV = {"chroma": "SWRAG_CHROMA_TOKEN", "milvus": "SWRAG_MILVUS_TOKEN"}
+"""The environment variable holding the token of a server of each kind."""
+
+_SERVER = re.compile(r"^(?P<kind>chroma|milvus)(?P<tls>\+https)?://(?P<host>[^:/@\s]+)(?::(?P<port>\d{1,5}))?/?$")
+_DEFAULT_PORT = {"chroma": 8000, "milvus": 19530}
+
+
+def server_token(kind: str, server: str | None = None) -> str | None:
+    """The token for a ``kind`` (``"chroma"``/``"milvus"``) server from its environment
+    variable (:data:`TOKEN_ENV`), or ``None`` when unset or empty; warns when it would
+    travel over plain HTTP to ``server``."""
+    token = os.environ.get(TOKEN_ENV[kind], "").strip() or None
+    if token and server is not None and not server.startswith("https://"):
+        logger.warning("%s is sent to %s over plain HTTP: anyone on the way can read it; use %s+https://",
+                       TOKEN_ENV[kind], server, kind)
+    return token
 
 
 @dataclass(frozen=True)
@@ -88,16 +112,17 @@ def parse_store_uri(uri: str | os.PathLike) -> StoreURI:
     if text in ("chroma", "milvus"):
         return StoreURI(text, text=text)
     if "://" in text:
+        if "@" in text:
+            raise _bad("://".join((text.split("://")[0], "...")), "put no credentials in the URI: set "
+                       f"{TOKEN_ENV['chroma']} or {TOKEN_ENV['milvus']} in the environment instead")
         match = _SERVER.match(text)
         if match is None:
-            raise _bad(text, "not a server address of the form SCHEME://HOST[:PORT] with scheme chroma, milvus "
-                             "or milvus+https")
-        scheme = match["scheme"]
-        port = int(match["port"]) if match["port"] else _DEFAULT_PORT[scheme]
+            raise _bad(text, "not a server address of the form SCHEME://HOST[:PORT] with scheme chroma, "
+                             "chroma+https, milvus or milvus+https")
+        port = int(match["port"]) if match["port"] else _DEFAULT_PORT[match["kind"]]
         if not 0 < port < 65536:
             raise _bad(text, f"port {port} is out of range")
-        return StoreURI("milvus" if scheme.startswith("milvus") else "chroma", match["host"], port,
-                        scheme == "milvus+https", text=text)
+        return StoreURI(match["kind"], match["host"], port, match["tls"] is not None, text=text)
     scheme, sep, rest = text.partition(":")
     if sep and scheme == "milvus":
         if not rest.strip():
