@@ -33,6 +33,7 @@ class ApiPage:
     module: str
     names: dict[str, str]  # public name -> dotted path of its definition
     elsewhere: frozenset[str] = frozenset()  # names documented on another page (linked from here)
+    summary: str = ""  # the first paragraph of the module's docstring
 
     @property
     def path(self) -> str:
@@ -40,9 +41,9 @@ class ApiPage:
         return f"{API_DIR}/{self.module}.md"
 
     def markdown(self) -> str:
-        """The page: the module's docstring, then one directive per public name."""
-        lines = [f"# `{self.module}`", "", f"::: {self.module}", "    options:", "      members: false",
-                 "      show_root_heading: false", "      show_root_toc_entry: false", ""]
+        """The page: one directive per public name (module docstrings are reST layout tables
+        written for readers of the source: they do not render as Markdown)."""
+        lines = [f"# `{self.module}`", "", self.summary, ""]
         for name, target in self.names.items():
             if name in self.elsewhere:
                 lines += [f"- `{name}`: [`{target}`][{target}]", ""]
@@ -136,7 +137,8 @@ def api_pages(root: Path = ROOT) -> list[ApiPage]:
     """The reference's pages; a public name that cannot be located raises ``ValueError``."""
     import griffe
 
-    package = griffe.load(PACKAGE, search_paths=[str(root)], resolve_aliases=False, allow_inspection=False)
+    package = griffe.load(PACKAGE, search_paths=[str(root)], try_relative_path=False, resolve_aliases=False,
+                          allow_inspection=False)
     pages = []
     for dotted, names in public_modules(root).items():
         module = package if dotted == PACKAGE else package[dotted.split(".", 1)[1]]
@@ -154,7 +156,8 @@ def api_pages(root: Path = ROOT) -> list[ApiPage]:
                 located[name] = member.path
             else:
                 located[name] = _unique(name, dotted, scopes)
-        pages.append(ApiPage(dotted, located))
+        summary = module.docstring.value.split("\n\n")[0] if module.docstring else ""
+        pages.append(ApiPage(dotted, located, summary=summary))
     return _documented_once(pages)
 
 
@@ -170,7 +173,8 @@ def _documented_once(pages: list[ApiPage]) -> list[ApiPage]:
             if holder is None or inside and (not target.startswith(holder + ".") or len(page.module) > len(holder)):
                 owner[target] = page.module
     return [ApiPage(page.module, page.names, frozenset(name for name, target in page.names.items()
-                                                       if owner[target] != page.module)) for page in pages]
+                                                       if owner[target] != page.module), page.summary)
+            for page in pages]
 
 
 def _unique(name: str, module: str, scopes: list[dict[str, list[str]]]) -> str:
