@@ -1,6 +1,6 @@
 # The two commands of the README. Each sets up .venv on a fresh machine first: `make demo`
 # installs only what the demo imports, `make test` (and `make setup`) everything.
-.PHONY: setup setup-demo demo test bench reports
+.PHONY: setup setup-demo demo test bench reports docs
 
 setup:
 	@bash scripts/setup.sh
@@ -29,3 +29,8 @@ bench: setup
 # make reports ARGS=--quick | ARGS=--list | ARGS="--only grounding corpus" | ARGS="--only graph --write"
 reports: setup
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/reports.py $(ARGS)
+
+# The documentation site into site/ (mkdocs.yml; a broken link, a missing reference or a docstring
+# that does not render fails the build). The API reference is generated from __all__ (docs/_hooks.py).
+docs: setup
+	.venv/bin/python -m mkdocs build --strict

@@ -59,7 +59,7 @@ if ! fresh .venv/.swrag-installed; then
   # The current stack (transformers 5, sentence-transformers 6, numpy 2): the extras resolve
   # to a working set by themselves, no constraints file. (IPEX-LLM low-bit lives in its own
   # environment: pip install -e '.[ipex]' into another venv.)
-  .venv/bin/python -m pip install -q -e ".[all,test,bench]"
+  .venv/bin/python -m pip install -q -e ".[all,test,bench,docs]"
   bundled_llm
   touch .venv/.swrag-installed
 fi

@@ -381,7 +381,9 @@ def check_parameter(name: str, value: object) -> object:
     DFS/DDS delimiters are built: not empty, valid regular expressions).
 
     Raises:
-        TypeError / ValueError naming the parameter; KeyError for an unknown name.
+        TypeError: the value has the wrong type (the message names the parameter).
+        ValueError: the value is out of range (the message names the parameter).
+        KeyError: ``name`` is not a known parameter.
     """
     return _CHECKS[name](name, value)
 

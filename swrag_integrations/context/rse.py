@@ -250,8 +250,7 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
             segment needing another chunk raises ``LookupError``).
         budget_tokens: total cl100k tokens of the returned segments (``None``: only the
             chunk caps apply).
-        max_length, overall_max_length, minimum_value, irrelevant_chunk_penalty,
-            decay_rate: override the preset.
+        max_length, overall_max_length, minimum_value, irrelevant_chunk_penalty, decay_rate: override the preset.
         score_key: metadata key of the candidates' scores (default: the first of
             ``relevance_score``, ``score``, ``rrf_score`` present).
         score_normalization: ``"auto"``, ``"none"`` or ``"rank"`` (see module doc).

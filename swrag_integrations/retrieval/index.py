@@ -144,8 +144,7 @@ class SlidingWindowIndex(VectorStore):
         collection_name: Chroma collection of the default vector store.
         host, port, ssl, headers: use a running Chroma server for vectors and sources.
         client: an existing chromadb client for the default vector store.
-        chunk_size, child, medium_size, strategy, window_size, step, unit, delimiters,
-            encoding_name: the chunking (:class:`~.config.IndexConfig`); ``None`` takes
+        chunk_size, child, medium_size, strategy, window_size, step, unit, delimiters, encoding_name: the chunking (:class:`~.config.IndexConfig`); ``None`` takes
             the stored value of an existing index (different values raise).
         batch_size: chunks embedded and written per batch.
         show_progress: tqdm progress bars while indexing.
