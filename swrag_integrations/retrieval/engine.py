@@ -35,7 +35,7 @@ from .config import IndexConfig
 from .embedding_base import embedding_dimension
 from .settings import DEFAULT_SEARCH_TYPE
 from .fusion import rrf
-from .ids import chunk_id, parse_chunk_id, source_id_for, vector_id
+from .ids import chunk_id, parse_chunk_id, source_id_for, source_id_of_id, vector_id
 from .keyword import KeywordIndex, StorageKeyword, keyword_mode
 from .protocols import ChildHit, ChunkRow, as_engine
 from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
@@ -480,7 +480,7 @@ class IndexEngine:
     def resolve_ids(self, ids: Sequence[str]) -> list[str]:
         """Source ids for ids given at add time (user ids) or source ids."""
         heads = self.store.heads([str(i) for i in ids])
-        return [str(v) if str(v) in heads else source_id_for(f"id:{v}") for v in ids]
+        return [source_id_of_id(v, heads) for v in ids]
 
     def delete_sources(self, source_ids: Sequence[str]) -> int:
         """Remove sources by source id (unknown ids are ignored); returns how many went."""

@@ -24,7 +24,7 @@ import hashlib
 import uuid
 from typing import Any, NamedTuple, Sequence
 
-__all__ = ["source_key", "source_id_for", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
+__all__ = ["source_key", "source_id_for", "source_id_of_id", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
            "content_hash"]
 
 # A fixed namespace: the same chunk id gives the same vector id in every process.
@@ -63,8 +63,20 @@ def source_id_for(doc_or_key: Any) -> str:
     return _sha1(key)[:16]
 
 
-def batch_source_ids(documents: Sequence[Any]) -> list[str]:
+def source_id_of_id(given: Any, known: Any = ()) -> str:
+    """The source id an id given at add time (``Document.id`` / ``ids=``) names: the id
+    itself when it is a source id the index holds (``known``: a container of source ids,
+    e.g. the store's heads), so the ids ``add_texts`` returned address their sources for
+    reading, deleting *and* updating; else the hash of ``"id:<given>"``."""
+    text = str(given)
+    return text if text in known else source_id_for(f"id:{text}")
+
+
+def batch_source_ids(documents: Sequence[Any], known: Any = ()) -> list[str]:
     """The source id of each document of one write (same order).
+
+    ``known``: the source ids the index holds (a container); a document whose id is one
+    of them is that source (:func:`source_id_of_id`): adding it replaces the source.
 
     A document is its own source (:func:`source_id_for`), with one exception: when
     several *different* documents of one call share a key (chunks of one file without
@@ -78,6 +90,7 @@ def batch_source_ids(documents: Sequence[Any]) -> list[str]:
             ``ids=``) in one call: the index cannot keep both under one id.
     """
     keys = [source_key(doc) for doc in documents]
+    named = {key: source_id_of_id(key[3:], known) for key in keys if key.startswith("id:")}
     contents = [_content_of(doc) for doc in documents]
     parts: dict[str, dict[str, int]] = {}  # key -> content -> part number
     for key, content in zip(keys, contents):
@@ -86,7 +99,7 @@ def batch_source_ids(documents: Sequence[Any]) -> list[str]:
     out = []
     for key, content in zip(keys, contents):
         if len(parts[key]) == 1:
-            out.append(source_id_for(key))
+            out.append(named[key] if key in named else source_id_for(key))
         elif key.startswith("id:"):
             raise ValueError(f"two different documents have the id {key[3:]!r} in one call; give each document its "
                              "own id (or add the new version in a later call to replace the old one)")

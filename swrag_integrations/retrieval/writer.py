@@ -267,7 +267,7 @@ def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bo
     them here and write them with :func:`write_planned` (the store embeds)."""
     index = as_engine(index)
     prune = _check_prune(prune)
-    by_sid, report = dedupe_documents(documents)
+    by_sid, report = dedupe_documents(documents, index)
     if not by_sid and not remove_origins and prune != "all":
         raise ValueError("no documents to add")
 
@@ -284,17 +284,22 @@ def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bo
                          total_chunks=lambda: planned_chunks[0])
 
 
-def dedupe_documents(documents: Sequence[Any]) -> tuple[dict[str, Any], IndexReport]:
+def dedupe_documents(documents: Sequence[Any], index: Any = None) -> tuple[dict[str, Any], IndexReport]:
     """Documents by source id (:func:`~.ids.batch_source_ids`: several different documents
     of one source are parts of it, each kept; identical ones are written once) and a
     report whose ``ids`` list every document's source id in order; objects without a
-    text ``page_content`` (a LangChain ``Document``, a :class:`~.storage.PlainDocument`) raise."""
+    text ``page_content`` (a LangChain ``Document``, a :class:`~.storage.PlainDocument`) raise.
+
+    ``index``: the engine written to; a document whose id is one of its source ids (the
+    ids ``add_texts`` returns) is that source, so adding it replaces it."""
     report = IndexReport()
     for doc in documents:
         if not isinstance(getattr(doc, "page_content", None), str):
             raise TypeError(f"expected Document objects (LangChain Document or PlainDocument, with a text "
                             f"page_content), got {type(doc).__name__}")
-    report.ids = batch_source_ids(documents)
+    given = sorted({str(d.id) for d in documents if getattr(d, "id", None)})
+    known = index.store.heads(given) if index is not None and given else {}
+    report.ids = batch_source_ids(documents, known)
     by_sid = dict(zip(report.ids, documents))
     return by_sid, report
 

@@ -1,0 +1,33 @@
+"""The index's write path, round 4 (issues 39 and 42): updates through returned ids,
+an in-memory default, adopting a vector store that holds documents, batched writes."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from swrag_integrations.retrieval import SlidingWindowIndex
+
+
+@pytest.fixture()
+def index(tmp_path):
+    idx = SlidingWindowIndex(tmp_path / "idx", embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
+    yield idx
+    idx.close()
+
+
+def test_adding_under_the_id_add_texts_returned_replaces_the_source(index):
+    """Issue 42 item 4: the id add_texts returned is the source's id for updates too."""
+    [sid] = index.add_texts(["The old keeper logged the fog."])
+    report = index.index_documents([Document(id=sid, page_content="The new keeper logged the storm.")])
+    assert report["replaced"] == 1 and report["added"] == 0
+    assert index.source_ids() == [sid]
+    assert [d.page_content for d in index.get_by_ids([sid])] == ["The new keeper logged the storm."]
+    found = index.similarity_search("keeper", k=4)
+    assert [d.page_content for d in found] == ["The new keeper logged the storm."]
+    # an id that names no source is still a new source of its own
+    index.add_documents([Document(id="mine", page_content="Another text entirely.")])
+    assert len(index.source_ids()) == 2 and index.get_by_ids(["mine"])[0].page_content == "Another text entirely."
