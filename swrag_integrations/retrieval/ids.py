@@ -24,7 +24,7 @@ import hashlib
 import uuid
 from typing import Any, NamedTuple, Sequence
 
-__all__ = ["source_key", "source_id_for", "source_id_of_id", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
+__all__ = ["source_key", "source_id_for", "source_id_of_id", "origin_key", "member_id", "parse_member_id", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
            "content_hash"]
 
 # A fixed namespace: the same chunk id gives the same vector id in every process.
@@ -35,26 +35,39 @@ LEVELS = {"s": "small", "m": "medium"}
 def source_key(doc: Any) -> str:
     """The identity of a source document.
 
-    ``Document.id`` if set; else ``metadata["source"]`` (plus ``page``/``row`` when
-    present, so the pages of one PDF and the rows of one CSV stay apart, and the
-    integer ``start_index``/``end_index`` a splitter puts on its chunks, so the chunks
-    of one file stay apart); else the text itself (then every edit makes a new source).
+    ``Document.id`` if set; else ``metadata["source"]`` (:func:`origin_key`: plus
+    ``page``/``row`` when present, so the pages of one PDF and the rows of one CSV stay
+    apart; for a :class:`~.records.SourceSegment` plus where it starts; else the integer
+    ``start_index``/``end_index`` a document carries); else the text itself (then every
+    edit makes a new source).
     """
     doc_id = getattr(doc, "id", None)
     if doc_id:
         return f"id:{doc_id}"
     meta = getattr(doc, "metadata", None) or {}
-    if meta.get("source") not in (None, ""):
-        key = f"source:{meta['source']}"
-        for extra in ("page", "row"):
-            if extra in meta:
-                key += f"#{extra}={meta[extra]}"
+    key = origin_key(meta)
+    if key is not None:
+        base = getattr(doc, "base", None)  # a SourceSegment: one piece of the source
+        if isinstance(base, int) and not isinstance(base, bool):
+            return f"{key}#segment={base}"
         for offset in ("start_index", "end_index"):
             value = meta.get(offset)
             if isinstance(value, int) and not isinstance(value, bool):
                 key += f"#{offset}={value}"
         return key
     return "text:" + _sha1(getattr(doc, "page_content", ""))
+
+
+def origin_key(meta: dict[str, Any]) -> str | None:
+    """``"source:<source>"`` plus ``#page=``/``#row=`` when the metadata has them: which
+    text a document comes from (``None`` without a ``source``)."""
+    if meta.get("source") in (None, ""):
+        return None
+    key = f"source:{meta['source']}"
+    for extra in ("page", "row"):
+        if extra in meta:
+            key += f"#{extra}={meta[extra]}"
+    return key
 
 
 def source_id_for(doc_or_key: Any) -> str:
@@ -119,6 +132,22 @@ def _content_of(doc: Any) -> str:
 def content_hash(text: str, config_json: str) -> str:
     """Hash of a source's text under an index configuration (changes when either does)."""
     return _sha1(config_json + "\x00" + text)[:16]
+
+
+def member_id(source_id: str, start: int, end: int) -> str:
+    """The id of the offset chunk ``[start, end)`` (source coordinates) of a source segment
+    (:class:`~.records.SourceSegment`): ``"<source_id>@<start>:<end>"``, what
+    ``add_documents`` returns for such a chunk."""
+    return f"{source_id}@{int(start)}:{int(end)}"
+
+
+def parse_member_id(value: Any) -> tuple[str, int, int] | None:
+    """``(source_id, start, end)`` of a :func:`member_id`, or ``None``."""
+    sid, sep, rest = str(value).partition("@")
+    start, sep2, end = rest.partition(":")
+    if not (sid and sep and sep2) or not start.isdigit() or not end.isdigit():
+        return None
+    return sid, int(start), int(end)
 
 
 def chunk_id(source_id: str, index: int, level: str = "s") -> str:

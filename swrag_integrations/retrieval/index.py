@@ -50,7 +50,7 @@ from langchain_core.vectorstores import VectorStore
 
 from .settings import DEFAULT_SEARCH_TYPE
 from .engine import FORMAT, IndexDamagedError, IndexEngine, IndexMismatchError, validate_collection_name
-from .ids import source_id_for
+from .ids import parse_member_id, source_id_for
 from .protocols import ChildHit, ChunkRow
 from .sources import SourceStore
 from .vectors import IndexTextEmbeddings, PrecomputedEmbeddings, VectorBackend, default_chroma
@@ -380,8 +380,15 @@ class SlidingWindowIndex(VectorStore):
         """LangChain ``VectorStore.add_documents``: index whole documents; returns their ids.
 
         The id of a document is ``ids[i]`` or ``Document.id`` if given (and then
-        ``delete``/``get_by_ids`` take it), else its source id. Every document is kept,
-        also several of one source (chunks of a file: see :func:`~.ids.batch_source_ids`).
+        ``delete``/``get_by_ids`` take it), else its source id; an id that is a source id
+        of the index (what ``add_texts`` returned) replaces that source. Every document is
+        kept, also several of one source (see :func:`~.ids.batch_source_ids`). Chunks that
+        carry their offsets in a source (``source`` and ``start_index``, no id) are joined
+        into that source's text (:func:`~.records.join_offset_chunks`), so windows come
+        back in the source's coordinates; each chunk's id is ``"<source id>@<start>:<end>"``
+        (:func:`~.ids.member_id`). Deleting a chunk joins the rest of its piece again: the
+        ids of chunks after a gap it leaves, or of a piece whose first chunk it was, change
+        with the piece's source id.
         ``batch_size`` is accepted (the index batches by itself); other keywords raise
         ``TypeError``.
         """
@@ -412,7 +419,7 @@ class SlidingWindowIndex(VectorStore):
         _only(kwargs, set(), "delete")
         if ids is None:
             raise ValueError("ids must be given (SlidingWindowIndex.reset() removes everything)")
-        self.engine.delete_sources(self._resolve_ids(ids))
+        self.engine.delete(ids)
         return True
 
     def delete_source(self, source: str | Document) -> int:
@@ -475,7 +482,13 @@ class SlidingWindowIndex(VectorStore):
         for given, sid in zip(ids, sids):
             rec = records.get(sid)
             if rec is not None and rec.complete:
-                doc = source_document(rec)
+                member = parse_member_id(given)
+                member = member if member is not None and member[0] == sid else None
+                found = [m for m in rec.members if member is not None and (m["start"], m["end"]) == member[1:]]
+                if member is not None and not found:
+                    continue  # an offset chunk that is no longer in its segment
+                doc = (Document(page_content=rec.span(member[1], member[2]), metadata=dict(found[0]["metadata"]))
+                       if found else source_document(rec))
                 doc.id = str(given)
                 out.append(doc)
         return out

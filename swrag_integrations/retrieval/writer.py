@@ -33,10 +33,10 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Sized
 
-from .ids import batch_source_ids, chunk_id, vector_id
+from .ids import batch_source_ids, chunk_id, member_id, vector_id
 from .health import missing_vectors
 from .protocols import as_engine
-from .records import SourceRecord, metadata_change, plan_source
+from .records import SourceRecord, join_offset_chunks, metadata_change, plan_source
 
 if TYPE_CHECKING:
     from .protocols import EngineState
@@ -83,7 +83,8 @@ def chunk_documents(rec: SourceRecord, index_id: str, start: int = 0, stop: int 
     a = rec.arrays
     for i in range(start, rec.n_chunks if stop is None else stop):
         meta = rec.index_metadata
-        meta.update(source_id=rec.source_id, chunk_index=i, start_index=int(a[0, i]), end_index=int(a[1, i]),
+        meta.update(source_id=rec.source_id, chunk_index=i, start_index=rec.base + int(a[0, i]),
+                    end_index=rec.base + int(a[1, i]),
                     content_hash=rec.content_hash, chunk_id=chunk_id(rec.source_id, i), swrag_index=index_id)
         out.append(PlainDocument(page_content=rec.chunk_text(i), metadata=meta))
     return out
@@ -287,7 +288,9 @@ def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bo
 def dedupe_documents(documents: Sequence[Any], index: Any = None) -> tuple[dict[str, Any], IndexReport]:
     """Documents by source id (:func:`~.ids.batch_source_ids`: several different documents
     of one source are parts of it, each kept; identical ones are written once) and a
-    report whose ``ids`` list every document's source id in order; objects without a
+    report whose ``ids`` list every document's id in order (its source id; for an offset
+    chunk, joined with the others of its source into a :class:`~.records.SourceSegment`
+    by :func:`~.records.join_offset_chunks`, its :func:`~.ids.member_id`); objects without a
     text ``page_content`` (a LangChain ``Document``, a :class:`~.storage.PlainDocument`) raise.
 
     ``index``: the engine written to; a document whose id is one of its source ids (the
@@ -299,8 +302,12 @@ def dedupe_documents(documents: Sequence[Any], index: Any = None) -> tuple[dict[
                             f"page_content), got {type(doc).__name__}")
     given = sorted({str(d.id) for d in documents if getattr(d, "id", None)})
     known = index.store.heads(given) if index is not None and given else {}
-    report.ids = batch_source_ids(documents, known)
-    by_sid = dict(zip(report.ids, documents))
+    joined, placement = join_offset_chunks(documents)
+    sids = batch_source_ids(joined, known)
+    report.ids = [sids[j] if number is None else
+                  member_id(sids[j], joined[j].members[number]["start"], joined[j].members[number]["end"])
+                  for j, number in placement]
+    by_sid = dict(zip(sids, joined))
     return by_sid, report
 
 
