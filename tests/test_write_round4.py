@@ -31,3 +31,18 @@ def test_adding_under_the_id_add_texts_returned_replaces_the_source(index):
     # an id that names no source is still a new source of its own
     index.add_documents([Document(id="mine", page_content="Another text entirely.")])
     assert len(index.source_ids()) == 2 and index.get_by_ids(["mine"])[0].page_content == "Another text entirely."
+
+
+def test_an_index_without_a_location_is_in_memory(tmp_path, monkeypatch):
+    """Issue 39 item 3: SlidingWindowIndex() writes nowhere (as Chroma() does), not into the CLI's index."""
+    monkeypatch.setenv("SWRAG_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    first = SlidingWindowIndex(embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
+    first.add_texts(["The keeper logged the fog."])
+    second = SlidingWindowIndex(embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
+    assert first.persist_directory is None and second.source_ids() == []  # nothing shared
+    assert [d.page_content for d in first.similarity_search("keeper", k=1)] == ["The keeper logged the fog."]
+    assert first.as_retriever().invoke("keeper fog")[0].page_content == "The keeper logged the fog."
+    assert not (tmp_path / "home").exists() and not (tmp_path / "xdg").exists()
+    with pytest.raises(ValueError, match="persist_directory"):
+        SlidingWindowIndex(embedding=DeterministicFakeEmbedding(size=16), index_text=str.lower)

@@ -126,9 +126,13 @@ class SlidingWindowIndex(VectorStore):
 
     Args:
         persist_directory: a local folder for the default stores (Chroma in
-            ``<dir>/chroma``, sources in ``<dir>/sources/<collection>.sqlite3``). Default
+            ``<dir>/chroma``, sources in ``<dir>/sources/<collection>.sqlite3``). Given no
+            location at all (no ``persist_directory``, ``vectorstore``, ``storage``,
+            ``source_store``, ``host`` or ``client``) the index lives in memory, like
+            LangChain's ``Chroma()``: an ``InMemoryVectorStore`` and an
+            ``InMemoryByteStore``, gone with the object. The CLI's index is
             :func:`~swrag_integrations.paths.default_index_dir` (``$SWRAG_HOME/index``, else
-            ``$XDG_DATA_HOME/swrag/index``) when no ``vectorstore``, ``host`` or ``client`` is given.
+            ``$XDG_DATA_HOME/swrag/index``): pass it to share that one.
         vectorstore: any LangChain ``VectorStore`` for the chunk vectors (it embeds
             the chunk texts with its own embedding; ``embedding`` defaults to it).
             Needs ``source_store`` or ``persist_directory`` for the sources.
@@ -200,6 +204,8 @@ class SlidingWindowIndex(VectorStore):
         if tuned is not None:
             chunking = _merge_tuned_chunking(chunking, tuned.index_kwargs)
         self._collection_name = validate_collection_name(collection_name)
+        if all(x is None for x in (persist_directory, vectorstore, storage, source_store, host, client)):
+            vectorstore, source_store, embedding = _in_memory_parts(embedding, index_text)
         if vectorstore is not None:
             if sum(x is not None for x in (host, client, storage)):
                 raise ValueError("give at most one of vectorstore, storage, host or client")
@@ -676,6 +682,23 @@ class SlidingWindowIndex(VectorStore):
     def __repr__(self) -> str:
         return (f"SlidingWindowIndex({self.engine.server or str(self.persist_directory or self.store)!r}, "
                 f"collection_name={self.collection_name!r}, vectors={self.vectors.kind}, config={self.config})")
+
+
+def _in_memory_parts(embedding: Any, index_text: Any) -> tuple[VectorStore, Any, Any]:
+    """The parts of an index given no location (as LangChain's ``Chroma()`` without
+    arguments): LangChain's ``InMemoryVectorStore`` and ``InMemoryByteStore``, gone with
+    the object; ``(vectorstore, source_store, embedding)``."""
+    from langchain_core.stores import InMemoryByteStore
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    if index_text is not None:
+        raise ValueError("index_text needs the default Chroma store: give persist_directory (an index without a "
+                         "location lives in memory, in an InMemoryVectorStore)")
+    if embedding is None:
+        from .embeddings import default_embeddings
+
+        embedding = default_embeddings()
+    return InMemoryVectorStore(embedding), InMemoryByteStore(), embedding
 
 
 def _only(kwargs: dict[str, Any], allowed: set[str], where: str) -> None:
