@@ -46,3 +46,32 @@ def test_an_index_without_a_location_is_in_memory(tmp_path, monkeypatch):
     assert not (tmp_path / "home").exists() and not (tmp_path / "xdg").exists()
     with pytest.raises(ValueError, match="persist_directory"):
         SlidingWindowIndex(embedding=DeterministicFakeEmbedding(size=16), index_text=str.lower)
+
+
+class CountingEmbedding(DeterministicFakeEmbedding):
+    """A fake embedding that counts its embed_documents calls."""
+
+    calls: int = 0
+
+    def embed_documents(self, texts):
+        self.calls += 1
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize("where", ["chroma", "memory"])
+def test_many_small_sources_are_embedded_and_written_in_batches(tmp_path, where):
+    """Issue 42 item 12: 400 one-line sources in one call are not 400 embedding calls and 400 writes."""
+    embedding = CountingEmbedding(size=16)
+    index = (SlidingWindowIndex(tmp_path / "idx", embedding=embedding, show_progress=False, batch_size=128)
+             if where == "chroma" else SlidingWindowIndex(embedding=embedding, show_progress=False, batch_size=128))
+    writes = []
+    add = index.engine.vectors.add
+    index.engine.vectors.add = lambda docs, ids: (writes.append(len(docs)), add(docs, ids))[1]
+    lines = [f"Line {i}: the keeper logged the weather and the ships." for i in range(400)]
+    ids = index.add_texts(lines)
+    assert embedding.calls == 4 and writes == [128, 128, 128, 16]  # ceil(400 / batch_size) each
+    assert len(set(ids)) == 400 and index.count("small") == 400
+    assert [d.page_content for d in index.get_by_ids(ids[::97])] == lines[::97]
+    assert index.similarity_search(lines[123], k=1)[0].page_content == lines[123]  # each vector under its chunk
+    index.close()
+

@@ -154,33 +154,29 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
             stale = [v for rec, had, _ in batch if had for v in _vector_ids(rec.source_id, 0, rec.id_span)]
             _fence(index)
             index.vectors.delete(stale)
-            for rec, _, vectors in batch:
-                for lo in range(0, rec.n_chunks, index.batch_size):
-                    hi = min(rec.n_chunks, lo + index.batch_size)
-                    if left <= lookahead:
-                        batches.fetch()  # decide the next records (their vectors start) before waiting
-                    left -= hi - lo
-                    docs = chunk_documents(rec, index.index_id, lo, hi)
-                    primed = pre is not None
+            for pieces in _slices(batch, index.batch_size):
+                n = sum(hi - lo for _, lo, hi, _ in pieces)
+                if left <= lookahead:
+                    batches.fetch()  # decide the next records (their vectors start) before waiting
+                left -= n
+                docs = [d for rec, lo, hi, _ in pieces for d in chunk_documents(rec, index.index_id, lo, hi)]
+                primed = pre is not None
+                if primed:
+                    # the vectors first (given, or embedded here), then the lease check, then
+                    # the write: a writer that stalled while embedding cannot write afterwards
+                    texts = [d.page_content for d in docs]
+                    pre.prime(texts, _rows(pre.base, pieces, texts))
+                try:
+                    _fence(index)
+                    index.vectors.add(docs, [v for rec, lo, hi, _ in pieces for v in _vector_ids(rec.source_id, lo, hi)])
+                except BaseException:
                     if primed:
-                        # the vectors first (given, or embedded here), then the lease check, then
-                        # the write: a writer that stalled while embedding cannot write afterwards
-                        texts = [d.page_content for d in docs]
-                        rows = pre.base.embed_documents(texts) if vectors is None else vectors[lo:hi]
-                        if len(rows) != hi - lo:
-                            raise ValueError(f"source {rec.source_id}: got {len(rows)} vectors for chunks {lo}..{hi - 1}")
-                        pre.prime(texts, rows)
-                    try:
-                        _fence(index)
-                        index.vectors.add(docs, _vector_ids(rec.source_id, lo, hi))
-                    except BaseException:
-                        if primed:
-                            pre.forget()
-                        raise
-                    if callable(total):
-                        bar.total = total()  # a stream: known so far
-                    bar.update(hi - lo)
-                    written += hi - lo
+                        pre.forget()
+                    raise
+                if callable(total):
+                    bar.total = total()  # a stream: known so far
+                bar.update(n)
+                written += n
             index.store.set_state([rec.source_id for rec, _, _ in batch], "complete", id_span=-1)
     finally:
         if bar is not None:
@@ -188,6 +184,51 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
                 bar.total = total()
             bar.close()
     return written
+
+
+Piece = tuple[SourceRecord, int, int, Any]  # (record, first chunk, end chunk, the record's vectors or None)
+
+
+def _slices(batch: Sequence[Plan], size: int) -> Iterator[list[Piece]]:
+    """The chunks of a batch's records in runs of ``size`` chunks across records: each run
+    is embedded in one call and written in one store call, however many (small) sources
+    it holds (400 one-line sources were 400 embedding calls and 400 store writes)."""
+    group: list[Piece] = []
+    room = size
+    for rec, _, vectors in batch:
+        lo = 0
+        while lo < rec.n_chunks:
+            hi = min(rec.n_chunks, lo + room)
+            group.append((rec, lo, hi, vectors))
+            room -= hi - lo
+            lo = hi
+            if room == 0:
+                yield group
+                group, room = [], size
+    if group:
+        yield group
+
+
+def _rows(embedding: Any, pieces: Sequence[Piece], texts: Sequence[str]) -> list[Any]:
+    """The vectors of a run's chunks (``texts``, in piece order): rows given with a record
+    as they are, the others embedded by ``embedding`` in one call."""
+    todo = []
+    at = 0
+    for _, lo, hi, vectors in pieces:
+        if vectors is None:
+            todo.extend(texts[at:at + hi - lo])
+        at += hi - lo
+    embedded = iter(embedding.embed_documents(todo) if todo else [])
+    rows: list[Any] = []
+    for rec, lo, hi, vectors in pieces:
+        if vectors is None:
+            rows.extend(next(embedded) for _ in range(hi - lo))
+            continue
+        given = vectors[lo:hi]
+        if len(given) != hi - lo:
+            raise ValueError(f"source {rec.source_id}: got {len(given)} vectors for chunks {lo}..{hi - 1}")
+        rows.extend(given)
+    return rows
 
 
 class _Ahead:
