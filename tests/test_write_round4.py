@@ -75,3 +75,26 @@ def test_many_small_sources_are_embedded_and_written_in_batches(tmp_path, where)
     assert index.similarity_search(lines[123], k=1)[0].page_content == lines[123]  # each vector under its chunk
     index.close()
 
+
+def test_a_vector_store_holding_documents_can_be_taken_over():
+    """Issue 39 item 4: a store with vectors raises with the way forward, and from_vectorstore takes it."""
+    from langchain_core.stores import InMemoryByteStore
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from swrag_integrations.retrieval import IndexMismatchError
+
+    embedding = DeterministicFakeEmbedding(size=16)
+    store = InMemoryVectorStore(embedding)
+    texts = ["The keeper logged the fog over the bay.", "Bread dough rises when yeast ferments the flour."]
+    store.add_documents([Document(page_content=t, metadata={"n": i}, id=f"doc{i}") for i, t in enumerate(texts)])
+    with pytest.raises(IndexMismatchError, match=r"SlidingWindowIndex\.from_vectorstore\(vectorstore"):
+        SlidingWindowIndex(vectorstore=store, source_store=InMemoryByteStore(), embedding=embedding)
+    index = SlidingWindowIndex.from_vectorstore(store, source_store=InMemoryByteStore(), embedding=embedding,
+                                                show_progress=False)
+    assert [(d.page_content, d.metadata, d.id) for d in index.get_by_ids(["doc0", "doc1"])] == \
+        [(t, {"n": i}, f"doc{i}") for i, t in enumerate(texts)]
+    assert "doc0" not in store.store and len(store.store) == index.count("small")  # only the index's chunks
+    assert index.as_retriever().invoke("keeper fog")[0].page_content == texts[0]
+    with pytest.raises(TypeError, match="documents="):
+        SlidingWindowIndex.from_vectorstore(object(), source_store=InMemoryByteStore())
+

@@ -211,11 +211,17 @@ class SlidingWindowIndex(VectorStore):
                 raise ValueError("give at most one of vectorstore, storage, host or client")
             storage = VectorBackend(vectorstore, embedding)
         self._client: Any = None  # the chromadb client of the default store
-        self.engine = IndexEngine.open(
-            persist_directory, embedding=embedding, storage=storage, source_store=source_store,
-            collection_name=collection_name, host=host, port=port, ssl=ssl, headers=headers, client=client,
-            storage_factory=self._chroma_vectors, batch_size=batch_size, show_progress=show_progress,
-            index_text=index_text, lock_timeout=lock_timeout, keyword_search=keyword_search, **chunking)
+        try:
+            self.engine = IndexEngine.open(
+                persist_directory, embedding=embedding, storage=storage, source_store=source_store,
+                collection_name=collection_name, host=host, port=port, ssl=ssl, headers=headers, client=client,
+                storage_factory=self._chroma_vectors, batch_size=batch_size, show_progress=show_progress,
+                index_text=index_text, lock_timeout=lock_timeout, keyword_search=keyword_search, **chunking)
+        except IndexMismatchError as exc:
+            if vectorstore is None or "already holds" not in str(exc):
+                raise
+            raise IndexMismatchError(f"{exc}; or index the documents it holds: "
+                                     "SlidingWindowIndex.from_vectorstore(vectorstore, source_store=...)") from None
         if tuned is not None:
             try:
                 self._record_tuned(tuned)
@@ -667,6 +673,36 @@ class SlidingWindowIndex(VectorStore):
         return VectorStore.as_retriever(self, **kwargs)
 
     @classmethod
+    def from_vectorstore(cls, vectorstore: VectorStore, *, documents: Sequence[Document] | None = None,
+                         **kwargs: Any) -> "SlidingWindowIndex":
+        """An index over a LangChain vector store that already holds documents.
+
+        The documents it holds (or ``documents``, when the store cannot list them) are taken
+        out of the store -- their vectors are deleted -- and indexed into it: each is cut
+        into small chunks, and keeps its id (``get_by_ids``/``delete`` take the ids the
+        store had). ``kwargs`` go to the constructor (``source_store=`` or
+        ``persist_directory=`` for the source texts, ``embedding=``, chunking...).
+
+        The store lists its documents when it is LangChain's ``InMemoryVectorStore`` or a
+        ``langchain_chroma.Chroma``; for any other store pass them as ``documents``
+        (their ``id`` must be the ids they have in the store).
+
+        Raises:
+            TypeError: the store cannot list its documents and ``documents`` is not given.
+            ValueError: a document of ``documents`` without an id.
+        """
+        docs = list(documents) if documents is not None else _stored_documents(vectorstore)
+        if any(not d.id for d in docs):
+            raise ValueError("every document of documents= needs its id in the vector store (Document.id), so its "
+                             "vectors can be deleted before it is indexed")
+        if docs:
+            vectorstore.delete([str(d.id) for d in docs])
+        index = cls(vectorstore=vectorstore, **kwargs)
+        if docs:
+            index.add_documents(docs)
+        return index
+
+    @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, *,
                    ids: list[str] | None = None, **kwargs: Any) -> "SlidingWindowIndex":
         """Build an index (``kwargs`` go to the constructor) and add ``texts``."""
@@ -682,6 +718,22 @@ class SlidingWindowIndex(VectorStore):
     def __repr__(self) -> str:
         return (f"SlidingWindowIndex({self.engine.server or str(self.persist_directory or self.store)!r}, "
                 f"collection_name={self.collection_name!r}, vectors={self.vectors.kind}, config={self.config})")
+
+
+def _stored_documents(vectorstore: Any) -> list[Document]:
+    """The documents a LangChain vector store holds, for the stores that can list them
+    (``InMemoryVectorStore``, ``langchain_chroma.Chroma``); ``TypeError`` for the others."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    if isinstance(vectorstore, InMemoryVectorStore):
+        return [Document(page_content=r["text"], metadata=dict(r.get("metadata") or {}), id=str(key))
+                for key, r in vectorstore.store.items()]
+    if type(vectorstore).__name__ == "Chroma" and callable(getattr(vectorstore, "get", None)):
+        got = vectorstore.get(include=["documents", "metadatas"])
+        return [Document(page_content=text or "", metadata=dict(meta or {}), id=str(key))
+                for key, text, meta in zip(got["ids"], got["documents"], got["metadatas"])]
+    raise TypeError(f"cannot list the documents of a {type(vectorstore).__name__}: pass them as "
+                    "SlidingWindowIndex.from_vectorstore(vectorstore, documents=[...], source_store=...)")
 
 
 def _in_memory_parts(embedding: Any, index_text: Any) -> tuple[VectorStore, Any, Any]:
