@@ -98,3 +98,24 @@ def test_a_vector_store_holding_documents_can_be_taken_over():
     with pytest.raises(TypeError, match="documents="):
         SlidingWindowIndex.from_vectorstore(object(), source_store=InMemoryByteStore())
 
+
+def test_plain_repair_fixes_the_stale_vectors_status_reports(tmp_path):
+    """Issue 42 item 3: vectors of an old version under the current ids (what a stalled writer
+    leaves) were reported by status() but left by repair(); only repair(deep=True) fixed them."""
+    from swrag_integrations.retrieval import plan_source
+    from swrag_integrations.retrieval.ids import chunk_id, vector_id
+    from swrag_integrations.retrieval.writer import chunk_documents
+
+    idx = SlidingWindowIndex(tmp_path / "idx", embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
+    v1 = Document(page_content="Version one says the keeper feeds ravens. " * 12, metadata={"source": "d.txt"})
+    v2 = Document(page_content="Version two says the master counts pelicans. " * 12, metadata={"source": "d.txt"})
+    [sid] = idx.add_documents([v2])
+    old = plan_source(v1, idx.config, sid)
+    n = min(old.n_chunks, idx.store.heads()[sid].n_chunks)
+    idx.vectors.add(chunk_documents(old, idx.index_id, 0, n), [vector_id(chunk_id(sid, i)) for i in range(n)])
+    assert not idx.status().healthy
+    report = idx.repair()
+    assert report.repaired == 1 and idx.status().healthy
+    got = idx.vectorstore._collection.get(where={"source_id": sid}, include=["metadatas"])
+    assert {m["content_hash"] for m in got["metadatas"]} == {idx.store.heads()[sid].content_hash}
+    idx.close()

@@ -547,8 +547,10 @@ def remove_sources(index: "EngineState", sids: Sequence[str]) -> int:
 
 
 def repair(index: "EngineState", *, deep: bool = False) -> IndexReport:
-    """Make every derived part agree with the source store again (lock held)."""
-    from .health import probe_vectors
+    """Make every derived part agree with the source store again (lock held): whatever
+    :func:`~.health.index_status` reports, ``deep`` or not (``deep`` also checks every
+    source's vectors when nothing was reported)."""
+    from .health import probe_vectors, stale_vectors
 
     index = as_engine(index)
     report = IndexReport()
@@ -564,7 +566,8 @@ def repair(index: "EngineState", *, deep: bool = False) -> IndexReport:
             _rebuild_vectors(index, complete)
             report.repaired += len(complete)
         else:
-            lost = missing_vectors(index, complete, force=deep)
+            # what status reports (sampled vectors of another version) forces the full check
+            lost = missing_vectors(index, complete, force=deep or stale_vectors(index) is not None)
             if lost:
                 _write(index, _rewrite_plans(index, lost), "Writing missing vectors")
                 report.repaired += len(lost)
