@@ -190,39 +190,46 @@ Piece = tuple[SourceRecord, int, int, Any]  # (record, first chunk, end chunk, t
 
 
 def _slices(batch: Sequence[Plan], size: int) -> Iterator[list[Piece]]:
-    """The chunks of a batch's records in runs of ``size`` chunks across records: each run
-    is embedded in one call and written in one store call, however many (small) sources
-    it holds (400 one-line sources were 400 embedding calls and 400 store writes)."""
+    """The chunks of a batch's records in runs of at most ``size`` chunks across records:
+    each run is written in one store call, however many (small) sources it holds (400
+    one-line sources were 400 store writes), its vectors computed just before
+    (:func:`_rows`). A run holds whole pieces -- a record's chunks ``[j*size, (j+1)*size)``
+    -- the blocks a record's chunks are embedded in (as :mod:`.parallel` does), and no
+    chunk text of one piece is in another piece of its run: the store's
+    :class:`~.vectors.PrecomputedEmbeddings` serves a primed text's vector once, so a text
+    repeated in another source of the run would be embedded again, apart."""
     group: list[Piece] = []
     room = size
+    texts: set[str] = set()
     for rec, _, vectors in batch:
-        lo = 0
-        while lo < rec.n_chunks:
-            hi = min(rec.n_chunks, lo + room)
+        for lo in range(0, rec.n_chunks, size):  # a record's blocks of ``size`` chunks stay whole
+            hi = min(rec.n_chunks, lo + size)
+            mine = {rec.chunk_text(i) for i in range(lo, hi)}
+            if group and (hi - lo > room or not texts.isdisjoint(mine)):
+                yield group
+                group, room, texts = [], size, set()
             group.append((rec, lo, hi, vectors))
             room -= hi - lo
-            lo = hi
-            if room == 0:
-                yield group
-                group, room = [], size
+            texts |= mine
     if group:
         yield group
 
 
 def _rows(embedding: Any, pieces: Sequence[Piece], texts: Sequence[str]) -> list[Any]:
     """The vectors of a run's chunks (``texts``, in piece order): rows given with a record
-    as they are, the others embedded by ``embedding`` in one call."""
-    todo = []
-    at = 0
-    for _, lo, hi, vectors in pieces:
-        if vectors is None:
-            todo.extend(texts[at:at + hi - lo])
-        at += hi - lo
-    embedded = iter(embedding.embed_documents(todo) if todo else [])
+    as they are, the others embedded by ``embedding`` one piece (one source's block of
+    chunks, :func:`_slices`) per call. Not the whole run in one call: with the bundled int8 MiniLM a text's vector
+    depends on the texts batched with it (dynamic quantisation per batch; up to 0.019
+    apart), so a source's vectors would depend on what else the write held and differ
+    from a parallel build's (:mod:`.parallel` embeds each source's chunks apart). The
+    store writes were the cost: 400 one-line sources took 4.3 s with one write per
+    source, 1.7 s with one per run (``benchmarks/bench_adds.py``)."""
     rows: list[Any] = []
+    at = 0
     for rec, lo, hi, vectors in pieces:
+        at += hi - lo
         if vectors is None:
-            rows.extend(next(embedded) for _ in range(hi - lo))
+            rows.extend(embedding.embed_documents(list(texts[at - (hi - lo):at])))
             continue
         given = vectors[lo:hi]
         if len(given) != hi - lo:
