@@ -137,3 +137,20 @@ def test_llama_index_nodes_come_back_in_document_coordinates(tmp_path):
             assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
     finally:
         index.engine.close()
+
+
+def test_chunks_of_one_source_added_in_several_calls_never_overlap(index):
+    text = sample_path().read_text(encoding="utf-8")
+    chunks = FixedWindowTextSplitter(window_size=400, step=150, unit="char").create_documents(
+        [text], metadatas=[{"source": "s.md"}])
+    ids = [i for lo in range(0, len(chunks), 4) for i in index.add_documents(chunks[lo:lo + 4])]
+    assert len(index.source_ids()) == 1 and index.source_text(index.source_ids()[0]) == text
+    for question in QUESTIONS:
+        _check_exact_and_disjoint(index.as_retriever(budget_tokens=None).invoke(question), {"s.md": text})
+    assert [d.page_content for d in index.get_by_ids(ids)] == [c.page_content for c in chunks]
+    # a new version of the file, split again: replaces the old text where it meets it
+    new = text.replace("lighthouse", "beacon")
+    again = FixedWindowTextSplitter(window_size=400, step=150, unit="char").create_documents(
+        [new], metadatas=[{"source": "s.md"}])
+    index.add_documents(again)
+    assert [index.source_text(s) for s in index.source_ids()] == [new]

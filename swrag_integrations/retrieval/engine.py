@@ -506,7 +506,7 @@ class IndexEngine:
         rest = [PlainDocument(rec.span(m["start"], m["end"]), dict(m["metadata"]))
                 for sid, rec in records.items() for m in rec.members
                 if rec.complete and (m["start"], m["end"]) not in dropped[sid]]
-        kept = set(write_documents(self, rest).ids) if rest else set()
+        kept = set(write_documents(self, rest, join_stored=False).ids) if rest else set()
         kept = {parse_member_id(i)[0] for i in kept if parse_member_id(i) is not None}
         return self.delete_sources(whole + [sid for sid in records if sid not in kept])
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, S
 from .ids import batch_source_ids, chunk_id, member_id, vector_id
 from .health import missing_vectors
 from .protocols import as_engine
-from .records import SourceRecord, join_offset_chunks, metadata_change, plan_source
+from .records import SourceRecord, SourceSegment, join_offset_chunks, metadata_change, plan_source
 
 if TYPE_CHECKING:
     from .protocols import EngineState
@@ -60,6 +60,7 @@ class IndexReport:
     ids: list[str] = field(default_factory=list)
     skipped_files: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)  # segments this write joins into new ones or replaces
 
     def as_dict(self) -> dict[str, int]:
         return {k: getattr(self, k) for k in ("added", "replaced", "unchanged", "removed", "skipped_empty",
@@ -311,12 +312,13 @@ def recover(index: "EngineState") -> tuple[int, int]:
 
 
 def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bool | str = False,
-                    remove_origins: Iterable[str] | None = None) -> IndexReport:
+                    remove_origins: Iterable[str] | None = None, join_stored: bool = True) -> IndexReport:
     """Index documents (see :meth:`~.index.SlidingWindowIndex.index_documents`): plan
-    them here and write them with :func:`write_planned` (the store embeds)."""
+    them here and write them with :func:`write_planned` (the store embeds).
+    ``join_stored``: see :func:`dedupe_documents`."""
     index = as_engine(index)
     prune = _check_prune(prune)
-    by_sid, report = dedupe_documents(documents, index)
+    by_sid, report = dedupe_documents(documents, index, join_stored=join_stored)
     if not by_sid and not remove_origins and prune != "all":
         raise ValueError("no documents to add")
 
@@ -333,7 +335,8 @@ def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bo
                          total_chunks=lambda: planned_chunks[0])
 
 
-def dedupe_documents(documents: Sequence[Any], index: Any = None) -> tuple[dict[str, Any], IndexReport]:
+def dedupe_documents(documents: Sequence[Any], index: Any = None, *,
+                     join_stored: bool = True) -> tuple[dict[str, Any], IndexReport]:
     """Documents by source id (:func:`~.ids.batch_source_ids`: several different documents
     of one source are parts of it, each kept; identical ones are written once) and a
     report whose ``ids`` list every document's id in order (its source id; for an offset
@@ -342,7 +345,9 @@ def dedupe_documents(documents: Sequence[Any], index: Any = None) -> tuple[dict[
     text ``page_content`` (a LangChain ``Document``, a :class:`~.storage.PlainDocument`) raise.
 
     ``index``: the engine written to; a document whose id is one of its source ids (the
-    ids ``add_texts`` returns) is that source, so adding it replaces it."""
+    ids ``add_texts`` returns) is that source, so adding it replaces it; with
+    ``join_stored`` the offset chunks are joined with those the index holds of their
+    sources (:func:`_stored_pieces`; ``report.superseded`` lists the stored segments met)."""
     report = IndexReport()
     for doc in documents:
         if not isinstance(getattr(doc, "page_content", None), str):
@@ -351,12 +356,55 @@ def dedupe_documents(documents: Sequence[Any], index: Any = None) -> tuple[dict[
     given = sorted({str(d.id) for d in documents if getattr(d, "id", None)})
     known = index.store.heads(given) if index is not None and given else {}
     joined, placement = join_offset_chunks(documents)
+    if index is not None and join_stored:
+        stored, report.superseded = _stored_pieces(index, [d for d in joined if isinstance(d, SourceSegment)])
+        if stored:  # join again, with the stored chunks the new ones meet
+            joined, placement = join_offset_chunks(list(documents) + stored)
+            placement = placement[:len(documents)]
     sids = batch_source_ids(joined, known)
     report.ids = [sids[j] if number is None else
                   member_id(sids[j], joined[j].members[number]["start"], joined[j].members[number]["end"])
                   for j, number in placement]
     by_sid = dict(zip(sids, joined))
     return by_sid, report
+
+
+def _stored_pieces(index: "EngineState", segments: Sequence[SourceSegment]) -> tuple[list[Any], list[str]]:
+    """What the index holds of the sources of this write's segments (offset chunks added
+    in earlier calls): ``(chunks, superseded)``. A stored segment of the same source that
+    overlaps or touches a new one and agrees with it on the text they share gives its
+    chunks back (``chunks``, joined with the new ones into one segment, so the pieces of
+    one source added in several calls never overlap); one that disagrees is an older
+    version of that text and is replaced. Both are listed in ``superseded`` (the write
+    removes those that are not written again)."""
+    from .ids import origin_key
+    from .storage import PlainDocument
+
+    if not segments:
+        return [], []
+    origins = {str(seg.metadata.get("source")) for seg in segments}
+    heads = index.store.heads()
+    candidates = sorted(sid for sid, h in heads.items() if h.origin in origins and h.state == "complete")
+    records = index.store.get_many(candidates) if candidates else {}
+    new_by_key: dict[str, list[SourceSegment]] = {}
+    for seg in segments:
+        new_by_key.setdefault(origin_key(seg.metadata), []).append(seg)
+    chunks: list[Any] = []
+    superseded: list[str] = []
+    for sid, rec in sorted(records.items()):
+        if not rec.members:
+            continue
+        lo, hi = rec.base, rec.base + len(rec.text)
+        met = [seg for seg in new_by_key.get(origin_key(rec.metadata), ())
+               if seg.base <= hi and lo <= seg.base + len(seg.page_content)]
+        if not met:
+            continue
+        superseded.append(sid)
+        agrees = all(rec.span(a, b) == seg.page_content[a - seg.base:b - seg.base]
+                     for seg in met for a, b in [(max(lo, seg.base), min(hi, seg.base + len(seg.page_content)))])
+        if agrees:
+            chunks.extend(PlainDocument(rec.span(m["start"], m["end"]), dict(m["metadata"])) for m in rec.members)
+    return chunks, superseded
 
 
 def _check_prune(prune: bool | str) -> str | bool:
@@ -427,6 +475,7 @@ def write_planned(index: "EngineState", planned: Iterable[tuple[SourceRecord, An
         origins = remove_origins() if callable(remove_origins) else remove_origins
         removals = stream.removals + _prune_targets(index, stream.keep, stream.origins, prune,
                                                     {str(o) for o in (origins or ())})
+        removals += [sid for sid in report.superseded if sid not in stream.keep]
         report.removed += _remove(index, removals)
         index.keyword.refresh()
         index.keyword.save()
