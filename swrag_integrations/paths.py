@@ -3,8 +3,8 @@ the working directory (XDG base directories).
 
 * caches (converted and low-bit models, ONNX exports, the demo's index):
   ``$SWRAG_CACHE``, else ``$XDG_CACHE_HOME/swrag``, else ``~/.cache/swrag``;
-* data (the default index of ``swrag index`` / ``ask`` / ``status`` and of
-  ``SlidingWindowIndex()``): ``$SWRAG_HOME``, else ``$XDG_DATA_HOME/swrag``, else
+* data (the default index of ``swrag index`` / ``ask`` / ``status``; ``SlidingWindowIndex()``
+  without a location is in memory): ``$SWRAG_HOME``, else ``$XDG_DATA_HOME/swrag``, else
   ``~/.local/share/swrag``; the index is its ``index`` folder.
 
 **Private by default.** Everything swrag keeps for a user (indexed documents, their

@@ -83,7 +83,7 @@ def test_default_locations_follow_xdg_and_overrides(home, tmp_path, monkeypatch)
 
 def test_index_and_status_use_one_location_from_any_directory(home, tmp_path, monkeypatch, capsys):
     default = home / ".local" / "share" / "swrag" / "index"
-    assert SlidingWindowIndex(embedding=DeterministicFakeEmbedding(size=384)).persist_directory == default
+    assert SlidingWindowIndex(default, embedding=DeterministicFakeEmbedding(size=384)).persist_directory == default
     _index(default)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -1,5 +1,6 @@
-"""Split, then add: chunks of one source are kept, each its own record (issue: split chunks
-were taken as versions of one document and collapsed into the last one)."""
+"""Split, then add: chunks of one source are all kept (issue: split chunks were taken as
+versions of one document and collapsed into the last one); chunks with offsets are joined
+into their source's text (tests/test_write_offsets.py), each still readable by its id."""
 
 import os
 
@@ -31,7 +32,8 @@ def test_sample_chunks_are_all_kept_with_their_offsets(index):
     text, chunks = sample_chunks()
     assert len(chunks) == 21
     ids = index.add_documents(chunks)
-    assert len(set(ids)) == 21 and len(index.source_ids()) == 21
+    assert len(set(ids)) == 21 and len(index.source_ids()) == 1  # one source, joined from its 21 chunks
+    assert index.source_text(index.source_ids()[0]) == text
     back = index.get_by_ids(ids)
     assert [d.page_content for d in back] == [c.page_content for c in chunks]
     assert [d.metadata for d in back] == [c.metadata for c in chunks]  # start_index/end_index as given
@@ -40,8 +42,8 @@ def test_sample_chunks_are_all_kept_with_their_offsets(index):
         assert text[d.metadata["start_index"]:d.metadata["end_index"]] == d.page_content
         covered.update(range(d.metadata["start_index"], d.metadata["end_index"]))
     assert covered == set(range(len(text)))  # all 2,085 characters retrievable
-    assert index.index_documents(chunks)["unchanged"] == 21  # re-adding is idempotent
-    assert index.add_documents(chunks) == ids and len(index.source_ids()) == 21
+    assert index.index_documents(chunks)["unchanged"] == 1  # re-adding is idempotent
+    assert index.add_documents(chunks) == ids and len(index.source_ids()) == 1
 
 
 def test_chunks_without_offsets_in_one_batch_are_parts(index):

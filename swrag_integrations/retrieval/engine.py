@@ -35,7 +35,7 @@ from .config import IndexConfig
 from .embedding_base import embedding_dimension
 from .settings import DEFAULT_SEARCH_TYPE
 from .fusion import rrf
-from .ids import chunk_id, parse_chunk_id, source_id_for, vector_id
+from .ids import chunk_id, parse_chunk_id, parse_member_id, source_id_for, source_id_of_id, vector_id
 from .keyword import KeywordIndex, StorageKeyword, keyword_mode
 from .protocols import ChildHit, ChunkRow, as_engine
 from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
@@ -479,9 +479,37 @@ class IndexEngine:
         return [str(i) for i in ids] if ids is not None else list(report.ids)
 
     def resolve_ids(self, ids: Sequence[str]) -> list[str]:
-        """Source ids for ids given at add time (user ids) or source ids."""
-        heads = self.store.heads([str(i) for i in ids])
-        return [str(v) if str(v) in heads else source_id_for(f"id:{v}") for v in ids]
+        """Source ids for ids given at add time (user ids), source ids, or the ids of offset
+        chunks (:func:`~.ids.member_id`: their segment's source id)."""
+        members = [parse_member_id(v) for v in ids]
+        heads = self.store.heads(sorted({str(v) for v in ids} | {m[0] for m in members if m is not None}))
+        return [m[0] if m is not None and m[0] in heads else source_id_of_id(v, heads) for v, m in zip(ids, members)]
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Remove what ``ids`` name (ids returned at add time, or source ids; unknown ones
+        are ignored); returns how many sources went.
+
+        The id of an offset chunk (:func:`~.ids.member_id`) removes that chunk only: the
+        rest of its segment is joined again from the remaining chunks
+        (:func:`~.records.join_offset_chunks`) and written in its place.
+        """
+        from .writer import write_documents
+
+        whole: list[str] = []
+        dropped: dict[str, set[tuple[int, int]]] = {}
+        for given, sid in zip(ids, self.resolve_ids(ids)):
+            member = parse_member_id(given)
+            if member is None or member[0] != sid:
+                whole.append(sid)
+            else:
+                dropped.setdefault(sid, set()).add(member[1:])
+        records = self.store.get_many(sorted(set(dropped) - set(whole)))
+        rest = [PlainDocument(rec.span(m["start"], m["end"]), dict(m["metadata"]))
+                for sid, rec in records.items() for m in rec.members
+                if rec.complete and (m["start"], m["end"]) not in dropped[sid]]
+        kept = set(write_documents(self, rest, join_stored=False).ids) if rest else set()
+        kept = {parse_member_id(i)[0] for i in kept if parse_member_id(i) is not None}
+        return self.delete_sources(whole + [sid for sid in records if sid not in kept])
 
     def delete_sources(self, source_ids: Sequence[str]) -> int:
         """Remove sources by source id (unknown ids are ignored); returns how many went."""
@@ -565,7 +593,7 @@ class IndexEngine:
                 out.append(PlainDocument(rec.chunk_text(p.index), rec.chunk_metadata(p.index, m), str(cid)))
             elif p.level == "m" and p.index < rec.n_mediums(m):
                 meta = rec.medium_metadata(p.index, m)
-                out.append(PlainDocument(rec.text[meta["start_index"]:meta["end_index"]], meta, str(cid)))
+                out.append(PlainDocument(rec.span(meta["start_index"], meta["end_index"]), meta, str(cid)))
         return out
 
     def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
@@ -580,9 +608,9 @@ class IndexEngine:
             wanted.setdefault(sid, set()).update(range(lo, hi + 1))
         out: dict[str, list[ChunkRow]] = {sid: [] for sid, _, _ in ranges}
         for sid, idx in wanted.items():
-            a, text = records[sid].arrays, records[sid].text
-            out[sid] = [ChunkRow(i, int(a[START, i]), int(a[END, i]), int(a[N_TOKENS, i]), text[a[START, i]:a[END, i]])
-                        for i in sorted(idx)]
+            a, text, b = records[sid].arrays, records[sid].text, records[sid].base  # offsets: source coordinates
+            out[sid] = [ChunkRow(i, b + int(a[START, i]), b + int(a[END, i]), int(a[N_TOKENS, i]),
+                                 text[a[START, i]:a[END, i]]) for i in sorted(idx)]
         return out
 
     def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
@@ -602,13 +630,14 @@ class IndexEngine:
                 min(x["start_index"] for x in metas), max(x["end_index"] for x in metas))
 
     def span_text(self, source_id: str, start: int, end: int) -> str:
-        """Exact source text ``[start, end)``."""
+        """Exact source text ``[start, end)`` (source coordinates: a segment of offset
+        chunks starts at its :attr:`~.records.SourceRecord.base`)."""
         if end <= start:
             return ""
-        text = self.source_text(source_id)
-        if start < 0 or end > len(text):
-            raise LookupError(f"source {source_id!r} has {len(text)} characters, not {start}:{end}")
-        return text[start:end]
+        rec = self.record(source_id)
+        if rec is None:
+            raise LookupError(f"no source {source_id!r} in the index")
+        return rec.span(start, end)
 
     # ------------------------------------------------------------------ search
     def _sizes(self) -> tuple[int, int]:

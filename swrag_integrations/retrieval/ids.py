@@ -24,7 +24,7 @@ import hashlib
 import uuid
 from typing import Any, NamedTuple, Sequence
 
-__all__ = ["source_key", "source_id_for", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
+__all__ = ["source_key", "source_id_for", "source_id_of_id", "origin_key", "member_id", "parse_member_id", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
            "content_hash"]
 
 # A fixed namespace: the same chunk id gives the same vector id in every process.
@@ -35,20 +35,21 @@ LEVELS = {"s": "small", "m": "medium"}
 def source_key(doc: Any) -> str:
     """The identity of a source document.
 
-    ``Document.id`` if set; else ``metadata["source"]`` (plus ``page``/``row`` when
-    present, so the pages of one PDF and the rows of one CSV stay apart, and the
-    integer ``start_index``/``end_index`` a splitter puts on its chunks, so the chunks
-    of one file stay apart); else the text itself (then every edit makes a new source).
+    ``Document.id`` if set; else ``metadata["source"]`` (:func:`origin_key`: plus
+    ``page``/``row`` when present, so the pages of one PDF and the rows of one CSV stay
+    apart; for a :class:`~.records.SourceSegment` plus where it starts; else the integer
+    ``start_index``/``end_index`` a document carries); else the text itself (then every
+    edit makes a new source).
     """
     doc_id = getattr(doc, "id", None)
     if doc_id:
         return f"id:{doc_id}"
     meta = getattr(doc, "metadata", None) or {}
-    if meta.get("source") not in (None, ""):
-        key = f"source:{meta['source']}"
-        for extra in ("page", "row"):
-            if extra in meta:
-                key += f"#{extra}={meta[extra]}"
+    key = origin_key(meta)
+    if key is not None:
+        base = getattr(doc, "base", None)  # a SourceSegment: one piece of the source
+        if isinstance(base, int) and not isinstance(base, bool):
+            return f"{key}#segment={base}"
         for offset in ("start_index", "end_index"):
             value = meta.get(offset)
             if isinstance(value, int) and not isinstance(value, bool):
@@ -57,14 +58,38 @@ def source_key(doc: Any) -> str:
     return "text:" + _sha1(getattr(doc, "page_content", ""))
 
 
+def origin_key(meta: dict[str, Any]) -> str | None:
+    """``"source:<source>"`` plus ``#page=``/``#row=`` when the metadata has them: which
+    text a document comes from (``None`` without a ``source``)."""
+    if meta.get("source") in (None, ""):
+        return None
+    key = f"source:{meta['source']}"
+    for extra in ("page", "row"):
+        if extra in meta:
+            key += f"#{extra}={meta[extra]}"
+    return key
+
+
 def source_id_for(doc_or_key: Any) -> str:
     """Stable 16-hex-digit id of a source: a document, or a key from :func:`source_key`."""
     key = doc_or_key if isinstance(doc_or_key, str) else source_key(doc_or_key)
     return _sha1(key)[:16]
 
 
-def batch_source_ids(documents: Sequence[Any]) -> list[str]:
+def source_id_of_id(given: Any, known: Any = ()) -> str:
+    """The source id an id given at add time (``Document.id`` / ``ids=``) names: the id
+    itself when it is a source id the index holds (``known``: a container of source ids,
+    e.g. the store's heads), so the ids ``add_texts`` returned address their sources for
+    reading, deleting *and* updating; else the hash of ``"id:<given>"``."""
+    text = str(given)
+    return text if text in known else source_id_for(f"id:{text}")
+
+
+def batch_source_ids(documents: Sequence[Any], known: Any = ()) -> list[str]:
     """The source id of each document of one write (same order).
+
+    ``known``: the source ids the index holds (a container); a document whose id is one
+    of them is that source (:func:`source_id_of_id`): adding it replaces the source.
 
     A document is its own source (:func:`source_id_for`), with one exception: when
     several *different* documents of one call share a key (chunks of one file without
@@ -78,6 +103,7 @@ def batch_source_ids(documents: Sequence[Any]) -> list[str]:
             ``ids=``) in one call: the index cannot keep both under one id.
     """
     keys = [source_key(doc) for doc in documents]
+    named = {key: source_id_of_id(key[3:], known) for key in keys if key.startswith("id:")}
     contents = [_content_of(doc) for doc in documents]
     parts: dict[str, dict[str, int]] = {}  # key -> content -> part number
     for key, content in zip(keys, contents):
@@ -86,7 +112,7 @@ def batch_source_ids(documents: Sequence[Any]) -> list[str]:
     out = []
     for key, content in zip(keys, contents):
         if len(parts[key]) == 1:
-            out.append(source_id_for(key))
+            out.append(named[key] if key in named else source_id_for(key))
         elif key.startswith("id:"):
             raise ValueError(f"two different documents have the id {key[3:]!r} in one call; give each document its "
                              "own id (or add the new version in a later call to replace the old one)")
@@ -106,6 +132,22 @@ def _content_of(doc: Any) -> str:
 def content_hash(text: str, config_json: str) -> str:
     """Hash of a source's text under an index configuration (changes when either does)."""
     return _sha1(config_json + "\x00" + text)[:16]
+
+
+def member_id(source_id: str, start: int, end: int) -> str:
+    """The id of the offset chunk ``[start, end)`` (source coordinates) of a source segment
+    (:class:`~.records.SourceSegment`): ``"<source_id>@<start>:<end>"``, what
+    ``add_documents`` returns for such a chunk."""
+    return f"{source_id}@{int(start)}:{int(end)}"
+
+
+def parse_member_id(value: Any) -> tuple[str, int, int] | None:
+    """``(source_id, start, end)`` of a :func:`member_id`, or ``None``."""
+    sid, sep, rest = str(value).partition("@")
+    start, sep2, end = rest.partition(":")
+    if not (sid and sep and sep2) or not start.isdigit() or not end.isdigit():
+        return None
+    return sid, int(start), int(end)
 
 
 def chunk_id(source_id: str, index: int, level: str = "s") -> str:

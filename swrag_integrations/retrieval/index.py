@@ -50,7 +50,7 @@ from langchain_core.vectorstores import VectorStore
 
 from .settings import DEFAULT_SEARCH_TYPE
 from .engine import FORMAT, IndexDamagedError, IndexEngine, IndexMismatchError, validate_collection_name
-from .ids import source_id_for
+from .ids import parse_member_id, source_id_for
 from .protocols import ChildHit, ChunkRow
 from .sources import SourceStore
 from .vectors import IndexTextEmbeddings, PrecomputedEmbeddings, VectorBackend, default_chroma
@@ -126,9 +126,13 @@ class SlidingWindowIndex(VectorStore):
 
     Args:
         persist_directory: a local folder for the default stores (Chroma in
-            ``<dir>/chroma``, sources in ``<dir>/sources/<collection>.sqlite3``). Default
+            ``<dir>/chroma``, sources in ``<dir>/sources/<collection>.sqlite3``). Given no
+            location at all (no ``persist_directory``, ``vectorstore``, ``storage``,
+            ``source_store``, ``host`` or ``client``) the index lives in memory, like
+            LangChain's ``Chroma()``: an ``InMemoryVectorStore`` and an
+            ``InMemoryByteStore``, gone with the object. The CLI's index is
             :func:`~swrag_integrations.paths.default_index_dir` (``$SWRAG_HOME/index``, else
-            ``$XDG_DATA_HOME/swrag/index``) when no ``vectorstore``, ``host`` or ``client`` is given.
+            ``$XDG_DATA_HOME/swrag/index``): pass it to share that one.
         vectorstore: any LangChain ``VectorStore`` for the chunk vectors (it embeds
             the chunk texts with its own embedding; ``embedding`` defaults to it).
             Needs ``source_store`` or ``persist_directory`` for the sources.
@@ -199,16 +203,24 @@ class SlidingWindowIndex(VectorStore):
         if tuned is not None:
             chunking = _merge_tuned_chunking(chunking, tuned.index_kwargs)
         self._collection_name = validate_collection_name(collection_name)
+        if all(x is None for x in (persist_directory, vectorstore, storage, source_store, host, client)):
+            vectorstore, source_store, embedding = _in_memory_parts(embedding, index_text)
         if vectorstore is not None:
             if sum(x is not None for x in (host, client, storage)):
                 raise ValueError("give at most one of vectorstore, storage, host or client")
             storage = VectorBackend(vectorstore, embedding)
         self._client: Any = None  # the chromadb client of the default store
-        self.engine = IndexEngine.open(
-            persist_directory, embedding=embedding, storage=storage, source_store=source_store,
-            collection_name=collection_name, host=host, port=port, ssl=ssl, headers=headers, client=client,
-            storage_factory=self._chroma_vectors, batch_size=batch_size, show_progress=show_progress,
-            index_text=index_text, lock_timeout=lock_timeout, keyword_search=keyword_search, **chunking)
+        try:
+            self.engine = IndexEngine.open(
+                persist_directory, embedding=embedding, storage=storage, source_store=source_store,
+                collection_name=collection_name, host=host, port=port, ssl=ssl, headers=headers, client=client,
+                storage_factory=self._chroma_vectors, batch_size=batch_size, show_progress=show_progress,
+                index_text=index_text, lock_timeout=lock_timeout, keyword_search=keyword_search, **chunking)
+        except IndexMismatchError as exc:
+            if vectorstore is None or "already holds" not in str(exc):
+                raise
+            raise IndexMismatchError(f"{exc}; or index the documents it holds: "
+                                     "SlidingWindowIndex.from_vectorstore(vectorstore, source_store=...)") from None
         if tuned is not None:
             try:
                 self._record_tuned(tuned)
@@ -379,8 +391,15 @@ class SlidingWindowIndex(VectorStore):
         """LangChain ``VectorStore.add_documents``: index whole documents; returns their ids.
 
         The id of a document is ``ids[i]`` or ``Document.id`` if given (and then
-        ``delete``/``get_by_ids`` take it), else its source id. Every document is kept,
-        also several of one source (chunks of a file: see :func:`~.ids.batch_source_ids`).
+        ``delete``/``get_by_ids`` take it), else its source id; an id that is a source id
+        of the index (what ``add_texts`` returned) replaces that source. Every document is
+        kept, also several of one source (see :func:`~.ids.batch_source_ids`). Chunks that
+        carry their offsets in a source (``source`` and ``start_index``, no id) are joined
+        into that source's text (:func:`~.records.join_offset_chunks`), so windows come
+        back in the source's coordinates; each chunk's id is ``"<source id>@<start>:<end>"``
+        (:func:`~.ids.member_id`). Deleting a chunk joins the rest of its piece again: the
+        ids of chunks after a gap it leaves, or of a piece whose first chunk it was, change
+        with the piece's source id.
         ``batch_size`` is accepted (the index batches by itself); other keywords raise
         ``TypeError``.
         """
@@ -411,7 +430,7 @@ class SlidingWindowIndex(VectorStore):
         _only(kwargs, set(), "delete")
         if ids is None:
             raise ValueError("ids must be given (SlidingWindowIndex.reset() removes everything)")
-        self.engine.delete_sources(self._resolve_ids(ids))
+        self.engine.delete(ids)
         return True
 
     def delete_source(self, source: str | Document) -> int:
@@ -474,7 +493,13 @@ class SlidingWindowIndex(VectorStore):
         for given, sid in zip(ids, sids):
             rec = records.get(sid)
             if rec is not None and rec.complete:
-                doc = source_document(rec)
+                member = parse_member_id(given)
+                member = member if member is not None and member[0] == sid else None
+                found = [m for m in rec.members if member is not None and (m["start"], m["end"]) == member[1:]]
+                if member is not None and not found:
+                    continue  # an offset chunk that is no longer in its segment
+                doc = (Document(page_content=rec.span(member[1], member[2]), metadata=dict(found[0]["metadata"]))
+                       if found else source_document(rec))
                 doc.id = str(given)
                 out.append(doc)
         return out
@@ -647,6 +672,36 @@ class SlidingWindowIndex(VectorStore):
         return VectorStore.as_retriever(self, **kwargs)
 
     @classmethod
+    def from_vectorstore(cls, vectorstore: VectorStore, *, documents: Sequence[Document] | None = None,
+                         **kwargs: Any) -> "SlidingWindowIndex":
+        """An index over a LangChain vector store that already holds documents.
+
+        The documents it holds (or ``documents``, when the store cannot list them) are taken
+        out of the store -- their vectors are deleted -- and indexed into it: each is cut
+        into small chunks, and keeps its id (``get_by_ids``/``delete`` take the ids the
+        store had). ``kwargs`` go to the constructor (``source_store=`` or
+        ``persist_directory=`` for the source texts, ``embedding=``, chunking...).
+
+        The store lists its documents when it is LangChain's ``InMemoryVectorStore`` or a
+        ``langchain_chroma.Chroma``; for any other store pass them as ``documents``
+        (their ``id`` must be the ids they have in the store).
+
+        Raises:
+            TypeError: the store cannot list its documents and ``documents`` is not given.
+            ValueError: a document of ``documents`` without an id.
+        """
+        docs = list(documents) if documents is not None else _stored_documents(vectorstore)
+        if any(not d.id for d in docs):
+            raise ValueError("every document of documents= needs its id in the vector store (Document.id), so its "
+                             "vectors can be deleted before it is indexed")
+        if docs:
+            vectorstore.delete([str(d.id) for d in docs])
+        index = cls(vectorstore=vectorstore, **kwargs)
+        if docs:
+            index.add_documents(docs)
+        return index
+
+    @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, *,
                    ids: list[str] | None = None, **kwargs: Any) -> "SlidingWindowIndex":
         """Build an index (``kwargs`` go to the constructor) and add ``texts``."""
@@ -673,6 +728,39 @@ class _EngineKeywords:
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         return self.engine.bm25_search(query, k)
+
+
+def _stored_documents(vectorstore: Any) -> list[Document]:
+    """The documents a LangChain vector store holds, for the stores that can list them
+    (``InMemoryVectorStore``, ``langchain_chroma.Chroma``); ``TypeError`` for the others."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    if isinstance(vectorstore, InMemoryVectorStore):
+        return [Document(page_content=r["text"], metadata=dict(r.get("metadata") or {}), id=str(key))
+                for key, r in vectorstore.store.items()]
+    if type(vectorstore).__name__ == "Chroma" and callable(getattr(vectorstore, "get", None)):
+        got = vectorstore.get(include=["documents", "metadatas"])
+        return [Document(page_content=text or "", metadata=dict(meta or {}), id=str(key))
+                for key, text, meta in zip(got["ids"], got["documents"], got["metadatas"])]
+    raise TypeError(f"cannot list the documents of a {type(vectorstore).__name__}: pass them as "
+                    "SlidingWindowIndex.from_vectorstore(vectorstore, documents=[...], source_store=...)")
+
+
+def _in_memory_parts(embedding: Any, index_text: Any) -> tuple[VectorStore, Any, Any]:
+    """The parts of an index given no location (as LangChain's ``Chroma()`` without
+    arguments): LangChain's ``InMemoryVectorStore`` and ``InMemoryByteStore``, gone with
+    the object; ``(vectorstore, source_store, embedding)``."""
+    from langchain_core.stores import InMemoryByteStore
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    if index_text is not None:
+        raise ValueError("index_text needs the default Chroma store: give persist_directory (an index without a "
+                         "location lives in memory, in an InMemoryVectorStore)")
+    if embedding is None:
+        from .embeddings import default_embeddings
+
+        embedding = default_embeddings()
+    return InMemoryVectorStore(embedding), InMemoryByteStore(), embedding
 
 
 def _only(kwargs: dict[str, Any], allowed: set[str], where: str) -> None:

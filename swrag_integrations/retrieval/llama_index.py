@@ -468,6 +468,35 @@ def with_stable_ids(documents: Sequence[Any]) -> list[Any]:
     return out
 
 
+def as_plain_document(doc: Any) -> Any:
+    """A LlamaIndex ``Document`` or node as the engine's :class:`~.storage.PlainDocument`.
+
+    A ``Document`` is one source under its ``doc_id``. A node cut from a document (a
+    ``ref_doc_id`` and an int ``start_char_idx``: the package's node parsers, LlamaIndex's
+    own) is an *offset chunk* (:func:`~.records.offset_of`) of source ``ref_doc_id`` (its
+    ``metadata["source"]`` when it has one) at ``start_char_idx``, its ``node_id`` kept in
+    its metadata: the nodes of one document inserted together are joined back into that
+    document's text (:func:`~.records.join_offset_chunks`), so windows come back in the
+    document's own coordinates.
+
+    Raises:
+        TypeError: not a LlamaIndex document or node.
+    """
+    from .storage import PlainDocument
+
+    if not hasattr(doc, "get_content") or not hasattr(doc, "metadata"):
+        raise TypeError(f"insert_documents takes LlamaIndex Documents or nodes, got {type(doc).__name__}")
+    text = doc.text if hasattr(doc, "text") else doc.get_content()
+    meta = dict(doc.metadata or {})
+    start, ref = getattr(doc, "start_char_idx", None), getattr(doc, "ref_doc_id", None)
+    if ref is not None and isinstance(start, int) and not isinstance(start, bool):
+        meta.setdefault("source", str(ref))
+        meta.update(start_index=start, end_index=start + len(text), node_id=str(doc.node_id))
+        return PlainDocument(page_content=text, metadata=meta)
+    doc_id = getattr(doc, "doc_id", None) or getattr(doc, "node_id", None)
+    return PlainDocument(page_content=text, metadata=meta, id=None if doc_id is None else str(doc_id))
+
+
 class SlidingWindowLlamaIndex:
     """The sliding-window index for LlamaIndex: documents in, merged windows out.
 
@@ -536,19 +565,10 @@ class SlidingWindowLlamaIndex:
         return index
 
     def insert_documents(self, documents: Sequence[Any]) -> Any:
-        """Index LlamaIndex ``Document`` s (text and metadata; identity: ``doc_id``, or the
-        file path of a document read from a file, :func:`with_stable_ids`); returns the
-        :class:`~.writer.IndexReport`."""
-        from .storage import PlainDocument
-
-        documents = with_stable_ids(documents)  # identity: doc_id, or file_path for a random doc_id
-        docs = []
-        for doc in documents:
-            if not hasattr(doc, "get_content") or not hasattr(doc, "metadata"):
-                raise TypeError(f"insert_documents takes LlamaIndex Documents, got {type(doc).__name__}")
-            text = doc.text if hasattr(doc, "text") else doc.get_content()
-            docs.append(PlainDocument(page_content=text, metadata=dict(doc.metadata or {}), id=str(doc.doc_id)))
-        return self.engine.index_documents(docs)
+        """Index LlamaIndex ``Document`` s or nodes (:func:`as_plain_document`; a document's
+        identity: ``doc_id``, or the file path of a document read from a file,
+        :func:`with_stable_ids`); returns the :class:`~.writer.IndexReport`."""
+        return self.engine.index_documents([as_plain_document(doc) for doc in with_stable_ids(documents)])
 
     def insert(self, document: Any) -> None:
         """Index one LlamaIndex ``Document`` (as ``VectorStoreIndex.insert``)."""

@@ -443,7 +443,7 @@ def index_in_parallel(index: "EngineState | Any", documents: Iterable[Any] | Non
         report = IndexReport()
         docs_or_files: list[Any] = files
     else:
-        by_sid, report = dedupe_documents(list(documents))
+        by_sid, report = dedupe_documents(list(documents), index)
         if not by_sid and not remove and prune != "all":
             raise ValueError("no documents to add")
         docs_or_files = list(_doc_groups(list(by_sid.items())))

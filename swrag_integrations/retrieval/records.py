@@ -22,15 +22,15 @@ import json
 import struct
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..windows import get_encoding, iter_windows
 from .config import IndexConfig
-from .ids import chunk_id, content_hash, source_id_for
+from .ids import chunk_id, content_hash, member_id, source_id_for
 
-__all__ = ["SourceRecord", "plan_source", "clean_metadata", "doc_record_metadata", "metadata_change", "DOC_KEY", "STATES",
+__all__ = ["SourceRecord", "SourceSegment", "join_offset_chunks", "offset_of", "plan_source", "clean_metadata", "doc_record_metadata", "metadata_change", "DOC_KEY", "STATES",
            "START", "END", "N_TOKENS", "WIN_LO", "WIN_HI", "WIN_START", "WIN_END"]
 
 # rows of SourceRecord.arrays
@@ -42,7 +42,7 @@ MAX_OFFSET = 2**31 - 1  # arrays are stored as int32
 RESERVED = frozenset({
     "source_id", "level", "chunk_index", "medium_index", "start_index", "end_index", "n_tokens",
     "window_lower_bound", "window_upper_bound", "window_start_index", "window_end_index",
-    "first_chunk", "last_chunk", "n_chunks", "content_hash", "chunk_id", "swrag_index", "swrag_doc",
+    "first_chunk", "last_chunk", "n_chunks", "content_hash", "chunk_id", "swrag_index", "swrag_doc", "doc_ids",
 })
 # key of a record's metadata that keeps what the user added but the chunks do not carry: the
 # document's own id and its metadata values that clean_metadata drops (see SourceRecord.doc_metadata)
@@ -109,6 +109,45 @@ class SourceRecord:
         return {**self.index_metadata, **((self.metadata.get(DOC_KEY) or {}).get("extra") or {})}
 
     @property
+    def base(self) -> int:
+        """Where the record's text starts in its source: 0 for a whole document; for a
+        :class:`SourceSegment` (offset chunks joined) the offset of its first character.
+        Every offset the record gives out (chunk and medium metadata, :meth:`span`) is in
+        source coordinates, ``text[k]`` being source character ``base + k``; the arrays
+        hold offsets into :attr:`text`."""
+        return int((self.metadata.get(DOC_KEY) or {}).get("base", 0))
+
+    @property
+    def members(self) -> list[dict[str, Any]]:
+        """The offset chunks a segment was joined from (``{"start", "end",
+        "metadata"}``, source coordinates; their ids: :func:`~.ids.member_id`); ``[]``
+        for a whole document."""
+        return list((self.metadata.get(DOC_KEY) or {}).get("members") or [])
+
+    def doc_ids(self, start: int, end: int) -> list[str]:
+        """The ids of the added documents whose text overlaps source range ``[start, end)``:
+        the document's id (the one it was added under, else the source id) for a whole
+        document; the overlapping offset chunks' :meth:`member_id` for a segment."""
+        members = self.members
+        if not members:
+            return [self.doc_id or self.source_id]
+        return [member_id(self.source_id, m["start"], m["end"]) for m in members if m["start"] < end and start < m["end"]]
+
+    def span(self, start: int, end: int) -> str:
+        """The exact source text ``[start, end)`` (source coordinates, see :attr:`base`).
+
+        Raises:
+            LookupError: the range is not inside the record.
+        """
+        base = self.base
+        if end <= start:
+            return ""
+        if start < base or end > base + len(self.text):
+            raise LookupError(f"source {self.source_id!r} holds characters {base}:{base + len(self.text)}, "
+                              f"not {start}:{end}")
+        return self.text[start - base:end - base]
+
+    @property
     def origin(self) -> str | None:
         """The file (``metadata["source"]``) the record came from, if any."""
         value = self.metadata.get("source")
@@ -121,14 +160,17 @@ class SourceRecord:
         return self.text[int(self.arrays[START, i]):int(self.arrays[END, i])]
 
     def chunk_metadata(self, i: int, medium_size: int) -> dict[str, Any]:
-        a = self.arrays
+        """Metadata of small chunk ``i``: offsets in source coordinates (:attr:`base`), and
+        ``doc_ids``: the ids of the added documents its window overlaps (:meth:`doc_ids`)."""
+        a, b = self.arrays, self.base
         meta = self.index_metadata
         meta.update(
-            source_id=self.source_id, level="small", chunk_index=int(i), start_index=int(a[START, i]),
-            end_index=int(a[END, i]), n_tokens=int(a[N_TOKENS, i]), window_lower_bound=int(a[WIN_LO, i]),
-            window_upper_bound=int(a[WIN_HI, i]), window_start_index=int(a[WIN_START, i]),
-            window_end_index=int(a[WIN_END, i]), medium_index=int(i) // medium_size, n_chunks=self.n_chunks,
+            source_id=self.source_id, level="small", chunk_index=int(i), start_index=b + int(a[START, i]),
+            end_index=b + int(a[END, i]), n_tokens=int(a[N_TOKENS, i]), window_lower_bound=int(a[WIN_LO, i]),
+            window_upper_bound=int(a[WIN_HI, i]), window_start_index=b + int(a[WIN_START, i]),
+            window_end_index=b + int(a[WIN_END, i]), medium_index=int(i) // medium_size, n_chunks=self.n_chunks,
             content_hash=self.content_hash, chunk_id=chunk_id(self.source_id, i),
+            doc_ids=self.doc_ids(b + int(a[WIN_START, i]), b + int(a[WIN_END, i])),
         )
         return meta
 
@@ -137,12 +179,14 @@ class SourceRecord:
         first = int(j) * medium_size
         last = min(first + medium_size, self.n_chunks) - 1
         sl = slice(first, last + 1)
+        b = self.base
         meta = self.index_metadata
         meta.update(
             source_id=self.source_id, level="medium", medium_index=int(j), first_chunk=first, last_chunk=last,
-            start_index=int(a[START, first]), end_index=int(a[END, last]), n_tokens=int(a[N_TOKENS, sl].sum()),
+            start_index=b + int(a[START, first]), end_index=b + int(a[END, last]),
+            n_tokens=int(a[N_TOKENS, sl].sum()),
             window_lower_bound=int(a[WIN_LO, sl].min()), window_upper_bound=int(a[WIN_HI, sl].max()),
-            window_start_index=int(a[WIN_START, sl].min()), window_end_index=int(a[WIN_END, sl].max()),
+            window_start_index=b + int(a[WIN_START, sl].min()), window_end_index=b + int(a[WIN_END, sl].max()),
             n_chunks=self.n_chunks, content_hash=self.content_hash, chunk_id=chunk_id(self.source_id, j, "m"),
         )
         return meta
@@ -325,6 +369,8 @@ def plan_source(doc: Any, config: IndexConfig, source_id: str | None = None) -> 
         windows = np.array(sorted(set(ranges)), dtype=np.int64).T.reshape(2, -1)
     arrays = np.stack([starts, ends, n_tokens, lower, upper, win_start, win_end]).astype(np.int64)
     meta = doc_record_metadata(doc)
+    if isinstance(doc, SourceSegment):
+        meta.setdefault(DOC_KEY, {"id": None, "extra": {}}).update(base=doc.base, members=doc.members)
     return SourceRecord(sid, content_hash(text, cfg.to_json()), text, arrays, meta, state="pending",
                         windows=windows.astype(np.int64))
 
@@ -358,3 +404,127 @@ def _sentence_children(text: str, cfg: IndexConfig) -> tuple[np.ndarray, np.ndar
         used += size
     ends.append(int(bounds[-1]))
     return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- offset chunks
+@dataclass
+class SourceSegment:
+    """One contiguous piece of a source, joined from the offset chunks of one write that
+    cover it (:func:`join_offset_chunks`); indexed as one source record whose
+    :attr:`SourceRecord.base` is :attr:`base`, so every offset the index gives out for it
+    is in the coordinates of the original source.
+
+    ``page_content``: the source text ``[base, base + len)``, ``metadata``: the metadata
+    every member has alike (without its offsets), ``members``: each chunk's ``start``,
+    ``end`` and own metadata (``get_by_ids`` gives a chunk back as it was added).
+    """
+
+    page_content: str
+    metadata: dict[str, Any]
+    base: int
+    members: list[dict[str, Any]]
+    id: str | None = None
+
+
+def offset_of(doc: Any) -> int | None:
+    """The source offset of an *offset chunk*, else ``None``.
+
+    An offset chunk is a document without an id whose metadata names its ``source`` and
+    gives an int ``start_index`` (LangChain splitters with ``add_start_index=True``, the
+    package's splitters, LlamaIndex nodes converted by
+    :class:`~.llama_index.SlidingWindowLlamaIndex`): its text is
+    ``source_text[start_index:start_index + len(text)]``. A document with an id keeps it
+    as its identity and stays a source of its own.
+
+    Raises:
+        ValueError: ``end_index`` is given and is not ``start_index + len(text)``.
+    """
+    from .ids import origin_key
+
+    meta = getattr(doc, "metadata", None) or {}
+    start = meta.get("start_index")
+    if getattr(doc, "id", None) or origin_key(meta) is None or isinstance(start, bool) or not isinstance(start, int):
+        return None
+    end = meta.get("end_index")
+    n = len(doc.page_content)
+    if isinstance(end, int) and not isinstance(end, bool) and end != start + n:
+        raise ValueError(f"a chunk of source {meta['source']!r} has start_index={start} and end_index={end}, but "
+                         f"{n} characters: end_index must be start_index + len(page_content) (or left out)")
+    if start < 0:
+        raise ValueError(f"a chunk of source {meta['source']!r} has start_index={start}: offsets start at 0")
+    return start
+
+
+def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in meta.items():
+        try:
+            json.dumps({key: value}, allow_nan=False)
+        except (TypeError, ValueError):
+            continue
+        out[key] = value
+    return out
+
+
+def join_offset_chunks(documents: Sequence[Any]) -> tuple[list[Any], list[tuple[int, int | None]]]:
+    """Join the offset chunks (:func:`offset_of`) of one write into source segments.
+
+    Chunks of one source (same :func:`~.ids.origin_key`: ``source`` plus ``page``/``row``)
+    are pieces of one source text: sorted by offset, each one must agree with the text
+    the others give at the offsets they share, and chunks that overlap or touch join
+    into one :class:`SourceSegment`. A gap between chunks is never filled: the chunks on
+    either side become separate segments (separate records, whose windows never cross
+    the gap). Other documents pass through unchanged.
+
+    Returns:
+        ``(docs, placement)``: the documents to index, and for each input document the
+        position of its document in ``docs`` and its member number in that segment
+        (``None`` for a document that passed through).
+
+    Raises:
+        ValueError: two chunks give different text at the same offsets (naming the
+            source and the characters), or a chunk's ``end_index`` disagrees with its text.
+    """
+    from .ids import origin_key
+
+    out: list[Any] = []
+    placement: list[tuple[int, int | None]] = [(-1, None)] * len(documents)
+    groups: dict[str, list[tuple[int, int]]] = {}  # origin key -> (start, input position)
+    for pos, doc in enumerate(documents):
+        start = offset_of(doc)
+        if start is None:
+            placement[pos] = (len(out), None)
+            out.append(doc)
+        else:
+            groups.setdefault(origin_key(doc.metadata), []).append((start, pos))
+    for items in groups.values():
+        items.sort(key=lambda it: (it[0], -len(documents[it[1]].page_content)))
+        segments: list[tuple[int, str, list[int]]] = []
+        for start, pos in items:
+            text = documents[pos].page_content
+            end = start + len(text)
+            if segments and start <= segments[-1][0] + len(segments[-1][1]):
+                base, joined, members = segments[-1]
+                top = base + len(joined)
+                shared = min(end, top)
+                if joined[start - base:shared - base] != text[:shared - start]:
+                    source = documents[pos].metadata.get("source")
+                    raise ValueError(f"two chunks of source {source!r} give different text at characters "
+                                     f"{start}:{shared}: chunks of one source must be pieces of one text (check "
+                                     "their start_index, or give the chunks of different texts different sources)")
+                if end > top:
+                    joined += text[top - start:]
+                members.append(pos)
+                segments[-1] = (base, joined, members)
+            else:
+                segments.append((start, text, [pos]))
+        for base, joined, members in segments:
+            metas = [dict(documents[p].metadata or {}) for p in members]
+            common = {k: v for k, v in metas[0].items() if k not in ("start_index", "end_index")
+                      and all(k in m and m[k] == v for m in metas[1:])}
+            rows = [{"start": offset_of(documents[p]), "end": offset_of(documents[p]) + len(documents[p].page_content),
+                     "metadata": _jsonable(m)} for p, m in zip(members, metas)]
+            for number, p in enumerate(members):
+                placement[p] = (len(out), number)
+            out.append(SourceSegment(joined, common, base, rows))
+    return out, placement

@@ -33,10 +33,10 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Sized
 
-from .ids import batch_source_ids, chunk_id, vector_id
+from .ids import batch_source_ids, chunk_id, member_id, vector_id
 from .health import missing_vectors
 from .protocols import as_engine
-from .records import SourceRecord, metadata_change, plan_source
+from .records import SourceRecord, SourceSegment, join_offset_chunks, metadata_change, plan_source
 
 if TYPE_CHECKING:
     from .protocols import EngineState
@@ -60,6 +60,7 @@ class IndexReport:
     ids: list[str] = field(default_factory=list)
     skipped_files: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)  # segments this write joins into new ones or replaces
 
     def as_dict(self) -> dict[str, int]:
         return {k: getattr(self, k) for k in ("added", "replaced", "unchanged", "removed", "skipped_empty",
@@ -83,7 +84,8 @@ def chunk_documents(rec: SourceRecord, index_id: str, start: int = 0, stop: int 
     a = rec.arrays
     for i in range(start, rec.n_chunks if stop is None else stop):
         meta = rec.index_metadata
-        meta.update(source_id=rec.source_id, chunk_index=i, start_index=int(a[0, i]), end_index=int(a[1, i]),
+        meta.update(source_id=rec.source_id, chunk_index=i, start_index=rec.base + int(a[0, i]),
+                    end_index=rec.base + int(a[1, i]),
                     content_hash=rec.content_hash, chunk_id=chunk_id(rec.source_id, i), swrag_index=index_id)
         out.append(PlainDocument(page_content=rec.chunk_text(i), metadata=meta))
     return out
@@ -153,33 +155,29 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
             stale = [v for rec, had, _ in batch if had for v in _vector_ids(rec.source_id, 0, rec.id_span)]
             _fence(index)
             index.vectors.delete(stale)
-            for rec, _, vectors in batch:
-                for lo in range(0, rec.n_chunks, index.batch_size):
-                    hi = min(rec.n_chunks, lo + index.batch_size)
-                    if left <= lookahead:
-                        batches.fetch()  # decide the next records (their vectors start) before waiting
-                    left -= hi - lo
-                    docs = chunk_documents(rec, index.index_id, lo, hi)
-                    primed = pre is not None
+            for pieces in _slices(batch, index.batch_size):
+                n = sum(hi - lo for _, lo, hi, _ in pieces)
+                if left <= lookahead:
+                    batches.fetch()  # decide the next records (their vectors start) before waiting
+                left -= n
+                docs = [d for rec, lo, hi, _ in pieces for d in chunk_documents(rec, index.index_id, lo, hi)]
+                primed = pre is not None
+                if primed:
+                    # the vectors first (given, or embedded here), then the lease check, then
+                    # the write: a writer that stalled while embedding cannot write afterwards
+                    texts = [d.page_content for d in docs]
+                    pre.prime(texts, _rows(pre.base, pieces, texts))
+                try:
+                    _fence(index)
+                    index.vectors.add(docs, [v for rec, lo, hi, _ in pieces for v in _vector_ids(rec.source_id, lo, hi)])
+                except BaseException:
                     if primed:
-                        # the vectors first (given, or embedded here), then the lease check, then
-                        # the write: a writer that stalled while embedding cannot write afterwards
-                        texts = [d.page_content for d in docs]
-                        rows = pre.base.embed_documents(texts) if vectors is None else vectors[lo:hi]
-                        if len(rows) != hi - lo:
-                            raise ValueError(f"source {rec.source_id}: got {len(rows)} vectors for chunks {lo}..{hi - 1}")
-                        pre.prime(texts, rows)
-                    try:
-                        _fence(index)
-                        index.vectors.add(docs, _vector_ids(rec.source_id, lo, hi))
-                    except BaseException:
-                        if primed:
-                            pre.forget()
-                        raise
-                    if callable(total):
-                        bar.total = total()  # a stream: known so far
-                    bar.update(hi - lo)
-                    written += hi - lo
+                        pre.forget()
+                    raise
+                if callable(total):
+                    bar.total = total()  # a stream: known so far
+                bar.update(n)
+                written += n
             index.store.set_state([rec.source_id for rec, _, _ in batch], "complete", id_span=-1)
     finally:
         if bar is not None:
@@ -187,6 +185,58 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
                 bar.total = total()
             bar.close()
     return written
+
+
+Piece = tuple[SourceRecord, int, int, Any]  # (record, first chunk, end chunk, the record's vectors or None)
+
+
+def _slices(batch: Sequence[Plan], size: int) -> Iterator[list[Piece]]:
+    """The chunks of a batch's records in runs of at most ``size`` chunks across records:
+    each run is written in one store call, however many (small) sources it holds (400
+    one-line sources were 400 store writes), its vectors computed just before
+    (:func:`_rows`). A run holds whole pieces -- a record's chunks ``[j*size, (j+1)*size)``
+    -- the blocks a record's chunks are embedded in (as :mod:`.parallel` does), and no
+    chunk text of one piece is in another piece of its run: the store's
+    :class:`~.vectors.PrecomputedEmbeddings` serves a primed text's vector once, so a text
+    repeated in another source of the run would be embedded again, apart."""
+    group: list[Piece] = []
+    room = size
+    texts: set[str] = set()
+    for rec, _, vectors in batch:
+        for lo in range(0, rec.n_chunks, size):  # a record's blocks of ``size`` chunks stay whole
+            hi = min(rec.n_chunks, lo + size)
+            mine = {rec.chunk_text(i) for i in range(lo, hi)}
+            if group and (hi - lo > room or not texts.isdisjoint(mine)):
+                yield group
+                group, room, texts = [], size, set()
+            group.append((rec, lo, hi, vectors))
+            room -= hi - lo
+            texts |= mine
+    if group:
+        yield group
+
+
+def _rows(embedding: Any, pieces: Sequence[Piece], texts: Sequence[str]) -> list[Any]:
+    """The vectors of a run's chunks (``texts``, in piece order): rows given with a record
+    as they are, the others embedded by ``embedding`` one piece (one source's block of
+    chunks, :func:`_slices`) per call. Not the whole run in one call: with the bundled int8 MiniLM a text's vector
+    depends on the texts batched with it (dynamic quantisation per batch; up to 0.019
+    apart), so a source's vectors would depend on what else the write held and differ
+    from a parallel build's (:mod:`.parallel` embeds each source's chunks apart). The
+    store writes were the cost: 400 one-line sources took 4.3 s with one write per
+    source, 1.7 s with one per run (``benchmarks/bench_adds.py``)."""
+    rows: list[Any] = []
+    at = 0
+    for rec, lo, hi, vectors in pieces:
+        at += hi - lo
+        if vectors is None:
+            rows.extend(embedding.embed_documents(list(texts[at - (hi - lo):at])))
+            continue
+        given = vectors[lo:hi]
+        if len(given) != hi - lo:
+            raise ValueError(f"source {rec.source_id}: got {len(given)} vectors for chunks {lo}..{hi - 1}")
+        rows.extend(given)
+    return rows
 
 
 class _Ahead:
@@ -262,12 +312,13 @@ def recover(index: "EngineState") -> tuple[int, int]:
 
 
 def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bool | str = False,
-                    remove_origins: Iterable[str] | None = None) -> IndexReport:
+                    remove_origins: Iterable[str] | None = None, join_stored: bool = True) -> IndexReport:
     """Index documents (see :meth:`~.index.SlidingWindowIndex.index_documents`): plan
-    them here and write them with :func:`write_planned` (the store embeds)."""
+    them here and write them with :func:`write_planned` (the store embeds).
+    ``join_stored``: see :func:`dedupe_documents`."""
     index = as_engine(index)
     prune = _check_prune(prune)
-    by_sid, report = dedupe_documents(documents)
+    by_sid, report = dedupe_documents(documents, index, join_stored=join_stored)
     if not by_sid and not remove_origins and prune != "all":
         raise ValueError("no documents to add")
 
@@ -284,19 +335,76 @@ def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bo
                          total_chunks=lambda: planned_chunks[0])
 
 
-def dedupe_documents(documents: Sequence[Any]) -> tuple[dict[str, Any], IndexReport]:
+def dedupe_documents(documents: Sequence[Any], index: Any = None, *,
+                     join_stored: bool = True) -> tuple[dict[str, Any], IndexReport]:
     """Documents by source id (:func:`~.ids.batch_source_ids`: several different documents
     of one source are parts of it, each kept; identical ones are written once) and a
-    report whose ``ids`` list every document's source id in order; objects without a
-    text ``page_content`` (a LangChain ``Document``, a :class:`~.storage.PlainDocument`) raise."""
+    report whose ``ids`` list every document's id in order (its source id; for an offset
+    chunk, joined with the others of its source into a :class:`~.records.SourceSegment`
+    by :func:`~.records.join_offset_chunks`, its :func:`~.ids.member_id`); objects without a
+    text ``page_content`` (a LangChain ``Document``, a :class:`~.storage.PlainDocument`) raise.
+
+    ``index``: the engine written to; a document whose id is one of its source ids (the
+    ids ``add_texts`` returns) is that source, so adding it replaces it; with
+    ``join_stored`` the offset chunks are joined with those the index holds of their
+    sources (:func:`_stored_pieces`; ``report.superseded`` lists the stored segments met)."""
     report = IndexReport()
     for doc in documents:
         if not isinstance(getattr(doc, "page_content", None), str):
             raise TypeError(f"expected Document objects (LangChain Document or PlainDocument, with a text "
                             f"page_content), got {type(doc).__name__}")
-    report.ids = batch_source_ids(documents)
-    by_sid = dict(zip(report.ids, documents))
+    given = sorted({str(d.id) for d in documents if getattr(d, "id", None)})
+    known = index.store.heads(given) if index is not None and given else {}
+    joined, placement = join_offset_chunks(documents)
+    if index is not None and join_stored:
+        stored, report.superseded = _stored_pieces(index, [d for d in joined if isinstance(d, SourceSegment)])
+        if stored:  # join again, with the stored chunks the new ones meet
+            joined, placement = join_offset_chunks(list(documents) + stored)
+            placement = placement[:len(documents)]
+    sids = batch_source_ids(joined, known)
+    report.ids = [sids[j] if number is None else
+                  member_id(sids[j], joined[j].members[number]["start"], joined[j].members[number]["end"])
+                  for j, number in placement]
+    by_sid = dict(zip(sids, joined))
     return by_sid, report
+
+
+def _stored_pieces(index: "EngineState", segments: Sequence[SourceSegment]) -> tuple[list[Any], list[str]]:
+    """What the index holds of the sources of this write's segments (offset chunks added
+    in earlier calls): ``(chunks, superseded)``. A stored segment of the same source that
+    overlaps or touches a new one and agrees with it on the text they share gives its
+    chunks back (``chunks``, joined with the new ones into one segment, so the pieces of
+    one source added in several calls never overlap); one that disagrees is an older
+    version of that text and is replaced. Both are listed in ``superseded`` (the write
+    removes those that are not written again)."""
+    from .ids import origin_key
+    from .storage import PlainDocument
+
+    if not segments:
+        return [], []
+    origins = {str(seg.metadata.get("source")) for seg in segments}
+    heads = index.store.heads()
+    candidates = sorted(sid for sid, h in heads.items() if h.origin in origins and h.state == "complete")
+    records = index.store.get_many(candidates) if candidates else {}
+    new_by_key: dict[str, list[SourceSegment]] = {}
+    for seg in segments:
+        new_by_key.setdefault(origin_key(seg.metadata), []).append(seg)
+    chunks: list[Any] = []
+    superseded: list[str] = []
+    for sid, rec in sorted(records.items()):
+        if not rec.members:
+            continue
+        lo, hi = rec.base, rec.base + len(rec.text)
+        met = [seg for seg in new_by_key.get(origin_key(rec.metadata), ())
+               if seg.base <= hi and lo <= seg.base + len(seg.page_content)]
+        if not met:
+            continue
+        superseded.append(sid)
+        agrees = all(rec.span(a, b) == seg.page_content[a - seg.base:b - seg.base]
+                     for seg in met for a, b in [(max(lo, seg.base), min(hi, seg.base + len(seg.page_content)))])
+        if agrees:
+            chunks.extend(PlainDocument(rec.span(m["start"], m["end"]), dict(m["metadata"])) for m in rec.members)
+    return chunks, superseded
 
 
 def _check_prune(prune: bool | str) -> str | bool:
@@ -367,6 +475,7 @@ def write_planned(index: "EngineState", planned: Iterable[tuple[SourceRecord, An
         origins = remove_origins() if callable(remove_origins) else remove_origins
         removals = stream.removals + _prune_targets(index, stream.keep, stream.origins, prune,
                                                     {str(o) for o in (origins or ())})
+        removals += [sid for sid in report.superseded if sid not in stream.keep]
         report.removed += _remove(index, removals)
         index.keyword.refresh()
         index.keyword.save()
@@ -494,8 +603,10 @@ def remove_sources(index: "EngineState", sids: Sequence[str]) -> int:
 
 
 def repair(index: "EngineState", *, deep: bool = False) -> IndexReport:
-    """Make every derived part agree with the source store again (lock held)."""
-    from .health import probe_vectors
+    """Make every derived part agree with the source store again (lock held): whatever
+    :func:`~.health.index_status` reports, ``deep`` or not (``deep`` also checks every
+    source's vectors when nothing was reported)."""
+    from .health import probe_vectors, stale_vectors
 
     index = as_engine(index)
     report = IndexReport()
@@ -511,7 +622,8 @@ def repair(index: "EngineState", *, deep: bool = False) -> IndexReport:
             _rebuild_vectors(index, complete)
             report.repaired += len(complete)
         else:
-            lost = missing_vectors(index, complete, force=deep)
+            # what status reports (sampled vectors of another version) forces the full check
+            lost = missing_vectors(index, complete, force=deep or stale_vectors(index) is not None)
             if lost:
                 _write(index, _rewrite_plans(index, lost), "Writing missing vectors")
                 report.repaired += len(lost)
