@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .context import DEFAULT_BUDGET
-from .datasets import DEV_SETS
+from .datasets import ALL_DEV_SETS, DEV_SETS
 from .report import read_records
 from .pipelines import PIPELINES, register_pipeline
 
@@ -195,7 +195,7 @@ def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], p
     Args:
         data_dir: folder with ``<dataset>.jsonl``.
         out: run folder (one sub-folder per dataset; resumable).
-        datasets: names from :data:`~.datasets.DEV_SETS`.
+        datasets: names from :data:`~.datasets.ALL_DEV_SETS`.
         peers: names from :data:`PEER_GRIDS`.
         half: must be ``"tune"`` (any other value raises: no tuning on the test half).
         limit: first ``limit`` tuning questions of each set (for smoke runs).
@@ -208,7 +208,7 @@ def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], p
         FileNotFoundError: a dataset file is missing.
     """
     _check_tune_half(half)
-    modes = {name: flags for name, _, flags in DEV_SETS}
+    modes = {name: flags for name, _, flags in ALL_DEV_SETS}
     unknown = sorted(set(datasets) - set(modes)) + sorted(set(peers) - set(PEER_GRIDS))
     if unknown:
         raise ValueError(f"unknown dataset(s) or peer(s) {', '.join(unknown)}; datasets: {', '.join(modes)}; "

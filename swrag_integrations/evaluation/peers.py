@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .datasets import DEV_SETS, check_half, half_label
+from .datasets import ADDED_DEV_SETS, ALL_DEV_SETS, DEV_SETS, check_half, half_label
 from .report import read_records
 
 __all__ = ["DEV_SETS", "PEERS", "report", "main"]  # DEV_SETS: defined in .datasets
@@ -103,7 +103,7 @@ def report(out: Path, strategies: Sequence[str] = OURS + PEERS, half: str | None
     pairs = ["| dataset | default minus | n | Δ context recall ×100 [95% CI] | p | significant |",
              "|---|---|---|---|---|---|"]
     margins = ["| dataset | default | best peer | default − best peer |", "|---|---|---|---|"]
-    for name, mode, _ in DEV_SETS:
+    for name, mode, _ in ALL_DEV_SETS:
         recs = _checked_records(out, name, half)
         if not recs:
             continue
@@ -187,7 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", required=True, help="folder with the dev sets' JSONL files")
     parser.add_argument("--out", required=True, help="run folder (one sub-folder per dataset, resumable)")
     parser.add_argument("--strategies", default=",".join(OURS + PEERS), help="pipelines (comma-separated)")
-    parser.add_argument("--datasets", default=",".join(n for n, _, _ in DEV_SETS), help="dev sets (comma-separated)")
+    parser.add_argument("--datasets", default=",".join(n for n, _, _ in DEV_SETS),
+                        help="dev sets (comma-separated; default the six of DEV_SETS; also "
+                             f"{','.join(n for n, _, _ in ADDED_DEV_SETS)})")
     parser.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
     parser.add_argument("--report", default=None, help="write the report here (default: OUT/peers.md)")
     parser.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT")
@@ -200,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     strategies = [s for s in args.strategies.split(",") if s]
     wanted = [s for s in args.datasets.split(",") if s]
-    known = {n for n, _, _ in DEV_SETS}
+    known = {n for n, _, _ in ALL_DEV_SETS}
     unknown = sorted(set(wanted) - known)
     if unknown:
         print(f"peers: error: unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}",
@@ -222,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.report_only:
         from .cli import main as eval_main
 
-        for name, _, flags in DEV_SETS:
+        for name, _, flags in ALL_DEV_SETS:
             if name not in wanted:
                 continue
             data = Path(args.data_dir) / f"{name}.jsonl"
