@@ -1,7 +1,7 @@
-"""The budget curve of issue 44: one run, every budget, one index per document.
+"""The budget curve of issue 44: one run, every budget; per-budget records, report, plot and peer tuning.
 
 Tiny synthetic data; BM25-only strategies for the runs (no model), the trigram fake embedder
-for the default's budget planner.
+for the default's budget planner, hand-made records for the report and the tuning choices.
 """
 
 from __future__ import annotations
@@ -11,11 +11,19 @@ from pathlib import Path
 
 import pytest
 from fake_embeddings import TrigramEmbedder
+from script_module import script_module
 
 from swrag_integrations.evaluation import EvalConfig, run_eval
 from swrag_integrations.evaluation import cli as cli_module
 from swrag_integrations.evaluation import runner as runner_module
 from swrag_integrations.evaluation.datasets import load_examples
+from swrag_integrations.evaluation.peer_tuning import (
+    PEER_GRIDS,
+    load_peer_config,
+    peer_strategy_name,
+    tune_peers,
+    write_choices,
+)
 from swrag_integrations.evaluation.pipelines import SpanBM25Pipeline
 
 BUDGETS = [40, 90, 300]
@@ -96,3 +104,113 @@ def test_budgets_are_checked(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli_module.main(["--data", str(path), "--budgets", "300,x", "--out", str(tmp_path / "o")])
     assert "--budgets" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the report and the plot
+
+
+def _rec(strategy, qid, budget, recall):
+    return {"strategy": strategy, "qid": qid, "budget": budget, "context_recall": recall, "hit": float(recall == 1.0),
+            "index_id": "i1", "chunks": 10, "index_bytes": 1000, "retrieve_seconds": 0.01, "half": "test"}
+
+
+def _write_run(out: Path) -> None:
+    folder = out / "qasper"
+    folder.mkdir(parents=True)
+    rows = []
+    for budget in (300, 500):
+        for i in range(20):
+            rows.append(_rec("default", f"q{i}", budget, 1.0 if budget == 500 or i % 2 else 0.5))
+            rows.append(_rec("langchain-ensemble-tuned", f"q{i}", budget, 0.5))
+    folder.joinpath("records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_budget_report_table_pairs_and_plot(tmp_path, capsys):
+    from swrag_integrations.evaluation.peers import main as peers_main
+    from swrag_integrations.evaluation.peers import report
+
+    out = tmp_path / "run"
+    _write_run(out)
+    code = peers_main(["--data-dir", str(tmp_path), "--out", str(out), "--datasets", "qasper", "--report-only",
+                       "--half", "test", "--budgets", "300,500",
+                       "--strategies", "default,langchain-ensemble-tuned"])
+    assert code == 0, capsys.readouterr().err
+    text = (out / "budgets.md").read_text()
+    assert "| qasper (document) | ≤ 300 | default | 20 | 75.0 [" in text
+    assert "| qasper (document) | ≤ 500 | default | 20 | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] |" in text
+    assert "| qasper (document) | ≤ 500 | langchain-ensemble-tuned | 20 | 50.0 [50.0, 50.0] | 0.0 [0.0, 0.0] |" in text
+    # default minus the tuned peer at 500: +50 recall and +100 hit on every question
+    assert "| qasper | ≤ 500 | langchain-ensemble-tuned | 20 | +50.0 [+50.0, +50.0] | 0.000 | +100.0 [+100.0, +100.0] |" in text
+    assert "| qasper | ≤ 300 | langchain-ensemble-tuned | 20 | +25.0 [" in text
+    # benchmarks/reports.py reads one figure per (set, budget, pipeline, metric): the budget is part of the row name
+    with script_module(Path(__file__).resolve().parents[1] / "benchmarks" / "reports.py", "swrag_reports") as reports:
+        figures = reports.markdown_figures(text)
+    assert figures[next(k for k in figures if "≤ 500 / default |" in k and k.endswith("| context recall"))].value == 100.0
+    assert figures[next(k for k in figures if "≤ 300 / default |" in k and k.endswith("| context recall"))].value == 75.0
+    png = out / "budgets.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the one-budget report refuses a folder of several budgets instead of mixing them
+    with pytest.raises(ValueError, match="several budgets.*--budgets"):
+        report(out, ["default"], half="test")
+
+
+# ---------------------------------------------------------------- per-budget peer tuning
+
+
+def test_peer_tuning_chooses_per_budget(tmp_path, monkeypatch):
+    (tmp_path / "qasper.jsonl").write_text("")
+    peer = "langchain-parent"
+    small, large = PEER_GRIDS[peer][1], PEER_GRIDS[peer][-1]
+    calls = []
+
+    def fake_eval(cmd):
+        """Write the tuning records the grid would give: ``small`` wins at 300, ``large`` at 1000."""
+        calls.append(cmd)
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for options in PEER_GRIDS[peer]:
+            name = peer_strategy_name(peer, options)
+            for budget in (300, 1000):
+                best = (options == small and budget == 300) or (options == large and budget == 1000)
+                for i in range(4):
+                    rows.append({"strategy": name, "qid": f"q{i}", "budget": budget, "half": "tune",
+                                 "context_recall": 0.9 if best else 0.4, "index_id": f"d{i}", "index_bytes": 10})
+        (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return 0
+
+    monkeypatch.setattr(cli_module, "main", fake_eval)
+    results = tune_peers(tmp_path, tmp_path / "out", ["qasper"], [peer], budgets=[300, 1000])
+    assert calls and calls[0][calls[0].index("--budgets") + 1] == "300,1000"  # one run for every budget
+    by_budget = results["qasper"][peer]["by_budget"]
+    assert by_budget["300"]["chosen"]["options"] == small and by_budget["1000"]["chosen"]["options"] == large
+    assert by_budget["300"]["chosen"]["n"] == 4 and len(by_budget["300"]["candidates"]) == len(PEER_GRIDS[peer])
+    path = tmp_path / "peers_tuned.json"
+    doc = write_choices(path, results)
+    assert doc["budgets"] == [300, 1000]
+    assert load_peer_config(path, 300) == {"qasper": {peer: small}}
+    assert load_peer_config(path, 1000) == {"qasper": {peer: large}}
+    assert load_peer_config(path, 500) == {}  # not tuned for 500: its peers run untuned
+    assert load_peer_config(path) == {}  # no choice at the file's one budget
+    # a later run for another budget joins the file without dropping the others
+    write_choices(path, {"qasper": {peer: {"by_budget": {"500": by_budget["300"]}}}})
+    assert json.loads(path.read_text())["budgets"] == [300, 500, 1000]
+    assert load_peer_config(path, 1000) == {"qasper": {peer: large}}
+    assert load_peer_config(path, 500) == {"qasper": {peer: small}}
+
+
+def test_peers_run_each_budget_with_its_own_tuned_configuration(tmp_path):
+    from swrag_integrations.evaluation.peers import _budget_calls
+
+    tuned = {300: {"langchain-parent": {"child_size": 64}}, 500: {"langchain-parent": {"child_size": 64}},
+             1000: {"langchain-parent": {"child_size": 128}}}
+    calls = _budget_calls(["default", "langchain-parent"], tuned, [300, 500, 1000, 1500], tmp_path)
+    assert (["default", "langchain-parent"], [1500]) not in calls
+    assert (["default"], [300, 500, 1000, 1500]) in calls  # one index for the whole curve
+    assert (["langchain-parent"], [1500]) in calls  # no choice at 1500: the plain anchor
+    assert (["langchain-parent-tuned"], [300, 500]) in calls and (["langchain-parent-tuned"], [1000]) in calls
+    record = json.loads((tmp_path / "peer_config.json").read_text())
+    assert record == {"langchain-parent@300": {"child_size": 64}, "langchain-parent@500": {"child_size": 64},
+                      "langchain-parent@1000": {"child_size": 128}}
+    with pytest.raises(ValueError, match="other peer configurations"):
+        _budget_calls(["langchain-parent"], {300: {"langchain-parent": {"child_size": 128}}}, [300], tmp_path)
