@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .datasets import ALL_DEV_SETS, check_half, half_label
+from .run_records import checked_records, metric_cell
 
 __all__ = ["BUDGET_METRICS", "budget_report", "plot_budgets", "curve"]
 
@@ -35,9 +36,7 @@ BUDGET_METRICS = ("context_recall", "hit")
 
 
 def _checked(out: Path, name: str, half: str | None, budget: int) -> dict[str, dict[str, dict]]:
-    from .peers import _checked_records
-
-    return _checked_records(out, name, half, budget)
+    return checked_records(out, name, half, budget)
 
 
 def curve(out: Path, strategies: Sequence[str], half: str | None, budgets: Sequence[int],
@@ -61,7 +60,6 @@ def budget_report(out: Path, strategies: Sequence[str], half: str | None, budget
         ValueError: a dataset's results or records come from another half.
     """
     from .metrics import paired_bootstrap
-    from .peers import _cell
 
     check_half(half)
     # the budget cell starts with "≤" so that readers of the table (benchmarks/reports.py) take it as a
@@ -75,7 +73,7 @@ def budget_report(out: Path, strategies: Sequence[str], half: str | None, budget
             for strategy in strategies:
                 rows = list(recs.get(strategy, {}).values())
                 if rows:
-                    cells = " | ".join(_cell([r.get(m) for r in rows]) for m in BUDGET_METRICS)
+                    cells = " | ".join(metric_cell([r.get(m) for r in rows]) for m in BUDGET_METRICS)
                     table.append(f"| {name} ({mode}) | ≤ {budget} | {strategy} | {len(rows)} | {cells} |")
             ours = recs.get("default", {})
             for strategy in strategies:
