@@ -104,6 +104,9 @@ def test_budgets_are_checked(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli_module.main(["--data", str(path), "--budgets", "300,x", "--out", str(tmp_path / "o")])
     assert "--budgets" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # one or the other, never silently one of them
+        cli_module.main(["--data", str(path), "--budget", "700", "--budgets", "300,500", "--out", str(tmp_path / "o")])
+    assert "not allowed with argument --budget" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- the report and the plot
