@@ -217,3 +217,28 @@ def test_peers_run_each_budget_with_its_own_tuned_configuration(tmp_path):
                       "langchain-parent@1000": {"child_size": 128}}
     with pytest.raises(ValueError, match="other peer configurations"):
         _budget_calls(["langchain-parent"], {300: {"langchain-parent": {"child_size": 128}}}, [300], tmp_path)
+
+
+def test_a_tuned_configuration_keeps_its_retriever_options_at_every_budget(tmp_path):
+    """``swrag eval --config FILE --budgets ...``: the configuration's retriever is rebuilt for each
+    budget with the file's options (not replaced by the default retriever)."""
+    from langchain_core.embeddings.fake import DeterministicFakeEmbedding
+
+    from swrag_integrations.evaluation.datasets import Source
+    from swrag_integrations.evaluation.pipelines import build_pipeline
+    from swrag_integrations.tuning import TunedConfig
+    from swrag_integrations.tuning.evaluation import register_config
+    from swrag_integrations.tuning.space import Candidate
+
+    path = TunedConfig.from_candidate(Candidate.make({"child": "fixed"}, {"k_child": 7}),
+                                      budget_tokens=999).save(tmp_path / "budget-curve.json")
+    name = register_config(path)
+    text = " ".join(f"Paragraph {i} talks about roads and weather in the valley." for i in range(40))
+    pipe = build_pipeline(EvalConfig(name, 512), [Source("s", text)], embeddings=DeterministicFakeEmbedding(size=16),
+                          budget=300)
+    try:
+        assert (pipe.retriever.k_child, pipe.retriever.budget_tokens) == (7, 300)
+        pipe.set_budget(120)
+        assert (pipe.retriever.k_child, pipe.retriever.budget_tokens) == (7, 120)
+    finally:
+        pipe.close()
