@@ -160,6 +160,20 @@ REPORTS: tuple[Report, ...] = (
          *((f"*| {m}", SHARE_TOLERANCE) for m in ("context recall", "hit", "source recall", "span hit")),
          ("*", 0.0))),
     Report(
+        "budget_curve", "docs/eval/budgets.md (issue 44: recall per token, the curve and its paired table)",
+        (("{py}", "-m", "swrag_integrations.evaluation.peers", "--data-dir", "{data}", "--out", "{run}",
+          "--datasets", "multifieldqa_zh,qasper,minilongbench,squad_v2_articles,hotpotqa,cmrc2018_corpus,drcd_corpus,"
+                        "leval_scientific_qa,leval_natural_question,leval_multidoc_qa,leval_financial_qa,"
+                        "leval_legal_contract_qa",
+          "--strategies", "default,langchain-ensemble,llamaindex-window,langchain-parent",
+          "--budgets", "300,500,1000,1500", "--peer-config", "docs/eval/peers_tuned_budgets.json", "--half", "test",
+          "--report", "{run}/budget_curve.md"),),
+        {"budget_curve.md": "docs/eval/budget_curve.md"}, 300, "markdown",
+        (*((f"*| {m}", SHARE_TOLERANCE) for m in ("context recall", "hit")), ("*", 0.0)),
+        note="baseline and per-budget peer choices (peer_tuning --budgets ... --write "
+             "docs/eval/peers_tuned_budgets.json) not measured yet: the first --write sets the baseline; "
+             "the run also writes budget_curve.png beside the table"),
+    Report(
         "f1_local_model", "README F1 of the local model (docs/eval/f1_local_model_results.json)",
         (), {}, 60, "eval-json", EVAL_TOLERANCES,
         blocked="its command is not written next to the figure, and generating with the local LLM takes "

@@ -62,6 +62,17 @@ def _windows(text: str) -> list[int]:
     return values
 
 
+def _budgets(text: str) -> list[int]:
+    """argparse type of ``--budgets``: distinct positive integers, comma-separated."""
+    from .runner import check_budgets
+
+    try:
+        return check_budgets([int(v) for v in _csv_list(text)])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected distinct positive integers such as 300,500,1000,1500, "
+                                         f"got {text!r}") from None
+
+
 def _steps(text: str) -> list[str]:
     try:
         return parse_steps(text)
@@ -110,8 +121,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="corpus mode: index all documents of a dataset once; every question searches all")
     parser.add_argument("--split-passages", action="store_true",
                         help="cut 'Passage i:' blocks (HotpotQA) into separate source documents")
-    parser.add_argument("--budget", type=positive_arg, default=DEFAULT_BUDGET,
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--budget", type=positive_arg, default=DEFAULT_BUDGET,
                         help=f"context budget in cl100k tokens, same for every configuration (default: {DEFAULT_BUDGET})")
+    budget.add_argument("--budgets", type=_budgets, default=None, metavar="B1,B2,...",
+                        help="several budgets in one run, e.g. 300,500,1000,1500 (a budget curve: each index is "
+                             "built once and every question answered under each budget; instead of --budget)")
     parser.add_argument("--k", type=positive_arg, default=None,
                         help="cap on ranked chunks assembled (default: fill the budget; stock retrievers fetch 20)")
     parser.add_argument("--llm", default="default", metavar="SPEC",
@@ -296,6 +311,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         mode="corpus" if args.corpus else "document",
         split_passages=args.split_passages,
         budget=args.budget,
+        budgets=args.budgets,
         k=args.k,
         limit=args.limit,
         half=args.half,

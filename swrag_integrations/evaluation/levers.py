@@ -90,8 +90,8 @@ class DefaultChineseWeightsPipeline(DefaultPipeline):
 
     ZH_WEIGHTS: tuple[float, float] = (0.7, 0.3)
 
-    def __init__(self, sources, config, **kwargs) -> None:
-        super().__init__(sources, config, **kwargs)
+    def make_retrievers(self) -> None:
+        super().make_retrievers()
         self.zh_retriever = self.make_retriever(weights=self.ZH_WEIGHTS)
 
     def retriever_for(self, question: str):
@@ -112,8 +112,8 @@ class DefaultAdaptiveKPipeline(DefaultPipeline):
     SMALL_K_CHILD: int = 15
     SPREAD: int = 4
 
-    def __init__(self, sources, config, **kwargs) -> None:
-        super().__init__(sources, config, **kwargs)
+    def make_retrievers(self) -> None:
+        super().make_retrievers()
         self.focused_retriever = self.make_retriever(k_child=self.SMALL_K_CHILD)
 
     def hit_spread(self, question: str) -> int:

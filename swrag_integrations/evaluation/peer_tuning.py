@@ -25,6 +25,12 @@ mode and weights with the CJK splitter and CJK BM25 tokens (and once each withou
 CJK tokens and with ``k`` 10). A peer whose packages are missing
 (``llama-index-retrievers-bm25`` for ``llamaindex-hybrid``) is skipped with a message. A
 tuning run refuses ``--half test``.
+
+``--budgets 300,500,1000,1500`` tunes per budget (issue 44): one run per set evaluates every
+grid configuration at every budget, the same rule chooses for each budget on its own records,
+and each peer's choices are written under ``by_budget`` (``"<budget>": {"chosen", "candidates"}``)
+next to the one-budget choices, the file listing the tuned ``budgets``;
+``peers --budgets ... --peer-config FILE`` reads each budget's choice.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .context import DEFAULT_BUDGET
-from .datasets import DEV_SETS
+from .datasets import ALL_DEV_SETS, DEV_SETS
 from .report import read_records
 from .pipelines import PIPELINES, register_pipeline
 
@@ -189,26 +195,35 @@ def _check_tune_half(half: str | None) -> None:
 
 
 def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], peers: Sequence[str], *,
-               half: str = "tune", limit: int | None = None) -> dict[str, dict[str, dict]]:
+               half: str = "tune", limit: int | None = None,
+               budgets: Sequence[int] | None = None) -> dict[str, dict[str, dict]]:
     """Run every peer's grid on the tuning half of each dataset and choose (see the module doc).
 
     Args:
         data_dir: folder with ``<dataset>.jsonl``.
         out: run folder (one sub-folder per dataset; resumable).
-        datasets: names from :data:`~.datasets.DEV_SETS`.
+        datasets: names from :data:`~.datasets.ALL_DEV_SETS`.
         peers: names from :data:`PEER_GRIDS`.
         half: must be ``"tune"`` (any other value raises: no tuning on the test half).
         limit: first ``limit`` tuning questions of each set (for smoke runs).
+        budgets: tune for each of these context budgets (one run: every grid index serves
+            every budget); ``None``: the one budget :data:`~.context.DEFAULT_BUDGET`.
 
     Returns:
-        ``dataset -> peer -> {"chosen": ..., "candidates": [...]}``.
+        ``dataset -> peer -> {"chosen": ..., "candidates": [...]}``; with ``budgets``,
+        ``dataset -> peer -> {"by_budget": {"<budget>": {"chosen": ..., "candidates": [...]}}}``
+        (the same rule applied to each budget's records on its own).
 
     Raises:
         ValueError: ``half`` is not ``"tune"``, an unknown dataset or peer, or the run failed.
         FileNotFoundError: a dataset file is missing.
     """
     _check_tune_half(half)
-    modes = {name: flags for name, _, flags in DEV_SETS}
+    if budgets is not None:
+        from .runner import check_budgets
+
+        budgets = check_budgets(budgets)
+    modes = {name: flags for name, _, flags in ALL_DEV_SETS}
     unknown = sorted(set(datasets) - set(modes)) + sorted(set(peers) - set(PEER_GRIDS))
     if unknown:
         raise ValueError(f"unknown dataset(s) or peer(s) {', '.join(unknown)}; datasets: {', '.join(modes)}; "
@@ -229,15 +244,24 @@ def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], p
                "--half", "tune", "--no-progress", "--no-plots", "--out", str(Path(out) / name), *modes[name]]
         if limit:
             cmd += ["--limit", str(limit)]
+        if budgets:
+            cmd += ["--budgets", ",".join(map(str, budgets))]
         print(f"peer_tuning: {name}: {len(names)} configurations", file=sys.stderr, flush=True)
         code = eval_main(cmd)
         if code:
             raise ValueError(f"peer_tuning: swrag eval failed on {name} (exit code {code})")
-        records = read_records(Path(out) / name / "records.jsonl")
+        path = Path(out) / name / "records.jsonl"
         results[name] = {}
         for peer in peers:
-            cands = _candidates(records, peer)
-            results[name][peer] = {"chosen": dict(choose(cands)), "candidates": cands}
+            if budgets is None:
+                cands = _candidates(read_records(path, DEFAULT_BUDGET), peer)
+                results[name][peer] = {"chosen": dict(choose(cands)), "candidates": cands}
+                continue
+            by_budget = {}
+            for budget in budgets:
+                cands = _candidates(read_records(path, budget), peer)
+                by_budget[str(budget)] = {"chosen": dict(choose(cands)), "candidates": cands}
+            results[name][peer] = {"by_budget": by_budget}
     return results
 
 
@@ -246,15 +270,26 @@ def write_choices(path: str | Path, results: Mapping[str, Mapping[str, dict]]) -
 
     Sets already in the file and not in ``results`` are kept, so sets tuned by separate
     runs accumulate in one file; ``not_tuned`` lists the dev sets without choices (their
-    peers run untuned under ``--peer-config``).
+    peers run untuned under ``--peer-config``). Per-budget choices (``by_budget``, from
+    ``tune_peers(..., budgets=...)``) are merged budget by budget and their budgets listed
+    in ``budgets``; ``budget_tokens`` is the budget of the choices outside ``by_budget``.
     """
     path = Path(path)
     doc = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    tuned_budgets = {int(b) for by_peer in results.values() for res in by_peer.values()
+                     for b in res.get("by_budget", {})}
+    if tuned_budgets or "budgets" in doc:
+        doc["budgets"] = sorted(set(doc.get("budgets", [])) | tuned_budgets)
     doc.update({"half": "tune", "budget_tokens": DEFAULT_BUDGET, "window": 512, "metric": "context_recall",
                 "rule": CHOICE_RULE, "grids": {p: [_check_options(p, o) for o in g] for p, g in PEER_GRIDS.items()}})
     sets = doc.setdefault("sets", {})
     for name, by_peer in results.items():
-        sets.setdefault(name, {}).update({peer: res for peer, res in by_peer.items()})
+        for peer, res in by_peer.items():
+            entry = sets.setdefault(name, {}).setdefault(peer, {})
+            by_budget = {**entry.get("by_budget", {}), **res.get("by_budget", {})}
+            entry.update(res)
+            if by_budget:
+                entry["by_budget"] = dict(sorted(by_budget.items(), key=lambda kv: int(kv[0])))
     doc["sets"] = dict(sorted(sets.items()))
     doc["not_tuned"] = [name for name, _, _ in DEV_SETS if name not in sets]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,8 +297,15 @@ def write_choices(path: str | Path, results: Mapping[str, Mapping[str, dict]]) -
     return doc
 
 
-def load_peer_config(path: str | Path) -> dict[str, dict[str, dict[str, Any]]]:
+def load_peer_config(path: str | Path, budget: int | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """The chosen options in a file written by :func:`write_choices`: ``dataset -> peer -> options``.
+
+    Args:
+        path: the file.
+        budget: the options chosen for this budget (``by_budget``; the choices outside it
+            count for the file's ``budget_tokens``); ``None``: the choices outside
+            ``by_budget``. A peer without a choice for the budget is left out (it runs as
+            its plain anchor).
 
     Raises:
         FileNotFoundError: no such file.
@@ -285,6 +327,14 @@ def load_peer_config(path: str | Path) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name, by_peer in doc["sets"].items():
         for peer, res in by_peer.items():
+            if not isinstance(res, dict):
+                raise ValueError(f"--peer-config {path}: {name}/{peer} is not an object")
+            if budget is not None and str(budget) in res.get("by_budget", {}):
+                res = res["by_budget"][str(budget)]
+            elif "by_budget" in res and "chosen" not in res:
+                continue  # chosen for other budgets only
+            elif budget is not None and budget != doc.get("budget_tokens", DEFAULT_BUDGET):
+                continue  # chosen for another budget
             try:
                 options = res["chosen"]["options"]
             except (TypeError, KeyError):
@@ -303,11 +353,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--half", default="tune",
                         help="must be 'tune' (the default): tuning never runs on the test half")
     parser.add_argument("--limit", type=int, default=None, help="first N tuning questions of each set (smoke runs)")
+    parser.add_argument("--budgets", default=None, metavar="B1,B2,...",
+                        help="tune for each of these context budgets, e.g. 300,500,1000,1500 (choices recorded per "
+                             f"budget under by_budget; default: the one budget {DEFAULT_BUDGET})")
     parser.add_argument("--write", required=True, help="the JSON file of the choices (merged if it exists)")
     args = parser.parse_args(argv)
     try:
+        budgets = None
+        if args.budgets is not None:
+            try:
+                budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+            except ValueError:
+                raise ValueError(f"--budgets must be positive integers such as 300,500,1000,1500, "
+                                 f"got {args.budgets!r}") from None
         results = tune_peers(args.data_dir, args.out, [s for s in args.datasets.split(",") if s],
-                             [p for p in args.peers.split(",") if p], half=args.half, limit=args.limit)
+                             [p for p in args.peers.split(",") if p], half=args.half, limit=args.limit,
+                             budgets=budgets)
     except FileNotFoundError as exc:
         print(f"peer_tuning: error: {exc}", file=sys.stderr)
         return 3
@@ -317,9 +378,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_choices(args.write, results)
     for name, by_peer in results.items():
         for peer, res in by_peer.items():
-            c = res["chosen"]
-            print(f"{name:<18} {peer:<20} {json.dumps(c['options'], sort_keys=True)}: tuning-half context recall "
-                  f"{c['context_recall']:.4f} (n={c['n']})")
+            for budget, choice in res.get("by_budget", {str(DEFAULT_BUDGET): res}).items():
+                c = choice["chosen"]
+                print(f"{name:<18} {peer:<20} {budget:>5} {json.dumps(c['options'], sort_keys=True)}: tuning-half "
+                      f"context recall {c['context_recall']:.4f} (n={c['n']})")
     print(f"wrote {args.write}")
     return 0
 

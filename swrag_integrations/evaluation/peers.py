@@ -27,6 +27,15 @@ peer with the configuration chosen for that dataset, as the strategy ``<peer>-tu
 used are kept in ``OUT/<dataset>/peer_config.json``, and a run folder made with another
 configuration of a peer is refused, so a resumed run never mixes them (a peer new to the
 folder is added to its record).
+
+``--budgets 300,500,1000,1500`` makes a budget curve (issue 44): every pipeline is evaluated at
+each budget in one ``swrag eval --budgets`` run per dataset (one index per pipeline for the
+whole curve); with ``--peer-config`` a peer runs at each budget with the configuration chosen
+for that budget (``peer_tuning --budgets``; once per distinct configuration, as its plain
+anchor at a budget without a choice). The report is then ``budgets.md`` (context recall and hit
+per set and budget, paired bootstrap of the default against each pipeline) with the plot
+``budgets.png`` (:mod:`~.budgets`). ``--datasets`` also takes the sets of
+:data:`~.datasets.ADDED_DEV_SETS` (DRCD, LEval).
 """
 
 from __future__ import annotations
@@ -38,8 +47,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .datasets import DEV_SETS, check_half, half_label
-from .report import read_records
+from .datasets import ADDED_DEV_SETS, ALL_DEV_SETS, DEV_SETS, check_half, half_label
+from .run_records import checked_records as _checked_records
+from .run_records import metric_cell as _cell
 
 __all__ = ["DEV_SETS", "PEERS", "report", "main"]  # DEV_SETS: defined in .datasets
 
@@ -52,35 +62,6 @@ TUNED_SUFFIX = "-tuned"
 def _is_peer(strategy: str) -> bool:
     """A peer anchor, plain or tuned (``<peer>-tuned``)."""
     return strategy in PEERS or strategy.removesuffix(TUNED_SUFFIX) in PEERS
-
-
-def _cell(values: Sequence[float | None]) -> str:
-    from .metrics import bootstrap_ci
-
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return "–"
-    lo, hi = bootstrap_ci(vals)
-    return f"{100 * sum(vals) / len(vals):.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-
-
-def _checked_records(out: Path, name: str, half: str | None) -> dict[str, dict[str, dict]]:
-    """The records of dataset ``name`` under ``out``, refusing results or records of another half."""
-    from .runner import results_half
-
-    wanted = half or "all"
-    found = results_half(out / name)
-    if found is not None and found != wanted:
-        raise ValueError(f"{out / name} holds results of the {half_label(found)}, but the report is for the "
-                         f"{half_label(wanted)}; run the peers with --half {half or '(none)'} into their own --out")
-    recs = read_records(out / name / "records.jsonl")
-    if half is not None:
-        for strategy, by_qid in recs.items():
-            stray = sorted(q for q, r in by_qid.items() if r.get("half") != half)
-            if stray:
-                raise ValueError(f"{out / name / 'records.jsonl'}: {len(stray)} {strategy} record(s) are not from "
-                                 f"the {half_label(half)} (e.g. {stray[0]}); run --half {half} into its own --out")
-    return recs
 
 
 def report(out: Path, strategies: Sequence[str] = OURS + PEERS, half: str | None = None) -> str:
@@ -103,7 +84,7 @@ def report(out: Path, strategies: Sequence[str] = OURS + PEERS, half: str | None
     pairs = ["| dataset | default minus | n | Δ context recall ×100 [95% CI] | p | significant |",
              "|---|---|---|---|---|---|"]
     margins = ["| dataset | default | best peer | default − best peer |", "|---|---|---|---|"]
-    for name, mode, _ in DEV_SETS:
+    for name, mode, _ in ALL_DEV_SETS:
         recs = _checked_records(out, name, half)
         if not recs:
             continue
@@ -151,18 +132,22 @@ def report(out: Path, strategies: Sequence[str] = OURS + PEERS, half: str | None
     ])
 
 
-def _tuned_strategies(strategies: Sequence[str], chosen: dict[str, dict], folder: Path) -> list[str]:
+def _tuned_strategies(strategies: Sequence[str], chosen: dict[str, dict], folder: Path,
+                      budget: int | None = None) -> list[str]:
     """``strategies`` with every peer that has a chosen configuration replaced by ``<peer>-tuned``,
     registered with those options; the options are written to (or checked against)
     ``folder/peer_config.json``. A peer the folder has no configuration for yet is added to
     it (a new peer's tuned runs join the folder of the others').
+
+    With ``budget`` (a budget curve, options chosen per budget) the folder's record keys
+    the options ``<peer>@<budget>``.
 
     Raises:
         ValueError: ``folder`` was run with another configuration of one of these peers.
     """
     from .peer_tuning import register_peer
 
-    used = {p: o for p, o in chosen.items() if p in strategies}
+    used = {(p if budget is None else f"{p}@{budget}"): o for p, o in chosen.items() if p in strategies}
     record = folder / "peer_config.json"
     before = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
     changed = sorted(p for p in used if p in before and before[p] != used[p])
@@ -174,11 +159,44 @@ def _tuned_strategies(strategies: Sequence[str], chosen: dict[str, dict], folder
         record.write_text(json.dumps({**before, **used}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     out = []
     for strategy in strategies:
-        if strategy in used:
-            out.append(register_peer(strategy, used[strategy], name=strategy + TUNED_SUFFIX))
+        if strategy in chosen:
+            out.append(register_peer(strategy, chosen[strategy], name=strategy + TUNED_SUFFIX))
         else:
             out.append(strategy)
     return out
+
+
+def _budget_calls(strategies: Sequence[str], tuned: dict[int, dict[str, dict]], budgets: Sequence[int],
+                  folder: Path) -> list[tuple[list[str], list[int]]]:
+    """The ``swrag eval`` calls of one dataset's budget curve: ``(strategies, budgets)`` each.
+
+    Every pipeline without a tuned configuration runs in one call over all ``budgets`` (one
+    index per pipeline for the whole curve); a peer tuned per budget (``tuned``: budget ->
+    peer -> options) runs as ``<peer>-tuned`` once per distinct configuration, over the
+    budgets that chose it, and as its plain anchor at the budgets without a choice.
+
+    Raises:
+        ValueError: ``folder`` was run with another configuration of a peer at some budget.
+    """
+    plain: list[str] = []
+    groups: dict[tuple[str, str], list[int]] = {}
+    for strategy in strategies:
+        for budget in budgets:
+            options = tuned.get(budget, {}).get(strategy)
+            if options is None:
+                if strategy not in plain:
+                    plain.append(strategy)
+            else:
+                groups.setdefault((strategy, json.dumps(options, sort_keys=True)), []).append(budget)
+    calls: list[tuple[list[str], list[int]]] = []
+    plain_budgets = {s: [b for b in budgets if s not in tuned.get(b, {})] for s in plain}
+    for shared in sorted({tuple(bs) for bs in plain_budgets.values()}, key=len, reverse=True):
+        calls.append(([s for s in plain if tuple(plain_budgets[s]) == shared], list(shared)))
+    for (peer, options), group in groups.items():
+        for budget in group:  # register and check the folder's record per budget
+            names = _tuned_strategies([peer], {peer: json.loads(options)}, folder, budget)
+        calls.append((names, group))
+    return calls
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,7 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", required=True, help="folder with the dev sets' JSONL files")
     parser.add_argument("--out", required=True, help="run folder (one sub-folder per dataset, resumable)")
     parser.add_argument("--strategies", default=",".join(OURS + PEERS), help="pipelines (comma-separated)")
-    parser.add_argument("--datasets", default=",".join(n for n, _, _ in DEV_SETS), help="dev sets (comma-separated)")
+    parser.add_argument("--datasets", default=",".join(n for n, _, _ in DEV_SETS),
+                        help="dev sets (comma-separated; default the six of DEV_SETS; also "
+                             f"{','.join(n for n, _, _ in ADDED_DEV_SETS)})")
     parser.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
     parser.add_argument("--report", default=None, help="write the report here (default: OUT/peers.md)")
     parser.add_argument("--report-only", action="store_true", help="only rebuild the report from OUT")
@@ -196,33 +216,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--peer-config", default=None, metavar="FILE.json",
                         help="run each peer with the configuration chosen for the dataset in FILE (written by "
                              "python -m swrag_integrations.evaluation.peer_tuning), as <peer>-tuned")
+    parser.add_argument("--budgets", default=None, metavar="B1,B2,...",
+                        help="a budget curve, e.g. 300,500,1000,1500: every pipeline evaluated at each budget (one "
+                             "index per pipeline for all of them; with --peer-config each budget's own tuned "
+                             "configuration), reported in OUT/budgets.md and budgets.png instead of peers.md")
     args = parser.parse_args(argv)
+    budgets: list[int] | None = None
+    if args.budgets is not None:
+        from .runner import check_budgets
+
+        try:
+            budgets = check_budgets([int(b) for b in args.budgets.split(",") if b.strip()])
+        except ValueError:
+            print(f"peers: error: --budgets must be distinct positive integers such as 300,500,1000,1500, "
+                  f"got {args.budgets!r}", file=sys.stderr)
+            return 2
     out = Path(args.out)
     strategies = [s for s in args.strategies.split(",") if s]
     wanted = [s for s in args.datasets.split(",") if s]
-    known = {n for n, _, _ in DEV_SETS}
+    known = {n for n, _, _ in ALL_DEV_SETS}
     unknown = sorted(set(wanted) - known)
     if unknown:
         print(f"peers: error: unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}",
               file=sys.stderr)
         return 2
     tuned: dict[str, dict[str, dict]] = {}
+    by_budget: dict[int, dict[str, dict[str, dict]]] = {}  # budget -> dataset -> peer -> options
     if args.peer_config:
         from .peer_tuning import load_peer_config
 
         try:
             tuned = load_peer_config(args.peer_config)
+            by_budget = {b: load_peer_config(args.peer_config, b) for b in budgets or ()}
         except (FileNotFoundError, ValueError) as exc:
             print(f"peers: error: {exc}", file=sys.stderr)
             return 2
     report_strategies = list(strategies)
-    for by_peer in tuned.values():
-        report_strategies += [p + TUNED_SUFFIX for p in by_peer if p in strategies
-                              and p + TUNED_SUFFIX not in report_strategies]
+    for chosen in [tuned] if budgets is None else list(by_budget.values()):
+        for by_peer in chosen.values():
+            report_strategies += [p + TUNED_SUFFIX for p in by_peer if p in strategies
+                                  and p + TUNED_SUFFIX not in report_strategies]
     if not args.report_only:
         from .cli import main as eval_main
 
-        for name, _, flags in DEV_SETS:
+        for name, _, flags in ALL_DEV_SETS:
             if name not in wanted:
                 continue
             data = Path(args.data_dir) / f"{name}.jsonl"
@@ -230,29 +267,46 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"peers: error: no such file: {data}", file=sys.stderr)
                 return 3
             try:
-                run_strategies = _tuned_strategies(strategies, tuned.get(name, {}), out / name)
+                if budgets is None:
+                    calls = [(_tuned_strategies(strategies, tuned.get(name, {}), out / name), None)]
+                else:
+                    calls = _budget_calls(strategies, {b: by_budget.get(b, {}).get(name, {}) for b in budgets},
+                                          budgets, out / name)
             except ValueError as exc:
                 print(f"peers: error: {exc}", file=sys.stderr)
                 return 2
-            cmd = ["--data", str(data), "--strategies", ",".join(run_strategies), "--windows", "512", "--retrieval-only",
-                   "--no-progress", "--out", str(out / name), *flags]
-            if args.limit:
-                cmd += ["--limit", str(args.limit)]
-            if args.half:
-                cmd += ["--half", args.half]
-            print(f"peers: {name}", file=sys.stderr, flush=True)
-            code = eval_main(cmd)
-            if code:
-                return code
+            for run_strategies, run_budgets in calls:
+                cmd = ["--data", str(data), "--strategies", ",".join(run_strategies), "--windows", "512",
+                       "--retrieval-only", "--no-progress", "--out", str(out / name), *flags]
+                if run_budgets:
+                    cmd += ["--budgets", ",".join(map(str, run_budgets)), "--no-plots"]
+                if args.limit:
+                    cmd += ["--limit", str(args.limit)]
+                if args.half:
+                    cmd += ["--half", args.half]
+                print(f"peers: {name}" + (f" (budgets {','.join(map(str, run_budgets))})" if run_budgets else ""),
+                      file=sys.stderr, flush=True)
+                code = eval_main(cmd)
+                if code:
+                    return code
     try:
-        text = report(out, report_strategies, half=args.half)
+        if budgets is None:
+            text = report(out, report_strategies, half=args.half)
+        else:
+            from .budgets import budget_report, plot_budgets
+
+            text = budget_report(out, report_strategies, args.half, budgets)
     except ValueError as exc:
         print(f"peers: error: {exc}", file=sys.stderr)
         return 2
-    target = Path(args.report) if args.report else out / "peers.md"
+    target = Path(args.report) if args.report else out / ("peers.md" if budgets is None else "budgets.md")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     print(f"wrote {target}")
+    if budgets is not None:
+        png = plot_budgets(out, report_strategies, args.half, budgets, target.with_suffix(".png"))
+        if png is not None:
+            print(f"wrote {png}")
     return 0
 
 

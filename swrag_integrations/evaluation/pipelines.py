@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import pickle
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 
 from ..windows import DEFAULT_ENCODING, iter_windows
@@ -57,6 +58,7 @@ __all__ = [
     "chunk_spans",
     "rrf_spans",
     "STOCK_DEFAULT_K",
+    "shared_ranking",
 ]
 
 @dataclass(frozen=True)
@@ -359,6 +361,9 @@ class Pipeline:
     """
 
     assembly = "offset"
+    #: whether :meth:`retrieve` depends on the budget (a budget planner inside the retriever);
+    #: if not, one ranking per question serves every budget (:func:`shared_ranking`)
+    ranking_uses_budget = False
 
     def __init__(self, sources: Sequence[Source], config: EvalConfig, *, k: int | None = None,
                  encoding_name: str = DEFAULT_ENCODING, embeddings=None, budget: int = DEFAULT_BUDGET) -> None:
@@ -384,6 +389,10 @@ class Pipeline:
     def context(self, question: str, budget: int = DEFAULT_BUDGET, queries: Sequence[str] = ()) -> AssembledContext:
         """The budgeted context for ``question``."""
         return assemble_by_offset(self.retrieve(question, queries), self.texts, budget, encoding_name=self.encoding_name)
+
+    def set_budget(self, budget: int) -> None:
+        """Answer later questions under ``budget`` tokens, on the same index (budget curves)."""
+        self.budget = budget
 
     def close(self) -> None:
         """Release external resources (vector store collections)."""
@@ -443,6 +452,7 @@ class ParentPipeline(Pipeline):
     """
 
     RETRIEVER_OPTIONS: dict = {}
+    ranking_uses_budget = True  # the retriever's planner chooses parents for its budget
 
     def __init__(self, sources, config, *, embeddings=None, budget: int = DEFAULT_BUDGET, **kwargs) -> None:
         super().__init__(sources, config, embeddings=embeddings, budget=budget, **kwargs)
@@ -476,7 +486,7 @@ class ParentPipeline(Pipeline):
             self.index.index_documents(docs)
         self.chunks = self.index.count("small")
         self.budget = budget
-        self.retriever = self.make_retriever()
+        self.make_retrievers()
         dim = len(embeddings.embed_query("dimension probe"))
         self.index_bytes = (
             # the source texts (source store) and the small-chunk texts beside their vectors (they tile the sources)
@@ -500,6 +510,15 @@ class ParentPipeline(Pipeline):
         if self.k is not None:
             options["k"] = self.k
         return self.index.as_retriever(**{**options, **overrides})
+
+    def make_retrievers(self) -> None:
+        """(Re)build every retriever that depends on the budget (subclasses with more extend it)."""
+        self.retriever = self.make_retriever()
+
+    def set_budget(self, budget: int) -> None:
+        """Answer later questions under ``budget`` tokens: the same index, retrievers rebuilt."""
+        self.budget = budget
+        self.make_retrievers()
 
     def retriever_for(self, question: str):
         """The retriever that answers ``question`` (one for all; a lever may choose per question)."""
@@ -626,6 +645,40 @@ class LangChainStockPipeline(Pipeline):
             self._client.delete_collection(self._name)
         except Exception:  # already gone
             pass
+
+
+@contextmanager
+def shared_ranking(pipeline: Pipeline) -> Iterator[None]:
+    """Within the block, ``pipeline`` ranks each distinct question (and query variants) once.
+
+    For a budget curve: the contexts of one question under several budgets then differ only
+    in their assembly. A pipeline whose ranking depends on the budget
+    (:attr:`Pipeline.ranking_uses_budget`) ranks as usual. Covers ``retrieve`` and the
+    LangChain anchors' ``_docs`` (the two ranking entry points of the pipelines here).
+    """
+    if pipeline.ranking_uses_budget:
+        yield
+        return
+    memo: dict[tuple, list] = {}
+    patched = []
+    for name in ("retrieve", "_docs"):
+        method = getattr(pipeline, name, None)
+        if method is None:
+            continue
+
+        def cached(question: str, queries: Sequence[str] = (), _method=method, _name=name) -> list:
+            key = (_name, question, tuple(queries))
+            if key not in memo:
+                memo[key] = list(_method(question, queries))
+            return list(memo[key])
+
+        setattr(pipeline, name, cached)  # an instance attribute shadows the method
+        patched.append(name)
+    try:
+        yield
+    finally:
+        for name in patched:
+            delattr(pipeline, name)
 
 
 def build_pipeline(

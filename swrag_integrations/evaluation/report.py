@@ -370,12 +370,31 @@ def write_reports(out: str | os.PathLike, rows: Sequence[dict], records: Sequenc
     return written
 
 
-def read_records(path: Path) -> dict[str, dict[str, dict]]:
-    """A run's ``records.jsonl`` as strategy -> qid -> record (the last record of a question wins, as on resume)."""
+def read_records(path: Path, budget: int | None = None) -> dict[str, dict[str, dict]]:
+    """A run's ``records.jsonl`` as strategy -> qid -> record (the last record of a question wins, as on resume).
+
+    Args:
+        path: the ``records.jsonl`` file (missing: no records).
+        budget: only the records of this context budget (a run with ``--budgets`` holds
+            one record per question and budget); ``None``: every record.
+    """
     out: dict[str, dict[str, dict]] = {}
     if path.exists():
         for line in path.open(encoding="utf-8"):
             if line.strip():
                 rec = json.loads(line)
-                out.setdefault(rec["strategy"], {})[rec["qid"]] = rec
+                if budget is None or rec.get("budget") == budget:
+                    out.setdefault(rec["strategy"], {})[rec["qid"]] = rec
     return out
+
+
+def record_budgets(path: Path) -> list[int]:
+    """The distinct context budgets of the records in ``path`` (``records.jsonl``), ascending."""
+    found = set()
+    if path.exists():
+        for line in path.open(encoding="utf-8"):
+            if line.strip():
+                budget = json.loads(line).get("budget")
+                if budget is not None:
+                    found.add(int(budget))
+    return sorted(found)

@@ -37,7 +37,7 @@ from .datasets import (
     select_half,
 )
 from .metrics import bootstrap_ci, context_recall, qa_f1, source_recall, span_hit
-from .pipelines import PIPELINES, EvalConfig, build_pipeline
+from .pipelines import PIPELINES, EvalConfig, build_pipeline, shared_ranking
 from .steps import ContextSteps, StepTools, add_headers, make_tools, piece_diversity, steps_context
 
 __all__ = [
@@ -408,6 +408,7 @@ def run_eval(
     header_llm=None,
     header_document_tokens: int = 6000,
     half: str | None = None,
+    budgets: Sequence[int] | None = None,
 ) -> list[dict]:
     """Evaluate ``configs`` on every dataset file in ``data``; returns the summary rows.
 
@@ -419,6 +420,11 @@ def run_eval(
             ``"corpus"`` (all documents of a dataset in one index).
         split_passages: cut ``Passage i:`` blocks into separate sources.
         budget: context budget in tokens (same for every configuration).
+        budgets: several budgets in one run (a budget curve; overrides ``budget``): every
+            index is built once and asked every question under each budget, and a pipeline
+            whose ranking does not depend on the budget ranks each question once
+            (:func:`~.pipelines.shared_ranking`); one record per (question, budget), keyed
+            and summarised by budget.
         k: cap on ranked chunks assembled (``None``: as many as fit the budget; the
             stock retrievers then fetch :data:`~.pipelines.STOCK_DEFAULT_K`).
         limit: first ``limit`` questions of each dataset (of ``half`` when given; in
@@ -460,8 +466,7 @@ def run_eval(
     check_half(half)
     if mode not in ("document", "corpus"):
         raise ValueError(f"mode must be 'document' or 'corpus', got {mode!r}")
-    if budget <= 0:
-        raise ValueError(f"budget must be > 0, got {budget}")
+    budgets = check_budgets([budget] if budgets is None else budgets)
     if k is not None and k <= 0:
         raise ValueError(f"k must be > 0, got {k}")
     if not configs:
@@ -507,45 +512,58 @@ def run_eval(
     for name, examples in datasets:
         questions = select_half(examples, half)  # the corpus below still gets every example
         questions = questions[:limit] if limit is not None else questions
-        run = _Run(name, mode, split_passages, budget, k, generate, steps)
         for config in configs:
-            prefix = run.prefix(config)
-            pending = [e for e in questions if _record_key(prefix, e.qid) not in done]
-            plan.append((run, config, examples, questions, pending, prefix))
+            # one index per configuration serves every budget: (run, prefix, pending qids) per budget
+            per_budget = []
+            for b in budgets:
+                run = _Run(name, mode, split_passages, b, k, generate, steps)
+                prefix = run.prefix(config)
+                per_budget.append((run, prefix, {e.qid for e in questions if _record_key(prefix, e.qid) not in done}))
+            pending = [e for e in questions if any(e.qid in todo for _, _, todo in per_budget)]
+            plan.append((per_budget, config, examples, questions, pending))
 
-    total = sum(len(p[3]) for p in plan)
-    remaining = sum(len(p[4]) for p in plan)
+    total = sum(len(p[3]) * len(budgets) for p in plan)
+    remaining = sum(len(todo) for p in plan for _, _, todo in p[0])
     from tqdm.auto import tqdm
 
     bar = tqdm(total=total, initial=total - remaining, disable=not progress, desc="swrag eval", unit="q", file=sys.stderr)
     writer = _Writer(records_path)
     computed = 0
     try:
-        for run, config, examples, questions, pending, prefix in plan:
+        for per_budget, config, examples, questions, pending in plan:
             if not pending:
                 continue
             if max_questions is not None and computed >= max_questions:
                 break
-            bar.set_postfix_str(f"{run.dataset} {config.label}", refresh=False)
-            for index_id, pipe, index_seconds, group in _indexes(run, config, examples, pending, k, embeddings,
+            first_run = per_budget[0][0]
+            bar.set_postfix_str(f"{first_run.dataset} {config.label}", refresh=False)
+            for index_id, pipe, index_seconds, group in _indexes(first_run, config, examples, pending, k, embeddings,
                                                                  encoding_name, headerer):
                 try:
                     header_report = getattr(pipe, "header_report", None)
                     for example in group:
                         if max_questions is not None and computed >= max_questions:
                             break
-                        record = _question_record(
-                            run, config, example, pipe, index_id=index_id, index_seconds=index_seconds,
-                            query_cache=query_cache, llm=llm, encoding_name=encoding_name,
-                            tools=tools, measure_diversity=measure_diversity, header_report=header_report,
-                        )
-                        index_seconds = 0.0  # the index cost is charged to its first question
-                        header_report = None
-                        record["key"] = _record_key(prefix, example.qid)
-                        record["half"] = example.half
-                        writer.write(record)
-                        computed += 1
-                        bar.update(1)
+                        with shared_ranking(pipe):
+                            for run, prefix, todo in per_budget:
+                                if example.qid not in todo:
+                                    continue
+                                if max_questions is not None and computed >= max_questions:
+                                    break
+                                if pipe.budget != run.budget:
+                                    pipe.set_budget(run.budget)
+                                record = _question_record(
+                                    run, config, example, pipe, index_id=index_id, index_seconds=index_seconds,
+                                    query_cache=query_cache, llm=llm, encoding_name=encoding_name,
+                                    tools=tools, measure_diversity=measure_diversity, header_report=header_report,
+                                )
+                                index_seconds = 0.0  # the index cost is charged to its first record
+                                header_report = None
+                                record["key"] = _record_key(prefix, example.qid)
+                                record["half"] = example.half
+                                writer.write(record)
+                                computed += 1
+                                bar.update(1)
                 finally:
                     pipe.close()
                 if max_questions is not None and computed >= max_questions:
@@ -559,11 +577,12 @@ def run_eval(
     # tables show them side by side.
     wanted = {}
     bases: dict[str, set[str]] = {}
-    for run, config, examples, questions, pending, prefix in plan:
-        for e in questions:
-            wanted[_record_key(prefix, e.qid)] = None
-        base = _Run(run.dataset, run.mode, run.split, run.budget, run.k, run.generate).prefix(config)
-        bases.setdefault(base, set()).update(e.qid for e in questions)
+    for per_budget, config, examples, questions, pending in plan:
+        for run, prefix, _ in per_budget:
+            for e in questions:
+                wanted[_record_key(prefix, e.qid)] = None
+            base = _Run(run.dataset, run.mode, run.split, run.budget, run.k, run.generate).prefix(config)
+            bases.setdefault(base, set()).update(e.qid for e in questions)
     records_by_key = {}
     others = {}
     for row in iter_jsonl(records_path):
@@ -583,6 +602,22 @@ def run_eval(
         row["half"] = half or "all"
     write_outputs(out, records, rows, reports=reports, seed=seed, n_resamples=n_resamples)
     return rows
+
+
+def check_budgets(budgets: Sequence[int]) -> list[int]:
+    """``budgets`` as a list of distinct positive integers in the given order.
+
+    Raises:
+        ValueError: empty, a repeated value, or a value that is not a positive integer.
+    """
+    values = list(budgets)
+    bad = [b for b in values if isinstance(b, bool) or not isinstance(b, int) or b <= 0]
+    if not values or bad:
+        raise ValueError(f"budgets must be positive integers (tokens), e.g. 300,500,1000,1500; got {values!r}")
+    repeated = sorted({b for b in values if values.count(b) > 1})
+    if repeated:
+        raise ValueError(f"budgets: {', '.join(map(str, repeated))} given twice; give each budget once")
+    return values
 
 
 def results_half(out_dir: str | os.PathLike) -> str | None:

@@ -32,7 +32,10 @@ class ConfigPipeline(ParentPipeline):
         if self.CONFIG is None:
             raise TypeError("ConfigPipeline needs a subclass with CONFIG set (use register_config)")
         super().__init__(sources, config, budget=budget, **kwargs)
-        options = {**self.CONFIG.retriever_kwargs, "budget_tokens": budget}
+
+    def make_retrievers(self) -> None:
+        """The configuration's retriever at the pipeline's budget (rebuilt by ``set_budget``)."""
+        options = {**self.CONFIG.retriever_kwargs, "budget_tokens": self.budget}
         if self.k is not None:
             options["k"] = self.k
         self.retriever = self.index.as_retriever(**options)
