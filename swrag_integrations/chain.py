@@ -6,7 +6,6 @@ LangChain: :func:`build_rag_chain` (LCEL, streams answer tokens). LlamaIndex:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Sequence
 
@@ -79,10 +78,9 @@ def chat_model_for(llm: Any) -> Any:
 
     if isinstance(llm, LocalLLM):
         return llm.as_chat_model()
-    # An adapter instance exists only if its module was imported: no import here (it
-    # needs LlamaIndex too).
-    adapters = sys.modules.get("swrag_integrations.llm.adapters")
-    if adapters is not None and isinstance(llm, adapters.LangChainLLM):
+    from .llm.langchain_llm import LangChainLLM  # LangChain only, as this module
+
+    if isinstance(llm, LangChainLLM):
         return llm.core.as_chat_model(
             max_tokens=llm.max_new_tokens, temperature=llm.temperature, repetition_penalty=llm.repetition_penalty
         )

@@ -19,7 +19,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .cli_common import (
     EXIT_INPUT,
@@ -98,6 +98,16 @@ def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
     if args.multi_query:
         retriever = MultiQueryFusionRetriever(retriever=retriever, llm=lc_llm)
     return build_rag_chain(retriever, lc_llm).invoke(question)
+
+
+def _load_answering_llm(args: argparse.Namespace) -> Any:
+    """The local LLM for ``ask``/``demo``, after checking that what answers with it (the
+    LangChain chain and LLM adapter) can be imported: a missing extra is reported before
+    the model is loaded, not after."""
+    from .chain import build_rag_chain  # noqa: F401
+    from .llm.langchain_llm import LangChainLLM  # noqa: F401
+
+    return load_llm(args)
 
 
 def _print_answer(result: dict, *, as_json: bool = False) -> None:
@@ -198,7 +208,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     index = open_index(args, must_exist=True)
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
-    llm = None if args.retrieval_only else load_llm(args)
+    llm = None if args.retrieval_only else _load_answering_llm(args)
     result = _answer(index, args.question, args, llm)
     _print_answer(result, as_json=args.json)
     if args.view:
@@ -231,7 +241,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if stale:
             index.delete(stale)
     print(f"indexed {sample_path().name}: {report.summary()}\n")
-    llm = None if args.retrieval_only else load_llm(args)
+    llm = None if args.retrieval_only else _load_answering_llm(args)
     for question in args.question or DEMO_QUESTIONS:
         _print_answer(_answer(index, question, args, llm), as_json=args.json)
     return 0
