@@ -74,6 +74,25 @@ DEMO_QUESTIONS = (
 )
 
 
+def filter_from_options(pairs: Sequence[str]) -> dict | None:
+    """The filter of ``--filter`` items (:func:`~.retrieval.filters.filter_from_pairs`),
+    a ``source`` value naming a file as the index does: relative to the working folder."""
+    from .retrieval.files import source_identity
+    from .retrieval.filters import filter_from_pairs
+
+    return filter_from_pairs(pairs, values=lambda key, value: source_identity(value) if key == "source" else value)
+
+
+def _check_answer_options(args: argparse.Namespace) -> None:
+    """``--k`` and ``--budget`` checked before anything is opened or loaded (one line
+    naming the option, not the retriever's validation dump)."""
+    from .retrieval.settings import positive_int
+
+    for option, value in (("--k", args.k), ("--budget", args.budget)):
+        if value is not None:
+            positive_int(option, value)
+
+
 def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
     from .chain import build_rag_chain
     from .retrieval import MultiQueryFusionRetriever
@@ -84,9 +103,7 @@ def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
     if index.tuned_config is None:  # the index's tuned settings, else the retriever's defaults
         options.setdefault("budget_tokens", 1500)
     if getattr(args, "filter", None):
-        from .retrieval.filters import filter_from_pairs
-
-        options["filter"] = filter_from_pairs(args.filter)
+        options["filter"] = filter_from_options(args.filter)
     retriever = index.as_retriever(**options)
     if llm is None:
         docs = retriever.invoke(question)
@@ -205,6 +222,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     if not args.question.strip():
         raise ValueError("the question must not be empty")
+    _check_answer_options(args)
     index = open_index(args, must_exist=True)
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
@@ -221,6 +239,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Index the bundled sample into an embedded store and answer questions end to end."""
+    _check_answer_options(args)
     from .retrieval import load_files
 
     from .retrieval import source_id_for
@@ -349,8 +368,10 @@ def _configure_ask(ask: argparse.ArgumentParser) -> None:
     config_option(ask, "the index must have its chunking; its retriever settings are used (and recorded in the "
                        "index)")
     ask.add_argument("--filter", action="append", metavar="KEY=VALUE", default=None,
-                     help="only sources whose metadata has KEY=VALUE (repeatable: all must hold), e.g. "
-                          "--filter source=docs/a.md")
+                     help="only sources whose metadata has KEY=VALUE; also KEY!=VALUE and, for numbers, KEY>VALUE, "
+                          ">=, <, <=. Repeatable: different keys must all hold, a key given twice matches either "
+                          "value. A source path is taken relative to the working folder, as `swrag index` takes "
+                          "it, e.g. --filter source=docs/a.md --filter year>=2020")
     ask.add_argument("--view", metavar="FILE", default=None,
                      help="also write the answer with its sources as a self-contained HTML page")
     ask.set_defaults(func=cmd_ask)

@@ -96,9 +96,12 @@ def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEF
                              "and the sources stay in --persist-dir (needs the [milvus] extra)")
     parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
     parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
-    parser.add_argument("--embed-backend", choices=["sentence-transformers", "onnx", "onnx-int8"], default=None,
-                        help="how the bundled MiniLM runs (default: $SWRAG_EMBEDDINGS_BACKEND or sentence-transformers; "
-                             "onnx-int8 is ~3x faster, cosine 0.993 to the reference vectors)")
+    from .retrieval.embedding_backends import BACKENDS, DEFAULT_BACKEND
+
+    parser.add_argument("--embed-backend", choices=list(BACKENDS), default=None,
+                        help="how the bundled MiniLM runs (default: the one the index was built with, else "
+                             f"$SWRAG_EMBEDDINGS_BACKEND, else {DEFAULT_BACKEND}; onnx-int8 is ~3x faster than "
+                             "sentence-transformers, cosine 0.993 to its reference vectors)")
     parser.add_argument("--lock-timeout", type=float, default=600.0,
                         help="seconds to wait while another process writes to the index (default: 600)")
 
@@ -164,7 +167,7 @@ def _index_location(args: argparse.Namespace, *, must_exist: bool) -> Path:
         from .paths import default_index_dir
 
         args.persist_dir = str(default_index_dir())
-    persist = Path(args.persist_dir).expanduser()
+    persist = Path(args.persist_dir).expanduser().absolute()  # once, against the working folder
     if _store(args)[0] is None and must_exist:
         store = persist / "sources" / f"{args.collection}.sqlite3"
         if not persist.is_dir() or not store.is_file():

@@ -57,6 +57,7 @@ __all__ = [
     "LoadResult",
     "load_files",
     "list_files",
+    "source_identity",
     "display_path",
 ]
 
@@ -547,6 +548,13 @@ def _identity(path: Path) -> Path:
     """A file's identity: the absolute path it was reached by, symlinks *not* resolved
     (links are resolved for reading only), so deleting a link forgets its source."""
     return Path(os.path.abspath(path))
+
+
+def source_identity(path: str | os.PathLike[str]) -> str:
+    """The ``metadata["source"]`` a file at ``path`` is indexed under (the absolute path
+    it is reached by from the working folder, ``~`` expanded, symlinks not resolved): how
+    a path typed by the user names an indexed file, e.g. in ``--filter source=docs/a.md``."""
+    return str(_identity(Path(path).expanduser()))
 
 
 def _unique(candidates: list[tuple[Path, _Skip | None]]) -> tuple[list[tuple[Path, Path, _Skip | None]], list[Path]]:

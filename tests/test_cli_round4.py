@@ -1,0 +1,85 @@
+"""CLI frictions of a user's first hour (issue 39 item 4, issue 42 item 9), in process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swrag_integrations import cli
+from swrag_integrations.retrieval.filters import filter_from_pairs, parse_filter
+
+
+def _run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def docs_index(tmp_path, monkeypatch, fake_default_embeddings, capsys):
+    """Two files under ``docs/`` indexed from ``tmp_path`` (the working folder)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("The harbour ferry leaves at noon. " * 5, encoding="utf-8")
+    (tmp_path / "docs" / "b.md").write_text("The harbour ferry returns at dusk. " * 5, encoding="utf-8")
+    code, out, err = _run(capsys, "index", "docs", "--persist-dir", "ix")
+    assert code == 0, err
+    return tmp_path
+
+
+def _sources(capsys, *filters):
+    args = ["ask", "When does the harbour ferry go?", "--persist-dir", "ix", "--retrieval-only", "--json"]
+    for item in filters:
+        args += ["--filter", item]
+    code, out, err = _run(capsys, *args)
+    assert code == 0, err
+    return {s["source"].rsplit("/", 1)[-1] for s in json.loads(out)["sources"]}
+
+
+def test_filter_source_takes_a_path_relative_to_the_working_folder(docs_index, capsys):
+    assert _sources(capsys) == {"a.md", "b.md"}
+    assert _sources(capsys, "source=docs/a.md") == {"a.md"}
+    assert _sources(capsys, f"source={docs_index / 'docs' / 'b.md'}") == {"b.md"}  # absolute as before
+
+
+def test_filter_repeated_key_matches_either_value(docs_index, capsys):
+    assert _sources(capsys, "source=docs/a.md", "source=docs/b.md") == {"a.md", "b.md"}
+    assert _sources(capsys, "source!=docs/a.md") == {"b.md"}
+
+
+def test_filter_operators_map_to_the_filter_language():
+    assert filter_from_pairs(["year>=2020"]) == {"year": {"$gte": 2020}}
+    assert filter_from_pairs(["source==x"]) == {"source": "x"}
+    flt = parse_filter(filter_from_pairs(["year>2000", "year<=2010", "kind!=draft"]))
+    assert flt.matches({"year": 2005, "kind": "final"})
+    assert not flt.matches({"year": 2011, "kind": "final"}) and not flt.matches({"year": 2005, "kind": "draft"})
+    assert not flt.matches({"year": 2000, "kind": "final"})
+    both = parse_filter(filter_from_pairs(["topic=sea", "topic=sky"]))
+    assert both.matches({"topic": "sea"}) and both.matches({"topic": "sky"}) and not both.matches({"topic": "x"})
+    with pytest.raises(ValueError, match="not a number"):
+        filter_from_pairs(["year>=recent"])
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        filter_from_pairs([">=3"])
+
+
+@pytest.mark.parametrize("option, value", [("--k", "0"), ("--budget", "-5")])
+def test_bad_k_or_budget_is_one_line(tmp_path, capsys, option, value):
+    code, out, err = _run(capsys, "ask", "anything", "--persist-dir", str(tmp_path / "none"), "--retrieval-only",
+                          option, value)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0] and "positive" in lines[0], err
+    code, out, err = _run(capsys, "demo", "--persist-dir", str(tmp_path / "demo"), "--retrieval-only", option, value)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and option in err
+    assert not (tmp_path / "demo").exists()  # refused before anything is written
+
+
+def test_embed_backend_help_names_the_real_default(capsys):
+    from swrag_integrations.retrieval.embeddings import DEFAULT_BACKEND
+
+    with pytest.raises(SystemExit):
+        cli.main(["status", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"else {DEFAULT_BACKEND}" in text
+    assert "or sentence-transformers;" not in text
