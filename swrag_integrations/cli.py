@@ -29,6 +29,7 @@ from .cli_common import (
     config_option,
     load_llm,
     missing_extra_message,
+    open_engine,
     open_index,
     read_text,
     sample_path,
@@ -162,7 +163,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             print("swrag: error: --ray needs the [ray] extra: pip install 'swrag-integrations[ray]'", file=sys.stderr)
             return EXIT_USAGE
     try:
-        index = open_index(args, must_exist=False)
+        # the framework-free engine; the LangChain face only for what is built on it (a tuned
+        # configuration is checked against its retriever, the graph and RAPTOR read through it)
+        face = bool(getattr(args, "config", None) or getattr(args, "graph", False) or getattr(args, "raptor", False))
+        index = open_index(args, must_exist=False) if face else open_engine(args, must_exist=False)
         began = time.perf_counter()
         report = ingest_from_args(index, args)
         seconds = time.perf_counter() - began
@@ -194,8 +198,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     import json
 
     from .paths import cache_dir
-
-    from .cli_common import open_engine
 
     # the engine, not the LangChain face: status reads the parts, so it needs neither the
     # face nor (without --deep) the embedding model or bm25s

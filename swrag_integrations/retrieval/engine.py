@@ -333,6 +333,49 @@ class IndexEngine:
                 f"the vector store ({self.vectors.kind}) holds vectors of another index ({foreign[0]!r}), not of the "
                 f"index whose sources are in {self.store!r}: pass the vector store this index was built with")
 
+    # ------------------------------------------------------------------ files
+    def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
+                  encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
+        """Load files (:func:`~.files.load_files`) and index them.
+
+        A file's identity (``metadata["source"]``) is the absolute path it was reached
+        by: a symlinked file is read through its link but indexed under the link's path.
+        With ``prune`` (default) the index then mirrors the given paths
+        (:meth:`~.files.LoadResult.stale`): sources of files that were deleted, emptied
+        (a CSV down to its header or 0 bytes too), or can no longer be read faithfully
+        (skipped, with a warning) are removed, as are CSV rows and PDF pages that
+        disappeared, sources stored under another path to a file indexed now (the
+        resolved path earlier versions stored), and sources of files elsewhere that no
+        longer exist while their folder does; files the walk does not look at (hidden
+        or symlinked folders) keep their sources while they exist. Returns an :class:`~.writer.IndexReport`
+        (``skipped_files`` lists what was not loaded and why). ``workers``: load, cut and embed in this many
+        worker processes, one writer (:func:`~.parallel.index_in_parallel`). ``swrag index``
+        and both faces (``SlidingWindowIndex.add_files``) run this; Ray ingestion
+        (:func:`~.ray_ingest.index_with_ray`) prunes with the same
+        :func:`~.files.indexed_origins` and :meth:`~.files.LoadResult.stale`.
+
+        Raises:
+            ValueError: no indexable file under ``paths``.
+            FileNotFoundError: a given path does not exist.
+        """
+        if workers is not None:
+            from .parallel import index_in_parallel
+
+            return index_in_parallel(self, paths=paths, workers=workers, prune=prune, encoding=encoding,
+                                     errors=errors)
+        from .files import indexed_origins, load_files
+
+        loaded = load_files(paths, encoding=encoding, errors=errors)
+        if not loaded.files:
+            raise ValueError("no indexable files (.txt, .md, .markdown, .pdf, .csv) under the given paths")
+        remove: list[str] = []
+        if prune:
+            remove = loaded.stale(indexed_origins(self.store), {str(d.metadata["source"]) for d in loaded.documents},
+                                  [s.path for s in loaded.skipped])
+        report = self.index_documents(loaded.documents, prune="origins" if prune else False, remove_origins=remove)
+        report.skipped_files = [(str(s.path), s.reason) for s in loaded.skipped]
+        return report
+
     def set_meta(self, key: str, value: Any) -> None:
         """Record ``value`` under ``key`` in the manifest (writer lock held meanwhile)."""
         with self.writing():

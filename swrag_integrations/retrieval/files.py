@@ -41,7 +41,7 @@ import unicodedata
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 try:  # LangChain Documents where LangChain is installed; the engine's own type without it
     from langchain_core.documents import Document
@@ -58,6 +58,7 @@ __all__ = [
     "load_files",
     "list_files",
     "source_identity",
+    "indexed_origins",
     "display_path",
 ]
 
@@ -548,6 +549,12 @@ def _identity(path: Path) -> Path:
     """A file's identity: the absolute path it was reached by, symlinks *not* resolved
     (links are resolved for reading only), so deleting a link forgets its source."""
     return Path(os.path.abspath(path))
+
+
+def indexed_origins(store: Any) -> list[str]:
+    """The files (``metadata["source"]`` origins) a source store holds sources of, sorted:
+    what a re-index of paths compares with the files it finds (:meth:`LoadResult.stale`)."""
+    return sorted({h.origin for h in store.heads().values() if h.origin})
 
 
 def source_identity(path: str | os.PathLike[str]) -> str:
