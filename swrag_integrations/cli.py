@@ -25,6 +25,7 @@ from .cli_common import (
     EXIT_INPUT,
     EXIT_UNHEALTHY,
     EXIT_USAGE,
+    ENCODING_HELP,
     answer_options,
     config_option,
     load_llm,
@@ -57,7 +58,7 @@ def _print_windows(text: str, config: WindowConfig, limit: int | None) -> int:
 
 def cmd_split(args: argparse.Namespace) -> int:
     path = Path(args.path) if args.path else sample_path()
-    text = read_text(path)
+    text = read_text(path, getattr(args, "encoding", None))
     strategies = [s.strip().upper() for s in args.strategy.split(",")]
     for strategy in strategies:
         step = args.step if args.step is not None else (3 if strategy == "DDS" else max(1, args.window // 4))
@@ -292,13 +293,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _configure_split(split: argparse.ArgumentParser) -> None:
-    split.description = "Print the windows of a UTF-8 text file."
+    split.description = "Print the windows of a text file (read as `swrag index` reads it)."
     split.add_argument("path", nargs="?", help="text file (default: the bundled sample document)")
     split.add_argument("--strategy", default="DDS", help="FFS, DFS, DDS or a comma-separated list (default: DDS)")
     split.add_argument("--window", type=int, default=128, help="window size in --unit (default: 128)")
     split.add_argument("--step", type=int, default=None, help="step: units for FFS/DFS (default window/4), delimiters for DDS (default 3)")
     split.add_argument("--unit", choices=["token", "char"], default="token", help="length unit (default: token)")
     split.add_argument("--limit", type=int, default=None, help="print at most this many windows per strategy")
+    split.add_argument("--encoding", default=None, help=ENCODING_HELP)
     split.set_defaults(func=cmd_split)
 
 
@@ -326,7 +328,7 @@ def _configure_index(index: argparse.ArgumentParser) -> None:
         "Ray cluster; one writer either way, and an interrupted run is finished by the next one.")
     index.add_argument("paths", nargs="+", help="files or folders")
     store_options(index)
-    index.add_argument("--encoding", default=None, help="decode text and CSV files with this encoding (e.g. latin-1)")
+    index.add_argument("--encoding", default=None, help=ENCODING_HELP)
     index.add_argument("--errors", choices=["strict", "replace"], default="strict",
                        help="'replace' indexes undecodable bytes as U+FFFD instead of skipping the file (lossy)")
     index.add_argument("--keep-missing", action="store_true",

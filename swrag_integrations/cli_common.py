@@ -74,11 +74,17 @@ def sample_path() -> Path:
     return Path(str(resources.files("swrag_integrations") / "data" / "sample.md"))
 
 
-def read_text(path: Path) -> str:
-    """A text file as the index reads it (CRLF kept: offsets are the index's)."""
+ENCODING_HELP = ("the encoding of the text and CSV files that are not UTF-8, e.g. latin-1 (files with a byte-order "
+                 "mark or valid UTF-8 are always read as such; default: detected, else skipped with a hint)")
+"""The help of ``--encoding`` wherever a command reads files as the index does."""
+
+
+def read_text(path: Path, encoding: str | None = None) -> str:
+    """A text file as the index reads it (CRLF kept: offsets are the index's);
+    ``encoding``: the fallback for a file that is not UTF-8 (``--encoding``)."""
     from .retrieval.files import read_text as read
 
-    return read(path)
+    return read(path, encoding=encoding)
 
 
 def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEFAULT_INDEX) -> None:

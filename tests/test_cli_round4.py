@@ -83,3 +83,27 @@ def test_embed_backend_help_names_the_real_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert f"else {DEFAULT_BACKEND}" in text
     assert "or sentence-transformers;" not in text
+
+
+def test_encoding_is_the_fallback_for_files_that_are_not_utf8(tmp_path):
+    from swrag_integrations.retrieval.files import load_files
+
+    (tmp_path / "zh.txt").write_text("灯塔高四十米，建于1871年。", encoding="utf-8")
+    (tmp_path / "bom.md").write_bytes(b"\xef\xbb\xbf" + "Café au phare.".encode("utf-8"))
+    (tmp_path / "old.txt").write_bytes("Café du port, élevé en 1871.".encode("latin-1"))
+    docs = {d.metadata["source"].rsplit("/", 1)[-1]: d.page_content
+            for d in load_files([tmp_path], encoding="latin-1").documents}
+    assert docs == {"zh.txt": "灯塔高四十米，建于1871年。", "bom.md": "Café au phare.",
+                    "old.txt": "Café du port, élevé en 1871."}
+
+
+def test_split_and_view_split_accept_the_encoding_they_recommend(tmp_path, capsys):
+    path = tmp_path / "old.txt"
+    path.write_bytes("Café du port. Élevé en 1871. Le phare brille.".encode("latin-1"))
+    code, out, err = _run(capsys, "view", "split", str(path), "-o", str(tmp_path / "v.html"))
+    assert code == 2 and "--encoding latin-1" in err
+    code, out, err = _run(capsys, "view", "split", str(path), "--encoding", "latin-1", "-o", str(tmp_path / "v.html"))
+    assert code == 0, err
+    assert "Café du port" in (tmp_path / "v.html").read_text(encoding="utf-8")
+    code, out, err = _run(capsys, "split", str(path), "--encoding", "latin-1", "--unit", "char", "--window", "16")
+    assert code == 0 and "Café" in out, err
