@@ -144,9 +144,14 @@ def _print_answer(result: dict, *, as_json: bool = False) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    for raw in args.paths:
-        if not Path(raw).exists() and not Path(raw).is_symlink():
-            raise FileNotFoundError(f"no such file or directory: {raw}")
+    # a missing path is skipped with a warning (the others are indexed), and the run exits non-zero
+    missing = [raw for raw in args.paths if not Path(raw).exists()]
+    for raw in missing:
+        dangling = f" (a symlink to the missing {os.readlink(raw)})" if Path(raw).is_symlink() else ""
+        print(f"swrag: warning: no such file or directory: {raw}{dangling}; skipped", file=sys.stderr)
+    if len(missing) == len(args.paths):
+        raise FileNotFoundError("no such file or directory: " + ", ".join(missing))
+    args.paths = [raw for raw in args.paths if raw not in missing]
     import time
 
     from .cli_common import ingest_from_args
@@ -192,6 +197,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"note: {note}")
     print(f"index: {index.count()} small chunks from {len(index.source_ids())} sources")
+    if missing:
+        print(f"swrag: error: {len(missing)} of the given paths did not exist (skipped): {', '.join(missing)}",
+              file=sys.stderr)
+        return EXIT_INPUT
     return 0
 
 

@@ -107,3 +107,17 @@ def test_split_and_view_split_accept_the_encoding_they_recommend(tmp_path, capsy
     assert "Café du port" in (tmp_path / "v.html").read_text(encoding="utf-8")
     code, out, err = _run(capsys, "split", str(path), "--encoding", "latin-1", "--unit", "char", "--window", "16")
     assert code == 0 and "Café" in out, err
+
+
+def test_a_missing_path_is_skipped_and_the_rest_indexed(tmp_path, monkeypatch, fake_default_embeddings, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.md").write_text("The harbour ferry leaves at noon.", encoding="utf-8")
+    (tmp_path / "b.md").write_text("The lighthouse was first lit in 1871.", encoding="utf-8")
+    code, out, err = _run(capsys, "index", "a.md", "nope.md", "b.md", "--persist-dir", "ix")
+    assert code == 3
+    assert "nope.md" in err and "skipped" in err and "Traceback" not in err
+    assert "from 2 sources" in out
+    code, out, err = _run(capsys, "index", "gone1.md", "gone2.md", "--persist-dir", "ix")
+    assert code == 3 and "gone1.md" in err and "gone2.md" in err
+    code, out, err = _run(capsys, "index", "a.md", "b.md", "--persist-dir", "ix")
+    assert code == 0 and "unchanged: 2" in out, out  # both indexed, nothing removed by the failed run
