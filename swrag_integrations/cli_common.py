@@ -220,6 +220,7 @@ def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
         step=getattr(args, "step", None),
         lock_timeout=getattr(args, "lock_timeout", 600.0),
         config=config,
+        show_progress=True,  # the command shows its bars (a library call is quiet by default)
     )
 
 
@@ -235,7 +236,8 @@ def open_engine(args: argparse.Namespace, *, must_exist: bool) -> Any:
     return IndexEngine.open(None if host else persist, embedding=_embedding(args), storage=storage,
                             collection_name=args.collection, host=host, port=port,
                             lock_timeout=getattr(args, "lock_timeout", 600.0), strategy=getattr(args, "strategy", None),
-                            window_size=getattr(args, "window", None), step=getattr(args, "step", None))
+                            window_size=getattr(args, "window", None), step=getattr(args, "step", None),
+                            show_progress=True)
 
 
 def load_llm(args: argparse.Namespace) -> Any:

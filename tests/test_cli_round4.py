@@ -121,3 +121,57 @@ def test_a_missing_path_is_skipped_and_the_rest_indexed(tmp_path, monkeypatch, f
     assert code == 3 and "gone1.md" in err and "gone2.md" in err
     code, out, err = _run(capsys, "index", "a.md", "b.md", "--persist-dir", "ix")
     assert code == 0 and "unchanged: 2" in out, out  # both indexed, nothing removed by the failed run
+
+
+@pytest.mark.integration
+def test_the_index_remembers_its_store(tmp_path, monkeypatch, fake_default_embeddings, capsys):
+    """Milvus Lite (a server process): the store is recorded absolute in the manifest; later
+    commands need no --store, and the same relative --store from another folder is refused."""
+    pytest.importorskip("milvus_lite")
+    work, other = tmp_path / "work", tmp_path / "other"
+    (work / "docs").mkdir(parents=True)
+    other.mkdir()
+    (work / "docs" / "a.md").write_text("The harbour ferry leaves at noon. " * 5, encoding="utf-8")
+    index = str(tmp_path / "ix")
+    monkeypatch.chdir(work)
+    code, out, err = _run(capsys, "index", "docs", "--persist-dir", index, "--store", "milvus:vec.db")
+    assert code == 0, err
+    code, out, err = _run(capsys, "ask", "When does the ferry leave?", "--persist-dir", index, "--retrieval-only",
+                          "--json")
+    assert code == 0, err
+    assert json.loads(out)["sources"], out
+    monkeypatch.chdir(other)
+    code, out, err = _run(capsys, "status", "--persist-dir", index)
+    assert code == 0, err
+    code, out, err = _run(capsys, "status", "--persist-dir", index, "--store", "milvus:vec.db")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert str(work / "vec.db") in err and str(other / "vec.db") in err
+    assert not (other / "vec.db").exists()
+
+
+def test_library_indexing_is_quiet_by_default_and_the_cli_shows_bars(tmp_path, capsys):
+    """tqdm bars (on stderr) from a library call only with show_progress=True; `swrag index` keeps them."""
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    from swrag_integrations.cli_common import open_engine
+    from swrag_integrations.retrieval.engine import IndexEngine
+
+    _sys.path.insert(0, str(_Path(__file__).parent))
+    from fake_embeddings import TrigramEmbedder
+
+    (tmp_path / "a.md").write_text("The harbour ferry leaves at noon. " * 20, encoding="utf-8")
+    capsys.readouterr()
+    for folder, show in (("quiet", None), ("bars", True)):
+        engine = IndexEngine.open(tmp_path / folder, embedding=TrigramEmbedder(32),
+                                  **({"show_progress": show} if show else {}))
+        report = engine.add_files(tmp_path / "a.md")
+        engine.close()
+        assert report.ids
+        err = capsys.readouterr().err
+        assert ("chunk" in err) is bool(show), err
+    args = cli.build_parser(["index"]).parse_args(["index", str(tmp_path / "a.md"), "--persist-dir",
+                                                   str(tmp_path / "cli")])
+    engine = open_engine(args, must_exist=False)
+    assert engine.show_progress
+    engine.close()

@@ -148,7 +148,7 @@ class SlidingWindowIndex(VectorStore):
             encoding_name: the chunking (:class:`~.config.IndexConfig`); ``None`` takes
             the stored value of an existing index (different values raise).
         batch_size: chunks embedded and written per batch.
-        show_progress: tqdm progress bars while indexing.
+        show_progress: tqdm progress bars while indexing (default off: quiet in a library call).
         index_text: optional ``chunk text -> text to index`` for BM25 and the default
             store's embeddings (e.g. contextual headers); stored chunks stay exact.
         lock_timeout: seconds a writer waits for another one.
@@ -187,7 +187,7 @@ class SlidingWindowIndex(VectorStore):
         delimiters: Sequence[str] | None = None,
         encoding_name: str | None = None,
         batch_size: int = 256,
-        show_progress: bool = True,
+        show_progress: bool = False,
         index_text: Callable[[str], str] | None = None,
         lock_timeout: float = 600.0,
         config: Any = None,
