@@ -175,3 +175,16 @@ def test_library_indexing_is_quiet_by_default_and_the_cli_shows_bars(tmp_path, c
     engine = open_engine(args, must_exist=False)
     assert engine.show_progress
     engine.close()
+
+
+def test_a_relative_persist_dir_is_resolved_in_each_working_folder(tmp_path, monkeypatch, fake_default_embeddings,
+                                                                    capsys):
+    """The same relative --persist-dir from two folders names two indexes (the embedded
+    Chroma of the first is not reused for the second)."""
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.md").write_text(f"The {name} harbour ferry leaves at noon.", encoding="utf-8")
+        monkeypatch.chdir(tmp_path / name)
+        code, out, err = _run(capsys, "index", "a.md", "--persist-dir", "ix")
+        assert code == 0, err
+        assert "from 1 sources" in out and (tmp_path / name / "ix" / "sources").is_dir()
