@@ -95,24 +95,51 @@ def _check_answer_options(args: argparse.Namespace) -> None:
             positive_int(option, value)
 
 
-def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
-    from .chain import build_rag_chain
-    from .retrieval import MultiQueryFusionRetriever
-
+def _retrieval_options(index: Any, args: argparse.Namespace) -> dict:
+    """The retriever settings ``--k``, ``--budget`` and ``--filter`` give (the budget
+    1500 unless the index has tuned settings of its own)."""
     options = {"k": args.k} if args.k is not None else {}
     if args.budget is not None:
         options["budget_tokens"] = args.budget
-    if index.tuned_config is None:  # the index's tuned settings, else the retriever's defaults
+    if not getattr(index, "engine", index).manifest.get("tuned"):  # the tuned settings, else the defaults
         options.setdefault("budget_tokens", 1500)
     if getattr(args, "filter", None):
         options["filter"] = filter_from_options(args.filter)
-    retriever = index.as_retriever(**options)
-    if llm is None:
-        docs = retriever.invoke(question)
-        from .chain import _sources, format_context
+    return options
 
-        return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs),
-                "grounding": None}
+
+def _retrieve(index: Any, question: str, options: dict) -> dict:
+    """``--retrieval-only``: the windows for ``question`` and their sources, through the
+    framework-free retrieval (:func:`~.retrieval.trace.trace` over the engine, the
+    functions both frameworks' retrievers run) with the index's tuned settings, if any,
+    under ``options``."""
+    from .chain import _sources, format_context
+    from .retrieval.settings import RetrieverSettings
+    from .retrieval.storage import PlainDocument
+    from .retrieval.trace import trace
+
+    engine = getattr(index, "engine", index)
+    tuned = (engine.manifest.get("tuned") or {}).get("retriever") or {}
+    settings = {k: v for k, v in tuned.items() if v is not None and k in RetrieverSettings.keys()}
+    if isinstance(settings.get("weights"), list):
+        settings["weights"] = tuple(settings["weights"])
+    flt = options.get("filter")
+    settings.update((k, v) for k, v in options.items() if k != "filter")
+    spans = trace(engine, question, RetrieverSettings(**settings), filter=flt).spans
+    docs = [PlainDocument(span.text, {**span.metadata, "source_id": span.source_id, "start_index": span.start,
+                                      "end_index": span.end}) for span in spans]
+    return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs),
+            "grounding": None}
+
+
+def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
+    options = _retrieval_options(index, args)
+    if llm is None:
+        return _retrieve(index, question, options)
+    from .chain import build_rag_chain
+    from .retrieval import MultiQueryFusionRetriever
+
+    retriever = index.as_retriever(**options)
     lc_llm = llm.as_langchain()
     if args.multi_query:
         retriever = MultiQueryFusionRetriever(retriever=retriever, llm=lc_llm)
@@ -235,7 +262,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not args.question.strip():
         raise ValueError("the question must not be empty")
     _check_answer_options(args)
-    index = open_index(args, must_exist=True)
+    # retrieval only: the framework-free engine; an answer: the LangChain face and chain
+    # (a --config is checked and recorded by the face)
+    engine_only = args.retrieval_only and not getattr(args, "config", None)
+    index = open_engine(args, must_exist=True) if engine_only else open_index(args, must_exist=True)
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
     llm = None if args.retrieval_only else _load_answering_llm(args)

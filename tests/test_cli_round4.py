@@ -188,3 +188,21 @@ def test_a_relative_persist_dir_is_resolved_in_each_working_folder(tmp_path, mon
         code, out, err = _run(capsys, "index", "a.md", "--persist-dir", "ix")
         assert code == 0, err
         assert "from 1 sources" in out and (tmp_path / name / "ix" / "sources").is_dir()
+
+
+def test_retrieval_only_gives_what_the_retriever_gives(docs_index, capsys):
+    """`ask --retrieval-only` (framework-free, on the engine) returns the windows the
+    LangChain retriever returns for the same settings."""
+    from swrag_integrations.retrieval import SlidingWindowIndex
+
+    question = "When does the harbour ferry return?"
+    code, out, err = _run(capsys, "ask", question, "--persist-dir", "ix", "--retrieval-only", "--json", "--k", "2",
+                          "--budget", "40")
+    assert code == 0, err
+    got = [(s["source_id"], s["start_index"], s["end_index"], s["text"]) for s in json.loads(out)["sources"]]
+    index = SlidingWindowIndex(docs_index / "ix")
+    docs = index.as_retriever(k=2, budget_tokens=40).invoke(question)
+    index.close()
+    assert got == [(d.metadata["source_id"], d.metadata["start_index"], d.metadata["end_index"], d.page_content)
+                   for d in docs]
+    assert got

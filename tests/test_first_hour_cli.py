@@ -155,3 +155,12 @@ def test_index_and_status_without_langchain(without, monkeypatch, tmp_path, caps
     assert cli.main(["index", str(docs), "--persist-dir", store]) == 0, capsys.readouterr().err
     assert "from 1 sources" in capsys.readouterr().out
     assert cli.main(["status", "--persist-dir", store]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert cli.main(["ask", "When does the harbour ferry leave?", "--persist-dir", store, "--retrieval-only",
+                     "--json"]) == 0, capsys.readouterr().err
+    import json
+
+    result = json.loads(capsys.readouterr().out)
+    assert result["sources"] and all(s["source"] == str(docs / "a.md") for s in result["sources"])
+    text = (docs / "a.md").read_text(encoding="utf-8")
+    assert all(text[s["start_index"]:s["end_index"]] == s["text"] for s in result["sources"])
