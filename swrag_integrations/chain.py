@@ -6,21 +6,13 @@ LangChain: :func:`build_rag_chain` (LCEL, streams answer tokens). LlamaIndex:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from langchain_core.documents import Document
-from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompts import PromptTemplate
-from langchain_core.runnables import (
-    Runnable,
-    RunnableGenerator,
-    RunnableLambda,
-    RunnableParallel,
-    RunnablePassthrough,
-)
-from langchain_core.runnables.utils import AddableDict
+if TYPE_CHECKING:  # LangChain is imported where a chain is built: format_context and the sources need none
+    from langchain_core.documents import Document
+    from langchain_core.runnables import Runnable
+    from langchain_core.runnables.utils import AddableDict
 
 from ._lang import contains_cjk
 
@@ -44,7 +36,8 @@ def prompt_for(question: str) -> str:
 
 
 def format_context(docs: Sequence[Document]) -> str:
-    """Join retrieved windows in rank order, each on its own paragraph."""
+    """Join retrieved windows in rank order, each on its own paragraph (any documents
+    with ``page_content``: LangChain's or the engine's ``PlainDocument``)."""
     return "\n\n".join(doc.page_content.strip() for doc in docs if doc.page_content.strip())
 
 
@@ -79,10 +72,9 @@ def chat_model_for(llm: Any) -> Any:
 
     if isinstance(llm, LocalLLM):
         return llm.as_chat_model()
-    # An adapter instance exists only if its module was imported: no import here (it
-    # needs LlamaIndex too).
-    adapters = sys.modules.get("swrag_integrations.llm.adapters")
-    if adapters is not None and isinstance(llm, adapters.LangChainLLM):
+    from .llm.langchain_llm import LangChainLLM  # LangChain only, as this module
+
+    if isinstance(llm, LangChainLLM):
         return llm.core.as_chat_model(
             max_tokens=llm.max_new_tokens, temperature=llm.temperature, repetition_penalty=llm.repetition_penalty
         )
@@ -123,6 +115,8 @@ class _AnswerChunks:
         self.pending = ""
 
     def feed(self, chunk: Mapping[str, Any]) -> list[AddableDict]:
+        from langchain_core.runnables.utils import AddableDict
+
         out: list[AddableDict] = []
         self.seen.update((k, v) for k, v in chunk.items() if k != "answer")
         if not self.head_sent and "docs" in self.seen and "question" in self.seen:
@@ -146,6 +140,8 @@ class _AnswerChunks:
         return out
 
     def close(self) -> list[AddableDict]:
+        from langchain_core.runnables.utils import AddableDict
+
         out = [] if self.answered else [AddableDict(answer="")]
         if self.checker is not None:  # last: every answer sentence tied to the sources
             question = self.seen.get("question")
@@ -185,6 +181,10 @@ def build_rag_chain(retriever: Runnable, llm: Runnable, *, grounding: Any = True
         from .grounding import GroundingChecker
 
         checker = grounding if isinstance(grounding, GroundingChecker) else GroundingChecker()
+
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import PromptTemplate
+    from langchain_core.runnables import RunnableGenerator, RunnableLambda, RunnableParallel, RunnablePassthrough
 
     def to_prompt(inputs: dict) -> str:
         template = PromptTemplate.from_template(prompt_for(inputs["question"]))

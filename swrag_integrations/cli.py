@@ -19,16 +19,18 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .cli_common import (
     EXIT_INPUT,
     EXIT_UNHEALTHY,
     EXIT_USAGE,
+    ENCODING_HELP,
     answer_options,
     config_option,
     load_llm,
     missing_extra_message,
+    open_engine,
     open_index,
     read_text,
     sample_path,
@@ -56,7 +58,7 @@ def _print_windows(text: str, config: WindowConfig, limit: int | None) -> int:
 
 def cmd_split(args: argparse.Namespace) -> int:
     path = Path(args.path) if args.path else sample_path()
-    text = read_text(path)
+    text = read_text(path, getattr(args, "encoding", None))
     strategies = [s.strip().upper() for s in args.strategy.split(",")]
     for strategy in strategies:
         step = args.step if args.step is not None else (3 if strategy == "DDS" else max(1, args.window // 4))
@@ -74,30 +76,84 @@ DEMO_QUESTIONS = (
 )
 
 
-def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
-    from .chain import build_rag_chain
-    from .retrieval import MultiQueryFusionRetriever
+def filter_from_options(pairs: Sequence[str]) -> dict | None:
+    """The filter of ``--filter`` items (:func:`~.retrieval.filters.filter_from_pairs`),
+    a ``source`` value naming a file as the index does: relative to the working folder."""
+    from .retrieval.files import source_identity
+    from .retrieval.filters import filter_from_pairs
 
+    return filter_from_pairs(pairs, values=lambda key, value: source_identity(value) if key == "source" else value)
+
+
+def _check_answer_options(args: argparse.Namespace) -> None:
+    """``--k`` and ``--budget`` checked before anything is opened or loaded (one line
+    naming the option, not the retriever's validation dump)."""
+    from .retrieval.settings import positive_int
+
+    for option, value in (("--k", args.k), ("--budget", args.budget)):
+        if value is not None:
+            positive_int(option, value)
+
+
+def _retrieval_options(index: Any, args: argparse.Namespace) -> dict:
+    """The retriever settings ``--k``, ``--budget`` and ``--filter`` give (the budget
+    1500 unless the index has tuned settings of its own)."""
     options = {"k": args.k} if args.k is not None else {}
     if args.budget is not None:
         options["budget_tokens"] = args.budget
-    if index.tuned_config is None:  # the index's tuned settings, else the retriever's defaults
+    if not getattr(index, "engine", index).manifest.get("tuned"):  # the tuned settings, else the defaults
         options.setdefault("budget_tokens", 1500)
     if getattr(args, "filter", None):
-        from .retrieval.filters import filter_from_pairs
+        options["filter"] = filter_from_options(args.filter)
+    return options
 
-        options["filter"] = filter_from_pairs(args.filter)
-    retriever = index.as_retriever(**options)
+
+def _retrieve(index: Any, question: str, options: dict) -> dict:
+    """``--retrieval-only``: the windows for ``question`` and their sources, through the
+    framework-free retrieval (:func:`~.retrieval.trace.trace` over the engine, the
+    functions both frameworks' retrievers run) with the index's tuned settings, if any,
+    under ``options``."""
+    from .chain import _sources, format_context
+    from .retrieval.settings import RetrieverSettings
+    from .retrieval.storage import PlainDocument
+    from .retrieval.trace import trace
+
+    engine = getattr(index, "engine", index)
+    tuned = (engine.manifest.get("tuned") or {}).get("retriever") or {}
+    settings = {k: v for k, v in tuned.items() if v is not None and k in RetrieverSettings.keys()}
+    if isinstance(settings.get("weights"), list):
+        settings["weights"] = tuple(settings["weights"])
+    flt = options.get("filter")
+    settings.update((k, v) for k, v in options.items() if k != "filter")
+    spans = trace(engine, question, RetrieverSettings(**settings), filter=flt).spans
+    docs = [PlainDocument(span.text, {**span.metadata, "source_id": span.source_id, "start_index": span.start,
+                                      "end_index": span.end}) for span in spans]
+    return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs),
+            "grounding": None}
+
+
+def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
+    options = _retrieval_options(index, args)
     if llm is None:
-        docs = retriever.invoke(question)
-        from .chain import _sources, format_context
+        return _retrieve(index, question, options)
+    from .chain import build_rag_chain
+    from .retrieval import MultiQueryFusionRetriever
 
-        return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs),
-                "grounding": None}
+    retriever = index.as_retriever(**options)
     lc_llm = llm.as_langchain()
     if args.multi_query:
         retriever = MultiQueryFusionRetriever(retriever=retriever, llm=lc_llm)
     return build_rag_chain(retriever, lc_llm).invoke(question)
+
+
+def _load_answering_llm(args: argparse.Namespace) -> Any:
+    """The local LLM for ``ask``/``demo``, after checking that what answers with it (the
+    LangChain chain and LLM adapter) can be imported: a missing extra is reported before
+    the model is loaded, not after."""
+    from .chain import build_rag_chain  # noqa: F401
+    from .llm.langchain_llm import LangChainLLM  # noqa: F401
+
+    return load_llm(args)
 
 
 def _print_answer(result: dict, *, as_json: bool = False) -> None:
@@ -115,9 +171,14 @@ def _print_answer(result: dict, *, as_json: bool = False) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    for raw in args.paths:
-        if not Path(raw).exists() and not Path(raw).is_symlink():
-            raise FileNotFoundError(f"no such file or directory: {raw}")
+    # a missing path is skipped with a warning (the others are indexed), and the run exits non-zero
+    missing = [raw for raw in args.paths if not Path(raw).exists()]
+    for raw in missing:
+        dangling = f" (a symlink to the missing {os.readlink(raw)})" if Path(raw).is_symlink() else ""
+        print(f"swrag: warning: no such file or directory: {raw}{dangling}; skipped", file=sys.stderr)
+    if len(missing) == len(args.paths):
+        raise FileNotFoundError("no such file or directory: " + ", ".join(missing))
+    args.paths = [raw for raw in args.paths if raw not in missing]
     import time
 
     from .cli_common import ingest_from_args
@@ -135,7 +196,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             print("swrag: error: --ray needs the [ray] extra: pip install 'swrag-integrations[ray]'", file=sys.stderr)
             return EXIT_USAGE
     try:
-        index = open_index(args, must_exist=False)
+        # the framework-free engine; the LangChain face only for what is built on it (a tuned
+        # configuration is checked against its retriever, the graph and RAPTOR read through it)
+        face = bool(getattr(args, "config", None) or getattr(args, "graph", False) or getattr(args, "raptor", False))
+        index = open_index(args, must_exist=False) if face else open_engine(args, must_exist=False)
         began = time.perf_counter()
         report = ingest_from_args(index, args)
         seconds = time.perf_counter() - began
@@ -160,6 +224,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"note: {note}")
     print(f"index: {index.count()} small chunks from {len(index.source_ids())} sources")
+    if missing:
+        print(f"swrag: error: {len(missing)} of the given paths did not exist (skipped): {', '.join(missing)}",
+              file=sys.stderr)
+        return EXIT_INPUT
     return 0
 
 
@@ -167,8 +235,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     import json
 
     from .paths import cache_dir
-
-    from .cli_common import open_engine
 
     # the engine, not the LangChain face: status reads the parts, so it needs neither the
     # face nor (without --deep) the embedding model or bm25s
@@ -195,10 +261,14 @@ def cmd_repair(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     if not args.question.strip():
         raise ValueError("the question must not be empty")
-    index = open_index(args, must_exist=True)
+    _check_answer_options(args)
+    # retrieval only: the framework-free engine; an answer: the LangChain face and chain
+    # (a --config is checked and recorded by the face)
+    engine_only = args.retrieval_only and not getattr(args, "config", None)
+    index = open_engine(args, must_exist=True) if engine_only else open_index(args, must_exist=True)
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
-    llm = None if args.retrieval_only else load_llm(args)
+    llm = None if args.retrieval_only else _load_answering_llm(args)
     result = _answer(index, args.question, args, llm)
     _print_answer(result, as_json=args.json)
     if args.view:
@@ -211,6 +281,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Index the bundled sample into an embedded store and answer questions end to end."""
+    _check_answer_options(args)
     from .retrieval import load_files
 
     from .retrieval import source_id_for
@@ -231,7 +302,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if stale:
             index.delete(stale)
     print(f"indexed {sample_path().name}: {report.summary()}\n")
-    llm = None if args.retrieval_only else load_llm(args)
+    llm = None if args.retrieval_only else _load_answering_llm(args)
     for question in args.question or DEMO_QUESTIONS:
         _print_answer(_answer(index, question, args, llm), as_json=args.json)
     return 0
@@ -261,13 +332,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _configure_split(split: argparse.ArgumentParser) -> None:
-    split.description = "Print the windows of a UTF-8 text file."
+    split.description = "Print the windows of a text file (read as `swrag index` reads it)."
     split.add_argument("path", nargs="?", help="text file (default: the bundled sample document)")
     split.add_argument("--strategy", default="DDS", help="FFS, DFS, DDS or a comma-separated list (default: DDS)")
     split.add_argument("--window", type=int, default=128, help="window size in --unit (default: 128)")
     split.add_argument("--step", type=int, default=None, help="step: units for FFS/DFS (default window/4), delimiters for DDS (default 3)")
     split.add_argument("--unit", choices=["token", "char"], default="token", help="length unit (default: token)")
     split.add_argument("--limit", type=int, default=None, help="print at most this many windows per strategy")
+    split.add_argument("--encoding", default=None, help=ENCODING_HELP)
     split.set_defaults(func=cmd_split)
 
 
@@ -295,7 +367,7 @@ def _configure_index(index: argparse.ArgumentParser) -> None:
         "Ray cluster; one writer either way, and an interrupted run is finished by the next one.")
     index.add_argument("paths", nargs="+", help="files or folders")
     store_options(index)
-    index.add_argument("--encoding", default=None, help="decode text and CSV files with this encoding (e.g. latin-1)")
+    index.add_argument("--encoding", default=None, help=ENCODING_HELP)
     index.add_argument("--errors", choices=["strict", "replace"], default="strict",
                        help="'replace' indexes undecodable bytes as U+FFFD instead of skipping the file (lossy)")
     index.add_argument("--keep-missing", action="store_true",
@@ -339,8 +411,10 @@ def _configure_ask(ask: argparse.ArgumentParser) -> None:
     config_option(ask, "the index must have its chunking; its retriever settings are used (and recorded in the "
                        "index)")
     ask.add_argument("--filter", action="append", metavar="KEY=VALUE", default=None,
-                     help="only sources whose metadata has KEY=VALUE (repeatable: all must hold), e.g. "
-                          "--filter source=docs/a.md")
+                     help="only sources whose metadata has KEY=VALUE; also KEY!=VALUE and, for numbers, KEY>VALUE, "
+                          ">=, <, <=. Repeatable: different keys must all hold, a key given twice matches either "
+                          "value. A source path is taken relative to the working folder, as `swrag index` takes "
+                          "it, e.g. --filter source=docs/a.md --filter year>=2020")
     ask.add_argument("--view", metavar="FILE", default=None,
                      help="also write the answer with its sources as a self-contained HTML page")
     ask.set_defaults(func=cmd_ask)

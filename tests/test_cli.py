@@ -114,15 +114,15 @@ def test_help_and_version_import_no_framework(argv, tmp_path):
 def test_subcommand_without_its_extra_says_which_in_one_line(tmp_path):
     """A missing extra: one line naming it, exit code 2, no traceback."""
     (tmp_path / "a.txt").write_text("Some text.", encoding="utf-8")
-    code = ("import sys\nsys.modules['langchain_core'] = None  # as if [retrieval] were not installed\n"
+    code = ("import sys\nsys.modules['chromadb'] = None  # as if [engine] were not installed\n"
             "from swrag_integrations.cli import main\n"
             f"sys.exit(main(['index', 'a.txt', '--persist-dir', 'store']))")
     result = _python(code, tmp_path)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    assert lines[0] == ("swrag: error: `swrag index` needs the [retrieval] extra (module 'langchain_core' is not "
-                        "installed): pip install 'swrag-integrations[retrieval]'")
+    assert lines[0] == ("swrag: error: `swrag index` needs the [engine] extra (module 'chromadb' is not "
+                        "installed): pip install 'swrag-integrations[engine]'")
 
 
 def test_missing_extra_is_blamed_only_when_really_missing(monkeypatch):

@@ -275,8 +275,11 @@ def test_an_index_opens_only_with_the_store_it_was_built_with(tmp_path, store):
     engine = open_engine(tmp_path / "m")
     engine.index_texts(EN)
     engine.close()
+    reopened = IndexEngine.open(tmp_path / "m", embedding=TrigramEmbedder(), show_progress=False)
+    assert reopened.vectors.kind == "Milvus" and reopened.count(None) > 0  # the index remembers its store
+    reopened.close()
     with pytest.raises(IndexMismatchError, match="keeps its vectors in Milvus"):
-        IndexEngine.open(tmp_path / "m", embedding=TrigramEmbedder(), show_progress=False)
+        IndexEngine.open(tmp_path / "m", embedding=TrigramEmbedder(), storage="chroma", show_progress=False)
     chroma = IndexEngine.open(tmp_path / "c", embedding=TrigramEmbedder(), show_progress=False)
     chroma.index_texts(EN)
     with pytest.raises(IndexMismatchError, match="keeps its vectors in Chroma"):

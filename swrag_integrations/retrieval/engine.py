@@ -117,7 +117,8 @@ class IndexEngine:
         chunking: chunking keywords (:class:`~.config.IndexConfig`; ``None`` values take
             the stored ones of an existing index).
         batch_size: chunks embedded and written per batch.
-        show_progress: tqdm progress bars while indexing.
+        show_progress: tqdm progress bars while indexing (default off: a library call is
+            quiet; ``swrag index`` turns them on).
         index_text: ``chunk text -> text to index`` for BM25 (the storage applies it to
             what it embeds).
         lock_timeout: seconds a writer waits for another one.
@@ -130,7 +131,7 @@ class IndexEngine:
 
     def __init__(self, store: SourceStore, vectors: VectorStorage, *, collection_name: str = "swrag",
                  persist_directory: Path | None = None, server: str | None = None,
-                 chunking: dict[str, Any] | None = None, batch_size: int = 256, show_progress: bool = True,
+                 chunking: dict[str, Any] | None = None, batch_size: int = 256, show_progress: bool = False,
                  index_text: Callable[[str], str] | None = None, lock_timeout: float = 600.0,
                  keyword_search: str = "auto") -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
@@ -166,7 +167,7 @@ class IndexEngine:
              storage: VectorStorage | str | None = None, source_store: Any = None, collection_name: str = "swrag",
              host: str | None = None, port: int | None = None, ssl: bool = False,
              headers: dict[str, str] | None = None, client: Any = None,
-             storage_factory: StorageFactory | None = None, batch_size: int = 256, show_progress: bool = True,
+             storage_factory: StorageFactory | None = None, batch_size: int = 256, show_progress: bool = False,
              index_text: Callable[[str], str] | None = None, lock_timeout: float = 600.0,
              keyword_search: str = "auto", **chunking: Any) -> "IndexEngine":
         """Open (or create) an index.
@@ -203,6 +204,7 @@ class IndexEngine:
         if unknown:
             raise TypeError(f"IndexEngine.open() got unexpected keyword argument(s) {', '.join(unknown)}")
         milvus = None
+        given_store = isinstance(storage, (str, os.PathLike))  # named by URI (else the recorded store, or Chroma)
         if isinstance(storage, (str, os.PathLike)):
             from .store_uri import parse_store_uri
 
@@ -231,6 +233,23 @@ class IndexEngine:
                 raise ValueError(f"persist_directory {str(root)!r} cannot be created ({exc})") from exc
             if not root.is_dir():
                 raise ValueError(f"persist_directory {str(root)!r} is not a directory")
+        # the store a local index was built with is in its manifest: used when none is given, and a
+        # different one refused (a relative Milvus Lite file resolved from another folder is another file)
+        store_uri = None
+        if root is not None and storage is None and host is None and client is None:
+            if milvus is not None:
+                milvus = absolute_store(milvus)
+            store_uri = milvus.text if milvus is not None else "chroma"
+            recorded = _recorded_store(root, collection_name) if source_store is None else None
+            if recorded is not None and given_store and store_uri != recorded:
+                kind = "Chroma" if recorded == "chroma" else "Milvus"
+                raise IndexMismatchError(
+                    f"the index in {root} keeps its vectors in {kind} ({recorded}), not {store_uri}: leave "
+                    "--store (storage=) out, the index remembers its store, or index into a new folder")
+            if recorded is not None and not given_store and recorded != store_uri:
+                from .store_uri import parse_store_uri
+
+                milvus, store_uri = absolute_store(parse_store_uri(recorded)), recorded
         server = None
         embedded = storage is None and host is None and client is None  # an embedded Chroma of ours
         if storage is None and milvus is None:
@@ -263,9 +282,12 @@ class IndexEngine:
                                  "build it with IndexTextEmbeddings(embedding, index_text) as its embedding")
             elif embedding is not None:
                 storage.embedding = embedding
-            return cls(store, storage, collection_name=collection_name, persist_directory=root, server=server,
-                       chunking=chunking, batch_size=batch_size, show_progress=show_progress, index_text=index_text,
-                       lock_timeout=lock_timeout, keyword_search=keyword_search)
+            engine = cls(store, storage, collection_name=collection_name, persist_directory=root, server=server,
+                         chunking=chunking, batch_size=batch_size, show_progress=show_progress,
+                         index_text=index_text, lock_timeout=lock_timeout, keyword_search=keyword_search)
+            if store_uri is not None and engine.manifest.get("store") != store_uri:
+                engine.set_meta("store", store_uri)  # a new index, or one written before the store was recorded
+            return engine
         except BaseException:
             if source_store is None:  # ours: do not leave the database open behind a failed open
                 store.close()
@@ -333,6 +355,49 @@ class IndexEngine:
             raise IndexMismatchError(
                 f"the vector store ({self.vectors.kind}) holds vectors of another index ({foreign[0]!r}), not of the "
                 f"index whose sources are in {self.store!r}: pass the vector store this index was built with")
+
+    # ------------------------------------------------------------------ files
+    def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
+                  encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
+        """Load files (:func:`~.files.load_files`) and index them.
+
+        A file's identity (``metadata["source"]``) is the absolute path it was reached
+        by: a symlinked file is read through its link but indexed under the link's path.
+        With ``prune`` (default) the index then mirrors the given paths
+        (:meth:`~.files.LoadResult.stale`): sources of files that were deleted, emptied
+        (a CSV down to its header or 0 bytes too), or can no longer be read faithfully
+        (skipped, with a warning) are removed, as are CSV rows and PDF pages that
+        disappeared, sources stored under another path to a file indexed now (the
+        resolved path earlier versions stored), and sources of files elsewhere that no
+        longer exist while their folder does; files the walk does not look at (hidden
+        or symlinked folders) keep their sources while they exist. Returns an :class:`~.writer.IndexReport`
+        (``skipped_files`` lists what was not loaded and why). ``workers``: load, cut and embed in this many
+        worker processes, one writer (:func:`~.parallel.index_in_parallel`). ``swrag index``
+        and both faces (``SlidingWindowIndex.add_files``) run this; Ray ingestion
+        (:func:`~.ray_ingest.index_with_ray`) prunes with the same
+        :func:`~.files.indexed_origins` and :meth:`~.files.LoadResult.stale`.
+
+        Raises:
+            ValueError: no indexable file under ``paths``.
+            FileNotFoundError: a given path does not exist.
+        """
+        if workers is not None:
+            from .parallel import index_in_parallel
+
+            return index_in_parallel(self, paths=paths, workers=workers, prune=prune, encoding=encoding,
+                                     errors=errors)
+        from .files import indexed_origins, load_files
+
+        loaded = load_files(paths, encoding=encoding, errors=errors)
+        if not loaded.files:
+            raise ValueError("no indexable files (.txt, .md, .markdown, .pdf, .csv) under the given paths")
+        remove: list[str] = []
+        if prune:
+            remove = loaded.stale(indexed_origins(self.store), {str(d.metadata["source"]) for d in loaded.documents},
+                                  [s.path for s in loaded.skipped])
+        report = self.index_documents(loaded.documents, prune="origins" if prune else False, remove_origins=remove)
+        report.skipped_files = [(str(s.path), s.reason) for s in loaded.skipped]
+        return report
 
     def set_meta(self, key: str, value: Any) -> None:
         """Record ``value`` under ``key`` in the manifest (writer lock held meanwhile)."""
@@ -873,6 +938,34 @@ def _wrap(server: str | None, fn: Callable[[], Any], action: str) -> Any:
                 raise ConnectionError(f"Chroma server at {server} did not answer while trying to "
                                       f"{action}: {exc}") from exc
         raise
+
+
+def absolute_store(spec: Any) -> Any:
+    """A Milvus store URI (:class:`~.store_uri.StoreURI`) with its Lite file made absolute
+    (against the working folder) and its text the canonical form recorded in the
+    manifest: ``milvus:/abs/path.db``, ``milvus`` (the index folder's file) or the
+    server's ``milvus[+https]://HOST:PORT``."""
+    import dataclasses
+
+    if spec.path is not None:
+        path = Path(os.path.abspath(spec.path.expanduser()))
+        return dataclasses.replace(spec, path=path, text=f"milvus:{path}")
+    if spec.host is not None:
+        return dataclasses.replace(spec, text=f"{'milvus+https' if spec.ssl else 'milvus'}://{spec.host}:{spec.port}")
+    return dataclasses.replace(spec, text="milvus")
+
+
+def _recorded_store(root: Path, collection_name: str) -> str | None:
+    """The store URI the manifest of the local index in ``root`` records, or ``None``
+    (no index there yet, or written before stores were recorded)."""
+    path = root / "sources" / f"{collection_name}.sqlite3"
+    if not path.is_file():
+        return None
+    store = SqliteSourceStore(path)
+    try:
+        return (store.get_meta() or {}).get("store")
+    finally:
+        store.close()
 
 
 def _open_source_store(source_store: Any, root: Path | None, client: Any, own_storage: bool, collection_name: str,

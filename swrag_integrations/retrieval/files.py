@@ -7,18 +7,20 @@ indexed lossily without saying so: a file that cannot be read faithfully is *ski
 with a reason and a hint (and one :class:`LoadWarning`), and lossy decoding happens
 only when the caller opts in with ``errors="replace"`` (and is then reported too).
 
-Text decoding (``.txt``, ``.md``, ``.markdown`` and ``.csv``), unless ``encoding`` is
-given:
+Text decoding (``.txt``, ``.md``, ``.markdown`` and ``.csv``):
 
 1. a byte-order mark decides: UTF-8 (the BOM is stripped), UTF-16 or UTF-32;
 2. without one, NUL bytes in the first 8 KiB (or a known binary signature such as
-   PNG, ZIP or ELF) mean a *binary file*;
-3. strict UTF-8;
-4. strict GB18030 (Chinese files in the national encoding are common), accepted
+   PNG, ZIP or ELF) mean a *binary file* (unless ``encoding`` is UTF-16/32);
+3. strict UTF-8: valid UTF-8 is always read as UTF-8, so a given ``encoding`` never
+   garbles the UTF-8 files of a folder;
+4. the given ``encoding``, for the files that are not valid UTF-8 (then steps 5 and
+   6 do not apply: a file it cannot decode is skipped as ``"not <encoding> text"``);
+5. strict GB18030 (Chinese files in the national encoding are common), accepted
    only when the text looks like GB2312-range Chinese (at least 90 % of its two-byte
    characters); this keeps Latin-1 or Shift-JIS text, which often also decodes as
    GB18030, from turning into Chinese-looking garbage;
-5. otherwise the file is skipped as ``"not UTF-8 text"`` with a hint that names
+6. otherwise the file is skipped as ``"not UTF-8 text"`` with a hint that names
    the likely encoding (cp1252/latin-1 by a Western-European test, else
    charset-normalizer), e.g. ``looks like cp1252/latin-1: pass encoding='latin-1'
    (CLI: --encoding latin-1)``; when no encoding fits at all, the file is skipped
@@ -41,7 +43,7 @@ import unicodedata
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 try:  # LangChain Documents where LangChain is installed; the engine's own type without it
     from langchain_core.documents import Document
@@ -57,6 +59,8 @@ __all__ = [
     "LoadResult",
     "load_files",
     "list_files",
+    "source_identity",
+    "indexed_origins",
     "display_path",
 ]
 
@@ -373,21 +377,23 @@ def _decode(raw: bytes, path: Path, encoding: str | None, errors: str) -> str:
         _Skip: binary or undecodable (under ``errors="strict"``).
     """
     bom = _bom(raw)
-    wide = bom is not None and bom[1] != "UTF-8"
-    if encoding is not None:
-        wide = wide or _is_wide_unicode(encoding)
-    if not wide and _looks_binary(raw):
-        raise _Skip("binary file", _binary_hint(raw))
-
-    if encoding is not None:
-        candidates = ["utf-8-sig" if _codec_name(encoding) == "utf-8" else encoding]  # strip a UTF-8 BOM
-        label = encoding
-    elif bom is not None:
-        candidates = [bom[0]]
-        label = bom[1]
+    if bom is not None:  # a byte-order mark decides, whatever ``encoding`` says
+        if bom[1] == "UTF-8" and _looks_binary(raw):
+            raise _Skip("binary file", _binary_hint(raw))
+        candidates, label, lossy = [bom[0]], bom[1], bom[0]
     else:
-        candidates = ["utf-8", "gb18030"]
-        label = "UTF-8"
+        binary = _looks_binary(raw)
+        if binary and not (encoding is not None and _is_wide_unicode(encoding)):
+            raise _Skip("binary file", _binary_hint(raw))
+        if not binary:  # valid UTF-8 is UTF-8: ``encoding`` is the fallback for files that are not
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        if encoding is not None:
+            candidates, label, lossy = [encoding], encoding, encoding
+        else:
+            candidates, label, lossy = ["gb18030"], "UTF-8", "utf-8"
     gb_possible = False
     for codec in candidates:
         try:
@@ -400,7 +406,7 @@ def _decode(raw: bytes, path: Path, encoding: str | None, errors: str) -> str:
         return text
 
     if errors == "replace":
-        text, n = _decode_counting(raw, candidates[0])
+        text, n = _decode_counting(raw, lossy)
         if n:
             warnings.warn(
                 f"{path}: decoded as {label} with {n} replacement character(s) (U+FFFD) for undecodable "
@@ -549,6 +555,19 @@ def _identity(path: Path) -> Path:
     return Path(os.path.abspath(path))
 
 
+def indexed_origins(store: Any) -> list[str]:
+    """The files (``metadata["source"]`` origins) a source store holds sources of, sorted:
+    what a re-index of paths compares with the files it finds (:meth:`LoadResult.stale`)."""
+    return sorted({h.origin for h in store.heads().values() if h.origin})
+
+
+def source_identity(path: str | os.PathLike[str]) -> str:
+    """The ``metadata["source"]`` a file at ``path`` is indexed under (the absolute path
+    it is reached by from the working folder, ``~`` expanded, symlinks not resolved): how
+    a path typed by the user names an indexed file, e.g. in ``--filter source=docs/a.md``."""
+    return str(_identity(Path(path).expanduser()))
+
+
 def _unique(candidates: list[tuple[Path, _Skip | None]]) -> tuple[list[tuple[Path, Path, _Skip | None]], list[Path]]:
     """Each file once: ``(path, identity, problem)`` in walk order, and the identities of
     the other paths to a file already listed (duplicates).
@@ -681,7 +700,8 @@ def load_files(
     :attr:`LoadResult.files` to tell it still exists.)
 
     Text decoding follows the rules of this module's docstring: UTF-8 (BOM
-    stripped), UTF-16/32 by BOM, plausible GB18030, else the file is skipped as
+    stripped), UTF-16/32 by BOM, ``encoding`` for files that are not UTF-8, else
+    plausible GB18030, else the file is skipped as
     ``"not UTF-8 text"`` with a hint naming the likely encoding; files with NUL
     bytes in the first 8 KiB (and no UTF-16/32 BOM) are skipped as ``"binary
     file"``. CSV files are decoded the same way.
@@ -708,8 +728,9 @@ def load_files(
 
     Args:
         paths: a file or folder, or several.
-        encoding: decode every text and CSV file with this codec (strictly unless
-            ``errors="replace"``) instead of detecting it, e.g. ``"latin-1"``.
+        encoding: the codec of the text and CSV files that are not UTF-8 (strictly
+            unless ``errors="replace"``), e.g. ``"latin-1"``; files with a byte-order
+            mark or valid UTF-8 are read as such whatever it says.
         errors: ``"strict"`` (skip undecodable files) or ``"replace"`` (the explicit
             opt-in to lossy decoding: undecodable bytes become U+FFFD, with one
             :class:`LoadWarning` per file saying how many were replaced). Binary files

@@ -270,33 +270,64 @@ def _parse_item(key: Any, value: Any, depth: int = 1) -> MetadataFilter:
     return MetadataFilter(op, key, operand)
 
 
-def filter_from_pairs(pairs: Sequence[str]) -> dict[str, Any] | None:
-    """A filter from ``key=value`` strings (the command line's ``--filter``), all of
-    which must hold. A value that reads as a number or ``true``/``false`` also matches
-    that number or boolean (``page=3`` matches ``3`` and ``"3"``).
+_PAIR_OPS = {"=": "$eq", "==": "$eq", "!=": "$ne", ">": "$gt", ">=": "$gte", "<": "$lt", "<=": "$lte"}
+_PAIR = re.compile(r"^\s*([^=!<>]*?)\s*(==|!=|>=|<=|=|>|<)\s*(.*)$", re.S)
+
+
+def _pair_values(raw: str) -> list[Any]:
+    """What a command-line value matches: the text, and the number or boolean it reads as."""
+    values: list[Any] = [raw]
+    for convert in (int, float):
+        try:
+            number = convert(raw)
+        except ValueError:
+            continue
+        if math.isfinite(number):
+            values.append(number)
+        break
+    if raw.lower() in ("true", "false"):
+        values.append(raw.lower() == "true")
+    return values
+
+
+def filter_from_pairs(pairs: Sequence[str], *, values: Callable[[str, str], str] | None = None
+                      ) -> dict[str, Any] | None:
+    """A filter from ``KEY OP VALUE`` strings (the command line's ``--filter``), OP one of
+    ``=``/``==`` (equality), ``!=``, ``>``, ``>=``, ``<``, ``<=`` ($eq, $ne, $gt, $gte,
+    $lt, $lte). Items on different keys must all hold; equalities repeated on one key
+    match any of their values (``$in``). A value that reads as a number or
+    ``true``/``false`` also matches that number or boolean (``page=3`` matches ``3`` and
+    ``"3"``); the order comparisons need a number. ``values(key, value)``, when given,
+    maps each value first (e.g. a relative ``source`` path to the absolute one indexed).
 
     Raises:
-        ValueError: an item without ``=`` or with an empty key.
+        ValueError: an item without an operator, with an empty key, or comparing to a
+            value that is not a number.
     """
     if not pairs:
         return None
+    equal: dict[str, list[Any]] = {}
     parts: list[dict[str, Any]] = []
     for item in pairs:
-        key, sep, raw = str(item).partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--filter {item!r}: write KEY=VALUE, e.g. --filter source=docs/a.md")
-        values: list[Any] = [raw]
-        for convert in (int, float):
-            try:
-                number = convert(raw)
-            except ValueError:
-                continue
-            if math.isfinite(number):
-                values.append(number)
-            break
-        if raw.lower() in ("true", "false"):
-            values.append(raw.lower() == "true")
-        parts.append({key.strip(): values[0] if len(values) == 1 else {"$in": values}})
+        match = _PAIR.match(str(item))
+        if match is None or not match.group(1):
+            raise ValueError(f"--filter {item!r}: write KEY=VALUE (or KEY!=, >, >=, <, <= VALUE), "
+                             "e.g. --filter source=docs/a.md or --filter year>=2020")
+        key, op, raw = match.groups()
+        if values is not None:
+            raw = values(key, raw)
+        options = _pair_values(raw)
+        if op in ("=", "=="):
+            known = equal.setdefault(key, [])
+            known.extend(v for v in options if (type(v), v) not in {(type(k), k) for k in known})
+        elif op == "!=":
+            parts.append({key: {"$nin": options} if len(options) > 1 else {"$ne": raw}})
+        else:
+            numbers = [v for v in options if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if not numbers:
+                raise ValueError(f"--filter {item!r}: {op} compares numbers; {raw!r} is not a number")
+            parts.append({key: {_PAIR_OPS[op]: numbers[0]}})
+    parts = [{key: options[0] if len(options) == 1 else {"$in": options}} for key, options in equal.items()] + parts
     return parts[0] if len(parts) == 1 else {"$and": parts}
 
 

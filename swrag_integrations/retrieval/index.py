@@ -151,7 +151,7 @@ class SlidingWindowIndex(VectorStore):
         chunk_size, child, medium_size, strategy, window_size, step, unit, delimiters, encoding_name: the chunking (:class:`~.config.IndexConfig`); ``None`` takes
             the stored value of an existing index (different values raise).
         batch_size: chunks embedded and written per batch.
-        show_progress: tqdm progress bars while indexing.
+        show_progress: tqdm progress bars while indexing (default off: quiet in a library call).
         index_text: optional ``chunk text -> text to index`` for BM25 and the default
             store's embeddings (e.g. contextual headers); stored chunks stay exact.
         lock_timeout: seconds a writer waits for another one.
@@ -190,7 +190,7 @@ class SlidingWindowIndex(VectorStore):
         delimiters: Sequence[str] | None = None,
         encoding_name: str | None = None,
         batch_size: int = 256,
-        show_progress: bool = True,
+        show_progress: bool = False,
         index_text: Callable[[str], str] | None = None,
         lock_timeout: float = 600.0,
         config: Any = None,
@@ -353,39 +353,9 @@ class SlidingWindowIndex(VectorStore):
 
     def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
                   encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
-        """Load files (:func:`~.files.load_files`) and index them.
-
-        A file's identity (``metadata["source"]``) is the absolute path it was reached
-        by: a symlinked file is read through its link but indexed under the link's path.
-        With ``prune`` (default) the index then mirrors the given paths
-        (:meth:`~.files.LoadResult.stale`): sources of files that were deleted, emptied
-        (a CSV down to its header or 0 bytes too), or can no longer be read faithfully
-        (skipped, with a warning) are removed, as are CSV rows and PDF pages that
-        disappeared, sources stored under another path to a file indexed now (the
-        resolved path earlier versions stored), and sources of files elsewhere that no
-        longer exist while their folder does; files the walk does not look at (hidden
-        or symlinked folders) keep their sources while they exist. Returns an :class:`~.writer.IndexReport` (``skipped_files`` lists
-        what was not loaded and why). ``workers``: load, cut and embed in this many
-        worker processes, one writer (:func:`~.parallel.index_in_parallel`).
-        """
-        if workers is not None:
-            from .parallel import index_in_parallel
-
-            return index_in_parallel(self.engine, paths=paths, workers=workers, prune=prune, encoding=encoding,
-                                     errors=errors)
-        from .files import load_files
-
-        loaded = load_files(paths, encoding=encoding, errors=errors)
-        if not loaded.files:
-            raise ValueError("no indexable files (.txt, .md, .markdown, .pdf, .csv) under the given paths")
-        remove: list[str] = []
-        if prune:
-            origins = sorted({h.origin for h in self.store.heads().values() if h.origin})
-            remove = loaded.stale(origins, {str(d.metadata["source"]) for d in loaded.documents},
-                                  [s.path for s in loaded.skipped])
-        report = self.index_documents(loaded.documents, prune="origins" if prune else False, remove_origins=remove)
-        report.skipped_files = [(str(s.path), s.reason) for s in loaded.skipped]
-        return report
+        """Load files and index them, the index then mirroring them: see
+        :meth:`~.engine.IndexEngine.add_files` (the one implementation, which this calls)."""
+        return self.engine.add_files(paths, prune=prune, encoding=encoding, errors=errors, workers=workers)
 
     def add_documents(self, documents: list[Document], ids: list[str] | None = None, **kwargs: Any) -> list[str]:
         """LangChain ``VectorStore.add_documents``: index whole documents; returns their ids.

@@ -435,7 +435,9 @@ def index_in_parallel(index: "EngineState | Any", documents: Iterable[Any] | Non
         bad = {str(s.path) for s in listing.skipped}
         skipped.extend((str(s.path), s.reason, s.hint) for s in listing.skipped)
         if prune:
-            origins = sorted({h.origin for h in index.store.heads().values() if h.origin})
+            from .files import indexed_origins
+
+            origins = indexed_origins(index.store)
             prune = "origins"
         files = [str(f) for f in listing.files if str(f) not in bad]
         from .writer import IndexReport

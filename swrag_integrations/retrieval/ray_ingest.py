@@ -251,7 +251,7 @@ def _run(index: "EngineState", listing: Any, *, actors: int, prune: bool, encodi
     import ray
     from ray.data import ActorPoolStrategy, DataContext
 
-    from .files import LoadWarning
+    from .files import LoadWarning, indexed_origins
 
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     context = DataContext.get_current()
@@ -261,7 +261,7 @@ def _run(index: "EngineState", listing: Any, *, actors: int, prune: bool, encodi
     bad = {str(s.path) for s in listing.skipped}
     skipped: list[tuple[str, str]] = [(str(s.path), s.reason) for s in listing.skipped]
     files = [str(f) for f in listing.files if str(f) not in bad]
-    origins = sorted({h.origin for h in index.store.heads().values() if h.origin}) if prune else []
+    origins = indexed_origins(index.store) if prune else []
     loaded: set[str] = set()  # the files that gave records (the others were emptied or skipped)
     known = [0]
 

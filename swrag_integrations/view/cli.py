@@ -85,11 +85,12 @@ def write_answer_page(result: Mapping[str, Any], path: str | Path, *, index: Any
     return view.save(path)
 
 
-def read_source(path: Path) -> str:
-    """A text file exactly as the index reads it (:func:`~swrag_integrations.retrieval.files.read_text`)."""
+def read_source(path: Path, encoding: str | None = None) -> str:
+    """A text file exactly as the index reads it (:func:`~swrag_integrations.retrieval.files.read_text`;
+    ``encoding``: the fallback for a file that is not UTF-8)."""
     from ..retrieval.files import read_text
 
-    return read_text(path)
+    return read_text(path, encoding=encoding)
 
 
 def _out(args: argparse.Namespace, kind: str) -> Path:
@@ -106,7 +107,7 @@ def _run_split(args: argparse.Namespace) -> int:
     from .split import WindowsView
 
     path = Path(args.path) if args.path else sample_path()
-    text = read_source(path)
+    text = read_source(path, args.encoding)
     configs = parse_configs(args.strategy, args.window, args.step, args.unit)
     out = _out(args, "split")
     WindowsView(text, *configs, source=path.name).save(out)
@@ -162,14 +163,14 @@ def _run_answer(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``swrag view`` subcommands (split, retrieval, answer) to ``parser``."""
-    from ..cli_common import store_options
+    from ..cli_common import ENCODING_HELP, store_options
 
     sub = parser.add_subparsers(dest="view", metavar="VIEW", required=True)
     out_help = "HTML file to write (default: swrag-view-{split,retrieval,answer}.html)"
 
     split = sub.add_parser(
         "split", help="a document under one or more splitter configurations",
-        description="Write the windows of a UTF-8 text file as HTML: every window as a band over the text, window "
+        description="Write the windows of a text file (read as `swrag index` reads it) as HTML: every window as a band over the text, window "
                     "starts and delimiter units marked, a table of windows; comma-separated values give several "
                     "configurations side by side (e.g. --strategy DDS,FFS).")
     split.add_argument("path", nargs="?", help="text file (default: the bundled sample document)")
@@ -178,6 +179,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     split.add_argument("--step", default=None,
                        help="step: units for FFS/DFS (default window/4), delimiters for DDS (default 3); comma-separated")
     split.add_argument("--unit", default="token", help="token or char; comma-separated (default: token)")
+    split.add_argument("--encoding", default=None, help=ENCODING_HELP)
     split.add_argument("-o", "--out", default=None, help=out_help)
 
     ret = sub.add_parser(
