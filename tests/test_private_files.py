@@ -83,9 +83,12 @@ def test_private_dir_creates_missing_folders_0700_and_leaves_existing_ones(tmp_p
 
 
 def test_a_fresh_default_index_is_private(home, umask022):
+    from swrag_integrations.paths import default_index_dir
     from swrag_integrations.retrieval import SlidingWindowIndex
 
-    index = SlidingWindowIndex(embedding=DeterministicFakeEmbedding(size=384), show_progress=False)
+    # the default location the CLI uses (SlidingWindowIndex() without one is in memory)
+    index = SlidingWindowIndex(default_index_dir(), embedding=DeterministicFakeEmbedding(size=384),
+                               show_progress=False)
     _add_one(index)
     root = home / ".local" / "share" / "swrag" / "index"
     assert Path(index.persist_directory) == root
