@@ -15,6 +15,7 @@ by monkeypatching library classes in this process only (no library code changes)
 * ``--pick SEED:named[:AVOID,...]`` or ``--pick SEED:event`` chooses one of those
   (seeded) from the events a dry run of the same operation on a copy of the index
   counted, prints ``kill <choice>`` and dies there;
+* ``--exclude POINT,...``: points never counted or killed at (a known bug's, tested apart);
 * ``--count`` kills nowhere and prints ``{"events": n, "points": {point: n}}`` as JSON.
 
 A child that runs to the end prints ``done`` and exits 0, so a test can tell a kill
@@ -52,6 +53,7 @@ POINTS = (
     "delete.remove",     # a removed source's vectors half deleted
     "remove",            # inside the remove transaction
     "keyword.commit",    # during the tantivy commit (a thread kills while it runs)
+    "keyword.meta",      # tantivy wrote a commit's files (segments, .del files) but not its meta.json
     "keyword.state",     # tantivy committed, its state (generation) not yet recorded
 )
 
@@ -146,7 +148,8 @@ def differences(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
 class Killer:
     """Counts hook events and kills this process at the chosen one."""
 
-    def __init__(self, spec: str | None) -> None:
+    def __init__(self, spec: str | None, exclude: set[str] | None = None) -> None:
+        self.exclude = exclude or set()  # points that are neither counted nor killed at
         self.events = 0
         self.points: dict[str, int] = {}
         self.point, self.at = None, 0
@@ -158,6 +161,8 @@ class Killer:
 
     def hit(self, point: str) -> bool:
         """Record that ``point`` was reached; True when this is where to die."""
+        if point in self.exclude:
+            return False
         self.events += 1
         self.points[point] = self.points.get(point, 0) + 1
         if self.point == "event":
@@ -265,7 +270,7 @@ def install(killer: Killer) -> None:
         def wrapped(self):
             writer = orig(self)
             if not isinstance(writer, _Writer):
-                writer = self._writer = _Writer(writer, killer)
+                writer = self._writer = _Writer(writer, killer, self._segments)
             return writer
         return wrapped
     around(tantivy_cls, "_writing", writing)
@@ -279,13 +284,25 @@ def install(killer: Killer) -> None:
 
 
 class _Writer:
-    """A tantivy writer whose commit may be interrupted: at the kill point a thread kills
-    the process a moment after the commit started (in tantivy's native code)."""
+    """A tantivy writer whose commit may be interrupted: at ``keyword.commit`` a thread
+    kills the process a moment after the commit started (in tantivy's native code); at
+    ``keyword.meta`` the commit's files are left without its meta.json."""
 
-    def __init__(self, writer: Any, killer: Killer) -> None:
-        self._w, self._killer = writer, killer
+    def __init__(self, writer: Any, killer: Killer, segments: Path) -> None:
+        self._w, self._killer, self._segments = writer, killer, segments
 
     def commit(self) -> Any:
+        if self._killer.hit("keyword.meta"):
+            # the disk as a kill leaves it after tantivy wrote the commit's files and before it
+            # replaced meta.json (the last step of a commit): the new files, the old meta.json
+            meta = self._segments / "meta.json"
+            before = meta.read_bytes() if meta.exists() else None
+            self._w.commit()
+            if before is None:
+                meta.unlink()
+            else:
+                meta.write_bytes(before)
+            die()
         if self._killer.hit("keyword.commit"):
             delay = random.Random(self._killer.events).uniform(0.0, 0.004)
             threading.Thread(target=lambda: (time.sleep(delay), die()), daemon=True).start()
@@ -340,12 +357,13 @@ def main(argv: list[str]) -> None:
     path, store, op = argv[0], argv[1], argv[2]
     version = int(argv[3]) if len(argv) > 3 and not argv[3].startswith("--") else 0
     spec = argv[argv.index("--kill") + 1] if "--kill" in argv else None
-    killer = Killer(None)
+    exclude = set(argv[argv.index("--exclude") + 1].split(",")) if "--exclude" in argv else set()
+    killer = Killer(None, exclude)
     install(killer)
     if "--pick" in argv:
         spec = pick(path, store, op, version, argv[argv.index("--pick") + 1], killer)
         print(f"kill {spec}", flush=True)
-    killer.__init__(spec)
+    killer.__init__(spec, exclude)
     run(path, store, op, version)
     if "--count" in argv:
         print(json.dumps({"events": killer.events, "points": killer.points}))
