@@ -334,7 +334,7 @@ def pick(path: str, store: str, op: str, version: int, spec: str, killer: Killer
     """Choose a kill that ``op`` surely reaches: a dry run on a copy of the index counts
     the hook events, then ``spec`` (``SEED:named[:AVOID,...]`` or ``SEED:event``) draws,
     seeded, a named point (one not in AVOID when there is one) at a random occurrence,
-    or any event."""
+    or any event; ``""`` (no kill) when the operation reaches no step at all."""
     import shutil
     import tempfile
 
@@ -346,6 +346,8 @@ def pick(path: str, store: str, op: str, version: int, spec: str, killer: Killer
             shutil.copytree(path, copy)
         run(copy, store, op, version)
     rng = random.Random(seed)
+    if not killer.events:
+        return ""  # nothing to do (no step reached): the operation runs whole
     if mode == "event":
         return f"event:{rng.randint(1, killer.events)}"
     seen = [p for p in POINTS if p in killer.points]
@@ -362,7 +364,7 @@ def main(argv: list[str]) -> None:
     install(killer)
     if "--pick" in argv:
         spec = pick(path, store, op, version, argv[argv.index("--pick") + 1], killer)
-        print(f"kill {spec}", flush=True)
+        print(f"kill {spec or 'none'}", flush=True)
     killer.__init__(spec, exclude)
     run(path, store, op, version)
     if "--count" in argv:
