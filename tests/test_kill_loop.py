@@ -60,11 +60,13 @@ def forget_clients() -> None:
     SharedSystemClient.clear_system_cache()
 
 
-def kill_loop(tmp_path: Path, store: str, seed: int, exclude: Sequence[str] = ()) -> tuple[list[str], set[str]]:
+def kill_loop(tmp_path: Path, store: str, seed: int, exclude: Sequence[str] = (),
+              focus: str | None = None) -> tuple[list[str], set[str]]:
     """``ROUNDS`` killed writes and repairs on one index (each killed child must die: exit
     -9): even rounds die at a named point (one not killed at yet, while there is one), odd
     rounds at a random hook event. A round whose operation reaches no step (nothing to do)
-    runs whole, must succeed, and does not count.
+    runs whole, must succeed, and does not count. ``focus``: the named rounds die at that
+    point whenever the operation reaches it.
     Returns the round log and the named points killed at."""
     rng = random.Random(seed)
     path = tmp_path / "crashed"
@@ -78,7 +80,8 @@ def kill_loop(tmp_path: Path, store: str, seed: int, exclude: Sequence[str] = ()
         op = rng.choices(["write", "repair", "deep-repair"], weights=[6, 2, 1])[0] if r else "write"
         if op == "write":
             version += rng.choice([0, 1, 1, 2])  # 0: the same version again (finishes a killed write)
-        pick = f"{rng.randrange(10**6)}:" + ("event" if r % 2 else "named:" + ",".join(sorted(killed_at)))
+        avoid = [p for p in POINTS if p != focus] if focus else sorted(killed_at)
+        pick = f"{rng.randrange(10**6)}:" + ("event" if r % 2 else "named:" + ",".join(avoid))
         done = run_child(path, store, op, version, pick=pick, exclude=exclude)
         chosen = done.stdout.split("kill ", 1)[1].split()[0] if "kill " in done.stdout else "?"
         log.append(f"round {r}: {op} v{version} kill {chosen} -> {done.returncode}")
@@ -135,7 +138,7 @@ def test_kill_loop_ends_openable_healthy_and_equal_to_a_clean_build(tmp_path, st
 @pytest.mark.integration
 @ORPHAN_DEL_XFAIL
 def test_kill_loop_with_kills_between_a_tantivy_commit_and_its_meta(tmp_path):
-    log, killed_at = kill_loop(tmp_path, "chroma", seed=7)
+    log, killed_at = kill_loop(tmp_path, "chroma", seed=7, focus=ORPHAN_DEL)
     assert ORPHAN_DEL in killed_at, "\n".join(log)
     check_after_loop(tmp_path, "chroma", log)
 
