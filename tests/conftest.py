@@ -4,7 +4,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from ci_switch import require_shared
+from ci_switch import check_needs, require_shared
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -24,6 +24,8 @@ def pytest_configure(config: pytest.Config) -> None:
     the README's examples and the notebooks' kernels share it, so the GGUF is read and the
     ONNX graph exported once per run instead of once per module. Made by the main process
     before pytest-xdist starts its workers, which inherit the variable."""
+    config.addinivalue_line("markers", "needs_packages(*modules, how): set by ci_switch.needs(); the test skips "
+                                       "(fails when CI is set) when one of the modules is missing")
     if hasattr(config, "workerinput") or os.environ.get("SWRAG_TEST_CACHE"):
         return
     path = tempfile.mkdtemp(prefix="swrag-test-cache-")
@@ -32,6 +34,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _OWN_CACHE = pytest.StashKey[str]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Optional packages a test's ``ci_switch.needs`` mark names: skip when missing, fail under CI."""
+    check_needs(item)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

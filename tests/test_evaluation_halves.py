@@ -11,6 +11,7 @@ import random
 from pathlib import Path
 
 import pytest
+from ci_switch import importorskip
 
 from swrag_integrations.evaluation import EvalConfig, main, run_eval
 from swrag_integrations.evaluation import runner as runner_module
@@ -150,7 +151,7 @@ def _peer_records(folder: Path, half_of_qid: dict[str, str]) -> None:
 
 
 def test_peers_take_the_half_and_refuse_another(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("scipy")
+    importorskip("scipy")
     from swrag_integrations.evaluation import cli as cli_module
     from swrag_integrations.evaluation import peers
 

@@ -8,6 +8,7 @@ import json
 import sys
 
 import pytest
+from ci_switch import needs
 from fake_embeddings import TrigramEmbedder
 
 from swrag_integrations.evaluation import EvalConfig
@@ -19,14 +20,8 @@ from swrag_integrations.evaluation.peer_tuning import main as tuning_main
 from swrag_integrations.evaluation.pipelines import build_pipeline, missing_requirement
 
 
-def _installed() -> bool:
-    try:
-        return importlib.util.find_spec("llama_index.retrievers.bm25") is not None
-    except ImportError:
-        return False
 
-
-needs_bm25 = pytest.mark.skipif(not _installed(), reason="llama-index-retrievers-bm25 is not installed ([eval] extra)")
+needs_bm25 = needs("llama_index.retrievers.bm25", how="pip install -e '.[eval]' (llama-index-retrievers-bm25)")
 
 EN_SENTENCES = [f"The {thing} in room {i} was counted by {who} on day {i + 3}." for i, (thing, who) in enumerate(
     [("lighthouse lamp", "Alice"), ("copper kettle", "Bob"), ("blue bicycle", "Carol"), ("old piano", "Dave"),

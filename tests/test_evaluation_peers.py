@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from ci_switch import importorskip
 
-pytest.importorskip("scipy")
+importorskip("scipy")
 
 from swrag_integrations.evaluation.peers import main, report  # noqa: E402
 

@@ -9,12 +9,13 @@ import argparse
 import json
 
 import pytest
+from ci_switch import importorskip
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake import FakeListLLM
 
-pytest.importorskip("igraph")
-pytest.importorskip("leidenalg")
+importorskip("igraph")
+importorskip("leidenalg")
 
 from swrag_integrations.evaluation.datasets import build_corpus, load_examples  # noqa: E402
 from swrag_integrations.graph import (  # noqa: E402

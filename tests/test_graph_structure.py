@@ -6,10 +6,11 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
+from ci_switch import importorskip
 from langchain_core.embeddings import Embeddings
 
-pytest.importorskip("igraph")
-pytest.importorskip("leidenalg")
+importorskip("igraph")
+importorskip("leidenalg")
 
 from swrag_integrations.graph.communities import detect_communities, extractive_report  # noqa: E402
 from swrag_integrations.graph.extraction import Extraction  # noqa: E402

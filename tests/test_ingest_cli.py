@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ci_switch import importorskip, missing
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.retrieval import SlidingWindowIndex
@@ -24,7 +25,7 @@ HAS_RAY = importlib.util.find_spec("ray") is not None
 
 def run(*args, timeout=600):
     if SWRAG is None:
-        pytest.skip("the swrag entry point is not installed")
+        missing("the swrag entry point", "pip install -e . (it installs the swrag command)")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), HF_HUB_OFFLINE="1",
                TRANSFORMERS_OFFLINE="1", RAY_USAGE_STATS_ENABLED="0", ANONYMIZED_TELEMETRY="False")
     return subprocess.run([SWRAG, *args], capture_output=True, text=True, timeout=timeout, env=env)
@@ -95,8 +96,7 @@ def test_index_refuses_a_bad_worker_count(tmp_path):
 
 @pytest.mark.ray
 def test_index_with_a_bad_ray_address_exits_3_and_changes_nothing(tmp_path):
-    if not HAS_RAY:
-        pytest.skip("the [ray] extra is not installed")
+    importorskip("ray", how="pip install -e '.[ray]' (the [ray] extra)")
     root = _folder(tmp_path)
     store = tmp_path / "store"
     idx = SlidingWindowIndex(store, embedding=DeterministicFakeEmbedding(size=384), show_progress=False)

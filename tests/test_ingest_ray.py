@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ci_switch import importorskip, missing
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-pytest.importorskip("ray.data", reason="the [ray] extra is not installed")
+importorskip("ray.data", how="pip install -e '.[ray]' (the [ray] extra)")
 
 pytestmark = pytest.mark.ray
 
@@ -88,7 +89,7 @@ def _alive_nodes(address) -> int:
 def ray_cluster():
     """Head (1 CPU) + one worker node (2 CPUs) on 127.0.0.2; everything stopped afterwards."""
     if not Path(RAY).exists():
-        pytest.skip("ray CLI not installed")
+        missing("the ray CLI", "pip install -e '.[ray]' (the [ray] extra)")
     port = _free_port(NODE_IP)
     address = f"{NODE_IP}:{port}"
     temp = Path(tempfile.mkdtemp(prefix="swr", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
@@ -129,7 +130,7 @@ def ray_cluster():
 @pytest.fixture
 def chroma_server(tmp_path):
     if not Path(CHROMA).exists():
-        pytest.skip("chroma CLI not installed")
+        missing("the chroma CLI", "pip install chromadb (a dependency of the package)")
     import chromadb
     from chromadb.config import Settings
 

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from ci_switch import importorskip
 
-pytest.importorskip("llama_index.core")
+importorskip("llama_index.core")
 
 ROOT = Path(__file__).resolve().parents[1]
 

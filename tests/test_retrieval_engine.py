@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ci_switch import importorskip
 from fake_embeddings import TrigramEmbedder
 from stores import STORES, store_kwargs
 
@@ -141,7 +142,7 @@ def test_engine_open_rejects_unknown_chunking_keyword(tmp_path: Path) -> None:
 def test_mmr_picks_what_langchain_chroma_picks() -> None:
     """The engine's MMR (chroma.mmr_select) chooses the same chunks as langchain_chroma's,
     near-ties included (duplicated and nearly duplicated candidates)."""
-    lc = pytest.importorskip("langchain_chroma.vectorstores")
+    lc = importorskip("langchain_chroma.vectorstores")
     from swrag_integrations.retrieval.chroma import mmr_select
 
     rng = np.random.default_rng(7)

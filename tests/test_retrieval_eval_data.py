@@ -12,7 +12,7 @@ import ast
 import json
 
 import pytest
-from ci_switch import SHARED, require_shared
+from ci_switch import SHARED, importorskip, require_shared
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
@@ -38,7 +38,7 @@ def _list(value):
 
 @pytest.fixture(scope="module")
 def normans(tmp_path_factory):
-    pytest.importorskip("sentence_transformers")
+    importorskip("sentence_transformers")
     rows = [r for r in _rows("squad_v2_articles.jsonl") if r["title"] == "Normans"]
     index = SlidingWindowIndex(tmp_path_factory.mktemp("squad"), show_progress=False)  # real MiniLM
     index.add_documents([Document(page_content=rows[0]["context"], metadata={"source": "Normans"})])

@@ -56,14 +56,16 @@ def vector_hashes(idx, sid):
 
 def test_the_lease_renews_itself_while_held(tmp_path):
     """Held (e.g. while a large document is cut) for 3 leases: nobody else gets it."""
-    holder = KVSourceStore(file_store(tmp_path), lease_seconds=1.0)
-    other = KVSourceStore(file_store(tmp_path), lease_seconds=1.0)
+    # a lease of 3 s renewed by a thread: generous on a loaded machine (a renewal late by a
+    # whole lease would let the other writer in)
+    holder = KVSourceStore(file_store(tmp_path), lease_seconds=3.0)
+    other = KVSourceStore(file_store(tmp_path), lease_seconds=3.0)
     with holder.writer_lock(10):
         with pytest.raises(LockTimeout, match="holds the index's lease"):
-            with other.writer_lock(3.0):
+            with other.writer_lock(9.5):
                 pass
         holder.check_writer()  # still ours
-    with other.writer_lock(3.0):  # released: the next writer gets it at once, one epoch later
+    with other.writer_lock(9.5):  # released: the next writer gets it at once, one epoch later
         assert other._read_lease()["epoch"] == holder._read_lease()["epoch"] == 2
 
 
@@ -109,6 +111,52 @@ def test_two_threads_of_one_handle_do_not_share_the_lease(tmp_path):
         thread.join()
     with store.writer_lock(1):  # free again
         store.check_writer()
+
+
+def test_the_cli_stops_with_exit_3_when_its_lease_is_taken(tmp_path, capsys, monkeypatch):
+    """`swrag index` over a lease-based source store: its lease is lost while it embeds
+    (its renewal stops, as in a stalled process, and another writer takes the index), so
+    the fence before the vector write raises LeaseLostError: one line on stderr, exit 3,
+    no traceback, the source never marked complete, and the next write finishes what it left pending."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    import swrag_integrations.retrieval.embeddings as embeddings
+    import swrag_integrations.retrieval.engine as engine
+    from swrag_integrations.cli import main as cli_main
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "doc.txt").write_text(V1, encoding="utf-8")
+    stores: list[KVSourceStore] = []
+
+    def source_store(source_store, root, client, own_storage, collection_name, server):
+        stores.append(KVSourceStore(file_store(root / "kv-sources"), lease_seconds=0.5))
+        return stores[-1]
+
+    class Stalling(DeterministicFakeEmbedding):
+        def embed_documents(self, texts):
+            lease = stores[0]._lease
+            if lease is not None and not lease.stop.is_set():  # once, while the CLI's writer holds the lease
+                lease.stop.set()  # its renewal stops, as in a suspended process
+                lease.thread.join()
+                other = KVSourceStore(file_store(tmp_path / "store" / "kv-sources"), lease_seconds=0.5)
+                with other.writer_lock(30):  # waits for the lease to expire, then takes it
+                    pass
+            return super().embed_documents(texts)
+
+    monkeypatch.setattr(engine, "_open_source_store", source_store)
+    monkeypatch.setattr(embeddings, "default_embeddings", lambda backend=None: Stalling(size=16))
+    code = cli_main(["index", str(folder), "--persist-dir", str(tmp_path / "store")])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    lines = [line for line in err.splitlines() if line.startswith("swrag:")]
+    assert len(lines) == 1 and "another writer took it" in lines[0], err
+    assert "Traceback" not in err and "unexpected" not in err
+    after = stores[0]
+    assert [h.state for h in after.heads().values()] == ["pending"]  # never marked complete ...
+    monkeypatch.setattr(embeddings, "default_embeddings", lambda backend=None: DeterministicFakeEmbedding(size=16))
+    assert cli_main(["index", str(folder), "--persist-dir", str(tmp_path / "store")]) == 0
+    assert [h.state for h in stores[-1].heads().values()] == ["complete"]  # ... until the next write
 
 
 # -------------------------------------------------- leases (separate processes)

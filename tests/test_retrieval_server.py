@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from ci_switch import missing
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.retrieval import SlidingWindowIndex
 
 CHROMA = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
-pytestmark = pytest.mark.skipif(not Path(CHROMA).exists(), reason="chroma CLI not installed")
 
 TEXT = " ".join(f"Station {i} on the northern line serves the village of Vill{i}." for i in range(120))
 
@@ -63,6 +63,8 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 
 def test_http_index_survives_restart(tmp_path):
+    if not Path(CHROMA).exists():
+        missing("the chroma CLI", "pip install chromadb (a dependency of the package)")
     port = _free_port()
     data, log = tmp_path / "server-data", tmp_path / "chroma.log"
     embedding = DeterministicFakeEmbedding(size=16)

@@ -4,6 +4,7 @@ return; the views render it (the view tests draw it)."""
 from __future__ import annotations
 
 import pytest
+from ci_switch import importorskip
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
@@ -82,7 +83,7 @@ def test_the_engine_alone_gives_the_same_trace(index):
 
 
 def test_the_llama_index_retriever_traces_too(index):
-    pytest.importorskip("llama_index.core")
+    importorskip("llama_index.core")
     from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
 
     retriever = WindowedLlamaIndexRetriever(index.engine, budget_tokens=120)

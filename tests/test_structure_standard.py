@@ -8,12 +8,13 @@ import tempfile
 from functools import lru_cache
 
 import pytest
+from ci_switch import importorskip
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-pytest.importorskip("igraph")
-pytest.importorskip("leidenalg")
+importorskip("igraph")
+importorskip("leidenalg")
 
 from swrag_integrations.graph import GraphRAG, GraphRAGLocalRetriever, HippoRAG, HippoRAGRetriever, build_graph  # noqa: E402
 from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
@@ -64,7 +65,7 @@ class TestGraphRAGLocalRetriever(RetrieversIntegrationTests):
 
 @lru_cache(maxsize=1)
 def raptor_built():
-    pytest.importorskip("sklearn")
+    importorskip("sklearn")
     from swrag_integrations.raptor import RaptorIndex
 
     idx, _ = built()
