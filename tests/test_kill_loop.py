@@ -117,26 +117,23 @@ def check_after_loop(tmp_path: Path, store: str, log: list[str]) -> None:
     assert not leftovers, leftovers
 
 
-# A kill after tantivy wrote a commit's files but before its meta.json leaves an orphan
-# ``<segment>.<opstamp>.del`` that the next commit tries to create again (FileAlreadyExists):
-# every later write of that index fails. Issue 42 (tantivy orphan .del), being fixed on
-# another branch; the main loop leaves that point out and the loop below includes it.
+# A kill after tantivy wrote a commit's files but before its meta.json used to leave an orphan
+# ``<segment>.<opstamp>.del`` that the next commit tried to create again (FileAlreadyExists),
+# so every later write of that index failed (issue 42; the keyword index now clears files no
+# committed meta.json references). The loop below aims its named rounds at that point.
 ORPHAN_DEL = "keyword.meta"
-ORPHAN_DEL_XFAIL = pytest.mark.xfail(strict=False, reason="issue 42: tantivy orphan .del files after a kill make "
-                                                          "every later keyword commit fail (FileAlreadyExists)")
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("store", ["chroma", MILVUS])
 def test_kill_loop_ends_openable_healthy_and_equal_to_a_clean_build(tmp_path, store):
-    log, killed_at = kill_loop(tmp_path, store, seed=42, exclude=[ORPHAN_DEL])
-    applicable = {p for p in POINTS if p != ORPHAN_DEL and not (store == "milvus" and p.startswith("keyword."))}
+    log, killed_at = kill_loop(tmp_path, store, seed=42)
+    applicable = {p for p in POINTS if not (store == "milvus" and p.startswith("keyword."))}
     assert applicable <= killed_at, f"never killed at {sorted(applicable - killed_at)}\n" + "\n".join(log)
     check_after_loop(tmp_path, store, log)
 
 
 @pytest.mark.integration
-@ORPHAN_DEL_XFAIL
 def test_kill_loop_with_kills_between_a_tantivy_commit_and_its_meta(tmp_path):
     log, killed_at = kill_loop(tmp_path, "chroma", seed=7, focus=ORPHAN_DEL)
     assert ORPHAN_DEL in killed_at, "\n".join(log)
@@ -145,9 +142,6 @@ def test_kill_loop_with_kills_between_a_tantivy_commit_and_its_meta(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("store", ["chroma", MILVUS])
-@pytest.mark.xfail(strict=False, reason="issue 42: repair after an emptied collection (Milvus; Chroma too) rebuilds "
-                                        "the collection from the vectors it holds, none, reports the sources "
-                                        "repaired and writes no vector")
 def test_repair_refills_an_emptied_vector_collection(tmp_path, store):
     """Every vector gone (the collection emptied under complete sources): repair() writes
     them again, and the index equals a clean build."""

@@ -20,7 +20,7 @@ from kill_child import POINTS as KILL_POINTS
 from kill_child import corpus as versioned_corpus
 from kill_child import differences, index_contents, open_index
 from stores import MILVUS, STORES, store_args, store_kwargs, vector_ids
-from test_kill_loop import ORPHAN_DEL, ORPHAN_DEL_XFAIL, clean_build, run_child
+from test_kill_loop import clean_build, run_child
 from swrag_integrations.cli import main as cli_main
 from swrag_integrations.retrieval import IndexDamagedError, IndexMismatchError, SlidingWindowIndex, SourceStoreError
 
@@ -119,8 +119,7 @@ MILVUS_POINTS = [p for p in KILL_POINTS if not p.startswith("keyword.")]
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("store, point", [("chroma", p) if p != ORPHAN_DEL else
-                                          pytest.param("chroma", p, marks=ORPHAN_DEL_XFAIL) for p in KILL_POINTS]
+@pytest.mark.parametrize("store, point", [("chroma", p) for p in KILL_POINTS]
                          + [pytest.param("milvus", p, marks=MILVUS.marks) for p in MILVUS_POINTS])
 def test_a_writer_killed_at_each_write_step_is_completed_by_the_next_write(tmp_path, store, point):
     """kill -9 at every step of a write (in the embedding, inside and after the record's
