@@ -95,12 +95,9 @@ def _swrag_on_path(folder: Path) -> dict[str, str]:
 
 # Pages whose examples fail on today's library code, each for a bug being fixed elsewhere (strict:
 # the fix makes the test pass, and the marker must then go).
-KNOWN_FAILURES = {
-    "getting-started/langchain.md": "split-then-add: retrieved windows of splitter chunks carry offsets "
-                                    "within the chunk, not the file (start_index 0 for every window)",
-    "getting-started/llama-index.md": "SlidingWindowLlamaIndex.from_documents(transformations=[parser]) reads "
-                                      "doc.doc_id of the parsed TextNodes, which have none (AttributeError)",
-}
+# Pages whose examples fail on a known library bug: {page: the bug}, run as strict xfail
+# (empty now: split-then-add offsets and from_documents(transformations=) are fixed).
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _example_params() -> list:
