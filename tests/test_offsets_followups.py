@@ -13,3 +13,56 @@ def test_merged_windows_carry_the_union_of_their_doc_ids():
     ctx = assemble_context([first, second], None)
     assert len(ctx.spans) == 1
     assert ctx.spans[0].metadata["doc_ids"] == ["s@0-20", "s@20-40", "s@40-56"]
+
+
+# ---------------------------------------------------------------- a record that starts past 0
+import os  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: E402
+
+from swrag_integrations import FixedWindowTextSplitter  # noqa: E402
+from swrag_integrations.cli import sample_path  # noqa: E402
+from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
+from swrag_integrations.retrieval.trace import trace  # noqa: E402
+
+QUESTION = "Who keeps the light today?"
+
+
+@pytest.fixture()
+def second_half(tmp_path):
+    """An index holding offset chunks of only the second half of a file (its record's base > 0)."""
+    text = sample_path().read_text(encoding="utf-8")
+    path = str(tmp_path / "sample.md")
+    chunks = FixedWindowTextSplitter(window_size=300, step=120, unit="char").create_documents(
+        [text], metadatas=[{"source": path}])
+    half = [c for c in chunks if c.metadata["start_index"] >= len(text) // 2]
+    assert half and half[0].metadata["start_index"] > 0
+    idx = SlidingWindowIndex(tmp_path / "idx", embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
+    idx.add_documents(half)
+    sid = idx.engine.source_ids()[0]
+    assert idx.engine.record(sid).base > 0
+    yield idx, text, sid
+    idx.close()
+
+
+def test_trace_of_a_record_starting_past_zero_gives_exact_text(second_half):
+    idx, text, sid = second_half
+    t = trace(idx, QUESTION)
+    assert t.hits
+    for hit in t.hits:
+        assert t.source_span(hit.source_id, hit.start, hit.end) == text[hit.start:hit.end]
+        assert t.source_span(hit.source_id, hit.window_start, hit.window_end) == text[hit.window_start:hit.window_end]
+
+
+def test_retrieval_view_of_a_record_starting_past_zero(second_half, tmp_path):
+    from swrag_integrations.view.retrieval import RetrievalView
+
+    idx, text, sid = second_half
+    view = RetrievalView.from_trace(trace(idx, QUESTION))  # raised: spans "not the source's characters"
+    html = view.to_html()
+    for span in view.spans:
+        assert span.text == text[span.start:span.end]
+    assert html
