@@ -66,3 +66,16 @@ def test_retrieval_view_of_a_record_starting_past_zero(second_half, tmp_path):
     for span in view.spans:
         assert span.text == text[span.start:span.end]
     assert html
+
+
+def test_answer_page_reads_a_record_starting_past_zero_from_the_index(second_half, tmp_path):
+    from swrag_integrations.view.cli import write_answer_page
+
+    idx, text, sid = second_half
+    docs = idx.as_retriever(budget_tokens=None).invoke(QUESTION)
+    sources = [{"source": d.metadata["source"], "source_id": d.metadata["source_id"], "text": d.page_content,
+                "start_index": d.metadata["start_index"], "end_index": d.metadata["end_index"]} for d in docs]
+    assert sources and all(s["text"] == text[s["start_index"]:s["end_index"]] for s in sources)
+    out = write_answer_page({"question": QUESTION, "answer": "The keeper.", "sources": sources},
+                            tmp_path / "answer.html", index=idx)  # raised: "lies outside the text"
+    assert out.read_text(encoding="utf-8").count("<") > 0
