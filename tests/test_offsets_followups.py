@@ -79,3 +79,30 @@ def test_answer_page_reads_a_record_starting_past_zero_from_the_index(second_hal
     out = write_answer_page({"question": QUESTION, "answer": "The keeper.", "sources": sources},
                             tmp_path / "answer.html", index=idx)  # raised: "lies outside the text"
     assert out.read_text(encoding="utf-8").count("<") > 0
+
+
+def test_raptor_summaries_of_a_record_starting_past_zero_are_exact_spans(shared_dir, tmp_path):
+    import json
+
+    from swrag_integrations.raptor import ClusterConfig, RaptorIndex, TreeConfig
+
+    row = json.loads((shared_dir / "data" / "eval" / "qasper.jsonl").open(encoding="utf-8").readline())
+    text = row["context"]
+    chunks = FixedWindowTextSplitter(window_size=600, step=300, unit="char").create_documents(
+        [text], metadatas=[{"source": "qasper0"}])
+    half = [c for c in chunks if c.metadata["start_index"] >= len(text) // 2]
+    idx = SlidingWindowIndex(tmp_path / "idx", embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
+    try:
+        idx.add_documents(half)
+        sid = idx.engine.source_ids()[0]
+        assert idx.engine.record(sid).base > 0
+        raptor = RaptorIndex(idx, config=TreeConfig(cluster=ClusterConfig(reduction="pca")), show_progress=False)
+        raptor.build()
+        tree = raptor.tree
+        assert [n for n in tree.nodes if n.layer > 0]  # summaries were built
+        for node in tree.nodes:
+            assert node.spans and len(node.span_texts) == len(node.spans)
+            for (source, a, b), piece in zip(node.spans, node.span_texts):
+                assert source == sid and piece == text[a:b]
+    finally:
+        idx.close()
