@@ -21,7 +21,7 @@ import os  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
-from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: E402
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings  # noqa: E402
 
 from swrag_integrations import FixedWindowTextSplitter  # noqa: E402
 from swrag_integrations.cli import sample_path  # noqa: E402
@@ -106,3 +106,38 @@ def test_raptor_summaries_of_a_record_starting_past_zero_are_exact_spans(shared_
                 assert source == sid and piece == text[a:b]
     finally:
         idx.close()
+
+
+class _FailingEmbedding(Embeddings):
+    """Embeds like ``DeterministicFakeEmbedding``, except that its ``fail_at``-th
+    ``embed_documents`` call raises (a transient failure)."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.inner, self.fail_at, self.calls = DeterministicFakeEmbedding(size=16), fail_at, 0
+
+    def embed_documents(self, texts):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("embedding service down")
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def test_from_vectorstore_failing_mid_way_leaves_the_store_as_it_was(tmp_path):
+    from langchain_core.documents import Document
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    store = InMemoryVectorStore(_FailingEmbedding(fail_at=2))  # the store embeds; its 2nd call: the index's write
+    text = sample_path().read_text(encoding="utf-8")
+    parts = [text[i:i + 700] for i in range(0, len(text), 700)]
+    ids = store.add_documents([Document(page_content=p, metadata={"n": i}) for i, p in enumerate(parts)],
+                              ids=[f"doc{i}" for i in range(len(parts))])
+    before = {k: (r["text"], list(r["vector"]), dict(r["metadata"])) for k, r in store.store.items()}
+    assert len(parts) >= 2 and sorted(before) == sorted(ids)
+    with pytest.raises(RuntimeError, match="embedding service down"):
+        SlidingWindowIndex.from_vectorstore(store, show_progress=False,
+                                            source_store=str(tmp_path / "sources.sqlite"))
+    after = {k: (r["text"], list(r["vector"]), dict(r["metadata"])) for k, r in store.store.items()}
+    assert after == before
