@@ -141,3 +141,22 @@ def test_from_vectorstore_failing_mid_way_leaves_the_store_as_it_was(tmp_path):
                                             source_store=str(tmp_path / "sources.sqlite"))
     after = {k: (r["text"], list(r["vector"]), dict(r["metadata"])) for k, r in store.store.items()}
     assert after == before
+
+
+def test_llama_index_retriever_takes_the_relevance_floor(second_half):
+    from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
+
+    idx, text, sid = second_half
+    everything = WindowedLlamaIndexRetriever(idx.engine).trace(QUESTION).hits
+    relevances = sorted(h.metadata["relevance"] for h in everything)
+    assert len(set(relevances)) > 1
+    floor = relevances[len(relevances) // 2]
+    retriever = WindowedLlamaIndexRetriever(idx.engine, min_relevance=floor)
+    kept = retriever.trace(QUESTION).hits
+    assert [h.chunk_index for h in kept] == [h.chunk_index for h in everything if h.metadata["relevance"] >= floor]
+    assert len(kept) < len(everything)
+    nodes = retriever.retrieve(QUESTION)
+    assert nodes and all(n.node.get_content() == text[n.node.metadata["start_index"]:n.node.metadata["end_index"]]
+                         for n in nodes)
+    with pytest.raises(ValueError, match="min_relevance"):
+        WindowedLlamaIndexRetriever(idx.engine, min_relevance=2)

@@ -96,6 +96,15 @@ class RetrievalTrace:
         return [(hit, hit_status(hit, self.spans)) for hit in self.hits]
 
 
+def check_relevance(value: Any) -> float | None:
+    """A relevance floor: ``None`` or a number in [0, 1] (``ValueError`` naming ``min_relevance``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"min_relevance must be a number in [0, 1] or None, got {value!r}")
+    return float(value)
+
+
 def above_floor(hits: Sequence[ChildHit], min_relevance: float | None) -> list[ChildHit]:
     """The hits whose ``relevance`` (:meth:`~.engine.IndexEngine.search_children`) reaches
     ``min_relevance`` (all of them for ``None``): the retrievers' relevance floor."""
