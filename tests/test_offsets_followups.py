@@ -160,3 +160,22 @@ def test_llama_index_retriever_takes_the_relevance_floor(second_half):
                          for n in nodes)
     with pytest.raises(ValueError, match="min_relevance"):
         WindowedLlamaIndexRetriever(idx.engine, min_relevance=2)
+
+
+def test_delete_ref_doc_removes_the_nodes_inserted_for_it(tmp_path):
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+
+    from swrag_integrations.retrieval.llama_index import SlidingWindowLlamaIndex
+
+    text = sample_path().read_text(encoding="utf-8")
+    nodes = []
+    for i, a in enumerate(range(0, len(text), 400)):
+        node = TextNode(text=text[a:a + 500], start_char_idx=a, end_char_idx=min(len(text), a + 500), id_=f"n{i}")
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id="docA")
+        nodes.append(node)
+    index = SlidingWindowLlamaIndex(tmp_path / "i", embed_model=MockEmbedding(embed_dim=16), show_progress=False)
+    index.insert_nodes(nodes)
+    assert len(index.engine.source_ids()) == 1
+    index.delete_ref_doc("docA")
+    assert index.engine.source_ids() == []

@@ -617,8 +617,11 @@ class SlidingWindowLlamaIndex:
         return record.content_hash, json.dumps(record.metadata, sort_keys=True, default=str)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
-        """Remove a document by its ``doc_id`` (unknown ids are ignored)."""
+        """Remove a document by its ``doc_id``, with the nodes inserted for it (their
+        ``ref_doc_id``: the origin of the source they were joined into); unknown ids are
+        ignored."""
         self.engine.delete_sources(self.engine.resolve_ids([ref_doc_id]))
+        self.engine.index_documents([], remove_origins=[str(ref_doc_id)])
 
     @property
     def ref_doc_ids(self) -> list[str]:
