@@ -162,7 +162,7 @@ def test_llama_index_retriever_takes_the_relevance_floor(second_half):
         WindowedLlamaIndexRetriever(idx.engine, min_relevance=2)
 
 
-def test_delete_ref_doc_removes_the_nodes_inserted_for_it(tmp_path):
+def test_inserted_nodes_show_and_delete_by_their_ref_doc_id(tmp_path):
     from llama_index.core.embeddings import MockEmbedding
     from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 
@@ -177,5 +177,6 @@ def test_delete_ref_doc_removes_the_nodes_inserted_for_it(tmp_path):
     index = SlidingWindowLlamaIndex(tmp_path / "i", embed_model=MockEmbedding(embed_dim=16), show_progress=False)
     index.insert_nodes(nodes)
     assert len(index.engine.source_ids()) == 1
+    assert index.ref_doc_ids == ["docA"]  # the document's id, not the internal source id
     index.delete_ref_doc("docA")
     assert index.engine.source_ids() == []

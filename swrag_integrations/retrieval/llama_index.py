@@ -625,9 +625,11 @@ class SlidingWindowLlamaIndex:
 
     @property
     def ref_doc_ids(self) -> list[str]:
-        """The ``doc_id`` of every document in the index, sorted."""
+        """The ``doc_id`` of every document in the index (for nodes inserted with a
+        ``ref_doc_id``: that id, the origin they were joined under), sorted."""
         records = self.engine.store.get_many(self.engine.source_ids())
-        return sorted(rec.doc_id or sid for sid, rec in records.items())
+        return sorted(rec.doc_id or (rec.metadata.get("source") if rec.members else None) or sid
+                      for sid, rec in records.items())
 
     def as_retriever(self, **kwargs: Any) -> WindowedLlamaIndexRetriever:
         """A :class:`WindowedLlamaIndexRetriever` over this index: merged windows as
