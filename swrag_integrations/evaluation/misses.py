@@ -244,7 +244,7 @@ def trace_misses(misses: list[Miss], run_dir: str | Path, data_dir: str | Path, 
 
         def adds(trace, source: str, start: int, end: int) -> bool:
             """``source[start:end]`` (in ``trace``'s sources) holds answer tokens the recorded context lacks."""
-            text = trace.sources[source][start:end]
+            text = trace.source_span(source, start, end)
             return context_recall(context + SEPARATOR + text, example.answers, example.language) > miss.recall
 
         trace = retriever.trace(example.question)

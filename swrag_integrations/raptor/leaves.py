@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from ..retrieval.records import END, START, WIN_END, WIN_START
+from ..retrieval.trace import piece_span
 from ..windows import DEFAULT_ENCODING, iter_windows
 from .tree import Leaf
 
@@ -73,13 +74,14 @@ def leaves_from_index(index: Any, source_ids: Sequence[str] | None = None, *, le
         rec = records.get(sid)
         if rec is None or not rec.complete:
             continue
-        text = rec.text
+        text, b = rec.text, rec.base  # leaves are in source coordinates: a joined record starts at its base
         a = rec.arrays
         if level == "small":
-            spans: Iterable[tuple[int, int]] = zip(a[START].tolist(), a[END].tolist())
+            spans: Iterable[tuple[int, int]] = zip((a[START] + b).tolist(), (a[END] + b).tolist())
         elif level == "medium":
             spans = ((md["start_index"], md["end_index"]) for md in (rec.medium_metadata(j, m) for j in range(rec.n_mediums(m))))
         else:
-            spans = sorted(set(zip(a[WIN_START].tolist(), a[WIN_END].tolist())))
-        out.extend(Leaf(sid, int(s0), int(s1), text[s0:s1]) for s0, s1 in spans if text[s0:s1].strip())
+            spans = sorted(set(zip((a[WIN_START] + b).tolist(), (a[WIN_END] + b).tolist())))
+        pieces = ((s0, s1, piece_span(b, text, s0, s1)) for s0, s1 in spans)
+        out.extend(Leaf(sid, int(s0), int(s1), piece) for s0, s1, piece in pieces if piece.strip())
     return out

@@ -154,11 +154,13 @@ class RaptorIndex:
 
     def _source_lookup(self, texts: Mapping[str, str] | None) -> Any:
         if self.index is not None:
-            cache: dict[str, str] = {}
+            from ..retrieval.trace import source_piece
 
-            def lookup(sid: str) -> str:
+            cache: dict[str, tuple[int, str]] = {}
+
+            def lookup(sid: str) -> tuple[int, str]:  # (base, text): a joined record may start past 0
                 if sid not in cache:
-                    cache[sid] = self.index.source_text(sid)
+                    cache[sid] = source_piece(self.index, sid)
                 return cache[sid]
 
             return lookup

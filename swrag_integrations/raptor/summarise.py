@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..retrieval.assemble import count_tokens
+from ..retrieval.trace import piece_span
 from ..windows import DEFAULT_ENCODING, token_boundaries
 from .tree import RaptorNode
 
@@ -161,12 +162,14 @@ class SummaryContext:
 
     Args:
         embed: ``texts -> (n, d) array`` (e.g. an ``Embeddings.embed_documents``).
-        source_text: ``source_id -> text``.
+        source_text: ``source_id -> text`` (the whole source), or ``source_id -> (base,
+            text)`` (a piece starting at source offset ``base``, as
+            :func:`~swrag_integrations.retrieval.trace.source_piece` gives it).
         max_sentence_tokens: longest sentence piece (longer ones are cut).
         encoding_name: tiktoken encoding for counting.
     """
 
-    def __init__(self, embed: Callable[[list[str]], Any], source_text: Callable[[str], str], *,
+    def __init__(self, embed: Callable[[list[str]], Any], source_text: Callable[[str], str | tuple[int, str]], *,
                  max_sentence_tokens: int = 80, encoding_name: str = DEFAULT_ENCODING) -> None:
         self._embed = embed
         self._source_text = source_text
@@ -176,8 +179,19 @@ class SummaryContext:
         self._sentences: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
         self.embedded = 0
 
+    def source_piece(self, source_id: str) -> tuple[int, str]:
+        """``(base, text)`` of a source: ``text[i]`` is its character ``base + i``."""
+        got = self._source_text(source_id)
+        return (int(got[0]), got[1]) if isinstance(got, tuple) else (0, got)
+
     def source_text(self, source_id: str) -> str:
-        return self._source_text(source_id)
+        """The text held of a source (starting at its base: slice it with :meth:`span`)."""
+        return self.source_piece(source_id)[1]
+
+    def span(self, source_id: str, start: int, end: int) -> str:
+        """The source's characters ``[start, end)`` (source coordinates)."""
+        base, text = self.source_piece(source_id)
+        return piece_span(base, text, start, end)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of ``texts`` (each distinct text embedded once per context)."""
@@ -197,7 +211,8 @@ class SummaryContext:
         """``(starts, spans)`` of a source's sentences (cached)."""
         got = self._sentences.get(source_id)
         if got is None:
-            spans = sentence_spans(self.source_text(source_id), self.max_sentence_tokens, self.encoding_name)
+            base, text = self.source_piece(source_id)
+            spans = [(base + a, base + b) for a, b in sentence_spans(text, self.max_sentence_tokens, self.encoding_name)]
             got = ([a for a, _ in spans], spans)
             self._sentences[source_id] = got
         return got
@@ -218,8 +233,7 @@ class SummaryContext:
                 i += 1
         if out:
             return list(out)
-        text_of = {sid: self.source_text(sid) for sid, _, _ in clipped}
-        return [(s, a, b) for s, a, b in clipped if text_of[s][a:b].strip()]
+        return [(s, a, b) for s, a, b in clipped if self.span(s, a, b).strip()]
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -266,7 +280,7 @@ class ExtractiveSummarizer:
         candidates = ctx.sentences_in(cluster.leaf_spans)
         if not candidates:
             raise ValueError("the cluster's leaves hold no sentences")
-        texts = [ctx.source_text(s)[a:b] for s, a, b in candidates]
+        texts = [ctx.span(s, a, b) for s, a, b in candidates]
         # fragments ("]", a lone heading) are rarely a summary: drop them unless nothing else is left
         keep = [i for i, t in enumerate(texts) if count_tokens(t, self.encoding_name) >= self.min_sentence_tokens]
         if keep and len(keep) < len(texts):

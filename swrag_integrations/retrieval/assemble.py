@@ -310,8 +310,8 @@ def _fit(
 
 def _merge_metadata(lead: ContextSpan, members: Sequence[ContextSpan], start: int, end: int) -> dict[str, Any]:
     """Metadata of a merged block: the best-ranked member's, made consistent with the
-    block's offsets (hit chunks unioned, chunk bounds widened, best score and
-    relevance kept)."""
+    block's offsets (hit chunks and ``doc_ids`` unioned, chunk bounds widened, best
+    score and relevance kept)."""
     meta = dict(lead.metadata)
     meta["merged_ranks"] = sorted({m.rank for m in members if m.rank is not None})
     meta["n_merged"] = len(members)
@@ -323,6 +323,9 @@ def _merge_metadata(lead: ContextSpan, members: Sequence[ContextSpan], start: in
         values = [md[key] for md in metas if md.get(key) is not None]
         if values:
             meta[key] = pick(values)
+    if any("doc_ids" in md for md in metas):  # every merged window's documents, in source order, once
+        ordered = sorted(members, key=lambda m: (m.start, m.end))
+        meta["doc_ids"] = list(dict.fromkeys(d for m in ordered for d in (m.metadata.get("doc_ids") or [])))
     queries = sorted({md["query_index"] for md in metas if md.get("query_index") is not None})
     if queries:
         meta["query_indices"] = queries

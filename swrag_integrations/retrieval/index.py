@@ -39,6 +39,7 @@ Guarantees (tested in ``tests/test_retrieval_reliability.py``):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from pathlib import Path
@@ -647,7 +648,8 @@ class SlidingWindowIndex(VectorStore):
         """An index over a LangChain vector store that already holds documents.
 
         The documents it holds (or ``documents``, when the store cannot list them) are taken
-        out of the store -- their vectors are deleted -- and indexed into it: each is cut
+        out of the store -- their vectors are deleted -- and indexed into it (a failure while
+        indexing puts them back, under their ids): each is cut
         into small chunks, and keeps its id (``get_by_ids``/``delete`` take the ids the
         store had). ``kwargs`` go to the constructor (``source_store=`` or
         ``persist_directory=`` for the source texts, ``embedding=``, chunking...).
@@ -664,11 +666,23 @@ class SlidingWindowIndex(VectorStore):
         if any(not d.id for d in docs):
             raise ValueError("every document of documents= needs its id in the vector store (Document.id), so its "
                              "vectors can be deleted before it is indexed")
+        ids = [str(d.id) for d in docs]
         if docs:
-            vectorstore.delete([str(d.id) for d in docs])
-        index = cls(vectorstore=vectorstore, **kwargs)
-        if docs:
-            index.add_documents(docs)
+            vectorstore.delete(ids)
+        index = None
+        try:
+            index = cls(vectorstore=vectorstore, **kwargs)
+            if docs:
+                index.add_documents(docs)
+        except BaseException:
+            # a failure leaves the store as it was: what was written of the index goes, the
+            # documents come back under their ids (embedded by the store, as when first added)
+            if index is not None and docs:
+                with contextlib.suppress(Exception):
+                    index.delete(ids)
+            if docs:
+                vectorstore.add_documents(docs, ids=ids)
+            raise
         return index
 
     @classmethod

@@ -41,6 +41,7 @@ from .parents import check_query, spans_for
 from .settings import DEFAULT_SETTINGS as _D
 from .settings import RetrieverSettings, positive_int
 from .protocols import ChildHit, ChunkIndex, ChunkRow
+from .trace import above_floor, check_relevance
 
 __all__ = ["WindowedLlamaIndexRetriever", "NodeChunkIndex", "MiniLMLlamaIndexEmbedding", "SlidingWindowLlamaIndex"]
 
@@ -221,14 +222,18 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         filters: a metadata filter, LlamaIndex ``MetadataFilters`` or a LangChain-style
             dict (:mod:`.filters`): only sources/nodes whose metadata passes it are
             searched and widened into windows (not with a LangChain ``retriever=``).
+        min_relevance: a relevance floor in [0, 1] (``None``, default: none): the hits
+            below it are left out, as in :class:`~.retriever.WindowedParentRetriever`.
     """
 
     def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = _D.k, k_child: int | None = None,
                  budget_tokens: int | None = _D.budget_tokens, search_type: str = _D.search_type,
                  weights: Sequence[float] = _D.weights, rrf_c: float = _D.rrf_c, expand: str = _D.expand,
                  neighbors: int = 0, filters: Any = None, callback_manager: Any = None,
-                 similarity_top_k: int | None = None) -> None:
+                 similarity_top_k: int | None = None, min_relevance: float | None = None) -> None:
         from .filters import parse_filter
+
+        min_relevance = check_relevance(min_relevance)
 
         if (retriever is None) == (index is None):
             raise ValueError("give exactly one of index or retriever")
@@ -257,6 +262,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         self._settings = RetrieverSettings(k=k, k_child=k_child or _D.k_child, budget_tokens=budget_tokens,
                                            search_type=search_type, weights=tuple(weights), rrf_c=rrf_c, expand=expand)
         self._filter = flt
+        self._min_relevance = min_relevance
         super().__init__(callback_manager=callback_manager)
 
     @property
@@ -275,13 +281,14 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
 
         if self._chunk_index is None:
             raise ValueError("trace() needs index=: a LangChain retriever= has no stages to show")
-        return trace(self._chunk_index, query, self._settings, filter=self._filter)
+        return trace(self._chunk_index, query, self._settings, filter=self._filter, min_relevance=self._min_relevance)
 
     def _nodes(self, query: str) -> list[NodeWithScore]:
         o = self._settings
         extra = {"filter": self._filter} if self._filter is not None else {}
-        hits = self._chunk_index.search_children(query, o.k_child, search_type=o.search_type, weights=o.weights,
-                                                 rrf_c=o.rrf_c, **extra)
+        hits = above_floor(self._chunk_index.search_children(query, o.k_child, search_type=o.search_type,
+                                                             weights=o.weights, rrf_c=o.rrf_c, **extra),
+                           self._min_relevance)
         spans = spans_for([hits], self._chunk_index, budget_tokens=o.budget_tokens, k=o.k, expand=o.expand)
         return [span_to_node(s) for s in spans]
 
@@ -435,7 +442,7 @@ def _is_random_id(doc_id: Any) -> bool:
 def _retriever_keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The keywords of :class:`WindowedLlamaIndexRetriever` taken out of ``kwargs`` (the
     rest go to the LlamaIndex engine), so that none is silently dropped by it."""
-    keys = {*RetrieverSettings.keys(), "filters", "similarity_top_k"}
+    keys = {*RetrieverSettings.keys(), "filters", "similarity_top_k", "min_relevance"}
     return {k: kwargs.pop(k) for k in list(kwargs) if k in keys}
 
 
@@ -610,19 +617,25 @@ class SlidingWindowLlamaIndex:
         return record.content_hash, json.dumps(record.metadata, sort_keys=True, default=str)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
-        """Remove a document by its ``doc_id`` (unknown ids are ignored)."""
+        """Remove a document by its ``doc_id``, with the nodes inserted for it (their
+        ``ref_doc_id``: the origin of the source they were joined into); unknown ids are
+        ignored."""
         self.engine.delete_sources(self.engine.resolve_ids([ref_doc_id]))
+        self.engine.index_documents([], remove_origins=[str(ref_doc_id)])
 
     @property
     def ref_doc_ids(self) -> list[str]:
-        """The ``doc_id`` of every document in the index, sorted."""
+        """The ``doc_id`` of every document in the index (for nodes inserted with a
+        ``ref_doc_id``: that id, the origin they were joined under), sorted."""
         records = self.engine.store.get_many(self.engine.source_ids())
-        return sorted(rec.doc_id or sid for sid, rec in records.items())
+        return sorted(rec.doc_id or (rec.metadata.get("source") if rec.members else None) or sid
+                      for sid, rec in records.items())
 
     def as_retriever(self, **kwargs: Any) -> WindowedLlamaIndexRetriever:
         """A :class:`WindowedLlamaIndexRetriever` over this index: merged windows as
         ``NodeWithScore`` (``k`` or LlamaIndex's ``similarity_top_k``, ``budget_tokens``,
-        ``filters`` -- ``MetadataFilters`` or a dict --, ``search_type``, ``weights``...)."""
+        ``filters`` -- ``MetadataFilters`` or a dict --, ``search_type``, ``weights``,
+        ``min_relevance``...)."""
         return WindowedLlamaIndexRetriever(self.engine, **kwargs)
 
     def as_query_engine(self, llm: Any = None, **kwargs: Any) -> Any:

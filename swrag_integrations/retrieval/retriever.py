@@ -21,17 +21,9 @@ from .protocols import ChunkIndex
 from .search import call_options
 from .settings import DEFAULT_SETTINGS as _D
 from .settings import RetrieverSettings
+from .trace import check_relevance  # noqa: F401  (re-exported: defined beside above_floor, framework-free)
 
 __all__ = ["WindowedParentRetriever", "check_relevance"]
-
-
-def check_relevance(value: Any) -> float | None:
-    """A relevance floor: ``None`` or a number in [0, 1] (``ValueError`` naming ``min_relevance``)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"min_relevance must be a number in [0, 1] or None, got {value!r}")
-    return float(value)
 
 
 class WindowedParentRetriever(BaseRetriever):

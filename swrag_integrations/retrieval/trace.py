@@ -18,7 +18,23 @@ from .parents import check_query, expand_parents, rank_parents
 from .protocols import ChildHit
 from .settings import DEFAULT_SETTINGS, RetrieverSettings
 
-__all__ = ["RetrievalTrace", "HitStatus", "hit_status", "trace"]
+__all__ = ["RetrievalTrace", "HitStatus", "hit_status", "trace", "source_piece", "piece_span"]
+
+
+def source_piece(index: Any, source_id: str) -> tuple[int, str]:
+    """``(base, text)``: the text ``index`` holds of a source and the source offset of its
+    first character (``text[i]`` is the source's character ``base + i``; ``base > 0`` for a
+    record joined from offset chunks that start past the source's start). Offsets the
+    index returns are source coordinates: slice the text with :func:`piece_span`."""
+    engine = getattr(index, "engine", index)
+    record = engine.record(source_id) if hasattr(engine, "record") else None
+    return (int(record.base) if record is not None else 0), index.source_text(source_id)
+
+
+def piece_span(base: int, text: str, start: int, end: int) -> str:
+    """The source's characters ``[start, end)`` (source coordinates) of a piece ``text``
+    that starts at source offset ``base`` (see :func:`source_piece`)."""
+    return text[max(0, start - base):max(0, end - base)]
 
 
 @dataclass(frozen=True)
@@ -53,7 +69,9 @@ class RetrievalTrace:
         hits: stage 1, the small chunks found (rank order).
         parents: stage 2, the parents the hits formed (:class:`~.parents.Candidate`, rank order).
         spans: stage 3, the spans kept under the budget, merged by offset.
-        sources: ``source_id -> full text`` of every source a hit or span touches.
+        sources: ``source_id -> text`` the index holds of every source a hit or span
+            touches; it starts at source offset ``bases[source_id]`` (0 unless given):
+            slice it with :meth:`source_span`.
         encoding_name: the tiktoken encoding of the token counts.
         filter: the metadata filter applied (parsed), or ``None``.
     """
@@ -66,11 +84,25 @@ class RetrievalTrace:
     sources: dict[str, str] = field(default_factory=dict)
     encoding_name: str = "cl100k_base"
     filter: Any = None
+    bases: dict[str, int] = field(default_factory=dict)
+
+    def source_span(self, source_id: str, start: int, end: int) -> str:
+        """The characters ``[start, end)`` (source coordinates) of a source in :attr:`sources`."""
+        return piece_span(self.bases.get(source_id, 0), self.sources[source_id], start, end)
 
     @property
     def cuts(self) -> list[tuple[ChildHit, HitStatus]]:
         """Each hit with what the budget left of it (``status``: in / part / cut)."""
         return [(hit, hit_status(hit, self.spans)) for hit in self.hits]
+
+
+def check_relevance(value: Any) -> float | None:
+    """A relevance floor: ``None`` or a number in [0, 1] (``ValueError`` naming ``min_relevance``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"min_relevance must be a number in [0, 1] or None, got {value!r}")
+    return float(value)
 
 
 def above_floor(hits: Sequence[ChildHit], min_relevance: float | None) -> list[ChildHit]:
@@ -101,5 +133,6 @@ def trace(index: Any, question: str, settings: RetrieverSettings = DEFAULT_SETTI
     parents = rank_parents(hits, index, expand=s.expand)
     spans = expand_parents([parents], index, budget_tokens=s.budget_tokens, k=s.k, expand=s.expand)
     sids = list(dict.fromkeys([h.source_id for h in hits] + [sp.source_id for sp in spans]))
-    return RetrievalTrace(question, s, hits, parents, list(spans), {sid: index.source_text(sid) for sid in sids},
-                          index.encoding_name, flt)
+    pieces = {sid: source_piece(index, sid) for sid in sids}
+    return RetrievalTrace(question, s, hits, parents, list(spans), {sid: t for sid, (_, t) in pieces.items()},
+                          index.encoding_name, flt, {sid: b for sid, (b, _) in pieces.items()})

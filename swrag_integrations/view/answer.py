@@ -40,6 +40,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..retrieval.trace import piece_span
 from .html import (View, check_range, coverage, fmt_int, label, merge_ranges, page, pieces_from_texts, render_doc,
                    text_at, text_html)
 
@@ -269,6 +270,9 @@ class AnswerView(View):
         question: the question (header).
         source_texts: ``source_id -> full text``; needed only for supports that lie
             outside the retrieved spans and carry no text.
+        source_bases: ``source_id -> source offset`` where a text of ``source_texts``
+            starts (0 when absent; an index's joined record:
+            :func:`~swrag_integrations.retrieval.trace.source_piece`).
 
     Raises:
         ValueError: a span lies outside its source text, texts disagree at the same
@@ -278,7 +282,8 @@ class AnswerView(View):
     notebook_height = 680
 
     def __init__(self, answer: Any, sources: Sequence[Any] | None = None, *, grounding: Any = None,
-                 question: str | None = None, source_texts: Mapping[str, str] | None = None):
+                 question: str | None = None, source_texts: Mapping[str, str] | None = None,
+                 source_bases: Mapping[str, int] | None = None):
         if isinstance(answer, Mapping) and "sentences" not in answer:  # a chain output
             question = question if question is not None else answer.get("question")
             sources = sources if sources is not None else answer.get("sources")
@@ -294,6 +299,7 @@ class AnswerView(View):
         self.answer = answer
         self.question = question
         self.source_texts = dict(source_texts or {})
+        self.source_bases = {str(k): int(v) for k, v in (source_bases or {}).items()}
         self.sources = [_source_span(x, i) for i, x in enumerate(sources or [], 1)]
         self.sentences = normalise_grounding(grounding, answer) if grounding is not None else None
         self.citation_numbers = self._numbers(grounding)
@@ -330,18 +336,18 @@ class AnswerView(View):
             spans = [s for s in self.sources if s.key == key and s.start is not None]
             supports = [sup for sent in self.sentences or [] for sup in sent.supports
                         if sup.key == key and sup.start is not None]
-            full = self.source_texts.get(key)
+            full, base = self.source_texts.get(key), self.source_bases.get(key, 0)
             if full is not None:
                 for s in spans:
-                    a, b = check_range(s.start, s.end, len(full), f"source span {s.start}:{s.end} of {key!r}")
-                    if full[a:b] != s.text:
+                    a, b = check_range(s.start, s.end, len(full), f"source span {s.start}:{s.end} of {key!r}", base)
+                    if piece_span(base, full, a, b) != s.text:
                         raise ValueError(f"source span {a}:{b} of {key!r}: its text is not the source's characters")
                 for sup in supports:
-                    a, b = check_range(sup.start, sup.end, len(full), f"support {sup.start}:{sup.end} of {key!r}")
-                    if sup.text is not None and full[a:b] != sup.text:
+                    a, b = check_range(sup.start, sup.end, len(full), f"support {sup.start}:{sup.end} of {key!r}", base)
+                    if sup.text is not None and piece_span(base, full, a, b) != sup.text:
                         raise ValueError(f"support {a}:{b} of {key!r}: its text is not the source's characters")
                 ranges = merge_ranges([(s.start, s.end) for s in spans] + [(p.start, p.end) for p in supports])
-                out[key] = [(a, full[a:b]) for a, b in ranges]
+                out[key] = [(a, piece_span(base, full, a, b)) for a, b in ranges]
                 continue
             # only the retrieved texts are known: build the excerpts from them, checking they agree
             known = [(s.start, s.text) for s in spans]
@@ -457,7 +463,7 @@ class AnswerView(View):
                 sup = coverage(seg_a, seg_b, [p.start for p in supports], [p.end for p in supports]) > 0
                 return ["sup" if x else "" for x in sup.tolist()]
 
-            length = len(self.source_texts[key]) if key in self.source_texts else None
+            length = self.source_bases.get(key, 0) + len(self.source_texts[key]) if key in self.source_texts else None
             links = []
             for i, s in enumerate(spans, 1):
                 links.append(f'<a class="go" tabindex="0" data-doc="{doc}" data-goto="{s.start}:{s.end}" '

@@ -72,16 +72,19 @@ def write_answer_page(result: Mapping[str, Any], path: str | Path, *, index: Any
     are read from it (for supports outside the retrieved spans)."""
     from .answer import AnswerView
 
+    from ..retrieval.trace import source_piece
+
     texts: dict[str, str] = {}
+    bases: dict[str, int] = {}
     if index is not None:
         for src in result.get("sources") or []:
             sid = src.get("source_id") if isinstance(src, Mapping) else None
             if sid is not None and sid not in texts:
                 try:
-                    texts[sid] = index.source_text(sid)
+                    bases[sid], texts[sid] = source_piece(index, sid)
                 except LookupError:
                     pass
-    view = AnswerView(result, grounding=grounding, source_texts=texts)
+    view = AnswerView(result, grounding=grounding, source_texts=texts, source_bases=bases)
     return view.save(path)
 
 

@@ -137,14 +137,15 @@ def fmt_int(value: int) -> str:
     return f"{int(value):,}"
 
 
-def check_range(start: Any, end: Any, length: int, what: str) -> tuple[int, int]:
-    """``(start, end)`` as ints with ``0 <= start <= end <= length``; ValueError otherwise."""
+def check_range(start: Any, end: Any, length: int, what: str, base: int = 0) -> tuple[int, int]:
+    """``(start, end)`` as ints with ``base <= start <= end <= base + length`` (a text of
+    ``length`` characters starting at source offset ``base``); ValueError otherwise."""
     for name, value in (("start", start), ("end", end)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ValueError(f"{what}: {name} offset must be an int, got {value!r}")
     start, end = int(start), int(end)
-    if not 0 <= start <= end <= length:
-        raise ValueError(f"{what}: span {start}:{end} lies outside the text (0:{length})")
+    if not base <= start <= end <= base + length:
+        raise ValueError(f"{what}: span {start}:{end} lies outside the text ({base}:{base + length})")
     return start, end
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..retrieval.assemble import ContextSpan, count_tokens
 from ..retrieval.protocols import ChildHit
 from ..retrieval.settings import RetrieverSettings
-from ..retrieval.trace import HitStatus, RetrievalTrace, hit_status, trace  # noqa: F401  (HitStatus: re-exported)
+from ..retrieval.trace import HitStatus, RetrievalTrace, hit_status, piece_span, trace  # noqa: F401  (HitStatus: re-exported)
 from ..windows import DEFAULT_ENCODING
 from .html import (MAX_LANES, View, assign_lanes, check_range, coverage, fmt_int, label, lane_css, lane_masks,
                    merge_ranges, page, pieces_from_texts, render_doc, text_at)
@@ -64,6 +64,8 @@ class RetrievalView(View):
             e.g. from :func:`~swrag_integrations.retrieval.parents.spans_for`).
         sources: ``source_id -> full source text``; a source without one is drawn from
             the spans' own texts (excerpts only), and its hits must lie inside them.
+        bases: ``source_id -> source offset`` where a text of ``sources`` starts (0 when
+            absent; an index's joined record: :func:`~swrag_integrations.retrieval.trace.source_piece`).
         parents: the parents of stage 2 (optional; ``rank_parents`` candidates).
         budget_tokens: the token budget (for the header).
         settings: retrieval settings shown in the header.
@@ -81,7 +83,8 @@ class RetrievalView(View):
     def __init__(self, question: str, hits: Sequence[ChildHit], spans: Sequence[ContextSpan],
                  sources: Mapping[str, str] | None = None, *, parents: Sequence[Any] | None = None,
                  budget_tokens: int | None = None, settings: Mapping[str, Any] | None = None,
-                 context_chars: int = 240, encoding_name: str = DEFAULT_ENCODING):
+                 context_chars: int = 240, encoding_name: str = DEFAULT_ENCODING,
+                 bases: Mapping[str, int] | None = None):
         if not isinstance(question, str):
             raise TypeError(f"question must be a str, got {type(question).__name__}")
         if isinstance(context_chars, bool) or not isinstance(context_chars, int) or context_chars < 0:
@@ -91,6 +94,7 @@ class RetrievalView(View):
         self.spans = list(spans)
         self.parents = list(parents) if parents is not None else None
         self.sources = dict(sources or {})
+        self.bases = {sid: int(b) for sid, b in (bases or {}).items()}
         self.budget_tokens = budget_tokens
         self.settings = dict(settings or {})
         self.context_chars = context_chars
@@ -107,7 +111,7 @@ class RetrievalView(View):
             settings["filter"] = traced.filter
         return cls(traced.question, traced.hits, traced.spans, traced.sources, parents=traced.parents,
                    budget_tokens=traced.settings.budget_tokens, settings=settings, context_chars=context_chars,
-                   encoding_name=traced.encoding_name)
+                   encoding_name=traced.encoding_name, bases=traced.bases)
 
     @classmethod
     def from_index(cls, index: Any, question: str, *, context_chars: int = 240, filter: Any = None,
@@ -150,7 +154,7 @@ class RetrievalView(View):
 
         def check(sid: str, start: int, end: int, what: str) -> None:
             if sid in self.sources:
-                check_range(start, end, len(self.sources[sid]), what)
+                check_range(start, end, len(self.sources[sid]), what, self.bases.get(sid, 0))
             elif sid not in self._pieces:
                 raise ValueError(f"{what}: no text given for source {sid!r}")
             elif text_at(self._pieces[sid], start, end) is None:
@@ -164,9 +168,9 @@ class RetrievalView(View):
         for i, span in enumerate(self.spans, 1):
             what = f"span {i} (source {span.source_id!r})"
             if span.source_id in self.sources:
-                text = self.sources[span.source_id]
-                a, b = check_range(span.start, span.end, len(text), what)
-                if text[a:b] != span.text:
+                text, base = self.sources[span.source_id], self.bases.get(span.source_id, 0)
+                a, b = check_range(span.start, span.end, len(text), what, base)
+                if piece_span(base, text, a, b) != span.text:
                     raise ValueError(f"{what}: its text is not the source's characters {a}:{b}")
         for i, cand in enumerate(self.parents or [], 1):
             check(cand.source_id, cand.start, cand.end, f"parent {i} (source {cand.source_id!r})")
@@ -200,8 +204,9 @@ class RetrievalView(View):
                  [(h.start, h.end) for h in hits] + [(c.start, c.end) for c in parents]
         pad = self.context_chars
         if text is not None:
-            excerpts = merge_ranges(((max(0, a - pad), min(len(text), b + pad)) for a, b in ranges), touch=1)
-            pieces = [(a, text[a:b]) for a, b in excerpts]
+            base = self.bases.get(sid, 0)
+            excerpts = merge_ranges(((max(base, a - pad), min(base + len(text), b + pad)) for a, b in ranges), touch=1)
+            pieces = [(a, piece_span(base, text, a, b)) for a, b in excerpts]
         else:
             pieces = self._pieces[sid]
         cuts = [x for r in ranges for x in r]
@@ -226,8 +231,8 @@ class RetrievalView(View):
                 out.append(" ".join(parts))
             return out
 
-        doc_html = render_doc(doc, pieces, cuts, classes, length=None if text is None else len(text),
-                              css_class=f"rv lanes{n_lanes}")
+        end = None if text is None else self.bases.get(sid, 0) + len(text)
+        doc_html = render_doc(doc, pieces, cuts, classes, length=end, css_class=f"rv lanes{n_lanes}")
         in_ctx = sum(b - a for a, b in merge_ranges((s.start, s.end) for s in spans))
         size = "excerpts only" if text is None else f"{fmt_int(len(text))} characters"
         return (f'<div class="src-title"><h3>{label(name)}</h3><span class="meta">source id {label(sid)} \u00b7 '
