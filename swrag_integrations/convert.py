@@ -53,16 +53,26 @@ def document_to_node(doc: Any, *, score: float | None = None, with_score: bool =
     return NodeWithScore(node=node, score=score)
 
 
-def span_to_node(span: Any) -> Any:
+def span_to_node(span: Any, ref_doc_id: str | None = None) -> Any:
     """A core :class:`~.retrieval.assemble.ContextSpan` as a ``NodeWithScore`` (exact offsets);
     its score is the span's ``relevance`` in [0, 1] where it has one (windows of
-    :meth:`~.retrieval.engine.IndexEngine.search_children` hits), else ``span.score``."""
+    :meth:`~.retrieval.engine.IndexEngine.search_children` hits), else ``span.score``.
+
+    Args:
+        span: the span.
+        ref_doc_id: the id of the document the span's source was added as (the node's
+            ``ref_doc_id``); default the span's ``source_id``. ``metadata["doc_ids"]``
+            lists the ids of the added documents the span overlaps, where the span has them.
+    """
     from llama_index.core.schema import NodeWithScore
 
     meta = _scalar_metadata({**span.metadata, "source_id": span.source_id, "start_index": span.start,
                              "end_index": span.end, "score": span.score, "rank": span.rank})
     meta.update(hit_chunk_indices=",".join(map(str, span.metadata.get("hit_chunk_indices") or [])))
-    node = _node(f"{span.source_id}:{span.start}-{span.end}", span.text, meta, span.start, span.end, span.source_id)
+    if span.metadata.get("doc_ids"):
+        meta["doc_ids"] = [str(d) for d in span.metadata["doc_ids"]]
+    node = _node(f"{span.source_id}:{span.start}-{span.end}", span.text, meta, span.start, span.end,
+                 ref_doc_id if ref_doc_id is not None else span.source_id)
     relevance = span.metadata.get("relevance")  # in [0, 1], comparable across queries (a cutoff means something)
     return NodeWithScore(node=node, score=float(relevance) if relevance is not None else span.score)
 

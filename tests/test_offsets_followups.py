@@ -180,3 +180,50 @@ def test_inserted_nodes_show_and_delete_by_their_ref_doc_id(tmp_path):
     assert index.ref_doc_ids == ["docA"]  # the document's id, not the internal source id
     index.delete_ref_doc("docA")
     assert index.engine.source_ids() == []
+
+
+def test_retrieved_llama_index_nodes_name_the_document_they_come_from(tmp_path, monkeypatch):
+    """A retrieved node's ``ref_doc_id`` is the id the document was inserted as (a
+    Document's ``doc_id``; the ``ref_doc_id`` of inserted nodes), not an internal source
+    id, and its metadata lists the added documents it overlaps (``doc_ids``)."""
+    from llama_index.core import Document
+
+    from fake_embeddings import TrigramEmbedder
+    from swrag_integrations.llama_index import DynamicStepNodeParser, SlidingWindowLlamaIndex
+
+    text = "The lighthouse was first lit in 1874. Its keeper counted ships. " * 6
+    index = SlidingWindowLlamaIndex.from_documents(
+        [Document(text=text, doc_id="lighthouse")], tmp_path / "idx", embed_model=TrigramEmbedder(),
+        transformations=[DynamicStepNodeParser(window_size=16, step=1)], show_progress=False)
+    index.insert_documents([Document(text="Bread dough rises when yeast ferments. " * 4, doc_id="bread")])
+    hits = index.as_retriever(similarity_top_k=4).retrieve("lighthouse keeper bread yeast")
+    assert {h.node.ref_doc_id for h in hits} == {"lighthouse", "bread"}
+    for hit in hits:
+        assert hit.node.metadata["doc_ids"], hit.node.metadata
+    bread = next(h for h in hits if h.node.ref_doc_id == "bread")
+    assert bread.node.metadata["doc_ids"] == ["bread"]
+
+
+def test_a_llama_index_without_a_location_lives_only_as_long_as_the_object(tmp_path, monkeypatch):
+    """``SlidingWindowLlamaIndex()`` without ``persist_dir`` does not write into the CLI's
+    shared index (as ``VectorStoreIndex`` keeps its data in memory): a private temporary
+    folder, gone when the object is."""
+    import gc
+
+    from llama_index.core import Document
+
+    from fake_embeddings import TrigramEmbedder
+    from swrag_integrations.llama_index import SlidingWindowLlamaIndex
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("SWRAG_HOME", str(tmp_path / "home"))
+    first = SlidingWindowLlamaIndex(embed_model=TrigramEmbedder(), show_progress=False)
+    second = SlidingWindowLlamaIndex(embed_model=TrigramEmbedder(), show_progress=False)
+    first.insert_documents([Document(text="Only in the first index. " * 3, doc_id="one")])
+    assert first.ref_doc_ids == ["one"] and second.ref_doc_ids == []
+    folder = first.engine.persist_directory
+    assert folder is not None and (os.stat(folder).st_mode & 0o777) == 0o700
+    assert not (tmp_path / "data").exists() and not (tmp_path / "home").exists()
+    del first
+    gc.collect()
+    assert not os.path.exists(folder)

@@ -27,6 +27,7 @@ import asyncio
 import os
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -290,7 +291,9 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
                                                              weights=o.weights, rrf_c=o.rrf_c, **extra),
                            self._min_relevance)
         spans = spans_for([hits], self._chunk_index, budget_tokens=o.budget_tokens, k=o.k, expand=o.expand)
-        return [span_to_node(s) for s in spans]
+        store = getattr(self._chunk_index, "store", None)
+        records = store.get_many(sorted({s.source_id for s in spans})) if store is not None and spans else {}
+        return [span_to_node(s, document_id(s.source_id, records.get(s.source_id))) for s in spans]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query = check_query(query_bundle.query_str)
@@ -475,6 +478,25 @@ def with_stable_ids(documents: Sequence[Any]) -> list[Any]:
     return out
 
 
+def _drop_temporary(engine: Any, folder: str) -> None:
+    """Close ``engine`` and remove its temporary index ``folder`` (an index without a location)."""
+    import shutil
+
+    try:
+        engine.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def document_id(source_id: str, record: Any) -> str:
+    """The id a source was added as, LlamaIndex's ``ref_doc_id``: a document's ``doc_id``;
+    for nodes joined into a source, the ``ref_doc_id`` they carried (the source's
+    ``metadata["source"]``); else the source id."""
+    if record is None:
+        return source_id
+    return record.doc_id or (record.metadata.get("source") if record.members else None) or source_id
+
+
 def as_plain_document(doc: Any) -> Any:
     """A LlamaIndex ``Document`` or node as the engine's :class:`~.storage.PlainDocument`.
 
@@ -514,7 +536,11 @@ class SlidingWindowLlamaIndex:
     filtered on.
 
     Args:
-        persist_dir: the index folder (default
+        persist_dir: the index folder. ``None`` (the default): the index lives only as long
+            as this object (a private temporary folder, removed when the object is
+            garbage-collected or the interpreter exits), as LlamaIndex's
+            ``VectorStoreIndex`` keeps its data in memory until you persist it; give a
+            folder to keep it (the CLI's own index is
             :func:`~swrag_integrations.paths.default_index_dir`).
         embed_model: a LlamaIndex embedding (``BaseEmbedding``), any object with
             ``embed_documents``/``embed_query``, or ``None``: the bundled MiniLM
@@ -548,7 +574,14 @@ class SlidingWindowLlamaIndex:
                 raise TypeError(f"engine must be an IndexEngine, got {type(engine).__name__}")
             self.engine = engine
         else:
+            temporary = None
+            if persist_dir is None and not engine_options.get("host"):
+                import tempfile
+
+                persist_dir = temporary = tempfile.mkdtemp(prefix="swrag-index-")  # 0700
             self.engine = IndexEngine.open(persist_dir, embedding=_as_embedder(embed_model), **engine_options)
+            if temporary is not None:
+                weakref.finalize(self, _drop_temporary, self.engine, temporary)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Any], persist_dir: str | os.PathLike | None = None, *,
@@ -628,8 +661,7 @@ class SlidingWindowLlamaIndex:
         """The ``doc_id`` of every document in the index (for nodes inserted with a
         ``ref_doc_id``: that id, the origin they were joined under), sorted."""
         records = self.engine.store.get_many(self.engine.source_ids())
-        return sorted(rec.doc_id or (rec.metadata.get("source") if rec.members else None) or sid
-                      for sid, rec in records.items())
+        return sorted(document_id(sid, rec) for sid, rec in records.items())
 
     def as_retriever(self, **kwargs: Any) -> WindowedLlamaIndexRetriever:
         """A :class:`WindowedLlamaIndexRetriever` over this index: merged windows as
