@@ -21,6 +21,7 @@ __all__ = [
     "PROMPT_ZH",
     "prompt_for",
     "format_context",
+    "answer_locally",
     "chat_model_for",
     "build_rag_chain",
     "build_query_engine",
@@ -55,6 +56,37 @@ def _sources(docs: Sequence[Document]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def answer_locally(llm: Any, question: str, docs: Sequence[Any], *, grounding: Any = True) -> dict[str, Any]:
+    """What :func:`build_rag_chain` returns, without LangChain: the method's prompt over
+    ``docs`` (retrieved windows, rank order), answered by the package's local LLM core
+    (:class:`~swrag_integrations.llm.LocalLLM`) through its chat template, as the chain's
+    chat model renders a one-turn prompt, with the same generation settings.
+
+    Args:
+        llm: a :class:`~swrag_integrations.llm.LocalLLM` (``load_llama3()``).
+        question: the question.
+        docs: the retrieved windows (``page_content`` and ``metadata`` with ``source``,
+            ``start_index``, ``end_index``).
+        grounding: as in :func:`build_rag_chain`.
+
+    Returns:
+        ``{"question", "answer", "context", "sources", "grounding"}`` (``grounding`` is
+        ``None`` with ``grounding=False``).
+    """
+    question = _question(question)
+    context = format_context(docs)
+    prompt = prompt_for(question).format(context=context, question=question)
+    answer = llm.generate([{"role": "user", "content": prompt}], chat=True).strip()
+    sources = _sources(docs)
+    checked = None
+    if grounding:
+        from .grounding import GroundingChecker
+
+        checker = grounding if isinstance(grounding, GroundingChecker) else GroundingChecker()
+        checked = checker.check(answer, sources, question=question).to_dict()
+    return {"question": question, "answer": answer, "context": context, "sources": sources, "grounding": checked}
 
 
 def chat_model_for(llm: Any) -> Any:

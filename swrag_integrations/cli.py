@@ -129,29 +129,42 @@ def _retrieve(index: Any, question: str, options: dict) -> dict:
     docs = [PlainDocument(span.text, {**span.metadata, "source_id": span.source_id, "start_index": span.start,
                                       "end_index": span.end}) for span in spans]
     return {"question": question, "answer": None, "context": format_context(docs), "sources": _sources(docs),
-            "grounding": None}
+            "grounding": None, "docs": docs}
+
+
+def _uses_chain(args: argparse.Namespace) -> bool:
+    """Whether an answer needs the LangChain chain: ``--multi-query`` (its retriever asks
+    the LLM for query variants through LangChain). Everything else answers through the
+    framework-free engine and the local LLM core (:func:`~.chain.answer_locally`)."""
+    return bool(getattr(args, "multi_query", False))
 
 
 def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
     options = _retrieval_options(index, args)
     if llm is None:
-        return _retrieve(index, question, options)
+        retrieved = _retrieve(index, question, options)
+        retrieved.pop("docs")
+        return retrieved
+    if not _uses_chain(args):
+        from .chain import answer_locally
+
+        return answer_locally(llm, question, _retrieve(index, question, options)["docs"])
     from .chain import build_rag_chain
     from .retrieval import MultiQueryFusionRetriever
 
     retriever = index.as_retriever(**options)
     lc_llm = llm.as_langchain()
-    if args.multi_query:
-        retriever = MultiQueryFusionRetriever(retriever=retriever, llm=lc_llm)
+    retriever = MultiQueryFusionRetriever(retriever=retriever, llm=lc_llm)
     return build_rag_chain(retriever, lc_llm).invoke(question)
 
 
 def _load_answering_llm(args: argparse.Namespace) -> Any:
-    """The local LLM for ``ask``/``demo``, after checking that what answers with it (the
-    LangChain chain and LLM adapter) can be imported: a missing extra is reported before
-    the model is loaded, not after."""
-    from .chain import build_rag_chain  # noqa: F401
-    from .llm.langchain_llm import LangChainLLM  # noqa: F401
+    """The local LLM for ``ask``/``demo``, after checking that what answers with it can be
+    imported (the LangChain chain and LLM adapter for ``--multi-query`` only): a missing
+    extra is reported before the model is loaded, not after."""
+    if _uses_chain(args):
+        from .chain import build_rag_chain  # noqa: F401
+        from .llm.langchain_llm import LangChainLLM  # noqa: F401
 
     return load_llm(args)
 
@@ -262,9 +275,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if not args.question.strip():
         raise ValueError("the question must not be empty")
     _check_answer_options(args)
-    # retrieval only: the framework-free engine; an answer: the LangChain face and chain
-    # (a --config is checked and recorded by the face)
-    engine_only = args.retrieval_only and not getattr(args, "config", None)
+    # the framework-free engine, except for --multi-query (the LangChain chain) and a --config
+    # (checked and recorded by the LangChain face)
+    engine_only = not _uses_chain(args) and not getattr(args, "config", None)
     index = open_engine(args, must_exist=True) if engine_only else open_index(args, must_exist=True)
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
@@ -293,14 +306,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         # a folder per kind of store: an index's sources belong to the store its vectors are in
         args.persist_dir = str(default_cache_dir() / ("demo-index" if store in (None, "chroma") else "demo-index-milvus"))
-    index = open_index(args, must_exist=False)
+    # the framework-free engine, as `swrag index`/`ask` (the LangChain face only for --multi-query)
+    index = open_index(args, must_exist=False) if _uses_chain(args) else open_engine(args, must_exist=False)
     docs = load_files([sample_path()]).documents
     report = index.index_documents(docs)
     if own_index:  # the demo's own store holds only this sample (not copies from other checkouts)
         keep = {source_id_for(d) for d in docs}
         stale = [sid for sid in index.source_ids() if sid not in keep]
         if stale:
-            index.delete(stale)
+            getattr(index, "engine", index).delete_sources(stale)
     print(f"indexed {sample_path().name}: {report.summary()}\n")
     llm = None if args.retrieval_only else _load_answering_llm(args)
     for question in args.question or DEMO_QUESTIONS:

@@ -164,3 +164,27 @@ def test_index_and_status_without_langchain(without, monkeypatch, tmp_path, caps
     assert result["sources"] and all(s["source"] == str(docs / "a.md") for s in result["sources"])
     text = (docs / "a.md").read_text(encoding="utf-8")
     assert all(text[s["start_index"]:s["end_index"]] == s["text"] for s in result["sources"])
+
+
+def test_ask_and_demo_answer_without_any_framework(without, monkeypatch, tmp_path, capsys):
+    """`swrag ask`/`demo` with the LLM need [local] only (issue 39): the engine retrieves, the
+    local LLM core answers through its chat template, grounding ties the answer to the
+    windows; neither LangChain nor LlamaIndex is imported."""
+    without("langchain_core", "langchain", "langchain_chroma", "langchain_text_splitters", "llama_index")
+    _patch_embeddings(monkeypatch)
+    cli = importlib.import_module(f"{PACKAGE}.cli")
+    monkeypatch.setattr(cli, "load_llm", lambda args: _scripted_llm("It was first lit on 14 October 1874."))
+    index = str(tmp_path / "demo")
+    code = cli.main(["demo", "--persist-dir", index, "--question", "When was it first lit?"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "14 October 1874" in captured.out and "sample.md" in captured.out
+    code = cli.main(["ask", "When was the Marrow Point Lighthouse first lit?", "--persist-dir", index, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    import json
+
+    result = json.loads(captured.out)
+    assert result["answer"] == "It was first lit on 14 October 1874."
+    assert result["sources"] and result["grounding"]["sentences"], result
+    assert not [m for m in sys.modules if m.split(".")[0] in ("langchain_core", "llama_index")]
