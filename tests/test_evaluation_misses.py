@@ -137,7 +137,9 @@ def test_trace_names_an_answer_inside_a_hits_window_but_outside_the_hits(tmp_pat
     first = SimpleNamespace(source_id=harbour, start=0, end=20, window_start=0, window_end=30)
     near = SimpleNamespace(source_id=harbour, start=0, end=20, window_start=0, window_end=len(DOCS["harbour"]))
     whole = SimpleNamespace(source_id=harbour, start=0, end=len(DOCS["harbour"]))  # a parent merged from both
-    fake = SimpleNamespace(hits=[first, near], parents=[whole], sources={harbour: DOCS["harbour"]})
+    sources = {harbour: DOCS["harbour"]}
+    fake = SimpleNamespace(hits=[first, near], parents=[whole], sources=sources,
+                           source_span=lambda sid, a, b: sources[sid][a:b])  # as RetrievalTrace.source_span
     monkeypatch.setattr(WindowedParentRetriever, "trace", lambda self, question, **kw: fake)
     trace_misses(misses, run, data, "default", embeddings=TrigramEmbedder())
     assert (misses[0].trace_cause, misses[0].hit_rank) == ("in a hit's window, cut by budget", 2)
