@@ -10,7 +10,7 @@ a write path that writes per source shows up as a ratio far above 1 (issue 42 it
 Measured on this 2-core machine, bundled MiniLM: before store writes were batched across
 sources 4.34 s against 0.89 s (4.9x, 400 store writes); after, 1.69 s against 0.80 s (2.1x,
 2 store writes). The embedding still runs once per source: see
-``swrag_integrations/retrieval/writer.py`` ``_rows``.
+``swrag_integrations/ingest/writer.py`` ``_rows``.
 ``--fake``: a deterministic fake embedding instead of the bundled MiniLM (measures the
 index's own overhead only).
 """
@@ -42,7 +42,7 @@ class Counting:
 
 
 def _timed_add(texts: list[str], embedding, store: str) -> tuple[float, int, int, int]:
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     with tempfile.TemporaryDirectory() as tmp:
         counting = Counting(embedding)
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
         embedding = DeterministicFakeEmbedding(size=384)
     else:
-        from swrag_integrations.retrieval import default_embeddings
+        from swrag_integrations.embeddings.minilm import default_embeddings
 
         embedding = default_embeddings()
     lines = [f"Line {i}: the keeper logged the weather over the bay, the ships that passed the headland, the "

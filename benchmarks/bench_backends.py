@@ -37,8 +37,8 @@ from langchain_core.embeddings import Embeddings  # noqa: E402
 
 from swrag_integrations.evaluation.datasets import build_corpus, load_examples  # noqa: E402
 from swrag_integrations.evaluation.metrics import context_recall  # noqa: E402
-from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
-from swrag_integrations.retrieval.embeddings import default_embeddings  # noqa: E402
+from swrag_integrations.langchain.index import SlidingWindowIndex  # noqa: E402
+from swrag_integrations.embeddings.minilm import default_embeddings  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "eval"
 
@@ -144,7 +144,8 @@ def main(argv=None) -> int:
     sources = build_corpus(examples)
     docs = [Document(page_content=s.text, id=s.source_id) for s in sources]
     emb = MemoEmbeddings(default_embeddings())
-    from swrag_integrations.retrieval import IndexConfig, plan_source
+    from swrag_integrations.engine.config import IndexConfig
+    from swrag_integrations.engine.records import plan_source
 
     config = IndexConfig.resolve()
     emb.embed_documents([rec.chunk_text(i) for rec in map(lambda d: plan_source(d, config), docs)

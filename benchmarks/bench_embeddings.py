@@ -7,7 +7,7 @@
 Embeds the same ``n`` small chunks (half English, half Chinese; 50 cl100k tokens each,
 cut with ``iter_windows(text, "FFS", 50, 50)`` from ``../shared/data/corpus/en.txt`` and
 ``zh.txt`` and taken evenly over each corpus) with every backend of
-:class:`~swrag_integrations.retrieval.MiniLMEmbeddings`, at each thread count, and prints
+:class:`~swrag_integrations.embeddings.MiniLMEmbeddings`, at each thread count, and prints
 chunks/s (wall clock, and per CPU-second, which a busy machine disturbs less), the ratio
 to sentence-transformers fp32 at the same thread count *in the same run*, and the
 mean/min cosine of every vector to the sentence-transformers vector of the same chunk.
@@ -47,7 +47,7 @@ REFERENCE = "sentence-transformers"
 
 def load_chunks(n: int, corpus: Path = CORPUS) -> list[str]:
     """``n`` chunks of 50 tokens, half from each corpus, spread evenly over it."""
-    from swrag_integrations.windows import iter_windows
+    from swrag_integrations.core.windows import iter_windows
 
     chunks: list[str] = []
     for lang, count in (("en", n - n // 2), ("zh", n // 2)):
@@ -66,7 +66,7 @@ def _load() -> str:
 def bench_backends(args: argparse.Namespace) -> None:
     import torch
 
-    from swrag_integrations.retrieval.embeddings import MiniLMEmbeddings
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
 
     chunks = load_chunks(args.n, Path(args.corpus))
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]

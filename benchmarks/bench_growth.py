@@ -75,7 +75,7 @@ import logging  # noqa: E402
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
-from swrag_integrations.retrieval.embeddings import BACKENDS, DEFAULT_BACKEND  # noqa: E402
+from swrag_integrations.embeddings.minilm import BACKENDS, DEFAULT_BACKEND  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpus"  # ../shared beside the repo
 
@@ -144,9 +144,10 @@ def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, work
     import numpy as np
     from langchain_core.documents import Document
 
-    from swrag_integrations.retrieval import MiniLMEmbeddings, SlidingWindowIndex
-    from swrag_integrations.retrieval.records import SourceRecord, plan_source
-    from swrag_integrations.retrieval.writer import write_planned
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
+    from swrag_integrations.langchain.index import SlidingWindowIndex
+    from swrag_integrations.engine.records import SourceRecord, plan_source
+    from swrag_integrations.ingest.writer import write_planned
 
     index = SlidingWindowIndex(index_dir, storage=storage, embedding=MiniLMEmbeddings(backend=backend),
                                batch_size=batch_size, show_progress=False)
@@ -169,7 +170,7 @@ def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, work
             if copy == 0 and name not in base_records:
                 base_records[name] = plan_source(Document(page_content=text, metadata={"source": name}), index.config)
             base = base_records[name]
-            from swrag_integrations.retrieval.ids import source_id_for
+            from swrag_integrations.engine.ids import source_id_for
 
             sid = source_id_for(doc)
             if sid in heads:
@@ -212,7 +213,7 @@ def _cached_minilm(**kwargs):
 
     Queries (``embed_query``) are never cached. ``misses`` counts the texts it had to embed.
     """
-    from swrag_integrations.retrieval import MiniLMEmbeddings
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
 
     class CachedMiniLM(MiniLMEmbeddings):
         def __init__(self, **kw) -> None:
@@ -238,7 +239,7 @@ def _cached_minilm(**kwargs):
 def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: bool, profile: bool, probes: int,
             doc_chars: int, backend: str) -> dict:
     """Open the index fresh, time the query paths, then adding and deleting one source (in this process)."""
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     t0 = time.perf_counter()
     embedding = _cached_minilm(backend=backend)
@@ -340,7 +341,7 @@ def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) ->
     """
     from langchain_core.documents import Document
 
-    from swrag_integrations.retrieval.records import plan_source
+    from swrag_integrations.engine.records import plan_source
 
     docs = corpus_documents(doc_chars)
     rng = random.Random(1)

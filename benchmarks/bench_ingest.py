@@ -150,7 +150,8 @@ def _role(proc, root: int) -> str:
 
 def run_mode(mode: str, folder: Path, store: Path, args: argparse.Namespace) -> dict:
     """One mode, in this process (called in a child process by main)."""
-    from swrag_integrations.retrieval import MiniLMEmbeddings, SlidingWindowIndex
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     embedding = MiniLMEmbeddings(batch_size=64)
     index = SlidingWindowIndex(store, embedding=embedding, batch_size=args.batch_size, show_progress=False)
@@ -160,7 +161,7 @@ def run_mode(mode: str, folder: Path, store: Path, args: argparse.Namespace) -> 
     elif mode == "workers":
         report = index.add_files(folder, workers=args.workers)
     elif mode == "ray":
-        from swrag_integrations.retrieval.ray_ingest import index_with_ray
+        from swrag_integrations.ingest.ray import index_with_ray
 
         report = index_with_ray(index, folder, address="local", actors=args.actors, node_ip_address=args.ray_ip,
                                 object_store_memory=200 * 1024 * 1024)
@@ -175,10 +176,11 @@ def breakdown(folder: Path, tmp: Path, args: argparse.Namespace) -> dict:
     """CPU seconds per chunk of load+plan, embed and write, in this process (one thread)."""
     import numpy as np
 
-    from swrag_integrations.retrieval import MiniLMEmbeddings, SlidingWindowIndex
-    from swrag_integrations.retrieval.config import IndexConfig
-    from swrag_integrations.retrieval.parallel import embed_texts, load_and_plan
-    from swrag_integrations.retrieval.writer import write_planned
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
+    from swrag_integrations.langchain.index import SlidingWindowIndex
+    from swrag_integrations.engine.config import IndexConfig
+    from swrag_integrations.ingest.workers import embed_texts, load_and_plan
+    from swrag_integrations.ingest.writer import write_planned
 
     config = IndexConfig.resolve().to_json()
     c0, w0 = time.process_time(), time.perf_counter()

@@ -3,10 +3,10 @@
     python benchmarks/bench_keyword.py [--levels 10000,100000,1000000] [--old-upto 1000000]
                                        [--queries 50] [--probes 3] [--out results.json]
 
-* **old**: :class:`~swrag_integrations.retrieval.bm25.BM25Index` (bm25s), saved whole
+* **old**: :class:`~swrag_integrations.keyword.bm25.BM25Index` (bm25s), saved whole
   after every write (``to_bytes`` written atomically to a file, as ``KeywordIndex.save``
   put it into the source store);
-* **tantivy**: :class:`~swrag_integrations.retrieval.bm25_tantivy.TantivyBM25Index`, one commit
+* **tantivy**: :class:`~swrag_integrations.keyword.tantivy.TantivyBM25Index`, one commit
   per write (delete the source's term, add its chunks, commit, wait for the merges that
   commit started, record the generation: as ``KeywordIndex.refresh`` does).
 
@@ -57,8 +57,8 @@ def corpus_chunks() -> list[tuple[str, list[str]]]:
     """``(document name, chunk texts)`` of the corpus, cut as the index cuts by default."""
     from langchain_core.documents import Document
 
-    from swrag_integrations.retrieval.config import IndexConfig
-    from swrag_integrations.retrieval.records import plan_source
+    from swrag_integrations.engine.config import IndexConfig
+    from swrag_integrations.engine.records import plan_source
 
     config = IndexConfig()
     out = []
@@ -105,7 +105,7 @@ class Old:
     name = "old (bm25s snapshot)"
 
     def __init__(self, folder: Path, tokenizer) -> None:
-        from swrag_integrations.retrieval.bm25 import BM25Index
+        from swrag_integrations.keyword.bm25 import BM25Index
 
         self.index = BM25Index(tokenizer=tokenizer)
         self.path = folder / "old.npz"
@@ -141,7 +141,7 @@ class Tantivy:
     name = "tantivy"
 
     def __init__(self, folder: Path, tokenizer) -> None:
-        from swrag_integrations.retrieval.bm25_tantivy import TantivyBM25Index
+        from swrag_integrations.keyword.tantivy import TantivyBM25Index
 
         self.path = folder / "tantivy"
         self.index = TantivyBM25Index(self.path, tokenizer=tokenizer, group=lambda cid: cid.split(":", 1)[0])
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     levels = sorted(int(x) for x in args.levels.split(",") if x.strip())
-    from swrag_integrations.retrieval.bm25 import tokenize
+    from swrag_integrations.keyword.bm25 import tokenize
 
     tokenizer = functools.lru_cache(maxsize=None)(lambda text: tuple(tokenize(text)))
     cached = lambda text: list(tokenizer(text))  # noqa: E731

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (0 < args.fraction <= 1):
         parser.error("--fraction must be in (0, 1]")
 
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     texts, names, corpus_bytes = [], [], 0
     for name in ("en.txt", "zh.txt"):
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
         embedding = DeterministicFakeEmbedding(size=384)
     else:
-        from swrag_integrations.retrieval import MiniLMEmbeddings
+        from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
 
         embedding = MiniLMEmbeddings(device=args.device, batch_size=128)
         embedding.embed_query("warm up")
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         rows["mmr plain"] = _report("plain MMR search, k=3 (2 sources)",
                                     _time(lambda q: index.max_marginal_relevance_search(q, k=3), queries[:10]))
         ctx = windowed.invoke(queries[1])
-        from swrag_integrations.retrieval import count_tokens
+        from swrag_integrations.engine.assemble import count_tokens
 
         print(f"  example context: {len(ctx)} spans, {sum(count_tokens(d.page_content) for d in ctx)} tokens")
 

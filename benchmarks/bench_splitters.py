@@ -65,7 +65,7 @@ from swrag_integrations.llama_index import (  # noqa: E402
     DynamicWindowNodeParser,
     FixedWindowNodeParser,
 )
-from swrag_integrations.windows import DEFAULT_ENCODING, WindowConfig, _encode, get_encoding  # noqa: E402
+from swrag_integrations.core.windows import DEFAULT_ENCODING, WindowConfig, _encode, get_encoding  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 CORPUS = DATA / "corpus"

@@ -112,7 +112,7 @@ UNKEPT = "the README's figures come from a run whose raw output was not kept: th
 REPORTS: tuple[Report, ...] = (
     Report(
         "grounding", "README 'Grounded answers', docs/eval/grounding.md (both tables)",
-        (("{py}", "-m", "swrag_integrations.grounding.evaluate",
+        (("{py}", "-m", "swrag_integrations.evaluation.methods.grounding",
           "--records", "docs/eval/grounding_answers.jsonl",
           "--data", "{data}/qasper.jsonl", "--data", "{data}/multifieldqa_zh.jsonl",
           "--source", "sample.md=swrag_integrations/data/sample.md",
@@ -152,7 +152,7 @@ REPORTS: tuple[Report, ...] = (
         note="the committed run lacks qasper parent/langchain-stock (it did not finish): those show as new"),
     Report(
         "peers", "README peer table, docs/eval/peers.md, ranking.md",
-        (("{py}", "-m", "swrag_integrations.evaluation.peers", "--data-dir", "{data}", "--out", "{run}",
+        (("{py}", "-m", "swrag_integrations.evaluation.peers.peers", "--data-dir", "{data}", "--out", "{run}",
           "--strategies", "default,default-v1,langchain-ensemble,llamaindex-window,langchain-parent",
           "--peer-config", "docs/eval/peers_tuned.json", "--half", "test", "--report", "{run}/peers.md"),),
         {"peers.md": "docs/eval/peers.md"}, 90, "markdown",
@@ -161,7 +161,7 @@ REPORTS: tuple[Report, ...] = (
          ("*", 0.0))),
     Report(
         "budget_curve", "docs/eval/budgets.md (issue 44: recall per token, the curve and its paired table)",
-        (("{py}", "-m", "swrag_integrations.evaluation.peers", "--data-dir", "{data}", "--out", "{run}",
+        (("{py}", "-m", "swrag_integrations.evaluation.peers.peers", "--data-dir", "{data}", "--out", "{run}",
           "--datasets", "multifieldqa_zh,qasper,minilongbench,squad_v2_articles,hotpotqa,cmrc2018_corpus,drcd_corpus,"
                         "leval_scientific_qa,leval_natural_question,leval_multidoc_qa,leval_financial_qa,"
                         "leval_legal_contract_qa",
@@ -180,7 +180,7 @@ REPORTS: tuple[Report, ...] = (
                 "minutes per answer on 2 cores"),
     Report(
         "graph", "README graph rows, docs/eval/graph.md",
-        (("{py}", "-m", "swrag_integrations.graph.measure", "eval", "--data", "{data}/hotpotqa.jsonl", "--corpus",
+        (("{py}", "-m", "swrag_integrations.evaluation.methods.graph_measure", "eval", "--data", "{data}/hotpotqa.jsonl", "--corpus",
           "--split-passages", "--retrieval-only", "--windows", "512", "--steps", "3", "--strategies",
           "parent,dds,hipporag,hipporag-ppr,hipporag-ppr-only,graphrag-local", "--out", "{run}"),),
         {"results.json": "docs/eval/graph_results.json"}, 60, "eval-json", EVAL_TOLERANCES,

@@ -104,7 +104,7 @@ from swrag_integrations import (
     FixedWindowTextSplitter,
     iter_windows,
 )
-from swrag_integrations.windows import count_units
+from swrag_integrations.core.windows import count_units
 """),
     md("""
     ## The passages
@@ -370,7 +370,7 @@ assert "41.3 million" in reader.pages[0].extract_text()
     PDF (pages joined by a blank line), one per CSV row (`column: value` lines).
     """),
     code('''
-from swrag_integrations.retrieval import load_files
+from swrag_integrations.ingest.files import load_files
 
 documents = load_files(DOCS_DIR)
 for doc in documents:
@@ -386,7 +386,7 @@ for doc in documents:
     embedded `chromadb.PersistentClient` in the temporary folder.
     """),
     code('''
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 index = SlidingWindowIndex(
     WORK / "index", collection_name="cookbook", chunk_size=20, window_size=4, step=2, show_progress=False
@@ -402,7 +402,7 @@ print(f"{index.count()} small chunks, {index.count('medium')} medium chunks, {le
     the small chunks; weighted reciprocal-rank fusion merges the two lists by chunk id.
     """),
     code('''
-from swrag_integrations.retrieval import WindowedParentRetriever
+from swrag_integrations.langchain.retriever import WindowedParentRetriever
 
 retriever = WindowedParentRetriever(index=index, k=3, k_child=4, budget_tokens=300)
 question = "What was the revenue of Linden & Rowe in 2023?"
@@ -425,7 +425,7 @@ for hit in retriever.find_chunks(question):  # stage 1: small chunks with their 
     code('''
 import html
 
-from swrag_integrations.retrieval import source_id_for
+from swrag_integrations.engine.ids import source_id_for
 
 texts = {source_id_for(d): d.page_content for d in documents}
 
@@ -479,7 +479,7 @@ show_context(retriever.invoke("茶园有多少公顷？"))
 from langchain_core.caches import InMemoryCache
 from langchain_core.globals import set_llm_cache
 
-from swrag_integrations.retrieval import MultiQueryFusionRetriever
+from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever
 
 set_llm_cache(InMemoryCache())
 lc_llm = llm.as_langchain()
@@ -500,7 +500,7 @@ show_context(mq_docs)
     questions.
     """),
     code('''
-from swrag_integrations.chain import build_rag_chain
+from swrag_integrations.methods.chain import build_rag_chain
 
 chain = build_rag_chain(multi_query, lc_llm)
 result = chain.invoke(question)
@@ -587,7 +587,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.embeddings import BaseEmbedding
 from pydantic import PrivateAttr
 
-from swrag_integrations.retrieval import MiniLMEmbeddings
+from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
 
 
 class MiniLMEmbedding(BaseEmbedding):
@@ -634,7 +634,8 @@ for hit in vector_index.as_retriever(similarity_top_k=3).retrieve(question):
     code('''
 from langchain_core.documents import Document as LCDocument
 
-from swrag_integrations.retrieval import SlidingWindowIndex, WindowedLlamaIndexRetriever
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
 sw_index = SlidingWindowIndex(
     WORK / "index", collection_name="lighthouse", chunk_size=20, window_size=3, step=1, show_progress=False
@@ -659,7 +660,7 @@ for hit in retriever.retrieve(question):
     """),
     code(LOAD_LLM),
     code('''
-from swrag_integrations.chain import build_query_engine
+from swrag_integrations.methods.chain import build_query_engine
 
 Settings.llm = llm.as_llamaindex()
 engine = build_query_engine(retriever, Settings.llm)

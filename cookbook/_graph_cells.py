@@ -18,7 +18,7 @@ def cells(md, code, setup: str) -> list:
         university -- and the second never mentions the film. Chunk retrieval finds the first
         and misses the second unless one chunk happens to name both.
 
-        `swrag_integrations.graph` builds one **passage-phrase graph** over an index's chunks
+        `swrag_integrations.methods.graph` builds one **passage-phrase graph** over an index's chunks
         (phrases from a rule extractor here, no LLM; any LangChain LLM can give triples
         instead), then
 
@@ -39,7 +39,7 @@ def cells(md, code, setup: str) -> list:
         code('''
 import tempfile
 from langchain_core.documents import Document
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 PASSAGES = {
     "Harbor Lights (1952 film)": "Harbor Lights is a 1952 drama film directed by Mara Quill and starring Tom Ashby. "
@@ -71,7 +71,7 @@ print(f"{len(title_of)} sources, {index.count()} small chunks")
         vectors are close. Re-running it later only extracts new or changed sources.
         """),
         code('''
-from swrag_integrations.graph import build_graph
+from swrag_integrations.methods.graph import build_graph
 
 graph, report = build_graph(index)
 print(report.summary())
@@ -88,7 +88,7 @@ for pid, passage in list(graph.passages.items())[:3]:
         reaches *Mara Quill*, and *Mara Quill* reaches her own passage -- which names the university.
         """),
         code('''
-from swrag_integrations.graph import HippoRAG
+from swrag_integrations.methods.graph import HippoRAG
 
 hippo = HippoRAG(index, graph, graph_weight=1.0, passage_seed_weight=0.0)   # the graph alone, for the walk
 ranking = hippo.rank(QUESTION, k_passages=5)
@@ -115,8 +115,8 @@ print([title_of[d.metadata["source_id"]] for d in parent.invoke(QUESTION)])
         and `budget_tokens` also work per call.
         """),
         code('''
-from swrag_integrations.graph import HippoRAGLlamaIndexRetriever, HippoRAGRetriever
-from swrag_integrations.retrieval.assemble import count_tokens
+from swrag_integrations.methods.graph import HippoRAGLlamaIndexRetriever, HippoRAGRetriever
+from swrag_integrations.engine.assemble import count_tokens
 
 retriever = HippoRAGRetriever(searcher=HippoRAG(index, graph), budget_tokens=150)
 docs = retriever.invoke(QUESTION)
@@ -138,7 +138,7 @@ print([(title_of[n.node.metadata["source_id"]], n.node.start_char_idx, n.node.en
         offsets), or written by an LLM (`build_reports(llm)`).
         """),
         code('''
-from swrag_integrations.graph import GraphRAG, GraphRAGLocalRetriever
+from swrag_integrations.methods.graph import GraphRAG, GraphRAGLocalRetriever
 
 graphrag = GraphRAG(index, graph)
 communities = graphrag.build_communities(max_cluster_size=6)
@@ -192,7 +192,7 @@ print("answer:", result.answer[:200])
         `swrag index --graph` builds and updates it from the command line.
         """),
         code('''
-from swrag_integrations.graph import load_graph, save_graph
+from swrag_integrations.methods.graph import load_graph, save_graph
 
 save_graph(graph, index)
 print("reloaded equal:", load_graph(index) == graph)

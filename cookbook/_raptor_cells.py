@@ -72,8 +72,8 @@ print(text[:300].replace("\\n", " ") + " ...")
         summarise is then cut in two in document order: the tree is shallower.
         """),
         code("""
-from swrag_integrations.raptor import ClusterConfig, ExtractiveSummarizer, RaptorIndex, TreeConfig
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.methods.raptor import ClusterConfig, ExtractiveSummarizer, RaptorIndex, TreeConfig
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 workdir = Path(tempfile.mkdtemp(prefix="swrag-raptor-"))
 index = SlidingWindowIndex(workdir / "index", show_progress=False)
@@ -139,7 +139,7 @@ for (sid, a, b), piece in zip(node.spans, node.span_texts):
         retrievers (`raptor.as_llama_index_retriever`) over one core.
         """),
         code("""
-from swrag_integrations.retrieval.assemble import count_tokens
+from swrag_integrations.engine.assemble import count_tokens
 
 print("Q:", question)
 for mode in ("collapsed", "traverse"):
@@ -169,7 +169,7 @@ for mode in ("collapsed", "traverse"):
 
         ```python
         from swrag_integrations.llm import load_llama3
-        from swrag_integrations.raptor import LLMSummarizer
+        from swrag_integrations.methods.raptor import LLMSummarizer
 
         llm = load_llama3("/path/to/Meta-Llama-3-8B-Instruct", max_new_tokens=160).as_langchain()
         raptor = RaptorIndex(index, name="raptor-llm", summarizer=LLMSummarizer(llm, cache=index.store))

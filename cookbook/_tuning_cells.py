@@ -123,7 +123,7 @@ if HAVE_DATA:
         from the tuned retriever settings. A real question about one of the articles:
         """),
         code('''
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 if HAVE_DATA:
     store = WORK / "index"

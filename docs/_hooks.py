@@ -16,6 +16,7 @@ re-export resolved to its target, else the one submodule of the package that def
 from __future__ import annotations
 
 import ast
+from importlib.util import resolve_name
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ class ApiPage:
 
     @property
     def path(self) -> str:
-        """The page's path inside the docs folder, e.g. ``api/swrag_integrations.retrieval.md``."""
+        """The page's path inside the docs folder, e.g. ``api/swrag_integrations.engine.md``."""
         return f"{API_DIR}/{self.module}.md"
 
     def markdown(self) -> str:
@@ -98,24 +99,32 @@ def _lazy_table(path: Path, package: str) -> dict[str, str]:
         if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports" and len(node.args) == 2
                 and isinstance(node.args[1], ast.Name) and node.args[1].id in dicts):
             table = dicts[node.args[1].id]
-            return {key.value: f"{package}.{value.value.lstrip('.')}" for key, value in zip(table.keys, table.values)
+            return {key.value: resolve_name(value.value if value.value.startswith(".") else f".{value.value}", package)
+                    for key, value in zip(table.keys, table.values)
                     if isinstance(key, ast.Constant) and isinstance(value, ast.Constant)}
     return {}
 
 
 def public_modules(root: Path = ROOT) -> dict[str, list[str]]:
-    """Each public module's dotted name and its ``__all__``: the package, then its children."""
+    """Each public module's dotted name and its ``__all__``: the package, then its children; a
+    subpackage without ``__all__`` (a room of modules, e.g. ``core``) stands for its children."""
     package_dir = root / PACKAGE
     modules = {PACKAGE: _static_all(package_dir / "__init__.py") or []}
-    for child in sorted(package_dir.iterdir()):
-        if child.name.startswith("_"):
-            continue
-        source = child / "__init__.py" if child.is_dir() else child
-        if child.is_file() and child.suffix != ".py" or not source.is_file():
-            continue
-        names = _static_all(source)
-        if names:
-            modules[f"{PACKAGE}.{child.stem}"] = names
+
+    def visit(folder: Path, dotted: str) -> None:
+        for child in sorted(folder.iterdir()):
+            if child.name.startswith("_"):
+                continue
+            source = child / "__init__.py" if child.is_dir() else child
+            if child.is_file() and child.suffix != ".py" or not source.is_file():
+                continue
+            names = _static_all(source)
+            if names:
+                modules[f"{dotted}.{child.stem}"] = names
+            elif child.is_dir():
+                visit(child, f"{dotted}.{child.stem}")
+
+    visit(package_dir, PACKAGE)
     return modules
 
 

@@ -1,6 +1,6 @@
 """swrag-integrations: sliding-window RAG for LangChain and LlamaIndex.
 
-The framework-free core (``swrag_integrations.windows``: FFS/DFS/DDS windows as exact
+The framework-free core (``swrag_integrations.core.windows``: FFS/DFS/DDS windows as exact
 spans) needs only numpy and tiktoken. The LangChain splitters are importable from the
 top level (``from swrag_integrations import DynamicStepTextSplitter``; needs the
 ``[langchain]`` extra), the LlamaIndex node parsers from
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .windows import DEFAULT_DELIMITERS, Span, WindowConfig, iter_windows
+from swrag_integrations.core.windows import DEFAULT_DELIMITERS, Span, WindowConfig, iter_windows
 
 __version__ = "0.2.0"
 

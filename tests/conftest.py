@@ -64,6 +64,6 @@ def fake_default_embeddings(monkeypatch):
     """The CLI's default embedding, replaced by a 384-d fake (no model load)."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    import swrag_integrations.retrieval.embeddings as embeddings
+    import swrag_integrations.embeddings.minilm as embeddings
 
     monkeypatch.setattr(embeddings, "default_embeddings", lambda backend=None: DeterministicFakeEmbedding(size=384))

@@ -84,7 +84,7 @@ def corpus(version: int) -> list[Any]:
 
 def open_index(path: str | os.PathLike, store: str) -> Any:
     """The crash tests' index at ``path`` (the fake trigram embedding, small chunks)."""
-    from swrag_integrations.retrieval import IndexEngine
+    from swrag_integrations.engine.engine import IndexEngine
 
     kw = {} if store == "chroma" else {"storage": store}
     return IndexEngine.open(path, embedding=TrigramEmbedder(EMBED_DIM), **INDEX_SETTINGS, **kw)
@@ -186,7 +186,10 @@ def _caller(depth: int = 2) -> str:
 
 def install(killer: Killer) -> None:
     """Wrap the library's write steps so each reaches its kill point (this process only)."""
-    from swrag_integrations.retrieval import bm25_tantivy, chroma, milvus, sources
+    from swrag_integrations.keyword import tantivy as bm25_tantivy
+    from swrag_integrations.stores import chroma as chroma
+    from swrag_integrations.stores import milvus as milvus
+    from swrag_integrations.stores import sources as sources
 
     store_cls = sources.SqliteSourceStore
     in_txn: list[str] = []  # the store method whose transaction is open

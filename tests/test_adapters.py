@@ -35,7 +35,7 @@ def test_exports_and_aliases():
     assert FFSTextSplitter is FixedWindowTextSplitter
     assert DFSTextSplitter is DynamicWindowTextSplitter
     assert DDSTextSplitter is DynamicStepTextSplitter
-    from swrag_integrations import langchain as lc_module
+    from swrag_integrations.langchain import splitters as lc_module
 
     for name in ("FixedWindowTextSplitter", "DynamicWindowTextSplitter", "DynamicStepTextSplitter"):
         assert getattr(lc_module, name) is getattr(swrag_integrations, name)

@@ -51,7 +51,7 @@ def test_table_counts_a_mixed_row_as_missed_not_beyond(bench):
 
 
 def test_the_token_floor_is_the_packages_encoding(bench, monkeypatch):
-    from swrag_integrations.windows import get_encoding
+    from swrag_integrations.core.windows import get_encoding
 
     text = "The Marrow Point Lighthouse was first lit in 1874. 灯塔高31米。" * 40
     table = bench.Table()

@@ -5,7 +5,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.retrievers import BaseRetriever
 
-from swrag_integrations.chain import PROMPT_EN, PROMPT_ZH, build_query_engine, build_rag_chain, prompt_for
+from swrag_integrations.methods.chain import PROMPT_EN, PROMPT_ZH, build_query_engine, build_rag_chain, prompt_for
 
 TEXT = "The tower is 31 metres tall. It was first lit on 14 October 1874."
 
@@ -129,7 +129,7 @@ def test_plain_llms_still_work_and_stream_their_answer():
 
 
 def test_chat_model_for_leaves_other_models_alone():
-    from swrag_integrations.chain import chat_model_for
+    from swrag_integrations.methods.chain import chat_model_for
 
     llm = FakeListLLM(responses=["x"])
     assert chat_model_for(llm) is llm

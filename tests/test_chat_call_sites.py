@@ -16,9 +16,9 @@ from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 
-from swrag_integrations.chain import build_rag_chain, chat_model_for
-from swrag_integrations.context import ContextualChunkHeaders
-from swrag_integrations.retrieval.multi_query import MultiQueryFusionRetriever, agenerate_queries, generate_queries
+from swrag_integrations.methods.chain import build_rag_chain, chat_model_for
+from swrag_integrations.methods.context import ContextualChunkHeaders
+from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever, agenerate_queries, generate_queries
 
 Q = "What is the capital of France?"
 DOC = Document(
@@ -84,7 +84,7 @@ def test_the_local_chat_model_keeps_the_headers_prefix_cache_path():
 
 @pytest.mark.slow
 def test_chain_serves_the_local_llm_through_its_chat_model_and_streams_tokens():
-    from swrag_integrations.llm.chat import LocalChatModel
+    from swrag_integrations.llm.langchain_chat import LocalChatModel
     from chat_shared import shared_core
 
     core = shared_core()

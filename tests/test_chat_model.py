@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from chat_shared import shared_core
 from scripted_model import never_stops, stop_string_after
 
-from swrag_integrations.llm.chat import LocalChatModel, constrained_decoding_available, parse_tool_calls
+from swrag_integrations.llm.langchain_chat import LocalChatModel, constrained_decoding_available, parse_tool_calls
 from swrag_integrations.llm.core import _template_facts, merge_consecutive_roles, merge_system_into_user
 
 SMOL_TEMPLATE = (

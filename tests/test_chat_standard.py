@@ -47,7 +47,7 @@ from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 from chat_shared import shared_core
 
-from swrag_integrations.llm.chat import LocalChatModel, constrained_decoding_available
+from swrag_integrations.llm.langchain_chat import LocalChatModel, constrained_decoding_available
 
 pytestmark = pytest.mark.slow
 

@@ -74,7 +74,7 @@ def test_ask_and_index_bad_input(tmp_path):
 def test_demo_store_holds_only_the_current_sample(tmp_path, monkeypatch, capsys):
     """Running the demo from two checkouts (two sample paths) must not serve both copies."""
     import swrag_integrations.cli as cli
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     monkeypatch.setenv("SWRAG_CACHE", str(tmp_path / "cache"))
     text = cli.sample_path().read_text(encoding="utf-8")
@@ -127,7 +127,7 @@ def test_subcommand_without_its_extra_says_which_in_one_line(tmp_path):
 
 
 def test_missing_extra_is_blamed_only_when_really_missing(monkeypatch):
-    from swrag_integrations.cli_common import missing_extra_message
+    from swrag_integrations.cli.common import missing_extra_message
 
     assert missing_extra_message(ModuleNotFoundError("x", name="langchain_core"), "status") is None  # installed
     assert missing_extra_message(ModuleNotFoundError("x", name="no_such_module_xyz"), "status") is None
@@ -145,7 +145,7 @@ def test_llm_loading_lines_name_the_low_bit_format_only_for_ipex(backend, shown,
     IPEX-LLM applied it (the transformers backend ignores it)."""
     import swrag_integrations.llm as llm_module
     from swrag_integrations.cli import build_parser
-    from swrag_integrations.cli_common import load_llm
+    from swrag_integrations.cli.common import load_llm
     from swrag_integrations.llm.generation import LoadInfo
 
     info = LoadInfo(source="m", backend=backend, device="cpu", low_bit="sym_int8" if backend == "ipex-llm" else None,

@@ -12,12 +12,12 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 import swrag_integrations
-from swrag_integrations import paths
+from swrag_integrations.core import paths as paths
 from swrag_integrations.cli import main as swrag
 from swrag_integrations.llm import default_cache_dir
-from swrag_integrations.retrieval import SlidingWindowIndex
-from swrag_integrations.retrieval import embeddings as embeddings_module
-from swrag_integrations.retrieval.embeddings import MiniLMEmbeddings
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.embeddings import minilm as embeddings_module
+from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
 
 LOCATION_VARIABLES = ("SWRAG_HOME", "SWRAG_CACHE", "XDG_DATA_HOME", "XDG_CACHE_HOME")
 
@@ -118,7 +118,7 @@ def test_status_imports_no_keyword_scorer_face_or_torch(tmp_path):
     import sys
 
     _index(tmp_path / "idx")
-    heavy = ("bm25s", "numba", "torch", "langchain_core.vectorstores", "swrag_integrations.retrieval.index")
+    heavy = ("bm25s", "numba", "torch", "langchain_core.vectorstores", "swrag_integrations.langchain.index")
     code = ("import sys\nfrom swrag_integrations.cli import main\n"
             f"code = main(['status', '--persist-dir', {str(tmp_path / 'idx')!r}])\n"
             f"print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules), code)")

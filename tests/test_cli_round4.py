@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from swrag_integrations import cli
-from swrag_integrations.retrieval.filters import filter_from_pairs, parse_filter
+from swrag_integrations.cli import app as cli
+from swrag_integrations.engine.filters import filter_from_pairs, parse_filter
 
 
 def _run(capsys, *argv):
@@ -76,7 +76,7 @@ def test_bad_k_or_budget_is_one_line(tmp_path, capsys, option, value):
 
 
 def test_embed_backend_help_names_the_real_default(capsys):
-    from swrag_integrations.retrieval.embeddings import DEFAULT_BACKEND
+    from swrag_integrations.embeddings.minilm import DEFAULT_BACKEND
 
     with pytest.raises(SystemExit):
         cli.main(["status", "--help"])
@@ -86,7 +86,7 @@ def test_embed_backend_help_names_the_real_default(capsys):
 
 
 def test_encoding_is_the_fallback_for_files_that_are_not_utf8(tmp_path):
-    from swrag_integrations.retrieval.files import load_files
+    from swrag_integrations.ingest.files import load_files
 
     (tmp_path / "zh.txt").write_text("灯塔高四十米，建于1871年。", encoding="utf-8")
     (tmp_path / "bom.md").write_bytes(b"\xef\xbb\xbf" + "Café au phare.".encode("utf-8"))
@@ -154,8 +154,8 @@ def test_library_indexing_is_quiet_by_default_and_the_cli_shows_bars(tmp_path, c
     import sys as _sys
     from pathlib import Path as _Path
 
-    from swrag_integrations.cli_common import open_engine
-    from swrag_integrations.retrieval.engine import IndexEngine
+    from swrag_integrations.cli.common import open_engine
+    from swrag_integrations.engine.engine import IndexEngine
 
     _sys.path.insert(0, str(_Path(__file__).parent))
     from fake_embeddings import TrigramEmbedder
@@ -193,7 +193,7 @@ def test_a_relative_persist_dir_is_resolved_in_each_working_folder(tmp_path, mon
 def test_retrieval_only_gives_what_the_retriever_gives(docs_index, capsys):
     """`ask --retrieval-only` (framework-free, on the engine) returns the windows the
     LangChain retriever returns for the same settings."""
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     question = "When does the harbour ferry return?"
     code, out, err = _run(capsys, "ask", question, "--persist-dir", "ix", "--retrieval-only", "--json", "--k", "2",

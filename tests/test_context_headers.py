@@ -10,14 +10,14 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.language_models.llms import LLM
 
-from swrag_integrations.context import (
+from swrag_integrations.methods.context import (
     ContextualChunkHeaders,
     ContextualEmbeddings,
     HeaderCache,
     clean_header,
     text_to_index,
 )
-from swrag_integrations.retrieval import count_tokens
+from swrag_integrations.engine.assemble import count_tokens
 
 DOC = Document(
     page_content=(

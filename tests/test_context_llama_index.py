@@ -8,7 +8,7 @@ from langchain_core.language_models.fake import FakeListLLM
 from llama_index.core import Document as LIDocument
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
-from swrag_integrations.context import (
+from swrag_integrations.methods.context import (
     ContextualChunkHeaders,
     ContextualHeaderTransform,
     DiversityPostprocessor,

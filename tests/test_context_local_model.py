@@ -1,7 +1,7 @@
 """The techniques with the real local model (SmolLM2-135M, plain transformers fp32).
 
 fp32 is used because IPEX-LLM's low-bit kernels are not batch-invariant: the cached and
-uncached paths then differ slightly (see swrag_integrations.context.headers).
+uncached paths then differ slightly (see swrag_integrations.methods.context.headers).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from swrag_integrations.context import ContextualChunkHeaders, LLMJudgeReranker  # noqa: E402
+from swrag_integrations.methods.context import ContextualChunkHeaders, LLMJudgeReranker  # noqa: E402
 
 DOC = Document(page_content=(
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
@@ -97,6 +97,6 @@ def test_llm_judge_reranker_local_logits(fp32_llm):
     assert all(0.0 <= s <= 1.0 for s in scores)
     assert out[0].page_content.startswith("Paris")
     # the LangChain adapter of the same model takes the same (logit) path
-    from swrag_integrations.context._common import local_core
+    from swrag_integrations.methods.context._common import local_core
 
     assert local_core(fp32_llm.as_langchain()) is fp32_llm

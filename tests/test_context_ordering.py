@@ -7,7 +7,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
-from swrag_integrations.context import (
+from swrag_integrations.methods.context import (
     DiversityReranker,
     LostInTheMiddleReorder,
     apply_budget,

@@ -9,7 +9,7 @@ from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake import FakeListLLM
 
-from swrag_integrations.context import (
+from swrag_integrations.methods.context import (
     BaseReranker,
     CompressorReranker,
     EmbeddingReranker,
@@ -17,7 +17,7 @@ from swrag_integrations.context import (
     LostInTheMiddleReorder,
     Reranker,
 )
-from swrag_integrations.context._common import sentence_pieces
+from swrag_integrations.methods.context._common import sentence_pieces
 
 QUERY = "Where is the Eiffel Tower?"
 FILLER = " ".join(
@@ -32,14 +32,14 @@ DOCS = [
 
 @pytest.fixture(scope="module")
 def minilm():
-    from swrag_integrations.retrieval import default_embeddings
+    from swrag_integrations.embeddings.minilm import default_embeddings
 
     return default_embeddings()
 
 
 def test_sentence_pieces_respect_the_token_cap():
     pieces = sentence_pieces(FILLER + " The end.", 40)
-    from swrag_integrations.retrieval import count_tokens
+    from swrag_integrations.engine.assemble import count_tokens
 
     assert all(count_tokens(p) <= 40 for p in pieces)
     assert "The end." in pieces[-1]

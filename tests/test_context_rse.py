@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from swrag_integrations.context import RSE_PRESETS, RelevantSegmentExtractor, RSEParams, best_segment, chunk_values
-from swrag_integrations.retrieval import count_tokens
+from swrag_integrations.methods.context import RSE_PRESETS, RelevantSegmentExtractor, RSEParams, best_segment, chunk_values
+from swrag_integrations.engine.assemble import count_tokens
 
 # A source of 10 chunks of different lengths that tile it exactly.
 CHUNKS = [f"chunk {i} says {'x' * (i + 3)}. " for i in range(10)]
@@ -187,7 +187,7 @@ def test_bad_input():
 def test_with_a_sliding_window_index(tmp_path):
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     text = " ".join(f"Sentence number {i} talks about topic {i % 7}." for i in range(60))
     index = SlidingWindowIndex(tmp_path / "idx", embedding=DeterministicFakeEmbedding(size=16), chunk_size=20,
@@ -206,7 +206,8 @@ def test_compression_retriever_over_the_hybrid_chunk_retriever(tmp_path):
     from langchain_classic.retrievers import ContextualCompressionRetriever
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    from swrag_integrations.retrieval import SlidingWindowIndex, assemble_context
+    from swrag_integrations.langchain.index import SlidingWindowIndex
+    from swrag_integrations.engine.assemble import assemble_context
 
     text = " ".join(f"Line {i}: the {'falcon' if 10 <= i <= 13 else 'pigeon'} sat on roof {i}." for i in range(50))
     index = SlidingWindowIndex(tmp_path / "idx", embedding=DeterministicFakeEmbedding(size=16), chunk_size=12,

@@ -153,7 +153,7 @@ def test_site_builds_strict(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-5000:]
     modules = _hooks.public_modules()
-    assert {"swrag_integrations", "swrag_integrations.retrieval", "swrag_integrations.llama_index"} <= set(modules)
+    assert {"swrag_integrations", "swrag_integrations.engine", "swrag_integrations.llama_index"} <= set(modules)
     pages = {page.module: page for page in _hooks.api_pages()}
     assert set(pages) == set(modules)
     for module, names in modules.items():
@@ -194,7 +194,7 @@ def test_api_reference_names_every_public_name():
     assert all(len(modules) == 1 for modules in owners.values()), {t: m for t, m in owners.items() if len(m) > 1}
     assert {target for page in pages for target in page.names.values()} == set(owners)
     top = next(page for page in pages if page.module == "swrag_integrations")
-    assert top.names["DynamicStepTextSplitter"] == "swrag_integrations.langchain.DynamicStepTextSplitter"
+    assert top.names["DynamicStepTextSplitter"] == "swrag_integrations.langchain.splitters.DynamicStepTextSplitter"
     assert "DynamicStepTextSplitter" in top.elsewhere
 
 

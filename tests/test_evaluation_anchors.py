@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -13,16 +14,16 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from swrag_integrations.evaluation import EvalConfig, count_tokens
-from swrag_integrations.evaluation.anchors import (
+from swrag_integrations.evaluation.peers.anchors import (
     LangChainEnsemblePipeline,
     LangChainParentDocumentPipeline,
     LlamaIndexSentenceWindowPipeline,
     jieba_preprocess,
 )
 from swrag_integrations.evaluation.datasets import Source, build_corpus, load_examples
-from swrag_integrations.evaluation.hybrid_anchor import LlamaIndexHybridPipeline
+from swrag_integrations.evaluation.peers.hybrid_anchor import LlamaIndexHybridPipeline
 from swrag_integrations.evaluation.pipelines import build_pipeline
-from swrag_integrations.windows import DEFAULT_ENCODING
+from swrag_integrations.core.windows import DEFAULT_ENCODING
 
 ANCHORS = {
     "langchain-ensemble": LangChainEnsemblePipeline,
@@ -161,23 +162,25 @@ def test_sentence_window_is_llamaindex_parts(closing):
     assert pipe.index._embed_model.langchain_embeddings is EMB
 
 
-# what may run from swrag_integrations/retrieval: the LlamaIndex embedding wrapper and the
-# context types/token counter of the shared budgeted assembly (evaluation/context.py)
+# what may run from the retrieval rooms (the old swrag_integrations/retrieval): the LlamaIndex
+# embedding wrapper and the context types/token counter of the shared budgeted assembly
+# (evaluation/context.py)
+RETRIEVAL_ROOMS = ("engine", "stores", "keyword", "embeddings", "ingest", "langchain", "llama_index")
 RETRIEVAL_ALLOWED = {
-    "llama_index.py": ("MiniLMLlamaIndexEmbedding.",),
-    "assemble.py": ("ContextSpan.", "AssembledContext.", "count_tokens"),
+    "llama_index/index.py": ("MiniLMLlamaIndexEmbedding.",),
+    "engine/assemble.py": ("ContextSpan.", "AssembledContext.", "count_tokens"),
 }
 
 
 def test_no_package_ranking_code_runs(closing):
     """Trace every Python call while the anchors index, retrieve and assemble: nothing in
-    swrag_integrations/retrieval runs except the embedding wrapper, and none of the
+    the retrieval rooms runs except the embedding wrapper, and none of the
     package's own eval ranking (BM25 spans, RRF, offset assembly)."""
     sources = [Source("en", EN_TEXT), Source("zh", ZH_TEXT)]
     for name in ANCHORS:  # import everything first: module bodies are not calls of interest
         closing(name, sources).context("lamp", 200, queries=["kettle"])
     package = Path(__import__("swrag_integrations").__file__).parent
-    retrieval_dir = str(package / "retrieval")
+    retrieval_dirs = tuple(str(package / room) + os.sep for room in RETRIEVAL_ROOMS)
     forbidden_eval = {"rrf_spans", "_bm25_index", "_bm25_bytes", "chunk_spans", "assemble_by_offset",
                       "SpanBM25Pipeline.rank", "ParentPipeline.retrieve"}
     seen: set[tuple[str, str]] = set()
@@ -201,10 +204,13 @@ def test_no_package_ranking_code_runs(closing):
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
-    used = {(f, q) for f, q in seen if f.startswith(retrieval_dir) and q != "<module>"}
+    used = {(f, q) for f, q in seen if f.startswith(retrieval_dirs) and q != "<module>"}
     assert used, "the tracer saw nothing of the embedding wrapper"
     assert any(q.startswith("MiniLMLlamaIndexEmbedding._get_text_embeddings") for _, q in used)
-    bad = sorted((Path(f).name, q) for f, q in used if not q.startswith(RETRIEVAL_ALLOWED.get(Path(f).name, ("\0",))))
+    def room_path(f: str) -> str:
+        return Path(f).relative_to(package).as_posix()
+
+    bad = sorted((room_path(f), q) for f, q in used if not q.startswith(RETRIEVAL_ALLOWED.get(room_path(f), ("\0",))))
     assert not bad
     assert not {q for _, q in seen} & forbidden_eval
 
@@ -386,7 +392,7 @@ def test_close_deletes_the_collection(name):
 
 @pytest.mark.slow
 def test_cli_corpus_mode_real_minilm_on_cmrc(shared_dir, tmp_path, capsys):
-    from swrag_integrations import cli as top_cli
+    from swrag_integrations.cli import app as top_cli
 
     rows = (shared_dir / "data" / "eval" / "cmrc2018_corpus.jsonl").read_text(encoding="utf-8").splitlines()[:3]
     data = tmp_path / "cmrc3.jsonl"

@@ -14,10 +14,10 @@ from fake_embeddings import TrigramEmbedder
 from script_module import script_module
 
 from swrag_integrations.evaluation import EvalConfig, run_eval
-from swrag_integrations.evaluation import cli as cli_module
+from swrag_integrations.cli import eval as cli_module
 from swrag_integrations.evaluation import runner as runner_module
 from swrag_integrations.evaluation.datasets import load_examples
-from swrag_integrations.evaluation.peer_tuning import (
+from swrag_integrations.evaluation.peers.peer_tuning import (
     PEER_GRIDS,
     load_peer_config,
     peer_strategy_name,
@@ -129,8 +129,8 @@ def _write_run(out: Path) -> None:
 
 
 def test_budget_report_table_pairs_and_plot(tmp_path, capsys):
-    from swrag_integrations.evaluation.peers import main as peers_main
-    from swrag_integrations.evaluation.peers import report
+    from swrag_integrations.evaluation.peers.peers import main as peers_main
+    from swrag_integrations.evaluation.peers.peers import report
 
     out = tmp_path / "run"
     _write_run(out)
@@ -203,7 +203,7 @@ def test_peer_tuning_chooses_per_budget(tmp_path, monkeypatch):
 
 
 def test_peers_run_each_budget_with_its_own_tuned_configuration(tmp_path):
-    from swrag_integrations.evaluation.peers import _budget_calls
+    from swrag_integrations.evaluation.peers.peers import _budget_calls
 
     tuned = {300: {"langchain-parent": {"child_size": 64}}, 500: {"langchain-parent": {"child_size": 64}},
              1000: {"langchain-parent": {"child_size": 128}}}

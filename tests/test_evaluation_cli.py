@@ -11,8 +11,8 @@ from typing import Iterator
 import pytest
 from langchain_core.language_models.fake import FakeListLLM
 
-from swrag_integrations import cli as top_cli
-from swrag_integrations.evaluation import cli as eval_cli
+from swrag_integrations.cli import app as top_cli
+from swrag_integrations.cli import eval as eval_cli
 
 
 @pytest.fixture()

@@ -19,7 +19,7 @@ from swrag_integrations.evaluation.datasets import (
     dev_set_modes,
     load_examples,
 )
-from swrag_integrations.evaluation.peers import main as peers_main
+from swrag_integrations.evaluation.peers.peers import main as peers_main
 
 # rows of the files as described in ../shared/README.md
 ROWS = {"drcd_corpus": 1000, "leval_scientific_qa": 153, "leval_natural_question": 109, "leval_multidoc_qa": 158,

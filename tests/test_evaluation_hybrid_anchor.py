@@ -12,11 +12,11 @@ from ci_switch import needs
 from fake_embeddings import TrigramEmbedder
 
 from swrag_integrations.evaluation import EvalConfig
-from swrag_integrations.evaluation import cli as eval_cli
+from swrag_integrations.cli import eval as eval_cli
 from swrag_integrations.evaluation.datasets import Source
-from swrag_integrations.evaluation.hybrid_anchor import CJK_TOKEN_PATTERN, LlamaIndexHybridPipeline
-from swrag_integrations.evaluation.peer_tuning import PEER_GRIDS, register_peer
-from swrag_integrations.evaluation.peer_tuning import main as tuning_main
+from swrag_integrations.evaluation.peers.hybrid_anchor import CJK_TOKEN_PATTERN, LlamaIndexHybridPipeline
+from swrag_integrations.evaluation.peers.peer_tuning import PEER_GRIDS, register_peer
+from swrag_integrations.evaluation.peers.peer_tuning import main as tuning_main
 from swrag_integrations.evaluation.pipelines import build_pipeline, missing_requirement
 
 

@@ -1,4 +1,4 @@
-"""The retrieval levers of issue 29 (swrag_integrations/evaluation/levers.py) on a tiny corpus."""
+"""The retrieval levers of issue 29 (swrag_integrations/evaluation/peers/levers.py) on a tiny corpus."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from fake_embeddings import TrigramEmbedder
 
 from swrag_integrations.evaluation.datasets import Source
-from swrag_integrations.evaluation.levers import DefaultWindowsFusionPipeline, DefaultWindowsLanguagePipeline
+from swrag_integrations.evaluation.peers.levers import DefaultWindowsFusionPipeline, DefaultWindowsLanguagePipeline
 from swrag_integrations.evaluation.pipelines import DefaultPipeline, EvalConfig
-from swrag_integrations.retrieval.fusion import rrf
+from swrag_integrations.engine.fusion import rrf
 
 EN = " ".join(f"Paragraph {i} tells of the harbour town number {i} and its trade in copper and wool." for i in range(60))
 ZH = "".join(f"第{i}段讲述港口城市{i}的茶叶与丝绸贸易。" for i in range(60))
@@ -55,7 +55,7 @@ def test_language_weights_favour_the_keyword_windows_for_chinese_questions_only(
 
 
 def test_chinese_questions_use_the_chinese_weights_and_others_the_default_retriever():
-    from swrag_integrations.evaluation.levers import DefaultChineseWeights85Pipeline
+    from swrag_integrations.evaluation.peers.levers import DefaultChineseWeights85Pipeline
 
     lever = DefaultChineseWeights85Pipeline(_sources(), EvalConfig("default+zh-bm25-0.85", 512),
                                             embeddings=TrigramEmbedder(), budget=300)
@@ -81,7 +81,7 @@ def _towns():
 
 
 def test_adaptive_k_child_focuses_spread_single_hop_questions_only():
-    from swrag_integrations.evaluation.levers import DefaultAdaptiveK10Pipeline, DefaultAdaptiveKPipeline
+    from swrag_integrations.evaluation.peers.levers import DefaultAdaptiveK10Pipeline, DefaultAdaptiveKPipeline
 
     lever = DefaultAdaptiveKPipeline(_towns(), EvalConfig("default+adaptive-k15", 512),
                                      embeddings=TrigramEmbedder(), budget=300)
@@ -113,7 +113,7 @@ def test_adaptive_k_child_focuses_spread_single_hop_questions_only():
 
 
 def test_choice_rule_takes_the_best_mean_margin_that_loses_no_set_significantly():
-    from swrag_integrations.evaluation.levers import choose_lever, margins_markdown
+    from swrag_integrations.evaluation.peers.levers import choose_lever, margins_markdown
 
     def m(diff, low, high):
         return {"diff": diff, "ci_low": low, "ci_high": high, "n": 10}

@@ -1,4 +1,4 @@
-"""Reading a run's misses (swrag_integrations/evaluation/misses.py) on a tiny synthetic run."""
+"""Reading a run's misses (swrag_integrations/evaluation/peers/misses.py) on a tiny synthetic run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from fake_embeddings import TrigramEmbedder
 
 from swrag_integrations.evaluation.datasets import half_of, source_id
-from swrag_integrations.evaluation.misses import TRACE_CAUSES, find_misses, main, trace_misses
+from swrag_integrations.evaluation.peers.misses import TRACE_CAUSES, find_misses, main, trace_misses
 from swrag_integrations.evaluation.questions import multi_hop_cue, question_type
 
 FILLER = " ".join(f"Line {i} of the ledger lists barrels and crates." for i in range(12))
@@ -129,7 +129,7 @@ def test_question_features():
 def test_trace_names_an_answer_inside_a_hits_window_but_outside_the_hits(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from swrag_integrations.retrieval.retriever import WindowedParentRetriever
+    from swrag_integrations.langchain.retriever import WindowedParentRetriever
 
     run, data, q = _run(tmp_path)
     misses = [m for m in find_misses(run, data, "default", "tune", ["toy"])["toy"] if m.qid == q["cut"]]

@@ -9,14 +9,14 @@ import pytest
 from fake_embeddings import TrigramEmbedder
 
 from swrag_integrations.evaluation import EvalConfig
-from swrag_integrations.evaluation.anchors import (
+from swrag_integrations.evaluation.peers.anchors import (
     LangChainEnsemblePipeline,
     LangChainParentDocumentPipeline,
     LlamaIndexSentenceWindowPipeline,
     cjk_sentence_splitter,
 )
 from swrag_integrations.evaluation.datasets import Source
-from swrag_integrations.evaluation.peer_tuning import (
+from swrag_integrations.evaluation.peers.peer_tuning import (
     PEER_GRIDS,
     _candidates,
     choose,
@@ -27,9 +27,9 @@ from swrag_integrations.evaluation.peer_tuning import (
     tune_peers,
     write_choices,
 )
-from swrag_integrations.evaluation.peers import _tuned_strategies
+from swrag_integrations.evaluation.peers.peers import _tuned_strategies
 from swrag_integrations.evaluation.pipelines import PIPELINES, _rcs_splitter, build_pipeline
-from swrag_integrations.windows import DEFAULT_ENCODING
+from swrag_integrations.core.windows import DEFAULT_ENCODING
 
 EMB = TrigramEmbedder(dim=32)
 ZH_SENTENCES = ["灯塔管理员在第一天数了四十七艘船。", "厦门大学的会议在春天举办，来了很多学者！", "北京的天气冷吗？",

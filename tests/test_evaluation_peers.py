@@ -1,4 +1,4 @@
-"""The peers report (python -m swrag_integrations.evaluation.peers) from hand-made records."""
+"""The peers report (python -m swrag_integrations.evaluation.peers.peers) from hand-made records."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ci_switch import importorskip
 
 importorskip("scipy")
 
-from swrag_integrations.evaluation.peers import main, report  # noqa: E402
+from swrag_integrations.evaluation.peers.peers import main, report  # noqa: E402
 
 
 def _write(folder, rows):

@@ -12,7 +12,7 @@ import pytest
 from langchain_core.embeddings.fake import DeterministicFakeEmbedding
 from langchain_core.language_models.fake import FakeListLLM
 
-from swrag_integrations.context import litm_order
+from swrag_integrations.methods.context import litm_order
 from swrag_integrations.evaluation import EvalConfig, main, run_eval
 from swrag_integrations.evaluation.datasets import Source
 from swrag_integrations.evaluation.pipelines import build_pipeline
@@ -210,7 +210,7 @@ def test_autocontext_headers_are_indexed_and_cached(tmp_path, data, emb):
     assert sum(r["cached"] for r in reports) > 0
     assert (out / "cache" / "headers.sqlite").is_file()
 
-    from swrag_integrations.context import ContextualChunkHeaders
+    from swrag_integrations.methods.context import ContextualChunkHeaders
     from swrag_integrations.evaluation.steps import add_headers
 
     pipe = _pipeline("rcs", 64, None)

@@ -1,4 +1,4 @@
-"""swrag_integrations.retrieval.files: every input rule, with real files in tmp_path."""
+"""swrag_integrations.ingest.files: every input rule, with real files in tmp_path."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from swrag_integrations.retrieval import files as files_mod
-from swrag_integrations.retrieval.files import (
+from swrag_integrations.ingest import files as files_mod
+from swrag_integrations.ingest.files import (
     SUPPORTED_SUFFIXES,
     LoadResult,
     LoadWarning,

@@ -7,7 +7,7 @@ import pytest
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from swrag_integrations.graph.extraction import (
+from swrag_integrations.methods.graph.extraction import (
     Extraction,
     LLMExtractor,
     RuleExtractor,

@@ -18,7 +18,7 @@ importorskip("igraph")
 importorskip("leidenalg")
 
 from swrag_integrations.evaluation.datasets import build_corpus, load_examples  # noqa: E402
-from swrag_integrations.graph import (  # noqa: E402
+from swrag_integrations.methods.graph import (  # noqa: E402
     GraphRAG,
     GraphRAGLocalLlamaIndexRetriever,
     GraphRAGLocalRetriever,
@@ -30,11 +30,11 @@ from swrag_integrations.graph import (  # noqa: E402
     build_graph,
     load_graph,
 )
-from swrag_integrations.graph.cli import add_graph_arguments, update_graph  # noqa: E402
-from swrag_integrations.graph.communities import CommunityReport  # noqa: E402
-from swrag_integrations.graph.graphrag import GlobalSearch, parse_points  # noqa: E402
-from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
-from swrag_integrations.retrieval.assemble import count_tokens  # noqa: E402
+from swrag_integrations.cli.graph import add_graph_arguments, update_graph  # noqa: E402
+from swrag_integrations.methods.graph.communities import CommunityReport  # noqa: E402
+from swrag_integrations.methods.graph.graphrag import GlobalSearch, parse_points  # noqa: E402
+from swrag_integrations.langchain.index import SlidingWindowIndex  # noqa: E402
+from swrag_integrations.engine.assemble import count_tokens  # noqa: E402
 
 QUESTION = "What government position was held by the woman who portrayed Corliss Archer in the film Kiss and Tell?"
 
@@ -252,7 +252,7 @@ def test_llm_extractor_graph_with_triples(corpus, tmp_path):
 
 
 def test_passage_hits_focus_chunk(built):
-    from swrag_integrations.graph.common import passage_hits
+    from swrag_integrations.methods.graph.common import passage_hits
 
     index, graph, _, _ = built
     multi = [pid for pid, p in graph.passages.items() if p.upper > p.lower]

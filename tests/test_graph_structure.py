@@ -12,9 +12,9 @@ from langchain_core.embeddings import Embeddings
 importorskip("igraph")
 importorskip("leidenalg")
 
-from swrag_integrations.graph.communities import detect_communities, extractive_report  # noqa: E402
-from swrag_integrations.graph.extraction import Extraction  # noqa: E402
-from swrag_integrations.graph.graph import Passage, PassageGraph  # noqa: E402
+from swrag_integrations.methods.graph.communities import detect_communities, extractive_report  # noqa: E402
+from swrag_integrations.methods.graph.extraction import Extraction  # noqa: E402
+from swrag_integrations.methods.graph.graph import Passage, PassageGraph  # noqa: E402
 
 
 class TableEmbeddings(Embeddings):
@@ -226,7 +226,7 @@ def test_persistence_round_trips(tmp_path):
 
 
 def test_query_linking_respects_case_of_names():
-    from swrag_integrations.graph.common import QueryLinker
+    from swrag_integrations.methods.graph.common import QueryLinker
 
     g = PassageGraph()
     g.add(P("a"), Extraction(entities=["Government", "Kiss and Tell", "Corliss Archer", "Arthur's Magazine", "北京大学"]))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swrag_integrations.grounding import (
+from swrag_integrations.methods.grounding import (
     ContextFacts,
     GroundedAnswer,
     GroundingChecker,
@@ -16,7 +16,7 @@ from swrag_integrations.grounding import (
     split_sentences,
     split_units,
 )
-from swrag_integrations.grounding.claims import Claim, chinese_numeral_value, number_values
+from swrag_integrations.methods.grounding.claims import Claim, chinese_numeral_value, number_values
 
 # A source document; the "retrieved" spans below are exact slices of it.
 DOC = (
@@ -344,7 +344,7 @@ def test_bad_types_and_parameters():
 
 
 def test_accepts_context_spans_documents_and_tuples():
-    from swrag_integrations.retrieval.assemble import ContextSpan
+    from swrag_integrations.engine.assemble import ContextSpan
 
     s, e = EN["start_index"], EN["end_index"]
     for src in (ContextSpan("lh", s, e, DOC[s:e]), ("lh", s, e, DOC[s:e])):
@@ -379,7 +379,7 @@ def test_embeddings_mix_into_the_score():
 def test_llm_judge_with_scripted_fake_llm():
     from langchain_core.language_models.fake import FakeListLLM
 
-    from swrag_integrations.grounding import LLMJudge
+    from swrag_integrations.methods.grounding import LLMJudge
 
     answer = "The tower is 31 metres tall. It was built by sixty masons. The fog signal was added in 1899."
     llm = FakeListLLM(responses=["No, that is not supported.", "Yes.", "#### %%% lorem"])
@@ -394,7 +394,7 @@ def test_llm_judge_with_scripted_fake_llm():
 
 
 def test_llm_judge_failures_are_never_fatal():
-    from swrag_integrations.grounding import LLMJudge
+    from swrag_integrations.methods.grounding import LLMJudge
 
     class Broken:
         def invoke(self, prompt):
@@ -409,7 +409,7 @@ def test_llm_judge_failures_are_never_fatal():
 def test_llm_judge_prompt_and_chat_model():
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-    from swrag_integrations.grounding import LLMJudge, parse_verdict
+    from swrag_integrations.methods.grounding import LLMJudge, parse_verdict
 
     seen = []
 

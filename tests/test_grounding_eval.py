@@ -39,7 +39,7 @@ def test_records_carry_groundedness_when_answers_are_generated(tmp_path, data):
 
 
 def test_measurement_helpers_on_eval_records(tmp_path, data):
-    from swrag_integrations.grounding.evaluate import gold_flags, ground_records, label_scores, load_answers, sample_sentences, summary
+    from swrag_integrations.evaluation.methods.grounding import gold_flags, ground_records, label_scores, load_answers, sample_sentences, summary
 
     llm = FakeListLLM(responses=["The secret code of the harbour is 4711. It was set by Admiral Nelson in 1805."])
     run_eval([data], [EvalConfig("dds", 64, "2")], tmp_path / "gen", budget=120, llm=llm, progress=False,
@@ -70,7 +70,7 @@ def test_measurement_helpers_on_eval_records(tmp_path, data):
 
 
 def test_flag_everything_baseline():
-    from swrag_integrations.grounding.evaluate import flag_everything
+    from swrag_integrations.evaluation.methods.grounding import flag_everything
 
     # the doc's labelled sets: 69 of 74 sentences unsupported, so flagging all scores 0.93 / 1.0
     assert flag_everything(69, 5) == {"precision": 69 / 74, "recall": 1.0}

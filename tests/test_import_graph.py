@@ -7,7 +7,7 @@ lazy export table (``_lazy.lazy_exports``) counts as an import of the submodule 
 holds ``Name``. Applications are the command line (``swrag_integrations.cli`` and every
 ``*.cli`` module), ``view``, ``evaluation``, ``tuning`` and ``chain``; nothing else may
 import them. A lower module that offers an HTML view gets it through a registration hook
-that the view module fills in when it is imported (``swrag_integrations.display``).
+that the view module fills in when it is imported (``swrag_integrations.core.display``).
 """
 
 from __future__ import annotations
@@ -250,10 +250,10 @@ def test_views_register_themselves(tmp_path):
 
     code = """
 import sys
-from swrag_integrations.display import ViewsNotLoadedError
-from swrag_integrations.grounding import ground_answer
+from swrag_integrations.core.display import ViewsNotLoadedError
+from swrag_integrations.methods.grounding import ground_answer
 from swrag_integrations.langchain import FixedWindowTextSplitter
-from swrag_integrations.retrieval.assemble import assemble_context
+from swrag_integrations.engine.assemble import assemble_context
 
 text = "The lighthouse was first lit in 1874. It is 31 metres tall."
 splitter = FixedWindowTextSplitter(window_size=8, step=4, unit="char")

@@ -13,7 +13,7 @@ import pytest
 from ci_switch import importorskip, missing
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_ingest_parallel import assert_same  # noqa: E402
@@ -55,7 +55,7 @@ def _tree_digest(path: Path) -> dict[str, str]:
 
 
 def _open(path):
-    from swrag_integrations.retrieval import MiniLMEmbeddings
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
 
     return SlidingWindowIndex(path, embedding=MiniLMEmbeddings(), show_progress=False)
 

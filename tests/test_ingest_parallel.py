@@ -18,11 +18,12 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import IndexMismatchError, SlidingWindowIndex
+from swrag_integrations.engine.engine import IndexMismatchError
+from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.cli import build_parser
-from swrag_integrations.cli_common import ingest_from_args
-from swrag_integrations.retrieval.parallel import portable_embedding
-from swrag_integrations.retrieval.vectors import PrecomputedEmbeddings
+from swrag_integrations.cli.common import ingest_from_args
+from swrag_integrations.ingest.workers import portable_embedding
+from swrag_integrations.langchain.vectorstore import PrecomputedEmbeddings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,7 +124,7 @@ def test_precomputed_embeddings_serve_primed_vectors_once_and_fall_back():
 
 
 def test_the_bundled_minilm_travels_to_workers_without_its_model():
-    from swrag_integrations.retrieval.embeddings import MiniLMEmbeddings
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
 
     emb = MiniLMEmbeddings(batch_size=7, max_seq_length=128)
     spec = portable_embedding(PrecomputedEmbeddings(emb))
@@ -184,8 +185,8 @@ def test_the_writer_starts_the_next_records_vectors_before_it_waits_for_the_last
     ``lookahead`` chunks of the current one are left: before, it took it only after the
     whole batch was written, so at each boundary between large records the workers ran
     dry (one idle while the other computed the last vectors of the record)."""
-    from swrag_integrations.retrieval.records import plan_source
-    from swrag_integrations.retrieval.writer import write_planned
+    from swrag_integrations.engine.records import plan_source
+    from swrag_integrations.ingest.writer import write_planned
 
     emb = DeterministicFakeEmbedding(size=16)
     idx = mk(tmp_path / "i", embedding=emb, batch_size=8)
@@ -283,7 +284,7 @@ KILLED = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, sys.argv[3])
     from test_ingest_parallel import corpus, Killer
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     if __name__ == "__main__":
         os.environ["SWRAG_KILL_PID"] = str(os.getpid())
@@ -363,7 +364,7 @@ def test_a_killed_parallel_run_is_completed_by_the_next_run(tmp_path, victim, af
 
 @pytest.mark.slow
 def test_workers_with_the_real_minilm_equal_one_process(tmp_path):
-    from swrag_integrations.retrieval import MiniLMEmbeddings
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
 
     root = tmp_path / "files"
     root.mkdir()

@@ -26,10 +26,10 @@ importorskip("ray.data", how="pip install -e '.[ray]' (the [ray] extra)")
 
 pytestmark = pytest.mark.ray
 
-from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
+from swrag_integrations.langchain.index import SlidingWindowIndex  # noqa: E402
 from swrag_integrations.cli import build_parser  # noqa: E402
-from swrag_integrations.cli_common import ingest_from_args  # noqa: E402
-from swrag_integrations.retrieval.ray_ingest import index_with_ray  # noqa: E402
+from swrag_integrations.cli.common import ingest_from_args  # noqa: E402
+from swrag_integrations.ingest.ray import index_with_ray  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
@@ -194,8 +194,9 @@ def _state(idx):
 # of pytest, and a crash there fails this test with its exit status and output.
 _DRIVER = """
 import json, sys, warnings
-from swrag_integrations.retrieval import MiniLMEmbeddings, SlidingWindowIndex
-from swrag_integrations.retrieval.ray_ingest import index_with_ray
+from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.ingest.ray import index_with_ray
 port, root, address, node_ip = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 embedding = MiniLMEmbeddings()
 idx = SlidingWindowIndex(host="127.0.0.1", port=port, collection_name="rayed", embedding=embedding,
@@ -223,7 +224,7 @@ def _index_with_ray_in_a_child(port: int, root: Path, address: str) -> dict:
 @pytest.mark.slow
 def test_ray_cluster_into_a_chroma_server_equals_a_single_process_build(tmp_path, ray_cluster, chroma_server,
                                                                         shared_dir):
-    from swrag_integrations.retrieval import MiniLMEmbeddings
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
 
     root = _files(tmp_path, shared_dir)
     single = SlidingWindowIndex(tmp_path / "single", embedding=MiniLMEmbeddings(), show_progress=False)

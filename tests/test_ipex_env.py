@@ -36,7 +36,7 @@ def test_ipex_extra_loads_the_stand_in_low_bit_and_answers(tmp_path):
     _pip(python, f"{ROOT}[ipex]", "pytest", "langchain-core", "llama-index-core")
     out = _run(python, "import os\n"
                        "os.environ['HF_HUB_OFFLINE'] = os.environ['TRANSFORMERS_OFFLINE'] = '1'\n"
-                       "from swrag_integrations.chain import PROMPT_EN\n"
+                       "from swrag_integrations.methods.chain import PROMPT_EN\n"
                        "from swrag_integrations.cli import DEMO_QUESTIONS, sample_path\n"
                        "from swrag_integrations.llm import load_llama3\n"
                        f"llm = load_llama3(backend='ipex', cache_dir={str(tmp_path / 'cache')!r}, max_new_tokens=48)\n"

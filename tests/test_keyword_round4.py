@@ -10,7 +10,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,8 +66,8 @@ def test_files_of_a_commit_that_never_replaced_meta_json_do_not_block_the_replay
 
 from fake_embeddings import TrigramEmbedder  # noqa: E402
 from stores import HAVE_MILVUS, STORES, store_kwargs  # noqa: E402
-from swrag_integrations.retrieval.bm25 import tokenize  # noqa: E402
-from swrag_integrations.retrieval.engine import IndexEngine  # noqa: E402
+from swrag_integrations.keyword.bm25 import tokenize  # noqa: E402
+from swrag_integrations.engine.engine import IndexEngine  # noqa: E402
 
 APOSTROPHES = ["The walrus's tusk caught the light on the floe.",
                "Mr O'Brien rowed the survey boat past the headland.",
@@ -97,7 +97,7 @@ def test_the_package_tokens_of_possessives_and_elisions():
 def test_milvus_analyser_gives_the_package_tokens_on_apostrophes():
     from milvus_lite.analyzer.factory import create_analyzer
 
-    from swrag_integrations.retrieval.milvus import ANALYZER
+    from swrag_integrations.stores.milvus import ANALYZER
 
     analyser = create_analyzer(ANALYZER)
     for text in APOSTROPHES + ["O'Brien's walrus", "l’homme qu'il aime", "rock 'n' roll"]:
@@ -109,7 +109,7 @@ def test_an_index_tokenised_by_the_older_tokenizer_is_rebuilt_with_the_current_o
     is rebuilt on open, not searched with tokens it does not hold."""
     import re
 
-    from swrag_integrations.retrieval.bm25 import ENGLISH_STOPWORDS
+    from swrag_integrations.keyword.bm25 import ENGLISH_STOPWORDS
 
     idx = mk(tmp_path / "i")
     idx.add_texts(APOSTROPHES)

@@ -3,7 +3,7 @@ views/traces of joined records that start past the source's first character."""
 
 from __future__ import annotations
 
-from swrag_integrations.retrieval import ContextSpan, assemble_context
+from swrag_integrations.engine.assemble import ContextSpan, assemble_context
 
 
 def test_merged_windows_carry_the_union_of_their_doc_ids():
@@ -25,8 +25,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings  # 
 
 from swrag_integrations import FixedWindowTextSplitter  # noqa: E402
 from swrag_integrations.cli import sample_path  # noqa: E402
-from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
-from swrag_integrations.retrieval.trace import trace  # noqa: E402
+from swrag_integrations.langchain.index import SlidingWindowIndex  # noqa: E402
+from swrag_integrations.engine.trace import trace  # noqa: E402
 
 QUESTION = "Who keeps the light today?"
 
@@ -69,7 +69,7 @@ def test_retrieval_view_of_a_record_starting_past_zero(second_half, tmp_path):
 
 
 def test_answer_page_reads_a_record_starting_past_zero_from_the_index(second_half, tmp_path):
-    from swrag_integrations.view.cli import write_answer_page
+    from swrag_integrations.cli.view import write_answer_page
 
     idx, text, sid = second_half
     docs = idx.as_retriever(budget_tokens=None).invoke(QUESTION)
@@ -84,7 +84,7 @@ def test_answer_page_reads_a_record_starting_past_zero_from_the_index(second_hal
 def test_raptor_summaries_of_a_record_starting_past_zero_are_exact_spans(shared_dir, tmp_path):
     import json
 
-    from swrag_integrations.raptor import ClusterConfig, RaptorIndex, TreeConfig
+    from swrag_integrations.methods.raptor import ClusterConfig, RaptorIndex, TreeConfig
 
     row = json.loads((shared_dir / "data" / "eval" / "qasper.jsonl").open(encoding="utf-8").readline())
     text = row["context"]
@@ -144,7 +144,7 @@ def test_from_vectorstore_failing_mid_way_leaves_the_store_as_it_was(tmp_path):
 
 
 def test_llama_index_retriever_takes_the_relevance_floor(second_half):
-    from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
     idx, text, sid = second_half
     everything = WindowedLlamaIndexRetriever(idx.engine).trace(QUESTION).hits
@@ -166,7 +166,7 @@ def test_inserted_nodes_show_and_delete_by_their_ref_doc_id(tmp_path):
     from llama_index.core.embeddings import MockEmbedding
     from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 
-    from swrag_integrations.retrieval.llama_index import SlidingWindowLlamaIndex
+    from swrag_integrations.llama_index.index import SlidingWindowLlamaIndex
 
     text = sample_path().read_text(encoding="utf-8")
     nodes = []

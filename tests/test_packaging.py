@@ -42,7 +42,7 @@ def test_core_and_langchain_extra_install_without_llama_index(tmp_path):
     got = _installed(python)
     assert not any(name.startswith(("langchain", "llama-index", "llama_index", "torch")) for name in got), got
     out = _run(python, "from swrag_integrations import iter_windows\n"
-                       "import swrag_integrations.windows as w, sys\n"
+                       "import swrag_integrations.core.windows as w, sys\n"
                        "print([tuple(s) for s in iter_windows('One. Two. Three.', 'DDS', 4, 1, unit='char')])\n"
                        "print(sorted(m for m in sys.modules if m.startswith(('langchain', 'llama_index'))))")
     assert "(0, 4)" in out and out.strip().endswith("[]")
@@ -54,7 +54,7 @@ def test_core_and_langchain_extra_install_without_llama_index(tmp_path):
     assert int(out) >= 2
     # the chat model imports with LangChain alone; loading a model names the missing extra
     out = _run(python, "import sys\n"
-                       "from swrag_integrations.llm.chat import LocalChatModel\n"
+                       "from swrag_integrations.llm.langchain_chat import LocalChatModel\n"
                        "from swrag_integrations.llm import load_llama3\n"
                        "try:\n    load_llama3()\nexcept ImportError as exc:\n    print('ERR', exc)\n"
                        "print('torch' in sys.modules)")
@@ -99,8 +99,8 @@ def test_all_extras_in_a_fresh_venv_keep_the_current_stack(tmp_path):
     modules = ["pyarrow", "ray", "ray.data", "chromadb", "langchain_chroma", "umap", "sklearn", "igraph", "leidenalg",
                "onnxruntime", "onnx", "safetensors", "bm25s", "jieba", "pypdf", "langchain_community", "matplotlib",
                "scipy", "llama_index.core", "transformers", "sentence_transformers", "gguf", "lmformatenforcer",
-               "langchain_huggingface", "swrag_integrations.retrieval.ray_ingest", "swrag_integrations.raptor",
-               "swrag_integrations.graph", "swrag_integrations.llama_index", "swrag_integrations.evaluation"]
+               "langchain_huggingface", "swrag_integrations.ingest.ray", "swrag_integrations.methods.raptor",
+               "swrag_integrations.methods.graph", "swrag_integrations.llama_index", "swrag_integrations.evaluation"]
     out = _run(python, "import importlib, importlib.metadata as m\n"
                        f"for name in {modules!r}:\n    importlib.import_module(name)\n"
                        "print(*(m.version(n) for n in ('torch', 'transformers', 'sentence-transformers', 'numpy')))",
@@ -112,7 +112,7 @@ def test_all_extras_in_a_fresh_venv_keep_the_current_stack(tmp_path):
                        "os.environ['HF_HUB_OFFLINE'] = os.environ['TRANSFORMERS_OFFLINE'] = '1'\n"
                        f"os.environ['SWRAG_CACHE'] = {str(tmp_path / 'cache')!r}\n"
                        "from swrag_integrations.cli import sample_path\n"
-                       "from swrag_integrations.retrieval import SlidingWindowIndex\n"
+                       "from swrag_integrations.langchain import SlidingWindowIndex\n"
                        f"index = SlidingWindowIndex({str(tmp_path / 'index')!r})\n"
                        "index.add_files([str(sample_path())])\n"
                        "docs = index.as_retriever().invoke('When was the Marrow Point Lighthouse first lit?', k=1)\n"

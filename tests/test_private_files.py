@@ -62,7 +62,7 @@ def _add_one(index) -> None:
 
 
 def test_private_dir_creates_missing_folders_0700_and_leaves_existing_ones(tmp_path, umask022):
-    from swrag_integrations.paths import private_dir, private_file
+    from swrag_integrations.core.paths import private_dir, private_file
 
     own = tmp_path / "own"
     own.mkdir(mode=0o755)
@@ -83,8 +83,8 @@ def test_private_dir_creates_missing_folders_0700_and_leaves_existing_ones(tmp_p
 
 
 def test_a_fresh_default_index_is_private(home, umask022):
-    from swrag_integrations.paths import default_index_dir
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.core.paths import default_index_dir
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     # the default location the CLI uses (SlidingWindowIndex() without one is in memory)
     index = SlidingWindowIndex(default_index_dir(), embedding=DeterministicFakeEmbedding(size=384),
@@ -100,7 +100,7 @@ def test_a_fresh_default_index_is_private(home, umask022):
 
 
 def test_an_existing_user_folder_keeps_its_mode_and_the_index_inside_is_private(tmp_path, umask022):
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     mine = tmp_path / "mine"
     mine.mkdir(mode=0o755)
@@ -115,7 +115,7 @@ def test_an_existing_user_folder_keeps_its_mode_and_the_index_inside_is_private(
 
 def test_caches_are_private(tmp_path, umask022):
     from swrag_integrations.llm.cache import memo_sha256, staging_dir
-    from swrag_integrations.textcache import TextCache
+    from swrag_integrations.core.textcache import TextCache
 
     cache = TextCache(tmp_path / "cache" / "texts" / "headers.sqlite3")
     cache.put("k", "a header")
@@ -161,7 +161,7 @@ def test_swrag_index_makes_a_private_index_and_model_cache(tmp_path):
 def test_a_milvus_lite_file_gets_a_private_folder(tmp_path, umask022):
     """Milvus Lite (>= 3.2) keeps its data in a folder at the path it is given: that folder, and
     the ones above it we create, are private even inside a user's open folder."""
-    from swrag_integrations.retrieval.milvus import open_milvus
+    from swrag_integrations.stores.milvus import open_milvus
 
     client = open_milvus(path=tmp_path / "new" / "vectors" / "milvus.db")
     (tmp_path / "open").mkdir(mode=0o755)
@@ -179,11 +179,11 @@ def test_saved_graph_raptor_and_keyword_folders_are_private(tmp_path, umask022):
     """The folders the graph, a RAPTOR tree and a BM25 snapshot are saved into hold document
     text: created private like the index."""
     pytest.importorskip("networkx")
-    from swrag_integrations.graph.extraction import Extraction
-    from swrag_integrations.graph.graph import Passage, PassageGraph
-    from swrag_integrations.raptor.build import build_tree
-    from swrag_integrations.raptor.leaves import leaves_from_text
-    from swrag_integrations.retrieval.bm25 import BM25Index
+    from swrag_integrations.methods.graph.extraction import Extraction
+    from swrag_integrations.methods.graph.graph import Passage, PassageGraph
+    from swrag_integrations.methods.raptor.build import build_tree
+    from swrag_integrations.methods.raptor.leaves import leaves_from_text
+    from swrag_integrations.keyword.bm25 import BM25Index
 
     graph = PassageGraph()
     graph.add(Passage("a", 0, 0, 0, 10), Extraction(entities=["Ed Wood"]))

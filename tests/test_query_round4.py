@@ -17,8 +17,9 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from fake_embeddings import TrigramEmbedder
 from stores import STORES, store_kwargs
-from swrag_integrations.retrieval import ContextSpan, SlidingWindowIndex, assemble_context, count_tokens
-from swrag_integrations.retrieval import chroma as chroma_module
+from swrag_integrations.engine.assemble import ContextSpan, assemble_context, count_tokens
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.stores import chroma as chroma_module
 
 STORY = " ".join(f"Sentence {i} tells how keeper {i % 7} of the lighthouse logged fog at dawn." for i in range(300))
 
@@ -243,7 +244,7 @@ def test_control_characters_and_quotes_in_values_and_keys(tmp_path, kind):
     ({"n": {"$nin": [-2**63 - 1]}}, "outside the 64-bit range"),
 ])
 def test_values_no_store_compares_exactly_are_refused(typed, spec, message):
-    from swrag_integrations.retrieval.filters import parse_filter
+    from swrag_integrations.engine.filters import parse_filter
 
     with pytest.raises(ValueError, match=message):
         parse_filter(spec)
@@ -254,7 +255,7 @@ def test_values_no_store_compares_exactly_are_refused(typed, spec, message):
 
 
 def test_deep_filters_are_refused_beyond_the_documented_depth():
-    from swrag_integrations.retrieval.filters import MAX_DEPTH, parse_filter
+    from swrag_integrations.engine.filters import MAX_DEPTH, parse_filter
 
     def nested(levels):
         spec = {"topic": "sea"}
@@ -339,7 +340,7 @@ def test_llama_index_similarity_cutoff_keeps_relevant_windows(topics):
     from llama_index.core.postprocessor import SimilarityPostprocessor
     from llama_index.core.schema import QueryBundle
 
-    from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
     question = "When did the keeper light the lighthouse lamp?"
     nodes = WindowedLlamaIndexRetriever(index=topics, budget_tokens=None).retrieve(question)
@@ -363,7 +364,7 @@ def test_trace_leaves_out_the_hits_below_the_floor(topics):
 
 
 def test_in_lists_check_types_like_equality():
-    from swrag_integrations.retrieval.filters import parse_filter
+    from swrag_integrations.engine.filters import parse_filter
 
     flt = parse_filter({"n": {"$in": [1, "a", False]}})
     assert [flt.matches({"n": v}) for v in (1, 1.0, True, False, 0, "a", "b", [1])] == \

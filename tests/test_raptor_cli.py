@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from swrag_integrations.cli import cmd_index
-from swrag_integrations.cli_common import open_index, store_options
-from swrag_integrations.raptor.cli import add_arguments, add_index_options, build_after_index
+from swrag_integrations.cli.app import cmd_index
+from swrag_integrations.cli.common import open_index, store_options
+from swrag_integrations.cli.raptor import add_arguments, add_index_options, build_after_index
 
 
 def _parser() -> argparse.ArgumentParser:

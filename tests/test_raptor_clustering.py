@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from ci_switch import importorskip
 
-from swrag_integrations.raptor.clustering import ClusterConfig, cluster_embeddings, gmm_soft_clusters, reduce_embeddings
+from swrag_integrations.methods.raptor.clustering import ClusterConfig, cluster_embeddings, gmm_soft_clusters, reduce_embeddings
 
 
 def _blobs(n_per: int, centers: np.ndarray, scale: float, seed: int = 0) -> tuple[np.ndarray, list[set[int]]]:

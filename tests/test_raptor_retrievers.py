@@ -9,9 +9,9 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.language_models.fake import FakeListLLM
 
-from swrag_integrations.raptor import (ClusterConfig, LLMSummarizer, RaptorIndex, RaptorRetriever, RaptorSearcher,
+from swrag_integrations.methods.raptor import (ClusterConfig, LLMSummarizer, RaptorIndex, RaptorRetriever, RaptorSearcher,
                                        TreeConfig, build_tree, leaves_from_text)
-from swrag_integrations.retrieval.assemble import count_tokens
+from swrag_integrations.engine.assemble import count_tokens
 
 PCA = TreeConfig(cluster=ClusterConfig(reduction="pca"))
 
@@ -104,7 +104,7 @@ def test_summaries_cite_their_leaves(doc, llm_tree):
 
 def test_traversal_goes_top_down_with_top_k_per_layer(doc, extractive_tree):
     _, question = doc
-    from swrag_integrations.raptor import traversal_hits
+    from swrag_integrations.methods.raptor import traversal_hits
 
     tree = extractive_tree
     hits = traversal_hits(tree, WordEmbeddings().embed_query(question), top_k=2)
@@ -147,7 +147,7 @@ def test_empty_tree_returns_nothing():
 def test_llama_index_retriever_over_a_raptor_index(doc):
     from llama_index.core.schema import QueryBundle
 
-    from swrag_integrations.raptor import RaptorLlamaIndexRetriever
+    from swrag_integrations.methods.raptor import RaptorLlamaIndexRetriever
 
     text, question = doc
     answers = [f"Summary {i}: tweets, fake news and their accounts." for i in range(100)]
@@ -176,7 +176,7 @@ def test_llama_index_retriever_over_a_raptor_index(doc):
 def test_eval_pipeline_builds_and_assembles(doc):
     from swrag_integrations.evaluation.datasets import Source
     from swrag_integrations.evaluation.pipelines import EvalConfig
-    from swrag_integrations.raptor.evaluation import RaptorPipeline, RaptorTraversePipeline
+    from swrag_integrations.evaluation.methods.raptor import RaptorPipeline, RaptorTraversePipeline
 
     text, question = doc
     sources = [Source("a", text), Source("b", "A tiny second source. It is short.")]
@@ -193,7 +193,7 @@ def test_eval_pipeline_builds_and_assembles(doc):
 def test_eval_llm_pipeline_uses_the_configured_llm_and_cache(doc, tmp_path, monkeypatch):
     from swrag_integrations.evaluation.datasets import Source
     from swrag_integrations.evaluation.pipelines import EvalConfig
-    from swrag_integrations.raptor.evaluation import RaptorLLMPipeline
+    from swrag_integrations.evaluation.methods.raptor import RaptorLLMPipeline
 
     text, question = doc
     monkeypatch.setenv("SWRAG_RAPTOR_LLM", "fake:How the ground truth for fake news is established by the authors.")

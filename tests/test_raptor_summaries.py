@@ -10,12 +10,12 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.runnables import RunnableLambda
 
-from swrag_integrations.raptor.build import TreeBuilder, TreeConfig
-from swrag_integrations.raptor.clustering import ClusterConfig
-from swrag_integrations.raptor.summarise import (Cluster, ExtractiveSummarizer, LLMSummarizer, SummaryCache,
+from swrag_integrations.methods.raptor.build import TreeBuilder, TreeConfig
+from swrag_integrations.methods.raptor.clustering import ClusterConfig
+from swrag_integrations.methods.raptor.summarise import (Cluster, ExtractiveSummarizer, LLMSummarizer, SummaryCache,
                                                  SummaryContext, sentence_spans)
-from swrag_integrations.raptor.tree import RaptorNode
-from swrag_integrations.retrieval.assemble import count_tokens
+from swrag_integrations.methods.raptor.tree import RaptorNode
+from swrag_integrations.engine.assemble import count_tokens
 
 
 class TopicEmbeddings(Embeddings):
@@ -126,7 +126,7 @@ def test_prompt_and_limits_are_checked():
 
 
 def test_cache_in_an_index_source_store(tmp_path):
-    from swrag_integrations.retrieval.sources import SqliteSourceStore
+    from swrag_integrations.stores.sources import SqliteSourceStore
 
     store = SqliteSourceStore(tmp_path / "s.sqlite3")
     cache = SummaryCache(store)
@@ -142,7 +142,7 @@ def _text(n: int) -> str:
 
 
 def test_build_with_scripted_llm_counts_calls_and_fallbacks():
-    from swrag_integrations.raptor.tree import Leaf
+    from swrag_integrations.methods.raptor.tree import Leaf
 
     text = _text(45)
     leaves = [Leaf("doc", a, b, text[a:b]) for a, b in sentence_spans(text) if "Note" not in text[a:b]]

@@ -9,9 +9,9 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.raptor import (ClusterConfig, ExtractiveSummarizer, Leaf, RaptorIndex, RaptorTree, TreeBuilder,
+from swrag_integrations.methods.raptor import (ClusterConfig, ExtractiveSummarizer, Leaf, RaptorIndex, RaptorTree, TreeBuilder,
                                        TreeConfig, build_tree, leaves_from_index, leaves_from_text)
-from swrag_integrations.raptor.tree import RaptorNode, interval_union
+from swrag_integrations.methods.raptor.tree import RaptorNode, interval_union
 
 PCA = TreeConfig(cluster=ClusterConfig(reduction="pca"))
 
@@ -109,7 +109,7 @@ def _texts(n_docs: int, sentences: int = 80) -> dict[str, str]:
 
 
 def test_document_scope_is_incremental_and_persists_in_a_store(tmp_path):
-    from swrag_integrations.retrieval.sources import SqliteSourceStore
+    from swrag_integrations.stores.sources import SqliteSourceStore
 
     store = SqliteSourceStore(tmp_path / "store.sqlite3")
     emb = DeterministicFakeEmbedding(size=16)
@@ -153,7 +153,7 @@ def test_corpus_scope_and_folders(tmp_path):
 
 
 def test_trees_over_a_sliding_window_index(tmp_path):
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     emb = DeterministicFakeEmbedding(size=16)
     index = SlidingWindowIndex(tmp_path / "idx", embedding=emb, show_progress=False)

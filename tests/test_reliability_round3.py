@@ -72,7 +72,7 @@ def test_a_rejected_config_is_not_recorded(tmp_path, capsys, fake_default_embedd
     import json
 
     from swrag_integrations.cli import main as cli_main
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     folder = _csv_folder(tmp_path)
     store = str(tmp_path / "store")
@@ -111,7 +111,7 @@ def test_a_full_disk_is_reported_as_such_with_exit_3(tmp_path, capsys, monkeypat
     import shutil
 
     from swrag_integrations.cli import main as cli_main
-    from swrag_integrations.retrieval.sources import SqliteSourceStore
+    from swrag_integrations.stores.sources import SqliteSourceStore
 
     folder = _csv_folder(tmp_path)
     error = _full_disk_cases()[case]
@@ -134,7 +134,7 @@ def test_a_chroma_internal_error_with_space_left_stays_unexpected(tmp_path, caps
     import shutil
 
     from swrag_integrations.cli import main as cli_main
-    from swrag_integrations.retrieval.sources import SqliteSourceStore
+    from swrag_integrations.stores.sources import SqliteSourceStore
 
     def put(self, records):
         raise _full_disk_cases()["chroma"]
@@ -165,7 +165,8 @@ def test_a_full_disk_while_opening_chroma_is_not_a_usage_error(tmp_path, capsys,
 
 def test_a_file_with_a_non_utf8_name_is_skipped_and_named(tmp_path, capsys, fake_default_embeddings):
     from swrag_integrations.cli import main as cli_main
-    from swrag_integrations.retrieval import SlidingWindowIndex, list_files
+    from swrag_integrations.langchain.index import SlidingWindowIndex
+    from swrag_integrations.ingest.files import list_files
 
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -193,7 +194,7 @@ def test_text_with_a_lone_surrogate_is_refused_by_every_source_store(tmp_path, k
     else:
         from langchain_core.embeddings import DeterministicFakeEmbedding
 
-        from swrag_integrations.retrieval import SlidingWindowIndex
+        from swrag_integrations.langchain.index import SlidingWindowIndex
 
         idx = SlidingWindowIndex(vectorstore=InMemoryVectorStore(DeterministicFakeEmbedding(size=16)),
                                  source_store=LocalFileStore(tmp_path / "sources"), show_progress=False)
@@ -216,7 +217,7 @@ BYTE_STORE_WRITER = """
 import sys
 from pathlib import Path
 from langchain_classic.storage import LocalFileStore
-from swrag_integrations.retrieval.sources import KVSourceStore
+from swrag_integrations.stores.sources import KVSourceStore
 store = KVSourceStore(LocalFileStore(sys.argv[1]))
 Path(sys.argv[2]).write_text("started")
 try:
@@ -232,7 +233,7 @@ BYTE_STORE_READER = """
 import json, sys, time
 from pathlib import Path
 from langchain_classic.storage import LocalFileStore
-from swrag_integrations.retrieval.sources import KVSourceStore
+from swrag_integrations.stores.sources import KVSourceStore
 store = KVSourceStore(LocalFileStore(sys.argv[1]))
 flag = Path(sys.argv[2])
 deadline = time.monotonic() + 600  # each wait has its own (generous) limit

@@ -8,7 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from swrag_integrations.retrieval import ContextSpan, assemble_context, count_tokens
+from swrag_integrations.engine.assemble import ContextSpan, assemble_context, count_tokens
 
 EN = "".join(f"Linden & Rowe shipped {i} crates of tea to Port{i}. " for i in range(40))
 ZH = "".join(f"第{i}段：城市{i}号以出产丝绸闻名，市长名叫张{i}。" for i in range(40))

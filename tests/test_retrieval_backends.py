@@ -10,7 +10,10 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.stores import InMemoryByteStore
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from swrag_integrations.retrieval import IndexMismatchError, KVSourceStore, SlidingWindowIndex, source_id_for
+from swrag_integrations.engine.engine import IndexMismatchError
+from swrag_integrations.stores.sources import KVSourceStore
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.engine.ids import source_id_for
 
 DIM = 16
 EN = " ".join(f"Paragraph {i}: the harbour town of Port{i} exports {['wool', 'tea', 'salt', 'copper'][i % 4]} "
@@ -185,7 +188,8 @@ def test_llama_index_native_vector_store_index():
     from llama_index.core.embeddings import MockEmbedding
 
     from swrag_integrations.llama_index import DynamicStepNodeParser
-    from swrag_integrations.retrieval import WindowedLlamaIndexRetriever, count_tokens
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
+    from swrag_integrations.engine.assemble import count_tokens
 
     docs = [LIDocument(text=EN, id_="en"), LIDocument(text=ZH, id_="zh")]
     nodes = DynamicStepNodeParser(window_size=60, step=2).get_nodes_from_documents(docs)

@@ -17,11 +17,11 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex
-from swrag_integrations.retrieval.bm25 import BM25Index
-from swrag_integrations.retrieval.bm25_tantivy import TantivyBM25Index
-from swrag_integrations.retrieval.keyword import BLOB_NAME, keyword_directory
-from swrag_integrations.retrieval.sources import SqliteSourceStore
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.keyword.bm25 import BM25Index
+from swrag_integrations.keyword.tantivy import TantivyBM25Index
+from swrag_integrations.keyword.index import BLOB_NAME, keyword_directory
+from swrag_integrations.stores.sources import SqliteSourceStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = (ROOT / "swrag_integrations" / "data" / "sample.md").read_text(encoding="utf-8")
@@ -194,7 +194,7 @@ def test_bm25_parameters_tantivy_does_not_take_are_refused(tmp_path):
         TantivyBM25Index(tmp_path / "k", k1=1.5)
     # an index asked for them keeps the bm25s snapshot instead
     idx = mk(tmp_path / "i")
-    from swrag_integrations.retrieval.keyword import KeywordIndex
+    from swrag_integrations.keyword.index import KeywordIndex
 
     assert not KeywordIndex(idx.store, k1=1.5).incremental and KeywordIndex(idx.store).incremental
 
@@ -266,8 +266,9 @@ KILLED = textwrap.dedent("""
     from langchain_core.embeddings import DeterministicFakeEmbedding
     sys.path.insert(0, sys.argv[2])
     from test_retrieval_bm25_incremental import source_docs
-    from swrag_integrations.retrieval import SlidingWindowIndex
-    from swrag_integrations.retrieval import bm25_tantivy, keyword
+    from swrag_integrations.langchain.index import SlidingWindowIndex
+    from swrag_integrations.keyword import tantivy as bm25_tantivy
+    from swrag_integrations.keyword import index as keyword
 
     where = sys.argv[3]
     if where == "before-commit":         # the documents are written, not committed
@@ -336,7 +337,7 @@ def test_an_older_snapshot_is_migrated_on_first_open(tmp_path, caplog):
     del idx, kw
     assert directory == keyword_directory(SqliteSourceStore(path / "sources" / "swrag.sqlite3"))
     shutil.rmtree(directory)
-    with caplog.at_level(logging.WARNING, logger="swrag_integrations.retrieval.keyword"):
+    with caplog.at_level(logging.WARNING, logger="swrag_integrations.keyword.index"):
         again = mk(path)
     assert any("migrating the keyword index" in r.getMessage() for r in caplog.records)
     assert again.keyword.incremental and not again.keyword.rebuilt

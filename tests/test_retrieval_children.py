@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import IndexConfig, SlidingWindowIndex
-from swrag_integrations.retrieval.records import END, START, plan_source
-from swrag_integrations.windows import get_encoding
+from swrag_integrations.engine.config import IndexConfig
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.engine.records import END, START, plan_source
+from swrag_integrations.core.windows import get_encoding
 
 PIECES = ["The keeper lit the lamp. ", "Fog rolled in! ", "Was it late? ", "灯塔建于1874年。", "雾很大；",
           "船来了！", "\n", "\n\n", "a very long clause without any stop that goes on and on and on " * 3, "x"]

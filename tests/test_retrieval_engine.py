@@ -37,9 +37,9 @@ NO_LANGCHAIN = textwrap.dedent('''
     for name in ("langchain", "langchain_core", "langchain_chroma", "langchain_community", "langchain_text_splitters"):
         sys.modules[name] = None  # "import name" raises ImportError
     import numpy as np
-    from swrag_integrations.retrieval.engine import IndexEngine
-    from swrag_integrations.retrieval.embeddings import MiniLMEmbeddings
-    from swrag_integrations.retrieval.embedding_base import EmbeddingsBase
+    from swrag_integrations.engine.engine import IndexEngine
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings
+    from swrag_integrations.embeddings.base import EmbeddingsBase
 
     assert issubclass(MiniLMEmbeddings, EmbeddingsBase)
 
@@ -96,8 +96,8 @@ def test_engine_indexes_searches_and_reads_spans_without_langchain(tmp_path: Pat
 def test_engine_and_langchain_face_share_one_index(tmp_path: Path) -> None:
     """What the engine writes through chromadb, SlidingWindowIndex (langchain_chroma) reads,
     with the same dense ranking, and the other way round."""
-    from swrag_integrations.retrieval.engine import IndexEngine
-    from swrag_integrations.retrieval.index import SlidingWindowIndex
+    from swrag_integrations.engine.engine import IndexEngine
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     emb = HashEmbedder()
     engine = IndexEngine.open(tmp_path / "a", embedding=emb, show_progress=False)
@@ -117,11 +117,11 @@ def test_engine_and_langchain_face_share_one_index(tmp_path: Path) -> None:
 
 def test_writers_take_an_engine_not_a_face(tmp_path: Path) -> None:
     """write_planned, remove_sources, repair and index_status accept the engine itself."""
-    from swrag_integrations.retrieval.engine import IndexEngine
-    from swrag_integrations.retrieval.health import index_status
-    from swrag_integrations.retrieval.records import plan_source
-    from swrag_integrations.retrieval.storage import PlainDocument
-    from swrag_integrations.retrieval.writer import remove_sources, repair, write_planned
+    from swrag_integrations.engine.engine import IndexEngine
+    from swrag_integrations.engine.health import index_status
+    from swrag_integrations.engine.records import plan_source
+    from swrag_integrations.stores.storage import PlainDocument
+    from swrag_integrations.ingest.writer import remove_sources, repair, write_planned
 
     engine = IndexEngine.open(tmp_path / "e", embedding=HashEmbedder(), show_progress=False)
     docs = [PlainDocument(t, dict(m, source=f"doc{i}")) for i, (t, m) in enumerate(zip(TEXTS, METAS))]
@@ -133,7 +133,7 @@ def test_writers_take_an_engine_not_a_face(tmp_path: Path) -> None:
 
 
 def test_engine_open_rejects_unknown_chunking_keyword(tmp_path: Path) -> None:
-    from swrag_integrations.retrieval.engine import IndexEngine
+    from swrag_integrations.engine.engine import IndexEngine
 
     with pytest.raises(TypeError, match="chunk_sise"):
         IndexEngine.open(tmp_path / "x", embedding=HashEmbedder(), chunk_sise=10)
@@ -143,7 +143,7 @@ def test_mmr_picks_what_langchain_chroma_picks() -> None:
     """The engine's MMR (chroma.mmr_select) chooses the same chunks as langchain_chroma's,
     near-ties included (duplicated and nearly duplicated candidates)."""
     lc = importorskip("langchain_chroma.vectorstores")
-    from swrag_integrations.retrieval.chroma import mmr_select
+    from swrag_integrations.stores.chroma import mmr_select
 
     rng = np.random.default_rng(7)
     for trial in range(200):
@@ -161,8 +161,8 @@ def test_an_index_reopens_with_the_backend_it_was_built_with(tmp_path: Path) -> 
     never mixed with another backend's (no warning, the recorded name unchanged)."""
     import warnings
 
-    from swrag_integrations.retrieval.embeddings import MiniLMEmbeddings, recorded_backend
-    from swrag_integrations.retrieval.engine import IndexEngine, embedding_name
+    from swrag_integrations.embeddings.minilm import MiniLMEmbeddings, recorded_backend
+    from swrag_integrations.engine.engine import IndexEngine, embedding_name
 
     reference = MiniLMEmbeddings(backend="sentence-transformers")
     engine = IndexEngine.open(tmp_path / "idx", embedding=reference)

@@ -16,7 +16,8 @@ from ci_switch import SHARED, importorskip, require_shared
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex, count_tokens
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.engine.assemble import count_tokens
 
 DATA = SHARED / "data" / "eval"  # ../shared beside the repo
 

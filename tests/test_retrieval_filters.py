@@ -9,8 +9,8 @@ import pytest
 from langchain_core.documents import Document
 from test_retrieval_backends import KINDS, Backend
 
-from swrag_integrations.retrieval import WindowedParentRetriever
-from swrag_integrations.retrieval.filters import filter_from_pairs, parse_filter
+from swrag_integrations.langchain.retriever import WindowedParentRetriever
+from swrag_integrations.engine.filters import filter_from_pairs, parse_filter
 
 # three sources per topic; every text shares the query's words, so unfiltered results mix topics
 TOPICS = ["sea", "town", "farm"]
@@ -127,7 +127,7 @@ def test_command_line_pairs():
 
 
 def test_each_store_gets_the_filter_pushed_down(index):
-    from swrag_integrations.retrieval.filters import native_filter
+    from swrag_integrations.engine.filters import native_filter
 
     for spec, _ in FILTERS:
         assert native_filter(parse_filter(spec), index.vectorstore) is not None, type(index.vectorstore).__name__
@@ -136,7 +136,7 @@ def test_each_store_gets_the_filter_pushed_down(index):
 def test_llama_index_retriever_over_the_index_takes_metadata_filters(index):
     from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
-    from swrag_integrations.retrieval import WindowedLlamaIndexRetriever
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
     filters = MetadataFilters(filters=[MetadataFilter(key="topic", value=["sea", "farm"], operator=FilterOperator.IN),
                                        MetadataFilter(key="year", value=2004, operator=FilterOperator.LTE)])
@@ -150,7 +150,7 @@ def test_llama_index_native_windows_leave_out_nodes_the_filter_excludes():
     from llama_index.core.embeddings import MockEmbedding
 
     from swrag_integrations.llama_index import DynamicStepNodeParser
-    from swrag_integrations.retrieval import WindowedLlamaIndexRetriever
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
     text = DOCS[0].page_content
     nodes = DynamicStepNodeParser(window_size=40, step=2).get_nodes_from_documents([LIDocument(text=text, id_="r0")])
@@ -178,7 +178,7 @@ def test_llama_index_native_windows_leave_out_nodes_the_filter_excludes():
 def test_swrag_ask_filter(tmp_path, capsys, fake_default_embeddings):
     import json
 
-    from swrag_integrations import cli
+    from swrag_integrations.cli import app as cli
 
     docs = tmp_path / "docs"
     docs.mkdir()

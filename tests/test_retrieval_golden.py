@@ -74,7 +74,7 @@ def default_retrieval(documents: list[dict[str, str]], questions: list[str], fol
     """Index ``documents`` (``{"source", "text"}``) in a new ``SlidingWindowIndex`` at
     ``folder`` with every default, ask ``as_retriever()`` each question and return the
     chunk count and, per question, the pieces it returned (in order)."""
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     index = SlidingWindowIndex(folder, embedding=TrigramEmbeddings(), show_progress=False)
     index.add_documents([Document(page_content=d["text"], metadata={"source": d["source"]}) for d in documents])

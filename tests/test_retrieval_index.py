@@ -13,14 +13,11 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake import FakeListLLM
 
 from stores import STORES, store_kwargs, vector_ids
-from swrag_integrations.retrieval import (
-    MultiQueryFusionRetriever,
-    SlidingWindowIndex,
-    count_tokens,
-    load_files,
-    source_id_for,
-    vector_id,
-)
+from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.engine.assemble import count_tokens
+from swrag_integrations.ingest.files import load_files
+from swrag_integrations.engine.ids import source_id_for, vector_id
 
 EN = " ".join(
     f"Paragraph {i}: the harbour town of Port{i} exports {['wool', 'tea', 'salt', 'copper'][i % 4]} "
@@ -284,7 +281,7 @@ def test_async_multi_query_and_llama_index(index):
 
     from llama_index.core.schema import QueryBundle
 
-    from swrag_integrations.retrieval import WindowedLlamaIndexRetriever
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
     li = WindowedLlamaIndexRetriever(index=index, k=3, k_child=8)
     nodes = li.retrieve("mayor Name87")

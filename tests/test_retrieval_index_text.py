@@ -3,8 +3,8 @@
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.context import text_to_index
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.methods.context import text_to_index
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 
 class Recording(DeterministicFakeEmbedding):

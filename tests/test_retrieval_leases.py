@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-from swrag_integrations.retrieval import KVSourceStore, SlidingWindowIndex, plan_source, source_id_for
-from swrag_integrations.retrieval.sources import LeaseLostError, LockTimeout
+from swrag_integrations.stores.sources import KVSourceStore
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.engine.records import plan_source
+from swrag_integrations.engine.ids import source_id_for
+from swrag_integrations.stores.sources import LeaseLostError, LockTimeout
 from test_retrieval_reliability import _run, fake, forget_clients, mk
 
 HERE = Path(__file__).parent
@@ -120,8 +123,8 @@ def test_the_cli_stops_with_exit_3_when_its_lease_is_taken(tmp_path, capsys, mon
     no traceback, the source never marked complete, and the next write finishes what it left pending."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
-    import swrag_integrations.retrieval.embeddings as embeddings
-    import swrag_integrations.retrieval.engine as engine
+    import swrag_integrations.embeddings.minilm as embeddings
+    import swrag_integrations.engine.engine as engine
     from swrag_integrations.cli import main as cli_main
 
     folder = tmp_path / "docs"
@@ -168,7 +171,7 @@ KV_WRITER = textwrap.dedent("""
     from langchain_core.embeddings import DeterministicFakeEmbedding
     sys.path.insert(0, sys.argv[3])
     import test_retrieval_leases as t
-    import swrag_integrations.retrieval.writer as writer
+    import swrag_integrations.ingest.writer as writer
 
     root, mode = Path(sys.argv[1]), sys.argv[2]
     marker = root / "marker"
@@ -251,7 +254,7 @@ REPLACER = textwrap.dedent("""
     from langchain_core.embeddings import DeterministicFakeEmbedding
     sys.path.insert(0, sys.argv[3])
     import test_retrieval_leases as t
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     class Dying(DeterministicFakeEmbedding):
         def embed_documents(self, texts):
@@ -305,7 +308,7 @@ def test_a_long_lived_reader_sees_the_replaced_text(tmp_path):
 def test_writing_one_document_computes_each_vector_id_once(tmp_path, monkeypatch):
     """Vector ids of a batch are computed for that batch only (they were recomputed from
     chunk 0 for every batch: quadratic in the chunks of one document)."""
-    import swrag_integrations.retrieval.writer as writer
+    import swrag_integrations.ingest.writer as writer
 
     calls = [0]
     real = writer.vector_id
@@ -325,8 +328,8 @@ def test_writing_one_document_computes_each_vector_id_once(tmp_path, monkeypatch
 def test_cutting_encodes_a_large_document_in_bounded_batches(monkeypatch):
     """Token counts of a document's pieces are computed a block at a time (all pieces'
     token lists at once took about 2 KB per chunk: 1.9 GB for a 50 MB file)."""
-    from swrag_integrations.retrieval.config import IndexConfig
-    from swrag_integrations.windows import get_encoding
+    from swrag_integrations.engine.config import IndexConfig
+    from swrag_integrations.core.windows import get_encoding
 
     cfg = IndexConfig.resolve()
     encoding = type(get_encoding(cfg.encoding_name))
@@ -348,7 +351,7 @@ def test_lazy_rows_look_only_at_the_parts_a_slice_needs():
     scan every part: quadratic for a document of many batches)."""
     import numpy as np
 
-    from swrag_integrations.retrieval.parallel import LazyRows
+    from swrag_integrations.ingest.workers import LazyRows
 
     looked = [0]
 
@@ -378,8 +381,8 @@ def test_lazy_rows_look_only_at_the_parts_a_slice_needs():
 def test_status_finds_vectors_of_another_version_under_current_ids(tmp_path):
     """What an unfenced stale writer left (v1's vectors under v2's chunk ids) was reported
     healthy by `swrag status` (only --deep looked); now a sample is checked."""
-    from swrag_integrations.retrieval.ids import chunk_id, vector_id
-    from swrag_integrations.retrieval.writer import chunk_documents
+    from swrag_integrations.engine.ids import chunk_id, vector_id
+    from swrag_integrations.ingest.writer import chunk_documents
 
     idx = mk(tmp_path)
     idx.index_documents([doc(V2)])
@@ -399,8 +402,8 @@ def test_recovery_reads_the_store_not_the_cache_after_a_crash_before_the_log(tmp
     from langchain_core.stores import InMemoryByteStore
     from langchain_core.vectorstores import InMemoryVectorStore
 
-    from swrag_integrations.retrieval import PrecomputedEmbeddings
-    from swrag_integrations.retrieval.sources import RecordHead
+    from swrag_integrations.langchain.vectorstore import PrecomputedEmbeddings
+    from swrag_integrations.stores.sources import RecordHead
 
     store = KVSourceStore(InMemoryByteStore())
     a = SlidingWindowIndex(vectorstore=InMemoryVectorStore(PrecomputedEmbeddings(fake())), source_store=store,

@@ -21,9 +21,12 @@ import pytest
 from fake_embeddings import TrigramEmbedder
 from stores import MILVUS, vector_ids
 from swrag_integrations.cli import main as cli_main
-from swrag_integrations.retrieval import IndexMismatchError, PlainDocument, parse_filter, parse_store_uri
-from swrag_integrations.retrieval.engine import IndexEngine
-from swrag_integrations.retrieval.keyword import StorageKeyword
+from swrag_integrations.engine.engine import IndexMismatchError
+from swrag_integrations.stores.storage import PlainDocument
+from swrag_integrations.engine.filters import parse_filter
+from swrag_integrations.stores.store_uri import parse_store_uri
+from swrag_integrations.engine.engine import IndexEngine
+from swrag_integrations.keyword.index import StorageKeyword
 
 ROOT = Path(__file__).resolve().parents[1]
 milvus = pytest.mark.parametrize("store", [MILVUS])  # the Milvus Lite cases (skipped without the extra)
@@ -104,7 +107,7 @@ def test_keyword_search_setting_is_checked(tmp_path):
 
 
 def test_filters_translate_to_milvus_expressions_that_never_drop_a_match():
-    from swrag_integrations.retrieval.milvus import milvus_collection_name, milvus_filter
+    from swrag_integrations.stores.milvus import milvus_collection_name, milvus_filter
 
     assert milvus_filter(parse_filter({"topic": "sea"})) == 'metadata["topic"] == "sea"'
     assert milvus_filter(parse_filter({"n": {"$in": [1, 2.5]}})) == '(metadata["n"] == 1 or metadata["n"] == 2.5)'
@@ -163,7 +166,7 @@ EN = ["The red lighthouse stands on the cliff above the harbour.", "Zebras graze
 
 @milvus
 def test_keyword_search_runs_in_the_store_for_chinese_and_english(tmp_path, store, monkeypatch):
-    from swrag_integrations.retrieval.keyword import KeywordIndex
+    from swrag_integrations.keyword.index import KeywordIndex
 
     engine = open_engine(tmp_path)
     ids = engine.index_texts(ZH + EN, [{"source": f"{i}.txt"} for i in range(6)])
@@ -185,7 +188,7 @@ def test_keyword_search_runs_in_the_store_for_chinese_and_english(tmp_path, stor
 def test_the_store_keyword_search_serves_no_vector_of_another_version(tmp_path, store):
     """A vector whose content hash is not its source's current one (left by a writer that
     died while replacing the source) is never served, though the store's BM25 finds it."""
-    from swrag_integrations.retrieval import vector_id
+    from swrag_integrations.engine.ids import vector_id
 
     engine = open_engine(tmp_path)
     sid = engine.index_texts(["The red lighthouse stands on the cliff."])[0]
@@ -218,7 +221,7 @@ def test_store_bm25_ranks_as_the_in_process_bm25(tmp_path, store):
     local = IndexEngine(engine.store, engine.vectors, persist_directory=tmp_path, show_progress=False,
                         keyword_search="local")
     assert not isinstance(local.keyword, StorageKeyword)
-    from swrag_integrations.retrieval.keyword import KeywordIndex
+    from swrag_integrations.keyword.index import KeywordIndex
 
     k1, b = 1.5, 0.75
     local.keyword = KeywordIndex(engine.store, index_text=engine.index_text, k1=k1, b=b)  # the bm25s snapshot
@@ -249,7 +252,7 @@ def test_store_bm25_ranks_as_the_in_process_bm25(tmp_path, store):
 
 @milvus
 def test_storage_search_scores_mmr_rebuild_and_long_chunks(tmp_path, store):
-    from swrag_integrations.retrieval.milvus import MAX_TEXT_BYTES
+    from swrag_integrations.stores.milvus import MAX_TEXT_BYTES
 
     engine = open_engine(tmp_path)
     engine.index_texts(EN + ZH)
@@ -291,7 +294,7 @@ def test_an_index_opens_only_with_the_store_it_was_built_with(tmp_path, store):
     assert other.count(None) == 3 and (tmp_path / "v.db").exists()
     other.close()
     # ... or given as an object (MilvusStorage.open takes the same URIs)
-    from swrag_integrations.retrieval import MilvusStorage
+    from swrag_integrations.stores.milvus import MilvusStorage
 
     given = MilvusStorage.open(f"milvus:{tmp_path}/v.db", "my-index.v2", TrigramEmbedder())
     again = IndexEngine.open(tmp_path / "n", storage=given, collection_name="my-index.v2", show_progress=False)
@@ -331,7 +334,7 @@ def test_the_eval_pipeline_default_milvus_searches_keywords_in_milvus(tmp_path, 
 
     from swrag_integrations.evaluation.pipelines import EvalConfig
     from swrag_integrations.evaluation.runner import run_eval
-    from swrag_integrations.retrieval.keyword import KeywordIndex
+    from swrag_integrations.keyword.index import KeywordIndex
 
     monkeypatch.setattr(KeywordIndex, "search", lambda *a, **k: pytest.fail("the in-process BM25 was used"))
     filler = " ".join(f"Line {i} talks about the weather and the roads." for i in range(40))

@@ -9,8 +9,12 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import ChildHit, SlidingWindowIndex, WindowedParentRetriever, count_tokens, source_id_for
-from swrag_integrations.retrieval.parents import expand_parents, rank_parents
+from swrag_integrations.engine.protocols import ChildHit
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.langchain.retriever import WindowedParentRetriever
+from swrag_integrations.engine.assemble import count_tokens
+from swrag_integrations.engine.ids import source_id_for
+from swrag_integrations.engine.parents import expand_parents, rank_parents
 
 EN = "".join(
     f"Linden & Rowe ledger {i}: the schooner Gull{i} carried {['wool', 'tea', 'salt', 'copper'][i % 4]} "

@@ -22,7 +22,9 @@ from kill_child import differences, index_contents, open_index
 from stores import MILVUS, STORES, store_args, store_kwargs, vector_ids
 from test_kill_loop import clean_build, run_child
 from swrag_integrations.cli import main as cli_main
-from swrag_integrations.retrieval import IndexDamagedError, IndexMismatchError, SlidingWindowIndex, SourceStoreError
+from swrag_integrations.engine.engine import IndexDamagedError, IndexMismatchError
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.stores.sources import SourceStoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,7 +83,7 @@ WRITER = textwrap.dedent("""
     import sys
     from langchain_core.documents import Document
     from langchain_core.embeddings import DeterministicFakeEmbedding
-    from swrag_integrations.retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
     path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     idx = SlidingWindowIndex(path, embedding=DeterministicFakeEmbedding(size=16), show_progress=False, batch_size=8)
     for i in range(n):
@@ -197,13 +199,14 @@ def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path, stor
     idx = mk(tmp_path, store)
     idx.index_documents(corpus(2))
     # simulate a writer that died after writing a source's record (before its vectors)
-    from swrag_integrations.retrieval import plan_source
+    from swrag_integrations.engine.records import plan_source
 
     rec = plan_source(Document(page_content="Pelicans dive for sardines. " * 12, metadata={"source": "p.txt"}),
                       idx.config)
     idx.store.put([rec])
     # ... and after its vectors (the keyword search of a store holding them must not serve them either)
-    from swrag_integrations.retrieval import PlainDocument, vector_id
+    from swrag_integrations.stores.storage import PlainDocument
+    from swrag_integrations.engine.ids import vector_id
 
     m = idx.config.medium_size
     idx.vectors.add([PlainDocument(rec.chunk_text(i), dict(rec.chunk_metadata(i, m), swrag_index=idx.index_id))

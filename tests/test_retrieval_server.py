@@ -16,7 +16,7 @@ from ci_switch import missing
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 CHROMA = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
 

@@ -12,7 +12,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations import DynamicStepTextSplitter
 from swrag_integrations.cli import sample_path
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 
 @pytest.fixture()

@@ -12,14 +12,10 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from swrag_integrations.retrieval import (
-    CJKBM25Retriever,
-    DenseChunkRetriever,
-    HybridRetriever,
-    MultiQueryFusionRetriever,
-    SlidingWindowIndex,
-    WindowedParentRetriever,
-)
+from swrag_integrations.langchain.search import CJKBM25Retriever, DenseChunkRetriever, HybridRetriever
+from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.langchain.retriever import WindowedParentRetriever
 
 # ten short sources that all mention the query's words: every retriever finds >= 3 separate results
 DOCS = [Document(page_content=f"Harbour report {i}: the lighthouse keeper of Isle{i} logged fog and "

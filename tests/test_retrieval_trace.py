@@ -8,9 +8,9 @@ from ci_switch import importorskip
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex
-from swrag_integrations.retrieval.settings import DEFAULT_SETTINGS, RetrieverSettings
-from swrag_integrations.retrieval.trace import hit_status, trace
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.engine.settings import DEFAULT_SETTINGS, RetrieverSettings
+from swrag_integrations.engine.trace import hit_status, trace
 
 TEXTS = {
     "sea.md": "The lighthouse was lit in 1874. Ships passed the reef safely after that. " * 12,
@@ -84,7 +84,7 @@ def test_the_engine_alone_gives_the_same_trace(index):
 
 def test_the_llama_index_retriever_traces_too(index):
     importorskip("llama_index.core")
-    from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
     retriever = WindowedLlamaIndexRetriever(index.engine, budget_tokens=120)
     traced = retriever.trace(QUESTION)

@@ -8,9 +8,10 @@ from langchain_core.stores import InMemoryByteStore
 
 import pytest
 
-from swrag_integrations.retrieval import SlidingWindowIndex, plan_source
-from swrag_integrations.retrieval.config import IndexConfig
-from swrag_integrations.retrieval.sources import KVSourceStore, SqliteSourceStore
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.engine.records import plan_source
+from swrag_integrations.engine.config import IndexConfig
+from swrag_integrations.stores.sources import KVSourceStore, SqliteSourceStore
 
 
 def _records(states: dict[str, str]):

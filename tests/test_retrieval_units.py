@@ -14,20 +14,11 @@ from langchain_core.documents import Document
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.retrievers import BaseRetriever
 
-from swrag_integrations.retrieval import (
-    BM25Index,
-    CJKBM25Retriever,
-    ContextSpan,
-    HybridRetriever,
-    MultiQueryFusionRetriever,
-    assemble_context,
-    count_tokens,
-    generate_queries,
-    merge_spans,
-    parse_query_variants,
-    reciprocal_rank_fusion,
-    tokenize,
-)
+from swrag_integrations.keyword.bm25 import BM25Index, tokenize
+from swrag_integrations.langchain.search import CJKBM25Retriever, HybridRetriever
+from swrag_integrations.engine.assemble import ContextSpan, assemble_context, count_tokens, merge_spans
+from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever, generate_queries, parse_query_variants
+from swrag_integrations.engine.fusion import reciprocal_rank_fusion
 
 # ----------------------------------------------------------------------- BM25
 

@@ -12,7 +12,8 @@ from langchain_core.stores import InMemoryByteStore
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_tests.integration_tests.vectorstores import VectorStoreIntegrationTests
 
-from swrag_integrations.retrieval import SlidingWindowIndex, WindowedParentRetriever
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.langchain.retriever import WindowedParentRetriever
 
 
 class TestIndexOverChroma(VectorStoreIntegrationTests):

@@ -7,9 +7,9 @@ import pytest
 from ci_switch import importorskip
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex
-from swrag_integrations.retrieval.settings import DEFAULT_SETTINGS, RetrieverSettings
-from swrag_integrations.retrieval.tuned import Candidate, TunedConfig
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.engine.settings import DEFAULT_SETTINGS, RetrieverSettings
+from swrag_integrations.engine.tuned import Candidate, TunedConfig
 from swrag_integrations.tuning.space import DEFAULT_CANDIDATE
 
 BAD = [
@@ -38,7 +38,7 @@ def test_langchain_retriever_defaults_are_the_settings(index):
 
 def test_llama_index_retriever_defaults_are_the_settings(index):
     importorskip("llama_index.core")
-    from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
     retriever = WindowedLlamaIndexRetriever(index)
     assert retriever.settings == DEFAULT_SETTINGS
@@ -58,7 +58,7 @@ def test_every_face_refuses_the_same_bad_value(index, bad, message):
         with pytest.raises(ValueError, match=message):
             TunedConfig({}, bad)
     importorskip("llama_index.core")
-    from swrag_integrations.retrieval.llama_index import WindowedLlamaIndexRetriever
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
     with pytest.raises(ValueError, match=message):
         WindowedLlamaIndexRetriever(index, **bad)

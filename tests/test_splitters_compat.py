@@ -19,7 +19,7 @@ from swrag_integrations import (
     iter_windows,
 )
 from swrag_integrations.llama_index import DynamicStepNodeParser, DynamicWindowNodeParser, FixedWindowNodeParser
-from swrag_integrations.windows import MAX_UNITS, WindowConfig, get_encoding, hf_token_boundaries
+from swrag_integrations.core.windows import MAX_UNITS, WindowConfig, get_encoding, hf_token_boundaries
 
 TEXT = ("The cat sat. The cat sat on the mat, again!\n\n" * 8) + "猫坐着。猫坐着，又坐着！" * 6 + "🙂 café."
 LC = [FixedWindowTextSplitter, DynamicWindowTextSplitter, DynamicStepTextSplitter]
@@ -164,7 +164,7 @@ def test_from_huggingface_tokenizer_windows_are_exact_token_windows(cls, no_netw
 def test_hf_tokenizer_long_text_dfs_search_near_thresholds_equals_the_scan(monkeypatch):
     """A long text (the numpy walk) in Hugging Face tokens: DFS's search near each window's
     threshold gives the windows of the whole-text delimiter scan."""
-    import swrag_integrations.delimiters as delimiters
+    import swrag_integrations.core.delimiters as delimiters
 
     config = WindowConfig("DFS", 40, 30, tokenizer=minilm_tokenizer())
     text = TEXT * 12

@@ -13,7 +13,7 @@ from llama_index.core.utils import get_tokenizer
 from swrag_integrations import DynamicStepTextSplitter, DynamicWindowTextSplitter, FixedWindowTextSplitter, iter_windows
 import swrag_integrations.langchain as lc
 from swrag_integrations.llama_index import FixedWindowNodeParser
-from swrag_integrations.windows import count_units
+from swrag_integrations.core.windows import count_units
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was not amused, and said so twice.\n\n" * 40
 LC = [FixedWindowTextSplitter, DynamicWindowTextSplitter, DynamicStepTextSplitter]

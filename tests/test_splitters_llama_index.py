@@ -7,7 +7,7 @@ from llama_index.core.node_parser.node_utils import build_nodes_from_splits
 from llama_index.core.schema import MetadataMode, TextNode
 
 from swrag_integrations.llama_index import DynamicStepNodeParser, DynamicWindowNodeParser, FixedWindowNodeParser
-from swrag_integrations.windows import METADATA_KEYS, chunk_batches
+from swrag_integrations.core.windows import METADATA_KEYS, chunk_batches
 
 TEXT = ("The cat sat. The cat sat. The cat sat, again!\n\n" * 6) + "猫坐着。猫坐着。猫坐着！" * 5
 

@@ -12,7 +12,7 @@ import pytest
 
 from fake_embeddings import TrigramEmbedder
 from stores import MILVUS, STORES, store_kwargs
-from swrag_integrations.retrieval.engine import IndexEngine
+from swrag_integrations.engine.engine import IndexEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -169,14 +169,14 @@ def test_another_local_user_cannot_reach_an_open_milvus_lite_index(tmp_path, sto
     ("milvus://m.example:1", "milvus", "m.example", 1, False, "http://m.example:1"),
 ])
 def test_server_uris_say_whether_they_use_tls(uri, kind, host, port, ssl, server):
-    from swrag_integrations.retrieval.store_uri import parse_store_uri
+    from swrag_integrations.stores.store_uri import parse_store_uri
 
     got = parse_store_uri(uri)
     assert (got.kind, got.host, got.port, got.ssl, got.server) == (kind, host, port, ssl, server)
 
 
 def test_a_token_is_never_taken_from_the_uri():
-    from swrag_integrations.retrieval.store_uri import parse_store_uri
+    from swrag_integrations.stores.store_uri import parse_store_uri
 
     for uri in ("chroma+https://user:secret@db.example", "milvus+https://secret@m.example:19530"):
         with pytest.raises(ValueError, match="SWRAG_CHROMA_TOKEN or SWRAG_MILVUS_TOKEN") as info:

@@ -16,8 +16,8 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 importorskip("igraph")
 importorskip("leidenalg")
 
-from swrag_integrations.graph import GraphRAG, GraphRAGLocalRetriever, HippoRAG, HippoRAGRetriever, build_graph  # noqa: E402
-from swrag_integrations.retrieval import SlidingWindowIndex  # noqa: E402
+from swrag_integrations.methods.graph import GraphRAG, GraphRAGLocalRetriever, HippoRAG, HippoRAGRetriever, build_graph  # noqa: E402
+from swrag_integrations.langchain.index import SlidingWindowIndex  # noqa: E402
 
 # ten short sources linked by shared names, all mentioning the query's words
 DOCS = [Document(page_content=f"Harbour Report {i}\nThe keeper of Isle {i} met Captain Marlow {i % 3} near the "
@@ -66,7 +66,7 @@ class TestGraphRAGLocalRetriever(RetrieversIntegrationTests):
 @lru_cache(maxsize=1)
 def raptor_built():
     importorskip("sklearn")
-    from swrag_integrations.raptor import RaptorIndex
+    from swrag_integrations.methods.raptor import RaptorIndex
 
     idx, _ = built()
     raptor = RaptorIndex(idx, embeddings=DeterministicFakeEmbedding(size=16), scope="corpus", show_progress=False)
@@ -79,7 +79,7 @@ class TestRaptorRetriever(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor(self):
-        from swrag_integrations.raptor import RaptorRetriever
+        from swrag_integrations.methods.raptor import RaptorRetriever
 
         return RaptorRetriever
 

@@ -13,10 +13,10 @@ from langchain_core.embeddings.fake import DeterministicFakeEmbedding
 from swrag_integrations.evaluation import run_eval
 from swrag_integrations.evaluation.datasets import build_corpus, load_examples
 from swrag_integrations.evaluation.pipelines import PIPELINES, EvalConfig
-from swrag_integrations.retrieval import SlidingWindowIndex
-from swrag_integrations.retrieval.retriever import WindowedParentRetriever
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.langchain.retriever import WindowedParentRetriever
 from swrag_integrations.tuning import TooLittleTextError, TunedConfig, tune
-from swrag_integrations.tuning.cli import index_options, main, retriever_options
+from swrag_integrations.cli.tune import index_options, main, retriever_options
 from swrag_integrations.tuning.evaluation import register_config
 from swrag_integrations.tuning.space import DEFAULT_CANDIDATE, Candidate, SearchSpace
 
@@ -30,7 +30,7 @@ def corpus(shared_dir):
 @pytest.fixture()
 def fake_embeddings(monkeypatch):
     emb = DeterministicFakeEmbedding(size=16)
-    import swrag_integrations.retrieval.embeddings as module
+    import swrag_integrations.embeddings.minilm as module
 
     monkeypatch.setattr(module, "default_embeddings", lambda *a, **k: emb)
     return emb

@@ -11,7 +11,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings.fake import DeterministicFakeEmbedding
 
 from swrag_integrations.cli import main as swrag
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.tuning import TunedConfig
 from swrag_integrations.tuning.space import Candidate
 
@@ -25,7 +25,7 @@ def fake_embeddings(monkeypatch):
     """The package's default embeddings (index and eval) replaced by a small fake."""
     emb = DeterministicFakeEmbedding(size=16)
     import swrag_integrations.evaluation.embeddings as eval_module
-    import swrag_integrations.retrieval.embeddings as module
+    import swrag_integrations.embeddings.minilm as module
 
     monkeypatch.setattr(module, "default_embeddings", lambda *a, **k: emb)
     monkeypatch.setattr(eval_module, "default_embeddings", lambda *a, **k: emb)
@@ -112,7 +112,7 @@ def test_swrag_index_ask_and_eval_take_the_configuration(tmp_path, tuned, fake_e
 
     assert swrag(["ask", "Who opened the bridge?", "--persist-dir", str(store), "--retrieval-only", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    from swrag_integrations.retrieval.assemble import count_tokens
+    from swrag_integrations.engine.assemble import count_tokens
 
     assert 0 < count_tokens(result["context"]) <= 400 + 50  # the tuned budget (plus the source labels)
 

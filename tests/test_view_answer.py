@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from test_view_html import ALLOWED_ATTRS, ALLOWED_TAGS, HOSTILE, structure
 from test_view_split import CRLF, EMOJI, EN, ZH
 
-from swrag_integrations.retrieval.assemble import ContextSpan
+from swrag_integrations.engine.assemble import ContextSpan
 from swrag_integrations.view import AnswerView
 from swrag_integrations.view.html import marked_regions, region_text
 

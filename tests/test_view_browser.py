@@ -26,9 +26,9 @@ from test_view_answer import ANSWER, TEXTS, result
 from test_view_html import HOSTILE
 from test_view_split import CRLF, EMOJI, EN, ZH
 
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.view import AnswerView, RetrievalView, WindowsView
-from swrag_integrations.windows import WindowConfig
+from swrag_integrations.core.windows import WindowConfig
 
 pytestmark = pytest.mark.browser
 

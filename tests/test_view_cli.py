@@ -6,10 +6,10 @@ import json
 import pytest
 from test_view_answer import TEXTS, result
 
-from swrag_integrations import cli
-from swrag_integrations.view.cli import parse_configs
+from swrag_integrations.cli import app as cli
+from swrag_integrations.cli.view import parse_configs
 from swrag_integrations.view.html import marked_regions, region_text
-from swrag_integrations.windows import WindowConfig
+from swrag_integrations.core.windows import WindowConfig
 
 DOC = ("The Marrow Point Lighthouse was first lit on 14 October 1874. The tower is 31 metres tall.\r\n"
        "灯塔高31米，于1874年首次点亮。🌊 Ships navigate by satellite now.\n") * 12

@@ -10,12 +10,13 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from test_view_html import ALLOWED_ATTRS, ALLOWED_TAGS, HOSTILE, structure
 from test_view_split import CRLF, EMOJI, EN, ZH
 
-from swrag_integrations.retrieval import SlidingWindowIndex, WindowedParentRetriever
-from swrag_integrations.retrieval.assemble import ContextSpan
-from swrag_integrations.retrieval.parents import spans_for
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.langchain.retriever import WindowedParentRetriever
+from swrag_integrations.engine.assemble import ContextSpan
+from swrag_integrations.engine.parents import spans_for
 from swrag_integrations.view import RetrievalView
 from swrag_integrations.view.html import marked_regions, merge_ranges, region_text
-from swrag_integrations.retrieval.trace import hit_status
+from swrag_integrations.engine.trace import hit_status
 
 # (the index cannot store a lone surrogate: add_documents raises UnicodeEncodeError)
 SOURCES = {"en.txt": EN * 3, "zh.txt": ZH * 3, "emoji.txt": EMOJI * 2, "crlf.txt": CRLF * 3,
@@ -130,7 +131,7 @@ def test_spans_outside_their_source_are_refused(index):
 
 
 def test_spans_alone_assembled_context_and_retriever_documents(index):
-    from swrag_integrations.retrieval.assemble import assemble_context
+    from swrag_integrations.engine.assemble import assemble_context
 
     retriever = WindowedParentRetriever(index=index, budget_tokens=250)
     docs = retriever.invoke("Did the ships see the beam of the lamp?")

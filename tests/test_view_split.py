@@ -11,7 +11,7 @@ from test_view_html import ALLOWED_ATTRS, ALLOWED_TAGS, HOSTILE, structure
 
 from swrag_integrations.view import WindowsView
 from swrag_integrations.view.html import marked_regions, region_text
-from swrag_integrations.windows import WindowConfig, count_units
+from swrag_integrations.core.windows import WindowConfig, count_units
 
 EN = ("The keeper climbed the stairs. He lit the lamp, and the beam swept the bay! Did the ships see it? "
       "They did.\n\nA second paragraph follows, with commas, clauses, and a final stop. ") * 6

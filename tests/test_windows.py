@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from swrag_integrations.delimiters import _Delimiters
-from swrag_integrations.windows import (
+from swrag_integrations.core.delimiters import _Delimiters
+from swrag_integrations.core.windows import (
     DEFAULT_DELIMITERS,
     WindowConfig,
     get_encoding,
@@ -276,7 +276,7 @@ def test_vectorised_delimiter_scan_equals_regex_scan(text):
 
 
 def test_vectorised_delimiter_scan_across_blocks(monkeypatch):
-    import swrag_integrations.delimiters as core
+    import swrag_integrations.core.delimiters as core
 
     monkeypatch.setattr(core, "_BLOCK_CHARS", 7)
     text = "ab\n\n\ncd. ，。x\n\n" * 9 + "é. 你好。\n\n\n\n"
@@ -292,7 +292,7 @@ LITERAL_SETS = st.lists(st.text(alphabet=LITERAL_CHARS, min_size=1, max_size=4),
 @settings(max_examples=1000, deadline=None)
 @given(data=st.data(), delimiters=LITERAL_SETS, prefixes=st.booleans(), block=st.sampled_from([3, 7, 1 << 20]))
 def test_vectorised_scan_equals_regex_scan_for_any_literals(data, delimiters, prefixes, block):
-    import swrag_integrations.delimiters as core
+    import swrag_integrations.core.delimiters as core
 
     if prefixes:  # every prefix of every delimiter is a delimiter too
         delimiters = delimiters + [d[:k] for d in delimiters for k in range(1, len(d))]

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from swrag_integrations import cli
+from swrag_integrations.cli import app as cli
 from swrag_integrations.langchain import DynamicStepTextSplitter, DynamicWindowTextSplitter, FixedWindowTextSplitter
 from swrag_integrations.llama_index import DynamicStepNodeParser, DynamicWindowNodeParser, FixedWindowNodeParser
-from swrag_integrations.delimiters import _Delimiters
-from swrag_integrations.windows import MAX_UNITS, WindowConfig, check_parameter, iter_windows
+from swrag_integrations.core.delimiters import _Delimiters
+from swrag_integrations.core.windows import MAX_UNITS, WindowConfig, check_parameter, iter_windows
 
 
 def ends(text, delimiters, regex=False):

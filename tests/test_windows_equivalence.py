@@ -20,11 +20,11 @@ from ci_switch import SHARED, ci_requires_everything, require_shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import swrag_integrations.delimiters as delims
-import swrag_integrations.windows as core
-from swrag_integrations.windows import DEFAULT_DELIMITERS, WindowConfig, chunk_batches, get_encoding
+import swrag_integrations.core.delimiters as delims
+import swrag_integrations.core.windows as core
+from swrag_integrations.core.windows import DEFAULT_DELIMITERS, WindowConfig, chunk_batches, get_encoding
 
-SAMPLE = (Path(core.__file__).parent / "data" / "sample.md").read_text(encoding="utf-8")
+SAMPLE = (Path(core.__file__).parents[1] / "data" / "sample.md").read_text(encoding="utf-8")
 CORPUS = SHARED / "data" / "corpus"
 _BATCH = 8192
 

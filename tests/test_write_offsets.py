@@ -13,7 +13,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from swrag_integrations import DynamicStepTextSplitter, FixedWindowTextSplitter
 from swrag_integrations.cli import sample_path
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 QUESTIONS = ["When was the lighthouse first lit?", "What replaced the oil lamp?", "Who keeps the light today?"]
 

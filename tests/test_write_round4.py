@@ -9,7 +9,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.langchain.index import SlidingWindowIndex
 
 
 @pytest.fixture()
@@ -83,7 +83,7 @@ def test_a_vector_store_holding_documents_can_be_taken_over():
     from langchain_core.stores import InMemoryByteStore
     from langchain_core.vectorstores import InMemoryVectorStore
 
-    from swrag_integrations.retrieval import IndexMismatchError
+    from swrag_integrations.engine.engine import IndexMismatchError
 
     embedding = DeterministicFakeEmbedding(size=16)
     store = InMemoryVectorStore(embedding)
@@ -104,9 +104,9 @@ def test_a_vector_store_holding_documents_can_be_taken_over():
 def test_plain_repair_fixes_the_stale_vectors_status_reports(tmp_path):
     """Issue 42 item 3: vectors of an old version under the current ids (what a stalled writer
     leaves) were reported by status() but left by repair(); only repair(deep=True) fixed them."""
-    from swrag_integrations.retrieval import plan_source
-    from swrag_integrations.retrieval.ids import chunk_id, vector_id
-    from swrag_integrations.retrieval.writer import chunk_documents
+    from swrag_integrations.engine.records import plan_source
+    from swrag_integrations.engine.ids import chunk_id, vector_id
+    from swrag_integrations.ingest.writer import chunk_documents
 
     idx = SlidingWindowIndex(tmp_path / "idx", embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
     v1 = Document(page_content="Version one says the keeper feeds ravens. " * 12, metadata={"source": "d.txt"})

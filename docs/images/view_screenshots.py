@@ -22,7 +22,7 @@ sys.path.insert(0, str(OUT.parents[1]))
 
 from swrag_integrations.cli import sample_path  # noqa: E402
 from swrag_integrations.view import AnswerView, RetrievalView, WindowsView  # noqa: E402
-from swrag_integrations.windows import WindowConfig  # noqa: E402
+from swrag_integrations.core.windows import WindowConfig  # noqa: E402
 
 QUESTION = "When was the Marrow Point Lighthouse first lit?"
 
@@ -56,7 +56,8 @@ def answer_view(text: str) -> AnswerView:
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
-    from swrag_integrations.retrieval import SlidingWindowIndex, load_files
+    from swrag_integrations.langchain.index import SlidingWindowIndex
+    from swrag_integrations.ingest.files import load_files
 
     text = sample_path().read_text(encoding="utf-8")
     work = Path(tempfile.mkdtemp(prefix="swrag-shots-"))

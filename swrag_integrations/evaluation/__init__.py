@@ -7,12 +7,12 @@ Python API::
     rows = run_eval(["multifieldqa_zh.jsonl"], grid, "results/zh", retrieval_only=True)
 
 Command line: ``swrag eval ...`` or ``python -m swrag_integrations.evaluation ...``
-(see :mod:`.cli`).
+(see :mod:`swrag_integrations.cli.eval`).
 """
 
-from .cli import add_arguments, build_parser, main, run_from_args
-from .context import DEFAULT_BUDGET, AssembledContext, assemble_by_offset, assemble_by_text, count_tokens
-from .datasets import (
+from swrag_integrations.core._lazy import lazy_exports
+from swrag_integrations.evaluation.context import DEFAULT_BUDGET, AssembledContext, assemble_by_offset, assemble_by_text, count_tokens
+from swrag_integrations.evaluation.datasets import (
     Example,
     Passage,
     Source,
@@ -25,8 +25,8 @@ from .datasets import (
     select_half,
     split_passages,
 )
-from .embeddings import CachedEmbeddings, default_embeddings
-from .metrics import (
+from swrag_integrations.evaluation.embeddings import CachedEmbeddings, default_embeddings
+from swrag_integrations.evaluation.metrics import (
     answer_tokens,
     bootstrap_ci,
     context_recall,
@@ -36,9 +36,9 @@ from .metrics import (
     source_recall,
     span_hit,
 )
-from .pipelines import PIPELINES, EvalConfig, Pipeline, PipelineSpec, build_pipeline, register_pipeline
-from .report import markdown_table, plot_heatmaps, plot_multi_query, significance_table, write_reports
-from .runner import (
+from swrag_integrations.evaluation.pipelines import PIPELINES, EvalConfig, Pipeline, PipelineSpec, build_pipeline, register_pipeline
+from swrag_integrations.evaluation.report import markdown_table, plot_heatmaps, plot_multi_query, significance_table, write_reports
+from swrag_integrations.evaluation.runner import (
     PROMPT_EN,
     PROMPT_ZH,
     QueryCache,
@@ -102,3 +102,10 @@ __all__ = [
     "summarize",
     "write_reports",
 ]
+
+
+
+# The command line lives in cli/eval.py, which imports this package: its names load on first use.
+_CLI = {"add_arguments": "..cli.eval", "build_parser": "..cli.eval", "main": "..cli.eval", "run_from_args": "..cli.eval"}
+
+__getattr__, __dir__ = lazy_exports(__name__, _CLI)

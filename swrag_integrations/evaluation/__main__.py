@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from swrag_integrations.cli.eval import main
 
 sys.exit(main())

@@ -1,13 +1,13 @@
 """Context assembly under a token budget, for the evaluation.
 
 Both functions return the package's one
-:class:`~swrag_integrations.retrieval.assemble.AssembledContext` (``.text``,
+:class:`~swrag_integrations.engine.assemble.AssembledContext` (``.text``,
 ``.spans``, ``.offsets``, ``.text_tokens``):
 
 * :func:`assemble_by_offset` is the sliding-window way: retrieved spans are merged by
   character offset (the union of overlapping or touching spans of one source), in rank
   order, until the budget is full, so overlapping windows never pay twice for the same
-  text (:func:`~swrag_integrations.retrieval.assemble.assemble_context`);
+  text (:func:`~swrag_integrations.engine.assemble.assemble_context`);
 * :func:`assemble_by_text` is the stock way: chunk texts concatenated in rank order.
 
 Both cut the last piece so the context never exceeds ``budget`` tokens.
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from ..retrieval.assemble import AssembledContext, ContextSpan, assemble_context, count_tokens
-from ..retrieval.settings import DEFAULT_BUDGET_TOKENS
-from ..windows import DEFAULT_ENCODING, get_encoding
+from swrag_integrations.engine.assemble import AssembledContext, ContextSpan, assemble_context, count_tokens
+from swrag_integrations.engine.settings import DEFAULT_BUDGET_TOKENS
+from swrag_integrations.core.windows import DEFAULT_ENCODING, get_encoding
 
 __all__ = ["AssembledContext", "assemble_by_offset", "assemble_by_text", "count_tokens", "DEFAULT_BUDGET",
            "SEPARATOR", "context_from_spans"]

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .._lang import contains_cjk
+from swrag_integrations.core.lang import contains_cjk
 
 __all__ = [
     "Example",

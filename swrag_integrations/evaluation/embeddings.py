@@ -114,10 +114,10 @@ class CachedEmbeddings(Embeddings):
 
 
 def default_embeddings(cache_path: str | os.PathLike | None = None) -> CachedEmbeddings:
-    """The packaged MiniLM model (:mod:`swrag_integrations.retrieval.embeddings`) behind
+    """The packaged MiniLM model (:mod:`swrag_integrations.embeddings.minilm`) behind
     a text-hash cache at ``cache_path`` (in memory when ``None``), namespaced by its
     ``model_name`` (``all-MiniLM-L6-v2``, plus ``@onnx-int8`` etc. for other backends)."""
-    from ..retrieval.embeddings import default_embeddings as minilm
+    from swrag_integrations.embeddings.minilm import default_embeddings as minilm
 
     model = minilm()
     return CachedEmbeddings(model, cache_path, namespace=model.model_name)

@@ -5,13 +5,13 @@ Every pipeline is built over a list of :class:`~.datasets.Source` s and answers
 turns that into the budgeted context. Anything with this shape plugs into the runner.
 
 * ``ffs`` / ``dfs`` / ``dds``: the document is split into sliding windows with
-  :func:`swrag_integrations.windows.iter_windows`, windows are ranked with BM25 over
+  :func:`swrag_integrations.core.windows.iter_windows`, windows are ranked with BM25 over
   language-aware tokens (jieba for Chinese, from
-  :mod:`swrag_integrations.retrieval.bm25`), and the ranked windows are assembled **by
+  :mod:`swrag_integrations.keyword.bm25`), and the ranked windows are assembled **by
   offset** (:func:`~.context.assemble_by_offset`).
 * ``rcs``: LangChain's ``RecursiveCharacterTextSplitter`` (tiktoken length function in
   token unit, no overlap) as chunker, then the same BM25 ranking and assembly.
-* ``parent``: :class:`swrag_integrations.retrieval.WindowedParentRetriever`: small
+* ``parent``: :class:`swrag_integrations.langchain.splitters.WindowedParentRetriever`: small
   chunks (50 tokens) found by hybrid search (BM25 + MiniLM in Chroma), widened to their
   DDS windows (``window`` units, ``step`` delimiters), merged by offset in the budget.
   ``window``/``step`` only shape the parents (how far a hit is widened); how much of
@@ -37,9 +37,9 @@ from fractions import Fraction
 from typing import Any, Iterator, Mapping, Sequence
 
 
-from ..windows import DEFAULT_ENCODING, iter_windows
-from .context import DEFAULT_BUDGET, AssembledContext, assemble_by_offset, assemble_by_text
-from .datasets import Source
+from swrag_integrations.core.windows import DEFAULT_ENCODING, iter_windows
+from swrag_integrations.evaluation.context import DEFAULT_BUDGET, AssembledContext, assemble_by_offset, assemble_by_text
+from swrag_integrations.evaluation.datasets import Source
 
 __all__ = [
     "EVAL_STRATEGIES",
@@ -111,19 +111,19 @@ PIPELINES: dict[str, PipelineSpec] = {
                                    description="the defaults with the vectors and BM25 in Milvus Lite (the [milvus] "
                                                "extra): keyword search in the store instead of in process"),
     # levers on the default, measured before any enters the engine (evaluation/levers.py)
-    "default+windows": PipelineSpec(".levers:DefaultWindowsFusionPipeline", None, needs_embeddings=True,
+    "default+windows": PipelineSpec(".peers.levers:DefaultWindowsFusionPipeline", None, needs_embeddings=True,
                                     description="the default's spans RRF-fused with DDS 512/3 windows ranked by BM25"),
-    "default+windows-lang": PipelineSpec(".levers:DefaultWindowsLanguagePipeline", None, needs_embeddings=True,
+    "default+windows-lang": PipelineSpec(".peers.levers:DefaultWindowsLanguagePipeline", None, needs_embeddings=True,
                                          description="default+windows, windows weighted 2:1 for Chinese questions, "
                                                      "1:2 for others"),
-    "default+zh-bm25-0.7": PipelineSpec(".levers:DefaultChineseWeightsPipeline", None, needs_embeddings=True,
+    "default+zh-bm25-0.7": PipelineSpec(".peers.levers:DefaultChineseWeightsPipeline", None, needs_embeddings=True,
                                         description="the default; Chinese questions fuse (BM25, dense) 0.7/0.3"),
-    "default+zh-bm25-0.85": PipelineSpec(".levers:DefaultChineseWeights85Pipeline", None, needs_embeddings=True,
+    "default+zh-bm25-0.85": PipelineSpec(".peers.levers:DefaultChineseWeights85Pipeline", None, needs_embeddings=True,
                                          description="the default; Chinese questions fuse (BM25, dense) 0.85/0.15"),
-    "default+adaptive-k15": PipelineSpec(".levers:DefaultAdaptiveKPipeline", None, needs_embeddings=True,
+    "default+adaptive-k15": PipelineSpec(".peers.levers:DefaultAdaptiveKPipeline", None, needs_embeddings=True,
                                          description="the default; k_child 15 for a question whose hits spread over "
                                                      "4+ sources without a multi-hop cue"),
-    "default+adaptive-k10": PipelineSpec(".levers:DefaultAdaptiveK10Pipeline", None, needs_embeddings=True,
+    "default+adaptive-k10": PipelineSpec(".peers.levers:DefaultAdaptiveK10Pipeline", None, needs_embeddings=True,
                                          description="the default; k_child 10 for a question whose hits spread over "
                                                      "4+ sources without a multi-hop cue"),
     "default-v1": PipelineSpec(".pipelines:DefaultV1Pipeline", None, needs_embeddings=True,
@@ -132,30 +132,30 @@ PIPELINES: dict[str, PipelineSpec] = {
     "langchain-stock": PipelineSpec(".pipelines:LangChainStockPipeline", None, needs_embeddings=True,
                                     description="LangChain as shipped: RCS, str.split BM25 + Chroma, EnsembleRetriever"),
     # the strongest peers, built from the frameworks' shipped parts (evaluation/anchors.py)
-    "langchain-ensemble": PipelineSpec(".anchors:LangChainEnsemblePipeline", None, needs_embeddings=True,
+    "langchain-ensemble": PipelineSpec(".peers.anchors:LangChainEnsemblePipeline", None, needs_embeddings=True,
                                        description="LangChain EnsembleRetriever: jieba-aware BM25Retriever + Chroma over RCS"),
-    "llamaindex-window": PipelineSpec(".anchors:LlamaIndexSentenceWindowPipeline", None, needs_embeddings=True,
+    "llamaindex-window": PipelineSpec(".peers.anchors:LlamaIndexSentenceWindowPipeline", None, needs_embeddings=True,
                                       description="LlamaIndex sentence-window retrieval + metadata replacement"),
-    "langchain-parent": PipelineSpec(".anchors:LangChainParentDocumentPipeline", None, needs_embeddings=True,
+    "langchain-parent": PipelineSpec(".peers.anchors:LangChainParentDocumentPipeline", None, needs_embeddings=True,
                                      description="LangChain ParentDocumentRetriever (small chunks, parent chunks)"),
-    "llamaindex-hybrid": PipelineSpec(".hybrid_anchor:LlamaIndexHybridPipeline", None, needs_embeddings=True,
+    "llamaindex-hybrid": PipelineSpec(".peers.hybrid_anchor:LlamaIndexHybridPipeline", None, needs_embeddings=True,
                                       description="LlamaIndex sentence windows: BM25Retriever + vector retriever fused "
                                                   "by QueryFusionRetriever, metadata replacement",
                                       requires=(("llama_index.retrievers.bm25", "llama-index-retrievers-bm25>=0.8"),)),
     # corpus-structure methods over the same windows
-    "raptor": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorPipeline", None, needs_embeddings=True,
+    "raptor": PipelineSpec("swrag_integrations.evaluation.methods.raptor:RaptorPipeline", None, needs_embeddings=True,
                            description="RAPTOR summary tree over the index's chunks (collapsed tree)"),
-    "raptor-llm": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorLLMPipeline", None, needs_embeddings=True,
+    "raptor-llm": PipelineSpec("swrag_integrations.evaluation.methods.raptor:RaptorLLMPipeline", None, needs_embeddings=True,
                                description="RAPTOR collapsed tree with the local LLM's summaries (slow)"),
-    "raptor-traverse": PipelineSpec("swrag_integrations.raptor.evaluation:RaptorTraversePipeline", None,
+    "raptor-traverse": PipelineSpec("swrag_integrations.evaluation.methods.raptor:RaptorTraversePipeline", None,
                                     needs_embeddings=True, description="RAPTOR tree traversal, extractive summaries"),
-    "hipporag": PipelineSpec("swrag_integrations.graph.evaluation:HippoRAGPipeline", None, needs_embeddings=True,
+    "hipporag": PipelineSpec("swrag_integrations.evaluation.methods.graph:HippoRAGPipeline", None, needs_embeddings=True,
                              description="HippoRAG: passage-phrase graph, personalized PageRank"),
-    "graphrag-local": PipelineSpec("swrag_integrations.graph.evaluation:GraphRAGLocalPipeline", None,
+    "graphrag-local": PipelineSpec("swrag_integrations.evaluation.methods.graph:GraphRAGLocalPipeline", None,
                                    needs_embeddings=True, description="GraphRAG local search over Leiden communities"),
-    "hipporag-llm": PipelineSpec("swrag_integrations.graph.evaluation:HippoRAGLLMPipeline", None, needs_embeddings=True,
+    "hipporag-llm": PipelineSpec("swrag_integrations.evaluation.methods.graph:HippoRAGLLMPipeline", None, needs_embeddings=True,
                                  description="HippoRAG with the local LLM's triples (slow)"),
-    "graphrag-local-llm": PipelineSpec("swrag_integrations.graph.evaluation:GraphRAGLocalLLMPipeline", None,
+    "graphrag-local-llm": PipelineSpec("swrag_integrations.evaluation.methods.graph:GraphRAGLocalLLMPipeline", None,
                                        needs_embeddings=True,
                                        description="GraphRAG local search with the local LLM's triples (slow)"),
 }
@@ -345,8 +345,8 @@ def chunk_spans(text: str, config: EvalConfig, *, encoding_name: str = DEFAULT_E
 def rrf_spans(lists: Sequence[Sequence[tuple[str, int, int]]], c: float = 60.0,
               weights: Sequence[float] | None = None) -> list[tuple[str, int, int]]:
     """Reciprocal-rank fusion of ranked span lists (identity = exact span; ``weights``
-    one per list, equal by default), by :func:`swrag_integrations.retrieval.fusion.rrf`."""
-    from ..retrieval.fusion import rrf
+    one per list, equal by default), by :func:`swrag_integrations.engine.fusion.rrf`."""
+    from swrag_integrations.engine.fusion import rrf
 
     return [span for span, _score, _ranks in rrf(lists, weights, c=c)]
 
@@ -399,7 +399,7 @@ class Pipeline:
 
 
 def _bm25_index(texts: Sequence[str]):
-    from ..retrieval.bm25 import BM25Index
+    from swrag_integrations.keyword.bm25 import BM25Index
 
     index = BM25Index()
     index.upsert([str(i) for i in range(len(texts))], list(texts))
@@ -440,9 +440,9 @@ class SpanBM25Pipeline(Pipeline):
 
 
 class ParentPipeline(Pipeline):
-    """Windowed parent-child retrieval with :class:`~swrag_integrations.retrieval.WindowedParentRetriever`.
+    """Windowed parent-child retrieval with :class:`~swrag_integrations.langchain.splitters.WindowedParentRetriever`.
 
-    The sources go into an in-memory :class:`~swrag_integrations.retrieval.SlidingWindowIndex`
+    The sources go into an in-memory :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`
     (small chunks of :data:`PARENT_CHILD_SIZE` units, embedded with the MiniLM model,
     plus BM25; parent windows are DDS windows of ``window`` units and ``step``
     delimiters); the retriever finds small chunks by hybrid search, widens them to
@@ -462,10 +462,11 @@ class ParentPipeline(Pipeline):
         from chromadb.config import Settings
         from langchain_core.documents import Document
 
-        from ..retrieval import SlidingWindowIndex, source_id_for
+        from swrag_integrations.langchain.index import SlidingWindowIndex
+        from swrag_integrations.engine.ids import source_id_for
 
         if embeddings is None:
-            from ..retrieval.embeddings import default_embeddings
+            from swrag_integrations.embeddings.minilm import default_embeddings
 
             embeddings = default_embeddings()
         self._client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
@@ -587,7 +588,7 @@ class LangChainStockPipeline(Pipeline):
         from langchain_core.documents import Document
 
         if embeddings is None:
-            from .embeddings import default_embeddings
+            from swrag_integrations.evaluation.embeddings import default_embeddings
 
             embeddings = default_embeddings()
         fetch = self.k if self.k is not None else STOCK_DEFAULT_K

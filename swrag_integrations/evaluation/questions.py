@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .._lang import contains_cjk
+from swrag_integrations.core.lang import contains_cjk
 
 __all__ = ["question_type", "multi_hop_cue", "QUESTION_TYPES"]
 

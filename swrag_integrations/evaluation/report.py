@@ -18,9 +18,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
 
-from .datasets import half_label
-from .metrics import bootstrap_ci, paired_bootstrap
-from .pipelines import PIPELINES
+from swrag_integrations.evaluation.datasets import half_label
+from swrag_integrations.evaluation.metrics import bootstrap_ci, paired_bootstrap
+from swrag_integrations.evaluation.pipelines import PIPELINES
 
 __all__ = [
     "markdown_table",

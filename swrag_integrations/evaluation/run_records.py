@@ -10,15 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from .datasets import half_label
-from .report import read_records, record_budgets
+from swrag_integrations.evaluation.datasets import half_label
+from swrag_integrations.evaluation.report import read_records, record_budgets
 
 __all__ = ["checked_records", "metric_cell"]
 
 
 def metric_cell(values: Sequence[float | None]) -> str:
     """``mean [low, high]`` ×100 of ``values`` (``None`` skipped) with its 95% bootstrap interval; ``–`` if none."""
-    from .metrics import bootstrap_ci
+    from swrag_integrations.evaluation.metrics import bootstrap_ci
 
     vals = [v for v in values if v is not None]
     if not vals:
@@ -30,7 +30,7 @@ def metric_cell(values: Sequence[float | None]) -> str:
 def checked_records(out: Path, name: str, half: str | None, budget: int | None = None) -> dict[str, dict[str, dict]]:
     """The records of dataset ``name`` under ``out`` (of ``budget`` when given), refusing results or
     records of another half, and a folder of several budgets when no ``budget`` is given."""
-    from .runner import results_half
+    from swrag_integrations.evaluation.runner import results_half
 
     wanted = half or "all"
     found = results_half(out / name)

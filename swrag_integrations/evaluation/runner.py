@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..windows import DEFAULT_ENCODING
-from .context import DEFAULT_BUDGET
-from .datasets import (
+from swrag_integrations.core.windows import DEFAULT_ENCODING
+from swrag_integrations.evaluation.context import DEFAULT_BUDGET
+from swrag_integrations.evaluation.datasets import (
     Example,
     build_corpus,
     dataset_name,
@@ -36,9 +36,9 @@ from .datasets import (
     load_examples,
     select_half,
 )
-from .metrics import bootstrap_ci, context_recall, qa_f1, source_recall, span_hit
-from .pipelines import PIPELINES, EvalConfig, build_pipeline, shared_ranking
-from .steps import ContextSteps, StepTools, add_headers, make_tools, piece_diversity, steps_context
+from swrag_integrations.evaluation.metrics import bootstrap_ci, context_recall, qa_f1, source_recall, span_hit
+from swrag_integrations.evaluation.pipelines import PIPELINES, EvalConfig, build_pipeline, shared_ranking
+from swrag_integrations.evaluation.steps import ContextSteps, StepTools, add_headers, make_tools, piece_diversity, steps_context
 
 __all__ = [
     "PROMPT_EN",
@@ -56,7 +56,7 @@ __all__ = [
     "RESULT_FIELDS",
 ]
 
-from ..chain import PROMPT_EN, PROMPT_ZH  # the method's prompts, one definition
+from swrag_integrations.methods.chain import PROMPT_EN, PROMPT_ZH  # the method's prompts, one definition
 
 # LongBench's generation limit for single-document QA (MultiFieldQA, Qasper).
 ANSWER_TOKENS = 64
@@ -162,7 +162,7 @@ def load_llm(spec: str | None = "default"):
     """
     spec = spec or "default"
     if spec == "default":
-        from ..llm import load_llama3
+        from swrag_integrations.llm import load_llama3
 
         llm = load_llama3(max_new_tokens=ANSWER_TOKENS)
     elif spec.startswith("fake:"):
@@ -234,7 +234,7 @@ class QueryCache:
     def _generate(self, question: str) -> list[str]:
         if self.llm is None:
             raise ValueError("multi-query needs an LLM")
-        from ..retrieval.multi_query import generate_queries
+        from swrag_integrations.langchain.multi_query import generate_queries
 
         return generate_queries(self.llm, question, self.n_queries)[1:]
 
@@ -296,7 +296,7 @@ def _question_record(
     t2 = time.perf_counter()
     grounding = None
     if run.generate:
-        from ..grounding import groundedness
+        from swrag_integrations.methods.grounding import groundedness
 
         grounding = groundedness(prediction, ctx.spans, question=example.question)
     split = run.split
@@ -489,13 +489,13 @@ def run_eval(
     need_embeddings = (any(PIPELINES[c.strategy].needs_embeddings for c in configs) or measure_diversity
                        or steps.diversity or steps.rerank == "embedding")
     if embeddings is None and need_embeddings:
-        from .embeddings import default_embeddings
+        from swrag_integrations.evaluation.embeddings import default_embeddings
 
         embeddings = default_embeddings(out / "cache" / "embeddings.sqlite")
     tools = make_tools(steps, embeddings=embeddings, llm=llm)
     headerer = None
     if steps.headers is not None:
-        from ..context import ContextualChunkHeaders
+        from swrag_integrations.methods.context import ContextualChunkHeaders
 
         headerer = ContextualChunkHeaders(
             header_llm if header_llm is not None else llm, mode=steps.headers,
@@ -632,7 +632,7 @@ def results_half(out_dir: str | os.PathLike) -> str | None:
     path = Path(out_dir) / "results.json"
     if not path.exists():
         return None
-    from .report import rows_half
+    from swrag_integrations.evaluation.report import rows_half
 
     return rows_half(json.loads(path.read_text(encoding="utf-8")), where=str(path))
 
@@ -776,7 +776,7 @@ def summarize(records: Sequence[dict], *, seed: int = 0, n_resamples: int = 1000
                 "headers": first.get("headers"),
                 "context_diversity": _mean(div) if div else None,
                 "context_diversity_n": len(div),
-                # groundedness of generated answers (swrag_integrations.grounding): share of checked
+                # groundedness of generated answers (swrag_integrations.methods.grounding): share of checked
                 # sentences supported, and unsupported numbers/dates and names per answer
                 "grounded_share": _mean(shares) if shares else None,
                 "unsupported_numbers": _mean((g.get("unsupported_numbers") or 0) + (g.get("unsupported_dates") or 0)
@@ -821,6 +821,6 @@ def write_outputs(out: Path, records: Sequence[dict], rows: Sequence[dict], *, r
         for rec in records:
             w.writerow({k: _csv_value(rec.get(k)) for k in _RECORD_CSV_FIELDS})
     if reports:
-        from .report import write_reports
+        from swrag_integrations.evaluation.report import write_reports
 
         write_reports(out, rows, records, seed=seed, n_resamples=n_resamples)

@@ -1,6 +1,6 @@
 """Context-quality steps of the evaluation: what happens between retrieval and the context.
 
-:class:`ContextSteps` names the techniques of :mod:`swrag_integrations.context` switched
+:class:`ContextSteps` names the techniques of :mod:`swrag_integrations.methods.context` switched
 on for a run (``swrag eval --diversity --litm --rse --rerank embedding --contextual
 --autocontext``); its :attr:`ContextSteps.label` becomes part of every record's key
 (so a rerun resumes and tables show each combination as its own row).
@@ -9,21 +9,21 @@ Post-retrieval steps work on the pipeline's ranked candidate list
 (``pipeline.retrieve()`` → ``[(source_id, start, end), ...]``) and are applied in this
 order (:func:`steps_context`):
 
-1. ``rerank`` (``embedding``: :class:`~swrag_integrations.context.EmbeddingReranker`,
+1. ``rerank`` (``embedding``: :class:`~swrag_integrations.methods.context.EmbeddingReranker`,
    cosine of the question to the best 128-token piece of each candidate; ``llm``:
-   :class:`~swrag_integrations.context.LLMJudgeReranker`, P(yes) of the LLM) re-sorts the
+   :class:`~swrag_integrations.methods.context.LLMJudgeReranker`, P(yes) of the LLM) re-sorts the
    top ``pool`` candidates; the rest follow in their retrieval order.
 2. ``diversity`` (``greedy``: Haystack's greedy diversity order; ``mmr``: MMR with
-   lambda 0.5, :func:`~swrag_integrations.context.greedy_diversity_order` /
-   :func:`~swrag_integrations.context.mmr_order`) re-orders the top ``pool`` candidates;
+   lambda 0.5, :func:`~swrag_integrations.methods.context.greedy_diversity_order` /
+   :func:`~swrag_integrations.methods.context.mmr_order`) re-orders the top ``pool`` candidates;
    the rest follow. A candidate's vector is the mean of its 128-token pieces' vectors
    (MiniLM truncates at 256 word pieces, so a 512-token window embedded at once would
    be judged on its head).
-3. ``rse`` (:class:`~swrag_integrations.context.RelevantSegmentExtractor`, preset
+3. ``rse`` (:class:`~swrag_integrations.methods.context.RelevantSegmentExtractor`, preset
    ``balanced``, budget = the run's budget) turns the top ``pool`` candidates into
    contiguous segments of chunks; the context is these segments only (as in dsRAG).
 4. the context is assembled under the budget (by offset; stock LangChain by text);
-5. ``litm`` (:func:`~swrag_integrations.context.litm_order`) re-orders the assembled
+5. ``litm`` (:func:`~swrag_integrations.methods.context.litm_order`) re-orders the assembled
    pieces: best first, second best last. It runs *after* the budget selection, so the
    same text is in the context and context recall cannot change: LITM is meant for the
    LLM reading the context, not for retrieval.
@@ -42,14 +42,14 @@ already merged under the budget) and ``langchain-stock`` (no offsets-only chunk 
 raise :class:`StepNotSupported`.
 
 Index-time steps: ``contextual`` / ``autocontext``
-(:class:`~swrag_integrations.context.ContextualChunkHeaders`, mode ``contextual`` = one
+(:class:`~swrag_integrations.methods.context.ContextualChunkHeaders`, mode ``contextual`` = one
 LLM call per chunk, ``auto`` = one per document) put a header in front of each chunk's
-text *for BM25 indexing only* (:func:`~swrag_integrations.context.text_to_index`); the
+text *for BM25 indexing only* (:func:`~swrag_integrations.methods.context.text_to_index`); the
 offsets, hence the assembled context, are the exact source text. Supported by the span
 pipelines; headers are cached in ``<out>/cache/headers.sqlite``.
 
 :func:`piece_diversity` is the evaluation's redundancy measure: the mean pairwise cosine
-distance (:func:`~swrag_integrations.context.mean_pairwise_cosine_distance`) of the
+distance (:func:`~swrag_integrations.methods.context.mean_pairwise_cosine_distance`) of the
 assembled context's pieces (merged blocks), each embedded as the mean of its 128-token
 pieces' vectors.
 """
@@ -61,8 +61,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..windows import DEFAULT_ENCODING
-from .context import DEFAULT_BUDGET, SEPARATOR, AssembledContext, assemble_by_offset, assemble_by_text, context_from_spans
+from swrag_integrations.core.windows import DEFAULT_ENCODING
+from swrag_integrations.evaluation.context import DEFAULT_BUDGET, SEPARATOR, AssembledContext, assemble_by_offset, assemble_by_text, context_from_spans
 
 __all__ = [
     "ContextSteps",
@@ -186,7 +186,7 @@ class ContextSteps:
 def piece_vectors(texts: Sequence[str], embeddings, piece_tokens: int = PIECE_TOKENS,
                   encoding_name: str = DEFAULT_ENCODING) -> np.ndarray:
     """One unit vector per text: the normalised mean of its ``piece_tokens`` pieces' vectors."""
-    from ..context._common import sentence_pieces, unit_normalize
+    from swrag_integrations.methods.context._common import sentence_pieces, unit_normalize
 
     owners: list[int] = []
     pieces: list[str] = []
@@ -204,7 +204,7 @@ def piece_vectors(texts: Sequence[str], embeddings, piece_tokens: int = PIECE_TO
 
 def piece_diversity(texts: Sequence[str], embeddings, encoding_name: str = DEFAULT_ENCODING) -> float | None:
     """Mean pairwise cosine distance of ``texts`` (context pieces); ``None`` for < 2 pieces."""
-    from ..context import mean_pairwise_cosine_distance
+    from swrag_integrations.methods.context import mean_pairwise_cosine_distance
 
     texts = [t for t in texts if t and t.strip()]
     if len(texts) < 2:
@@ -223,7 +223,7 @@ def _span_text(texts: Mapping[str, str], span: Span) -> str:
 
 
 def apply_rerank(question: str, ranked: Sequence[Span], texts: Mapping[str, str], reranker, pool: int) -> list[Span]:
-    """Top ``pool`` re-sorted by ``reranker`` (a :class:`~swrag_integrations.context.BaseReranker`)."""
+    """Top ``pool`` re-sorted by ``reranker`` (a :class:`~swrag_integrations.methods.context.BaseReranker`)."""
     from langchain_core.documents import Document
 
     head, tail = list(ranked[:pool]), list(ranked[pool:])
@@ -238,8 +238,8 @@ def apply_diversity(question: str, ranked: Sequence[Span], texts: Mapping[str, s
                     mode: str = "greedy", lambda_mult: float = 0.5,
                     encoding_name: str = DEFAULT_ENCODING) -> list[Span]:
     """Top ``pool`` in greedy-diversity (or MMR) order; the rest follow."""
-    from ..context import greedy_diversity_order, mmr_order
-    from ..context._common import unit_normalize
+    from swrag_integrations.methods.context import greedy_diversity_order, mmr_order
+    from swrag_integrations.methods.context._common import unit_normalize
 
     head, tail = list(ranked[:pool]), list(ranked[pool:])
     if len(head) < 2:
@@ -267,7 +267,7 @@ def apply_rse(question: str, ranked: Sequence[Span], pipeline, pool: int, budget
     """Segments (as spans, best first) of the top ``pool`` candidates (see module doc)."""
     from langchain_core.documents import Document
 
-    from ..context import RelevantSegmentExtractor
+    from swrag_integrations.methods.context import RelevantSegmentExtractor
 
     spans = getattr(pipeline, "spans", None)
     if spans is None:
@@ -334,7 +334,7 @@ def apply_rse(question: str, ranked: Sequence[Span], pipeline, pool: int, budget
 def litm_context(ctx: AssembledContext, texts: Mapping[str, str], separator: str = SEPARATOR,
                  encoding_name: str = DEFAULT_ENCODING) -> AssembledContext:
     """The assembled pieces in lost-in-the-middle order (same pieces, same text)."""
-    from ..context import litm_order
+    from swrag_integrations.methods.context import litm_order
 
     if len(ctx.spans) < 3:
         return ctx
@@ -355,11 +355,11 @@ class StepTools:
 def make_tools(steps: ContextSteps, *, embeddings=None, llm=None) -> StepTools:
     reranker = None
     if steps.rerank == "embedding":
-        from ..context import EmbeddingReranker
+        from swrag_integrations.methods.context import EmbeddingReranker
 
         reranker = EmbeddingReranker(embeddings=embeddings)
     elif steps.rerank == "llm":
-        from ..context import LLMJudgeReranker
+        from swrag_integrations.methods.context import LLMJudgeReranker
 
         reranker = LLMJudgeReranker(llm=llm)
     return StepTools(embeddings=embeddings, reranker=reranker)
@@ -398,13 +398,13 @@ def steps_context(pipeline, question: str, steps: ContextSteps, tools: StepTools
 def add_headers(pipeline, headerer) -> dict:
     """Re-index a span pipeline's BM25 over ``header + chunk`` texts.
 
-    ``headerer`` is a :class:`~swrag_integrations.context.ContextualChunkHeaders`; each
+    ``headerer`` is a :class:`~swrag_integrations.methods.context.ContextualChunkHeaders`; each
     source's chunks are annotated (one call per chunk in ``contextual`` mode, one per
     document in ``auto`` mode; cached). Offsets are unchanged. Returns the header
     report as a dict (chunks, with_header, llm_calls, cached, failed, seconds...).
     """
-    from ..context import text_to_index
-    from .pipelines import _bm25_bytes, _bm25_index
+    from swrag_integrations.methods.context import text_to_index
+    from swrag_integrations.evaluation.pipelines import _bm25_bytes, _bm25_index
 
     spans = getattr(pipeline, "spans", None)
     if spans is None or not hasattr(pipeline, "index"):

@@ -10,10 +10,10 @@ importing only its own framework, and are imported lazily so that loading needs 
 content-keyed entries (:mod:`.cache`).
 """
 
-from .cache import CacheRebuildWarning
-from .core import END_OF_TURN_TOKENS, Generation, GenerationStream, LoadInfo, LocalLLM, PrefixCache
-from .gguf_convert import bundled_gguf_path, convert_gguf_to_hf, ensure_hf_checkpoint
-from .loader import LLMFallbackWarning, LOW_BIT_FORMATS, default_cache_dir, load_llama3
+from swrag_integrations.llm.cache import CacheRebuildWarning
+from swrag_integrations.llm.core import END_OF_TURN_TOKENS, Generation, GenerationStream, LoadInfo, LocalLLM, PrefixCache
+from swrag_integrations.llm.gguf_convert import bundled_gguf_path, convert_gguf_to_hf, ensure_hf_checkpoint
+from swrag_integrations.llm.loader import LLMFallbackWarning, LOW_BIT_FORMATS, default_cache_dir, load_llama3
 
 __all__ = [
     "CacheRebuildWarning",
@@ -38,15 +38,15 @@ __all__ = [
 
 def __getattr__(name: str):  # lazy: langchain / llama-index are imported only when asked for
     if name == "LangChainLLM":  # each adapter imports only its own framework
-        from .langchain_llm import LangChainLLM
+        from swrag_integrations.llm.langchain_llm import LangChainLLM
 
         return LangChainLLM
     if name == "LlamaIndexLLM":
-        from .llamaindex_llm import LlamaIndexLLM
+        from swrag_integrations.llm.llamaindex_llm import LlamaIndexLLM
 
         return LlamaIndexLLM
     if name == "LocalChatModel":
-        from .chat import LocalChatModel
+        from swrag_integrations.llm.langchain_chat import LocalChatModel
 
         return LocalChatModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

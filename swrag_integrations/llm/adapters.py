@@ -16,11 +16,11 @@ __all__ = ["LangChainLLM", "LlamaIndexLLM"]
 
 def __getattr__(name: str) -> Any:
     if name == "LangChainLLM":
-        from .langchain_llm import LangChainLLM
+        from swrag_integrations.llm.langchain_llm import LangChainLLM
 
         return LangChainLLM
     if name == "LlamaIndexLLM":
-        from .llamaindex_llm import LlamaIndexLLM
+        from swrag_integrations.llm.llamaindex_llm import LlamaIndexLLM
 
         return LlamaIndexLLM
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..paths import PRIVATE_DIR_MODE, private_dir
+from swrag_integrations.core.paths import PRIVATE_DIR_MODE, private_dir
 
 MANIFEST_NAME = "swrag-cache.json"
 MANIFEST_FORMAT = 1

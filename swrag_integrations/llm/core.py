@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from .generation import Generation, LoadInfo, Prompt
+from swrag_integrations.llm.generation import Generation, LoadInfo, Prompt
 
 # End-of-turn tokens that chat models emit instead of (or besides) their eos token.
 # Llama-3 instruct ends a turn with <|eot_id|> while eos is <|end_of_text|> (ipex-llm #10815).
@@ -630,22 +630,22 @@ class LocalLLM:
         or with ``chat=True`` the chat model (:meth:`as_chat_model`)."""
         if chat:
             return self.as_chat_model(**kwargs)
-        from .langchain_llm import LangChainLLM
+        from swrag_integrations.llm.langchain_llm import LangChainLLM
 
         return LangChainLLM(core=self, **kwargs)
 
     def as_chat_model(self, **kwargs: Any) -> Any:
-        """A LangChain chat model (see :class:`swrag_integrations.llm.chat.LocalChatModel`):
+        """A LangChain chat model (see :class:`swrag_integrations.llm.langchain_chat.LocalChatModel`):
         messages through the model's chat template, streaming, usage metadata, token
         counting with the model's tokenizer and ``with_structured_output``."""
-        from .chat import LocalChatModel
+        from swrag_integrations.llm.langchain_chat import LocalChatModel
 
         return LocalChatModel(core=self, **kwargs)
 
     def as_llamaindex(self, **kwargs: Any) -> Any:
         """A LlamaIndex ``CustomLLM`` (see :class:`swrag_integrations.llm.llamaindex_llm.LlamaIndexLLM`;
         needs LlamaIndex only)."""
-        from .llamaindex_llm import LlamaIndexLLM
+        from swrag_integrations.llm.llamaindex_llm import LlamaIndexLLM
 
         return LlamaIndexLLM(core=self, **kwargs)
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .cache import (
+from swrag_integrations.llm.cache import (
     CacheRebuildWarning,
     check_entry,
     entry_name,

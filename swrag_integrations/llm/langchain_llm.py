@@ -15,7 +15,7 @@ from langchain_core.language_models.llms import LLM
 from langchain_core.outputs import GenerationChunk
 from pydantic import ConfigDict, Field
 
-from .generation import GenerationCore, call_options
+from swrag_integrations.llm.generation import GenerationCore, call_options
 
 __all__ = ["LangChainLLM"]
 

@@ -23,7 +23,7 @@ from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from pydantic import ConfigDict, Field
 
-from .generation import GenerationCore, call_options
+from swrag_integrations.llm.generation import GenerationCore, call_options
 
 __all__ = ["LlamaIndexLLM"]
 

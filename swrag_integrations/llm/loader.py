@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cache import (
+from swrag_integrations.llm.cache import (
     CacheRebuildWarning,
     canonical,
     check_entry,
@@ -72,8 +72,8 @@ from .cache import (
     staging_dir,
     write_manifest,
 )
-from .core import LoadInfo, LocalLLM
-from .gguf_convert import bundled_gguf_path, ensure_hf_checkpoint, gguf_identity, hf_checkpoint_dir, hf_checkpoint_key
+from swrag_integrations.llm.core import LoadInfo, LocalLLM
+from swrag_integrations.llm.gguf_convert import bundled_gguf_path, ensure_hf_checkpoint, gguf_identity, hf_checkpoint_dir, hf_checkpoint_key
 
 DEVICES = ("cpu", "xpu", "auto")
 BACKENDS = ("auto", "ipex", "transformers")
@@ -108,8 +108,8 @@ class LLMFallbackWarning(UserWarning):
 
 def default_cache_dir() -> Path:
     """``$SWRAG_CACHE``, else ``$XDG_CACHE_HOME/swrag``, else ``~/.cache/swrag``
-    (:func:`swrag_integrations.paths.cache_dir`)."""
-    from ..paths import cache_dir
+    (:func:`swrag_integrations.core.paths.cache_dir`)."""
+    from swrag_integrations.core.paths import cache_dir
 
     return cache_dir()
 
@@ -168,9 +168,9 @@ def _import_ipex() -> Any:
 
     ipex-llm calls ``logging.basicConfig(level=INFO)`` on import, which would make every
     library's INFO/DEBUG records appear in the user's program; the root logger is
-    restored to what it was (:func:`~swrag_integrations._logging.root_logging_kept`).
+    restored to what it was (:func:`~swrag_integrations.core._logging.root_logging_kept`).
     """
-    from .._logging import root_logging_kept
+    from swrag_integrations.core._logging import root_logging_kept
 
     with root_logging_kept():
         from ipex_llm.transformers import AutoModelForCausalLM

@@ -36,7 +36,7 @@ def local_core(llm: Any) -> Any:
 
     Accepts a ``LocalLLM`` itself or its LangChain / LlamaIndex adapters (``.core``).
     """
-    from .core import LocalLLM
+    from swrag_integrations.llm.core import LocalLLM
 
     if isinstance(llm, LocalLLM):
         return llm

@@ -10,7 +10,7 @@ Measured on the dev sets in ``docs/eval/tuning.md``.
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from swrag_integrations.core._lazy import lazy_exports
 
 _LAZY = {
     "tune": "tune", "load_sources": "tune",

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from swrag_integrations.cli.tune import main
 
 sys.exit(main())

@@ -1,7 +1,7 @@
 """Scoring one candidate configuration on questions: build (or reuse) its index, retrieve,
 assemble under the budget, measure context recall.
 
-The index is the package's own :class:`~swrag_integrations.retrieval.SlidingWindowIndex`
+The index is the package's own :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`
 with the candidate's index keywords, over in-memory parts: vectors in a FAISS flat
 L2 index over normalised vectors (exact cosine search, MMR supported; langchain-community's
 ``FAISS``) and sources in LangChain's ``InMemoryByteStore``. Nothing touches disk, and a
@@ -26,10 +26,10 @@ import time
 from collections import OrderedDict
 from typing import Any, Mapping, Sequence
 
-from ..evaluation.context import DEFAULT_BUDGET, assemble_by_offset
-from ..evaluation.metrics import context_recall
-from ..windows import DEFAULT_ENCODING
-from .space import Candidate
+from swrag_integrations.evaluation.context import DEFAULT_BUDGET, assemble_by_offset
+from swrag_integrations.evaluation.metrics import context_recall
+from swrag_integrations.core.windows import DEFAULT_ENCODING
+from swrag_integrations.tuning.space import Candidate
 
 __all__ = ["Evaluator", "memory_index", "SCOPES"]
 
@@ -38,14 +38,14 @@ SCOPES = ("corpus", "document")
 
 def memory_index(documents: Sequence[Any], embeddings: Any, index_kwargs: Mapping[str, Any], *,
                  encoding_name: str = DEFAULT_ENCODING) -> Any:
-    """A :class:`~swrag_integrations.retrieval.SlidingWindowIndex` in memory (FAISS +
+    """A :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` in memory (FAISS +
     ``InMemoryByteStore``) holding ``documents``."""
     import faiss
     from langchain_community.docstore.in_memory import InMemoryDocstore
     from langchain_community.vectorstores import FAISS
     from langchain_core.stores import InMemoryByteStore
 
-    from ..retrieval import SlidingWindowIndex
+    from swrag_integrations.langchain.index import SlidingWindowIndex
 
     dim = len(embeddings.embed_query("dimension probe"))
     # L2 over L2-normalised vectors ranks exactly as cosine (the default Chroma's distance)
@@ -131,7 +131,7 @@ class Evaluator:
         if slot not in built:
             ids = [s.source_id for s in self.sources] if slot == "*" else [source_id]
             index = self._build(candidate, ids)
-            from ..retrieval import source_id_for
+            from swrag_integrations.engine.ids import source_id_for
 
             built[slot] = (index, {source_id_for(d): d.id for d in self._documents(ids)})
         return built[slot]
@@ -152,7 +152,7 @@ class Evaluator:
 
     # ------------------------------------------------------------------ scoring
     def context(self, candidate: Candidate, question: Any) -> Any:
-        """The assembled context (:class:`~swrag_integrations.retrieval.AssembledContext`)
+        """The assembled context (:class:`~swrag_integrations.engine.AssembledContext`)
         ``candidate`` retrieves for ``question``."""
         index, ids = self._index_for(candidate, question.source_id)
         retriever = index.as_retriever(budget_tokens=self.budget_tokens, **candidate.retriever_kwargs)

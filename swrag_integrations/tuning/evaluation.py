@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.pipelines import ParentPipeline, PipelineSpec, register_pipeline
-from ..retrieval.settings import DEFAULT_BUDGET_TOKENS
-from .config import TunedConfig
+from swrag_integrations.evaluation.pipelines import ParentPipeline, PipelineSpec, register_pipeline
+from swrag_integrations.engine.settings import DEFAULT_BUDGET_TOKENS
+from swrag_integrations.tuning.config import TunedConfig
 
 __all__ = ["ConfigPipeline", "register_config", "config_strategy_name"]
 

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..retrieval.settings import DEFAULT_BUDGET_TOKENS
+from swrag_integrations.engine.settings import DEFAULT_BUDGET_TOKENS
 
 DATASETS = {  # name -> (mode, split passages)
     "multifieldqa_zh": ("document", False),
@@ -58,7 +58,7 @@ class _Labelled:
 
 def _grid(evaluator: Any, candidates: Sequence[Any], qids: Sequence[str], state: Any, label: str) -> None:
     """Score every candidate on every question (grouped by index), kept in ``state``."""
-    from .space import group_by_index
+    from swrag_integrations.tuning.space import group_by_index
 
     todo = sum(len([q for q in qids if q not in state.scores(c.key)]) for c in candidates)
     done = 0
@@ -90,12 +90,12 @@ def _header(path: Path) -> dict:
 def run_dataset(name: str, data_dir: Path, out: Path, embeddings: Any, *, phase: str = "main",
                 max_candidates: int = 48, n_questions: int = 240, seed: int = 0, budget: int = DEFAULT_BUDGET_TOKENS,
                 max_examples: int | None = None, grid_questions: int | None = None) -> dict:
-    from ..evaluation.datasets import build_corpus, example_sources, load_examples
-    from .engine import Evaluator
-    from .search import SearchState
-    from .space import DEFAULT_CANDIDATE, SearchSpace
-    from .synthetic import SyntheticSet, build_synthetic_set
-    from .tune import tune
+    from swrag_integrations.evaluation.datasets import build_corpus, example_sources, load_examples
+    from swrag_integrations.tuning.engine import Evaluator
+    from swrag_integrations.tuning.search import SearchState
+    from swrag_integrations.tuning.space import DEFAULT_CANDIDATE, SearchSpace
+    from swrag_integrations.tuning.synthetic import SyntheticSet, build_synthetic_set
+    from swrag_integrations.tuning.tune import tune
 
     mode, split = DATASETS[name]
     scope = "document" if mode == "document" else "corpus"
@@ -143,10 +143,10 @@ def summarize_dataset(name: str, out: Path, *, seed: int = 0, max_candidates: in
     """The tables' numbers for one dataset from the kept scores."""
     from scipy.stats import spearmanr
 
-    from ..evaluation.metrics import bootstrap_ci, paired_bootstrap
-    from .config import TunedConfig
-    from .search import SearchState
-    from .space import DEFAULT_CANDIDATE, SearchSpace
+    from swrag_integrations.evaluation.metrics import bootstrap_ci, paired_bootstrap
+    from swrag_integrations.tuning.config import TunedConfig
+    from swrag_integrations.tuning.search import SearchState
+    from swrag_integrations.tuning.space import DEFAULT_CANDIDATE, SearchSpace
 
     d = out / name
     candidates = SearchSpace.default().sample(max_candidates, seed=seed, include=[DEFAULT_CANDIDATE])
@@ -281,7 +281,7 @@ def report_tables(out: Path, names: Sequence[str]) -> str:
 
 def run_timing(files: Sequence[str], out: Path, *, seed: int = 0, budget_minutes: float | None = None) -> dict:
     """A fresh ``tune()`` (no cache of any kind) on ``files``; returns its timings."""
-    from .tune import load_sources, tune
+    from swrag_integrations.tuning.tune import load_sources, tune
 
     sources = load_sources(files)
     size = sum(len(s.text.encode("utf-8")) for s in sources)
@@ -333,8 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     embeddings = None
     if args.phase != "summary":
-        from ..evaluation.embeddings import CachedEmbeddings
-        from ..retrieval.embeddings import default_embeddings
+        from swrag_integrations.evaluation.embeddings import CachedEmbeddings
+        from swrag_integrations.embeddings.minilm import default_embeddings
 
         base = default_embeddings()
         embeddings = CachedEmbeddings(base, args.embed_cache,

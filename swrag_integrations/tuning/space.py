@@ -1,10 +1,10 @@
 """The configuration space the tuner searches: index parameters x retriever parameters.
 
-A :class:`~swrag_integrations.retrieval.tuned.Candidate` is one point: ``index`` (keywords of
-:class:`~swrag_integrations.retrieval.SlidingWindowIndex`, i.e. of
-:class:`~swrag_integrations.retrieval.config.IndexConfig`) and ``retriever`` (keywords of
+A :class:`~swrag_integrations.engine.tuned.Candidate` is one point: ``index`` (keywords of
+:class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`, i.e. of
+:class:`~swrag_integrations.engine.config.IndexConfig`) and ``retriever`` (keywords of
 :meth:`SlidingWindowIndex.as_retriever`, i.e. of
-:class:`~swrag_integrations.retrieval.retriever.WindowedParentRetriever`). Index
+:class:`~swrag_integrations.langchain.retriever.WindowedParentRetriever`). Index
 parameters need a rebuild; retriever parameters reuse one index, so the search evaluates
 candidates grouped by :attr:`Candidate.index_key`.
 
@@ -19,9 +19,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..retrieval.config import IndexConfig
-from ..retrieval.settings import DEFAULT_SETTINGS
-from ..retrieval.tuned import INDEX_KEYS, RETRIEVER_KEYS, Candidate
+from swrag_integrations.engine.config import IndexConfig
+from swrag_integrations.engine.settings import DEFAULT_SETTINGS
+from swrag_integrations.engine.tuned import INDEX_KEYS, RETRIEVER_KEYS, Candidate
 
 __all__ = [
     "INDEX_KEYS",
@@ -34,7 +34,7 @@ __all__ = [
 
 def default_candidate() -> Candidate:
     """Today's defaults: ``SlidingWindowIndex()`` + ``as_retriever()`` (``IndexConfig()`` and
-    :data:`~swrag_integrations.retrieval.settings.DEFAULT_SETTINGS`)."""
+    :data:`~swrag_integrations.engine.settings.DEFAULT_SETTINGS`)."""
     cfg = IndexConfig()
     return Candidate.make({k: getattr(cfg, k) for k in INDEX_KEYS},
                           {k: getattr(DEFAULT_SETTINGS, k) for k in RETRIEVER_KEYS})

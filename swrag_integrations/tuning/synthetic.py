@@ -29,9 +29,9 @@ names the answer, leaks by :func:`exact_match_leak` or is empty is replaced by t
 guarded query (counted in the report).
 
 Chinese and English: sentences come from
-:func:`swrag_integrations.grounding.sentences.split_sentences` (exact offsets), words from
+:func:`swrag_integrations.methods.grounding.sentences.split_sentences` (exact offsets), words from
 jieba for text with Han characters and a Unicode word pattern otherwise; stopwords are
-the BM25 ones (:mod:`swrag_integrations.retrieval.bm25`).
+the BM25 ones (:mod:`swrag_integrations.keyword.bm25`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from .._lang import HAN, contains_cjk
+from swrag_integrations.core.lang import HAN, contains_cjk
 
 __all__ = [
     "SyntheticQuestion",
@@ -150,7 +150,7 @@ def _jieba():
 
 
 def _stopwords() -> frozenset[str]:
-    from ..retrieval.bm25 import CHINESE_STOPWORDS, ENGLISH_STOPWORDS
+    from swrag_integrations.keyword.bm25 import CHINESE_STOPWORDS, ENGLISH_STOPWORDS
 
     return ENGLISH_STOPWORDS | CHINESE_STOPWORDS | _EXTRA_EN_STOPWORDS
 
@@ -327,7 +327,7 @@ def _llm_text(result: Any) -> str:
 
 
 def _mentions(query: str, answer: str, language: str) -> bool:
-    from ..evaluation.metrics import answer_tokens
+    from swrag_integrations.evaluation.metrics import answer_tokens
 
     if answer.lower() in query.lower():
         return True
@@ -385,7 +385,7 @@ def build_synthetic_set(
         raise ValueError(f"min_terms must be a positive int, got {min_terms!r}")
     if isinstance(max_terms, bool) or not isinstance(max_terms, int) or max_terms < min_terms:
         raise ValueError(f"max_terms must be an int >= min_terms ({min_terms}), got {max_terms!r}")
-    from ..grounding.sentences import split_sentences
+    from swrag_integrations.methods.grounding.sentences import split_sentences
 
     sources = [s for s in sources if s.text and s.text.strip()]
     grep = _Grep(s.text for s in sources)
@@ -470,7 +470,7 @@ def build_synthetic_set(
 
 
 def _ask_llm(llm: Any, text: str, start: int, end: int, answer: str, language: str) -> str:
-    from ..grounding.sentences import split_sentences
+    from swrag_integrations.methods.grounding.sentences import split_sentences
 
     lo, hi = max(0, start - 400), min(len(text), end + 400)
     window = text[lo:hi]

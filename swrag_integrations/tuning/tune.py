@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..evaluation.context import DEFAULT_BUDGET
-from ..evaluation.metrics import bootstrap_ci, paired_bootstrap
-from .config import TunedConfig, check_writable
-from .engine import SCOPES, Evaluator
-from .search import SearchState, successive_halving
-from .space import DEFAULT_CANDIDATE, Candidate, SearchSpace
-from .synthetic import SyntheticSet, build_synthetic_set
+from swrag_integrations.evaluation.context import DEFAULT_BUDGET
+from swrag_integrations.evaluation.metrics import bootstrap_ci, paired_bootstrap
+from swrag_integrations.tuning.config import TunedConfig, check_writable
+from swrag_integrations.tuning.engine import SCOPES, Evaluator
+from swrag_integrations.tuning.search import SearchState, successive_halving
+from swrag_integrations.tuning.space import DEFAULT_CANDIDATE, Candidate, SearchSpace
+from swrag_integrations.tuning.synthetic import SyntheticSet, build_synthetic_set
 
 __all__ = ["tune", "load_sources", "split_holdout", "DEFAULT_MAX_CANDIDATES", "DEFAULT_QUESTIONS", "DEFAULT_HOLDOUT"]
 
@@ -76,7 +76,7 @@ def load_sources(corpus: Any) -> list[Any]:
         FileNotFoundError: a path does not exist.
         ValueError: nothing readable, or an unknown item type.
     """
-    from ..evaluation.datasets import Source
+    from swrag_integrations.evaluation.datasets import Source
 
     if isinstance(corpus, (str, os.PathLike)):
         corpus = [corpus]
@@ -84,7 +84,7 @@ def load_sources(corpus: Any) -> list[Any]:
     if not items:
         raise ValueError("the corpus is empty: give files, folders or documents to tune on")
     if all(isinstance(i, (str, os.PathLike)) for i in items):
-        from ..retrieval.files import load_files
+        from swrag_integrations.ingest.files import load_files
 
         for p in items:
             if not Path(p).exists():
@@ -97,7 +97,7 @@ def load_sources(corpus: Any) -> list[Any]:
             raise ValueError("no readable documents (.txt, .md, .markdown, .pdf, .csv) under the given paths")
     from langchain_core.documents import Document
 
-    from ..retrieval import source_id_for
+    from swrag_integrations.engine.ids import source_id_for
 
     out: list[Any] = []
     for item in items:
@@ -123,12 +123,12 @@ def _fingerprint(sources: Sequence[Any]) -> str:
 
 
 def _embeddings(embeddings: Any, cache_path: Path | None) -> Any:
-    from ..evaluation.embeddings import CachedEmbeddings
+    from swrag_integrations.evaluation.embeddings import CachedEmbeddings
 
     if isinstance(embeddings, CachedEmbeddings):
         return embeddings
     if embeddings is None:
-        from ..retrieval.embeddings import default_embeddings
+        from swrag_integrations.embeddings.minilm import default_embeddings
 
         embeddings = default_embeddings()
     name = getattr(embeddings, "model_name", None) or type(embeddings).__name__

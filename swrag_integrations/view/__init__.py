@@ -9,7 +9,7 @@
 
 Each view writes one self-contained HTML file (``save(path)``; styles and script inline,
 no network) and shows itself in Jupyter (``_repr_html_``). Importing this package
-registers the views with :mod:`swrag_integrations.display`, through which
+registers the views with :mod:`swrag_integrations.core.display`, through which
 ``splitter.view(text)``, ``retriever.explain(question)`` and the ``_repr_html_`` of an
 assembled context or a grounded answer reach them. The escaping and rendering
 core is :mod:`.html`; ``swrag view`` is :mod:`.cli`. See docs/view.md.
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._lazy import lazy_exports
-from ..display import register_view
+from swrag_integrations.core._lazy import lazy_exports
+from swrag_integrations.core.display import register_view
 
 _NAMES = {
     "WindowsView": ".split",
@@ -40,36 +40,36 @@ __getattr__, __dir__ = lazy_exports(__name__, _NAMES)
 
 
 def _windows_view(text: str, *configs: Any) -> Any:
-    from .split import WindowsView
+    from swrag_integrations.view.split import WindowsView
 
     return WindowsView(text, *configs)
 
 
 def _retrieval_view(retriever: Any, query: str, **overrides: Any) -> Any:
-    from .retrieval import RetrievalView
+    from swrag_integrations.view.retrieval import RetrievalView
 
     return RetrievalView.from_retriever(retriever, query, **overrides)
 
 
 def _index_view(index: Any, query: str, **options: Any) -> Any:
-    from .retrieval import RetrievalView
+    from swrag_integrations.view.retrieval import RetrievalView
 
     return RetrievalView.from_index(index, query, **options)
 
 
 def _spans_view(context: Any) -> Any:
-    from .retrieval import RetrievalView
+    from swrag_integrations.view.retrieval import RetrievalView
 
     return RetrievalView.from_spans(context)
 
 
 def _answer_view(grounded: Any) -> Any:
-    from .answer import AnswerView
+    from swrag_integrations.view.answer import AnswerView
 
     return AnswerView(grounded)
 
 
-# The lower layers offer these views through swrag_integrations.display, without importing
+# The lower layers offer these views through swrag_integrations.core.display, without importing
 # this package: importing it (or any of its modules) registers them.
 register_view("windows", _windows_view)
 register_view("retrieval", _retrieval_view)

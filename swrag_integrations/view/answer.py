@@ -29,7 +29,7 @@ mapping of this shape; an object with ``to_dict()`` is converted)::
 
 Sources are the retrieved spans: dicts ``{source, source_id, start_index, end_index,
 text}`` (the ``"sources"`` of the RAG chain's output), LangChain Documents with that
-metadata, or :class:`~swrag_integrations.retrieval.assemble.ContextSpan` s.
+metadata, or :class:`~swrag_integrations.engine.assemble.ContextSpan` s.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..retrieval.trace import piece_span
-from .html import (View, check_range, coverage, fmt_int, label, merge_ranges, page, pieces_from_texts, render_doc,
+from swrag_integrations.engine.trace import piece_span
+from swrag_integrations.view.html import (View, check_range, coverage, fmt_int, label, merge_ranges, page, pieces_from_texts, render_doc,
                    text_at, text_html)
 
 __all__ = ["AnswerView", "SourceSpan", "SupportSpan", "Sentence", "Claim"]
@@ -50,7 +50,7 @@ __all__ = ["AnswerView", "SourceSpan", "SupportSpan", "Sentence", "Claim"]
 @dataclass(frozen=True)
 class SourceSpan:
     """A retrieved span as the answer view draws it: ``text == source_text[start:end]``, or
-    offsets ``None`` when unknown. Not :class:`~swrag_integrations.retrieval.assemble.ContextSpan`
+    offsets ``None`` when unknown. Not :class:`~swrag_integrations.engine.assemble.ContextSpan`
     (the package's one retrieved-span type, built from it where offsets exist) because the
     answer view also draws documents from any LangChain retriever, whose offsets may be
     unknown, and a ContextSpan always has exact offsets."""
@@ -272,7 +272,7 @@ class AnswerView(View):
             outside the retrieved spans and carry no text.
         source_bases: ``source_id -> source offset`` where a text of ``source_texts``
             starts (0 when absent; an index's joined record:
-            :func:`~swrag_integrations.retrieval.trace.source_piece`).
+            :func:`~swrag_integrations.engine.trace.source_piece`).
 
     Raises:
         ValueError: a span lies outside its source text, texts disagree at the same

@@ -48,8 +48,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..retrieval.assemble import merge_ranges  # noqa: F401  (re-exported for the views)
-from ._assets import BASE_CSS, SCRIPT
+from swrag_integrations.engine.assemble import merge_ranges  # noqa: F401  (re-exported for the views)
+from swrag_integrations.view._assets import BASE_CSS, SCRIPT
 
 __all__ = [
     "PAGE_CHARS",

@@ -1,10 +1,10 @@
 """A question against an index, as one HTML page: what matched, what it widened to,
 what the budget kept, and what was cut.
 
-Stage 1 (:meth:`~swrag_integrations.retrieval.protocols.ChunkIndex.search_children`)
+Stage 1 (:meth:`~swrag_integrations.engine.protocols.ChunkIndex.search_children`)
 gives small-chunk hits with each ranker's rank (``bm25_rank``/``bm25_score``,
 ``dense_rank``) and the fused ``rrf_score``; each hit knows its window (``lower``/``upper``
-chunks, ``window_start``/``window_end``). Stages 2-3 (:func:`~swrag_integrations.retrieval.
+chunks, ``window_start``/``window_end``). Stages 2-3 (:func:`~swrag_integrations.engine.
 parents.spans_for`) group hits into parents and merge spans by offset under the token
 budget. The page shows the hits (with their status: in the context, trimmed, or cut),
 the parents, the final spans, and per source the text around them: final context
@@ -20,12 +20,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..retrieval.assemble import ContextSpan, count_tokens
-from ..retrieval.protocols import ChildHit
-from ..retrieval.settings import RetrieverSettings
-from ..retrieval.trace import HitStatus, RetrievalTrace, hit_status, piece_span, trace  # noqa: F401  (HitStatus: re-exported)
-from ..windows import DEFAULT_ENCODING
-from .html import (MAX_LANES, View, assign_lanes, check_range, coverage, fmt_int, label, lane_css, lane_masks,
+from swrag_integrations.engine.assemble import ContextSpan, count_tokens
+from swrag_integrations.engine.protocols import ChildHit
+from swrag_integrations.engine.settings import RetrieverSettings
+from swrag_integrations.engine.trace import HitStatus, RetrievalTrace, hit_status, piece_span, trace  # noqa: F401  (HitStatus: re-exported)
+from swrag_integrations.core.windows import DEFAULT_ENCODING
+from swrag_integrations.view.html import (MAX_LANES, View, assign_lanes, check_range, coverage, fmt_int, label, lane_css, lane_masks,
                    merge_ranges, page, pieces_from_texts, render_doc, text_at)
 
 __all__ = ["RetrievalView", "HitStatus", "hit_status"]
@@ -54,18 +54,18 @@ class RetrievalView(View):
     """A question against an index: hits, windows, parents, final spans, cuts.
 
     Build it with :meth:`from_index` (runs the retrieval the way
-    :class:`~swrag_integrations.retrieval.retriever.WindowedParentRetriever` does) or
+    :class:`~swrag_integrations.langchain.retriever.WindowedParentRetriever` does) or
     :meth:`from_retriever` (with that retriever's settings), or give the parts:
 
     Args:
         question: the question.
-        hits: stage-1 hits (:class:`~swrag_integrations.retrieval.protocols.ChildHit`).
-        spans: the final spans (:class:`~swrag_integrations.retrieval.assemble.ContextSpan`,
-            e.g. from :func:`~swrag_integrations.retrieval.parents.spans_for`).
+        hits: stage-1 hits (:class:`~swrag_integrations.engine.protocols.ChildHit`).
+        spans: the final spans (:class:`~swrag_integrations.engine.assemble.ContextSpan`,
+            e.g. from :func:`~swrag_integrations.engine.parents.spans_for`).
         sources: ``source_id -> full source text``; a source without one is drawn from
             the spans' own texts (excerpts only), and its hits must lie inside them.
         bases: ``source_id -> source offset`` where a text of ``sources`` starts (0 when
-            absent; an index's joined record: :func:`~swrag_integrations.retrieval.trace.source_piece`).
+            absent; an index's joined record: :func:`~swrag_integrations.engine.trace.source_piece`).
         parents: the parents of stage 2 (optional; ``rank_parents`` candidates).
         budget_tokens: the token budget (for the header).
         settings: retrieval settings shown in the header.
@@ -104,8 +104,8 @@ class RetrievalView(View):
     # ------------------------------------------------------------------ building
     @classmethod
     def from_trace(cls, traced: RetrievalTrace, *, context_chars: int = 240) -> "RetrievalView":
-        """The view of a :class:`~swrag_integrations.retrieval.trace.RetrievalTrace` (what
-        :func:`~swrag_integrations.retrieval.trace.trace` or a retriever's ``trace`` returns)."""
+        """The view of a :class:`~swrag_integrations.engine.trace.RetrievalTrace` (what
+        :func:`~swrag_integrations.engine.trace.trace` or a retriever's ``trace`` returns)."""
         settings = {k: v for k, v in traced.settings.to_dict().items() if k != "rrf_c"}
         if traced.filter is not None:
             settings["filter"] = traced.filter
@@ -116,9 +116,9 @@ class RetrievalView(View):
     @classmethod
     def from_index(cls, index: Any, question: str, *, context_chars: int = 240, filter: Any = None,
                    **settings: Any) -> "RetrievalView":
-        """Retrieve for ``question`` from ``index`` (:func:`~swrag_integrations.retrieval.trace.trace`)
+        """Retrieve for ``question`` from ``index`` (:func:`~swrag_integrations.engine.trace.trace`)
         with the retriever's settings (``k_child``, ``budget_tokens``, ``k``, ``expand``,
-        ``search_type``, ``weights``, ``rrf_c``: :class:`~swrag_integrations.retrieval.settings.
+        ``search_type``, ``weights``, ``rrf_c``: :class:`~swrag_integrations.engine.settings.
         RetrieverSettings`, its defaults where not given) and view every step."""
         chosen = RetrieverSettings.from_kwargs(settings, where="RetrievalView.from_index()")
         return cls.from_trace(trace(index, question, chosen, filter=filter), context_chars=context_chars)

@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..windows import DEFAULT_ENCODING, WindowConfig, count_units
-from .html import (MAX_LANES, View, assign_lanes, check_range, coverage, fmt_int, label, lane_css, lane_masks,
+from swrag_integrations.core.windows import DEFAULT_ENCODING, WindowConfig, count_units
+from swrag_integrations.view.html import (MAX_LANES, View, assign_lanes, check_range, coverage, fmt_int, label, lane_css, lane_masks,
                    page, render_doc)
 
 __all__ = ["Layout", "layout_of", "WindowsView"]
@@ -80,7 +80,7 @@ def _config_label(config: WindowConfig) -> str:
 def _spans_of(text: str, item: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """Offsets of a split result: LangChain Documents (``start_index``/``end_index``
     metadata and ``page_content``), LlamaIndex nodes (``start_char_idx``), or
-    ``(start, end)`` pairs (:class:`~swrag_integrations.windows.Span`, ``Chunk``)."""
+    ``(start, end)`` pairs (:class:`~swrag_integrations.core.windows.Span`, ``Chunk``)."""
     starts, ends = [], []
     for i, obj in enumerate(item):
         what = f"window {i}"

@@ -1,0 +1,5 @@
+import sys
+
+from swrag_integrations.cli.app import main
+
+sys.exit(main())

@@ -1,0 +1,205 @@
+"""Health of an index: every derived part checked against the source store.
+
+:func:`probe_vectors` is the self-retrieval probe: a few complete chunks, embedded
+with the store's own embedding, must find themselves (or a chunk with the same text)
+among their nearest neighbours. It catches a vector collection that lost its search
+structure while still counting its vectors (e.g. Chroma with its HNSW files deleted
+answers every query with nothing). :func:`index_status` gathers counts, states and
+probes into an :class:`IndexStatus` for ``swrag status``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from swrag_integrations.engine.ids import chunk_id, vector_id
+from swrag_integrations.langchain.vectorstore import doc_vector_id
+
+if TYPE_CHECKING:
+    from swrag_integrations.engine.protocols import EngineState
+
+__all__ = ["IndexStatus", "index_status", "probe_vectors", "stale_vectors"]
+
+PROBES = 8
+
+
+def _sample(index: "EngineState", n: int) -> list[tuple[str, int]]:
+    """Up to ``n`` chunks spread over the complete sources (deterministic)."""
+    heads = sorted((sid, h) for sid, h in index.store.heads().items() if h.state == "complete" and h.n_chunks)
+    if not heads:
+        return []
+    step = max(1, len(heads) // n)
+    return [(sid, (j * 7) % h.n_chunks) for j, (sid, h) in enumerate(heads[::step][:n])]
+
+
+def probe_vectors(index: "EngineState", n: int = PROBES) -> str | None:
+    """``None`` when sampled chunks find themselves by vector search, else the problem."""
+    sample = _sample(index, n)
+    if not sample:
+        return None
+    held = index.vectors.count()
+    if held == 0:
+        return f"the vector store ({index.vectors.kind}) is empty but the index has complete sources"
+    records = index.store.get_many(sorted({sid for sid, _ in sample}))
+    texts = [records[sid].chunk_text(i) for sid, i in sample]
+    vectors = index.vectors.embed_documents(texts)
+    found = 0
+    for (sid, i), text, vec in zip(sample, texts, vectors):
+        docs = index.vectors.search(vec, 5)
+        want = vector_id(chunk_id(sid, i))
+        if any(doc_vector_id(d) == want or d.page_content == text for d in docs):
+            found += 1
+    if found * 2 <= len(sample):  # allow near-duplicates crowding some out; not most
+        return (f"only {found} of {len(sample)} sampled chunks find themselves in the vector store "
+                f"({index.vectors.kind}): its search structure is damaged or holds other vectors")
+    return None
+
+
+def stale_vectors(index: "EngineState", n: int = PROBES) -> str | None:
+    """``None`` when sampled chunks' vectors carry their source's current content hash,
+    else the problem (vectors of another version written under the chunk ids of the
+    current one, as a writer that kept writing after losing its lease did)."""
+    if not index.vectors.can_get:
+        return None
+    sample = _sample(index, n)
+    if not sample:
+        return None
+    heads = index.store.heads(sorted({sid for sid, _ in sample}))
+    found = index.vectors.present([vector_id(chunk_id(sid, i)) for sid, i in sample])
+    stale = sorted({sid for sid, i in sample
+                    if (meta := found.get(vector_id(chunk_id(sid, i)))) is not None and sid in heads
+                    and meta.get("content_hash") != heads[sid].content_hash})
+    if stale:
+        return (f"{len(stale)} sampled source(s) have vectors of another version of their text (e.g. {stale[0]}); "
+                f"`swrag repair --deep` writes them again")
+    return None
+
+
+@dataclass
+class IndexStatus:
+    """What ``swrag status`` prints; ``healthy`` is False when anything needs a repair."""
+
+    location: str
+    index_id: str
+    config: dict[str, Any]
+    vector_store: str
+    sources: int = 0
+    complete: int = 0
+    incomplete: list[dict[str, Any]] = field(default_factory=list)
+    chunks: int = 0
+    vectors: int | None = None
+    vector_problems: list[str] = field(default_factory=list)
+    keyword_documents: int = 0
+    keyword_generation: int = 0
+    store_generation: int = 0
+    keyword_problems: list[str] = field(default_factory=list)
+    store_problems: list[str] = field(default_factory=list)
+    embedding: dict[str, Any] = field(default_factory=dict)
+    vectors_probed: bool = True
+
+    @property
+    def healthy(self) -> bool:
+        return not (self.incomplete or self.vector_problems or self.keyword_problems or self.store_problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["healthy"] = self.healthy
+        return out
+
+    def lines(self) -> list[str]:
+        ok = "ok" if self.healthy else "NEEDS REPAIR (run `swrag repair`)"
+        out = [f"index {self.location} ({self.index_id[:8]}): {ok}",
+               f"  sources: {self.sources} ({self.complete} complete), small chunks: {self.chunks}",
+               f"  vectors: {'unknown' if self.vectors is None else self.vectors} in {self.vector_store}",
+               f"  keyword index: {self.keyword_documents} chunks at generation {self.keyword_generation} "
+               f"(source store at {self.store_generation})",
+               f"  embedding: {self.embedding.get('name')} ({self.embedding.get('dim')} dimensions)"]
+        if not self.vectors_probed:
+            out.append("  vectors not searched (the embedding model was not loaded; --deep checks them)")
+        for item in self.incomplete:
+            out.append(f"  incomplete: {item['source_id']} ({item['state']}) {item.get('origin') or ''}".rstrip())
+        for problem in self.vector_problems + self.keyword_problems + self.store_problems:
+            out.append(f"  problem: {problem}")
+        return out
+
+
+def index_status(index: "EngineState", *, deep: bool = False, probe: bool = True) -> IndexStatus:
+    """Counts, states and checks of every part of ``index`` (reads only).
+
+    ``probe=False`` leaves out every check that needs the embedding model (its dimension
+    against the index's, sampled chunks finding themselves by vector search, and with
+    ``deep`` every vector id): the counts, states, keyword index and source store are
+    still checked, without loading the model.
+    """
+    from swrag_integrations.engine.protocols import as_engine
+
+    index = as_engine(index)
+    heads = index.store.heads()
+    complete = {sid: h for sid, h in heads.items() if h.state == "complete"}
+    status = IndexStatus(
+        location=str(index.persist_directory or index.server or index.store), index_id=index.index_id,
+        config=__import__("json").loads(index.config.to_json()), vector_store=index.vectors.kind,
+        sources=len(heads), complete=len(complete),
+        incomplete=[{"source_id": sid, "state": h.state, "origin": h.origin}
+                    for sid, h in sorted(heads.items()) if h.state != "complete"],
+        chunks=sum(h.n_chunks for h in complete.values()), vectors=index.vectors.count(),
+        embedding=dict(index.manifest.get("embedding") or {}), vectors_probed=probe,
+    )
+    if status.vectors is not None and status.vectors != status.chunks + sum(
+            h.n_chunks for h in heads.values() if h.state != "complete"):
+        if status.vectors < status.chunks:
+            status.vector_problems.append(f"{status.chunks - status.vectors} vector(s) missing "
+                                          f"({status.vectors} held for {status.chunks} chunks)")
+    if not deep:  # stored vectors' content hashes: no embedding model needed
+        problem = stale_vectors(index)
+        if problem:
+            status.vector_problems.append(problem)
+    if probe:
+        try:
+            index.check_embedding()
+        except ValueError as exc:
+            status.vector_problems.append(str(exc))
+        else:
+            problem = probe_vectors(index)
+            if problem:
+                status.vector_problems.append(problem)
+            if deep:
+                lost = missing_vectors(index, sorted(complete), force=True)
+                if lost:
+                    status.vector_problems.append(f"{len(lost)} source(s) lack some of their vectors")
+    status.store_generation = index.store.generation()
+    index.keyword.refresh()
+    status.keyword_generation = index.keyword.generation
+    status.keyword_documents = len(index.keyword)
+    if index.keyword.rebuilt:
+        status.keyword_problems.append("the stored keyword index was missing, damaged or out of date "
+                                       "(rebuilt in memory; `swrag repair` saves it)")
+    if len(index.keyword) != status.chunks:
+        status.keyword_problems.append(f"keyword index holds {len(index.keyword)} chunks, sources {status.chunks}")
+    if deep:
+        status.store_problems.extend(index.store.check())
+    return status
+
+
+def missing_vectors(index: "EngineState", sids: Sequence[str], *, force: bool = False) -> list[str]:
+    """Complete sources among ``sids`` whose vectors are not all in the vector store."""
+    if not sids or not index.vectors.can_get:
+        return []
+    if not force:
+        held = index.vectors.count()
+        heads = index.store.heads()
+        expected = sum(h.n_chunks for h in heads.values() if h.state == "complete")
+        if held is not None and held == expected:
+            return []
+    heads = index.store.heads(list(sids))
+    missing = []
+    for sid in sids:
+        head = heads.get(sid)
+        if head is None or head.state != "complete":
+            continue
+        ids = [vector_id(chunk_id(sid, i)) for i in range(head.n_chunks)]
+        found = index.vectors.present(ids)
+        if len(found) < len(ids) or any(m.get("content_hash") != head.content_hash for m in found.values()):
+            missing.append(sid)
+    return missing

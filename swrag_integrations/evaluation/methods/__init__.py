@@ -1,0 +1,1 @@
+"""Evaluation of the methods (RAPTOR, graph retrieval, grounding) for ``swrag eval``."""

@@ -1,0 +1,15 @@
+"""Peer comparisons: other RAG libraries measured on the same questions (:mod:`.peers`), their
+tuning (:mod:`.peer_tuning`), the framework anchors (:mod:`.anchors`, :mod:`.hybrid_anchor`),
+levers, misses and budgets. ``python -m swrag_integrations.evaluation.peers.peers`` runs the
+comparison. The names of :mod:`.peers` are importable from here (imported on first use)."""
+
+from __future__ import annotations
+
+from swrag_integrations.core._lazy import lazy_exports
+
+_LAZY = {"DEV_SETS": "peers", "PEERS": "peers", "report": "peers", "main": "peers"}
+
+__all__ = sorted(_LAZY)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

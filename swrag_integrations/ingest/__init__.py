@@ -1,0 +1,24 @@
+"""Loading files, ingestion in worker processes or on Ray, and the one writer.
+
+Names are imported on first use, so importing the package pulls in no framework.
+"""
+
+from __future__ import annotations
+
+from swrag_integrations.core._lazy import lazy_exports
+
+_LAZY = {
+    "IndexReport": "writer",
+    "LoadResult": "files",
+    "LoadWarning": "files",
+    "index_in_parallel": "workers",
+    "index_with_ray": "ray",
+    "list_files": "files",
+    "load_files": "files",
+    "write_planned": "writer",
+}
+
+__all__ = sorted(_LAZY)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -1,0 +1,20 @@
+"""The keyword side of an index: BM25 (bm25s), tantivy, and the keyword index kept in step with the sources.
+
+Names are imported on first use, so importing the package pulls in no framework.
+"""
+
+from __future__ import annotations
+
+from swrag_integrations.core._lazy import lazy_exports
+
+_LAZY = {
+    "BM25Index": "bm25",
+    "KeywordIndex": "index",
+    "contains_cjk": "bm25",
+    "tokenize": "bm25",
+}
+
+__all__ = sorted(_LAZY)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -1,0 +1,37 @@
+"""The LangChain face: the splitters, the index as a LangChain ``VectorStore`` and its retrievers.
+
+Names are imported on first use, so importing the package pulls in no framework.
+"""
+
+from __future__ import annotations
+
+from swrag_integrations.core._lazy import lazy_exports
+
+_LAZY = {
+    "CJKBM25Retriever": "search",
+    "DDSTextSplitter": "splitters",
+    "DFSTextSplitter": "splitters",
+    "DenseChunkRetriever": "search",
+    "DynamicStepTextSplitter": "splitters",
+    "DynamicWindowTextSplitter": "splitters",
+    "FFSTextSplitter": "splitters",
+    "FixedWindowTextSplitter": "splitters",
+    "HybridRetriever": "search",
+    "IndexTextEmbeddings": "vectorstore",
+    "MultiQueryFusionRetriever": "multi_query",
+    "PrecomputedEmbeddings": "vectorstore",
+    "SlidingWindowIndex": "index",
+    "SlidingWindowTextSplitter": "splitters",
+    "TokenLength": "splitters",
+    "VectorBackend": "vectorstore",
+    "VectorStoreError": "vectorstore",
+    "WindowedParentRetriever": "retriever",
+    "generate_queries": "multi_query",
+    "offline_encodings": "splitters",
+    "parse_query_variants": "multi_query",
+}
+
+__all__ = sorted(_LAZY)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

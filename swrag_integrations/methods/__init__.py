@@ -1,0 +1,1 @@
+"""Retrieval and answering methods over the index: RAPTOR, graph retrieval, grounding, context steps, the answer chain."""
