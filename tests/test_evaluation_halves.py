@@ -153,7 +153,7 @@ def _peer_records(folder: Path, half_of_qid: dict[str, str]) -> None:
 def test_peers_take_the_half_and_refuse_another(tmp_path, monkeypatch, capsys):
     importorskip("scipy")
     from swrag_integrations.cli import eval as cli_module
-    from swrag_integrations.evaluation.peers.peers import peers as peers
+    from swrag_integrations.evaluation.peers import peers as peers
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()

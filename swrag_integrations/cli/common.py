@@ -208,7 +208,7 @@ def _embedding(args: argparse.Namespace) -> Any:
 
 
 def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
-    """The :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` that the options
+    """The :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` that the options
     of :func:`store_options` (and ``--config``, ``--strategy``/``--window``/``--step``
     where the subcommand has them) name. ``must_exist``: a missing local index raises
     ``FileNotFoundError`` saying how to create it."""

@@ -147,7 +147,7 @@ def check_writable(path: str | os.PathLike) -> Path:
 
 @dataclass
 class TunedConfig:
-    """A configuration for :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` and
+    """A configuration for :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` and
     its retriever, with the evidence that chose it.
 
     Attributes:

@@ -11,7 +11,7 @@ turns that into the budgeted context. Anything with this shape plugs into the ru
   offset** (:func:`~.context.assemble_by_offset`).
 * ``rcs``: LangChain's ``RecursiveCharacterTextSplitter`` (tiktoken length function in
   token unit, no overlap) as chunker, then the same BM25 ranking and assembly.
-* ``parent``: :class:`swrag_integrations.langchain.splitters.WindowedParentRetriever`: small
+* ``parent``: :class:`swrag_integrations.langchain.retriever.WindowedParentRetriever`: small
   chunks (50 tokens) found by hybrid search (BM25 + MiniLM in Chroma), widened to their
   DDS windows (``window`` units, ``step`` delimiters), merged by offset in the budget.
   ``window``/``step`` only shape the parents (how far a hit is widened); how much of
@@ -440,9 +440,9 @@ class SpanBM25Pipeline(Pipeline):
 
 
 class ParentPipeline(Pipeline):
-    """Windowed parent-child retrieval with :class:`~swrag_integrations.langchain.splitters.WindowedParentRetriever`.
+    """Windowed parent-child retrieval with :class:`~swrag_integrations.langchain.retriever.WindowedParentRetriever`.
 
-    The sources go into an in-memory :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`
+    The sources go into an in-memory :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
     (small chunks of :data:`PARENT_CHILD_SIZE` units, embedded with the MiniLM model,
     plus BM25; parent windows are DDS windows of ``window`` units and ``step``
     delimiters); the retriever finds small chunks by hybrid search, widens them to

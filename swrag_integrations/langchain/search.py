@@ -64,7 +64,7 @@ class CJKBM25Retriever(BaseRetriever):
     Unlike ``langchain_community.retrievers.BM25Retriever`` (``str.split`` tokens,
     pure-Python scoring) it handles Chinese and scales to 100k+ chunks. Documents are
     either kept in memory (:meth:`from_documents` / :meth:`from_texts`) or fetched by id
-    through ``fetch`` (how :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`
+    through ``fetch`` (how :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
     uses it: texts live in its source store). ``index`` is anything with
     ``search(query, k) -> [(id, score)]`` (a :class:`~.bm25.BM25Index`, an index's
     keyword side).

@@ -314,7 +314,7 @@ class MiniLMLlamaIndexEmbedding(BaseEmbedding):
     """The bundled all-MiniLM-L6-v2 as a LlamaIndex embedding model (offline).
 
     Wraps a :class:`~swrag_integrations.embeddings.MiniLMEmbeddings` (the embedding
-    object of :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` and
+    object of :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` and
     :class:`SlidingWindowLlamaIndex`; it needs no LangChain), so both frameworks embed
     identically and share one loaded model.
 

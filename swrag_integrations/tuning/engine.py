@@ -1,7 +1,7 @@
 """Scoring one candidate configuration on questions: build (or reuse) its index, retrieve,
 assemble under the budget, measure context recall.
 
-The index is the package's own :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`
+The index is the package's own :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
 with the candidate's index keywords, over in-memory parts: vectors in a FAISS flat
 L2 index over normalised vectors (exact cosine search, MMR supported; langchain-community's
 ``FAISS``) and sources in LangChain's ``InMemoryByteStore``. Nothing touches disk, and a
@@ -38,7 +38,7 @@ SCOPES = ("corpus", "document")
 
 def memory_index(documents: Sequence[Any], embeddings: Any, index_kwargs: Mapping[str, Any], *,
                  encoding_name: str = DEFAULT_ENCODING) -> Any:
-    """A :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` in memory (FAISS +
+    """A :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` in memory (FAISS +
     ``InMemoryByteStore``) holding ``documents``."""
     import faiss
     from langchain_community.docstore.in_memory import InMemoryDocstore

@@ -1,7 +1,7 @@
 """The configuration space the tuner searches: index parameters x retriever parameters.
 
 A :class:`~swrag_integrations.engine.tuned.Candidate` is one point: ``index`` (keywords of
-:class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`, i.e. of
+:class:`~swrag_integrations.langchain.index.SlidingWindowIndex`, i.e. of
 :class:`~swrag_integrations.engine.config.IndexConfig`) and ``retriever`` (keywords of
 :meth:`SlidingWindowIndex.as_retriever`, i.e. of
 :class:`~swrag_integrations.langchain.retriever.WindowedParentRetriever`). Index

@@ -1,7 +1,7 @@
 """``swrag eval`` pipelines of graph retrieval (registered as ``hipporag``, ``graphrag-local``).
 
 Both build what the ``parent`` pipeline builds (an in-memory
-:class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`: 50-token small chunks, MiniLM
+:class:`~swrag_integrations.langchain.index.SlidingWindowIndex`: 50-token small chunks, MiniLM
 vectors in Chroma, BM25, DDS windows of ``window`` tokens / 3 delimiters), then the
 passage-phrase graph over its medium chunks (:func:`~.graph.build_graph`), and answer
 with the windows the graph ranks, merged by offset under the budget.

@@ -11,7 +11,7 @@ The header goes into the chunk's metadata (``context_header``); the chunk's
 ``page_content`` and its ``start_index``/``end_index`` stay exactly the source's.
 :func:`text_to_index` gives the text to embed / BM25-index (``header + "\\n\\n" + chunk``)
 and :class:`ContextualEmbeddings` applies it transparently inside any ``Embeddings``
-(so a :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` built with it embeds the
+(so a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` built with it embeds the
 headed text while storing the exact chunk).
 
 Cost. The document is the shared part of every chunk's prompt, so it is placed first
@@ -154,7 +154,7 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
         max_document_tokens: longest document (cl100k tokens) given whole; longer
             ones are cut into sections of this size.
         chunk_size: chunk length in cl100k tokens when chunks are cut here (the
-            :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` default, 50).
+            :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` default, 50).
         index: a ``SlidingWindowIndex`` whose own chunking (``index.plan``) is used
             instead, so the headers match the index's chunks exactly.
         use_kv_cache: reuse the document prefix's KV cache with the local model.

@@ -16,7 +16,7 @@ that would overflow the budget is shrunk to its best sub-segment that fits.
 
 Each segment is returned with exact offsets: ``start_index`` of its first chunk,
 ``end_index`` of its last, and the concatenated chunk text (the chunks of a
-:class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` tile their source, so this is
+:class:`~swrag_integrations.langchain.index.SlidingWindowIndex` tile their source, so this is
 ``source[start_index:end_index]``; gaps raise ``LookupError``). Chunks inside a segment
 that were not retrieved are fetched from ``chunks`` (the index, via ``chunk_range``,
 or a callable).
@@ -243,7 +243,7 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
     Args:
         preset: ``"balanced"`` (dsRAG's values), ``"precise"`` or ``"expansive"``.
         chunks: where chunks that were not retrieved are read from: a
-            :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` (its
+            :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` (its
             ``chunk_range(source_id, lo, hi)``) or a callable with that signature
             returning ``(chunk_index, start_index, end_index, text)`` rows or chunk
             ``Document`` s. Without it, segments may only contain retrieved chunks (a

@@ -1,7 +1,7 @@
 """Graph retrieval over sliding windows: HippoRAG (personalized PageRank) and GraphRAG (communities).
 
 One passage-phrase graph (:class:`PassageGraph`) is built over a
-:class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`'s chunks or windows
+:class:`~swrag_integrations.langchain.index.SlidingWindowIndex`'s chunks or windows
 (:func:`build_graph`), from phrases and triples given by a rule extractor
 (:class:`RuleExtractor`, no model) or any LangChain LLM (:class:`LLMExtractor`).
 

@@ -22,7 +22,7 @@ synonym edges are computed for new phrases only. It is stored without pickle:
 for the index's source store (:func:`save_graph` / :func:`load_graph`).
 
 :func:`build_graph` brings a graph up to date with a
-:class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`: new and changed sources
+:class:`~swrag_integrations.langchain.index.SlidingWindowIndex`: new and changed sources
 are extracted, vanished ones removed, unchanged ones left alone.
 """
 
@@ -81,7 +81,7 @@ def passages_from_index(index: Any, unit: str = "medium", source_ids: Sequence[s
     """The passages of an index's complete sources, with their exact texts.
 
     Args:
-        index: a :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`.
+        index: a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`.
         unit: ``"chunks"`` (each small chunk), ``"medium"`` (the index's medium
             chunks: ``medium_size`` small chunks, tiling the source; the default),
             ``"windows"`` (the index's windows, which overlap) or ``"sources"`` (a

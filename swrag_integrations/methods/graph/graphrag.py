@@ -58,7 +58,7 @@ class GraphRAG:
     """GraphRAG's structures and local search over an index and its graph.
 
     Args:
-        index: the :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`.
+        index: the :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`.
         graph: its :class:`~.graph.PassageGraph`.
         extractor, embeddings, link_top_k, link_threshold: question linking (see
             :class:`~.common.QueryLinker`; embeddings default to the index's).

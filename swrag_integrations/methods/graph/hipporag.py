@@ -54,7 +54,7 @@ def _check_fraction(value: float, name: str, upper_open: bool = False) -> float:
 
 
 class HippoRAG:
-    """The HippoRAG retrieval core over a :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`
+    """The HippoRAG retrieval core over a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
     and its :class:`~.graph.PassageGraph` (framework-free; the retrievers wrap it).
 
     Args:

@@ -1,7 +1,7 @@
 """Leaves of a RAPTOR tree: the package's chunks or windows, with exact offsets.
 
 * :func:`leaves_from_text` cuts a text the way the index does: ``"chunks"`` are the
-  :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`'s small chunks (FFS pieces
+  :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`'s small chunks (FFS pieces
   of ``size`` units with step == size, tiling the text: the same call as
   :func:`~swrag_integrations.engine.records.plan_source`), ``"FFS"``/``"DFS"``/``"DDS"``
   are sliding windows from :func:`~swrag_integrations.core.windows.iter_windows`
@@ -55,7 +55,7 @@ def leaves_from_text(source_id: str, text: str, *, strategy: str = "chunks", siz
 
 
 def leaves_from_index(index: Any, source_ids: Sequence[str] | None = None, *, level: str = "small") -> list[Leaf]:
-    """Leaves from a :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex` (complete sources).
+    """Leaves from a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` (complete sources).
 
     Args:
         index: the index.

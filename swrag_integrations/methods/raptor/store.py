@@ -1,6 +1,6 @@
 """RAPTOR trees kept beside an index, rebuilt only where their sources changed.
 
-:class:`RaptorIndex` builds trees over a :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`'s
+:class:`RaptorIndex` builds trees over a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`'s
 chunks (or over plain texts) and keeps them
 
 * in the index's **source store** as blobs (``put_blob``/``get_blob``: one
@@ -49,7 +49,7 @@ class RaptorIndex:
     """RAPTOR trees over an index's chunks (or over texts), persisted and incremental.
 
     Args:
-        index: a :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`; leaves come
+        index: a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`; leaves come
             from its complete sources, trees go into its source store. ``None``: give
             the texts to :meth:`build`.
         store: where trees are kept instead (anything with ``get_blob``/``put_blob``);

@@ -2,7 +2,7 @@
 
 A :class:`RaptorTree` is a flat list of :class:`RaptorNode` s plus one embedding row
 per node. Layer 0 holds the *leaves*: pieces of the sources with exact offsets
-(``text == source_text[start:end]``), e.g. a :class:`~swrag_integrations.langchain.splitters.SlidingWindowIndex`'s
+(``text == source_text[start:end]``), e.g. a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`'s
 small chunks or FFS/DFS/DDS windows. Every higher layer holds *summaries* of clusters
 of the layer below: ``children`` are the summarised nodes, ``leaves`` the leaf nodes
 under them (transitively), so a summary can always be cited back into the sources;
