@@ -11,10 +11,12 @@ Names are imported on first use, so importing the package pulls in no framework.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from swrag_integrations import _moved
 from swrag_integrations.core.windows import DEFAULT_DELIMITERS, Span, WindowConfig, iter_windows
+
+_moved.install()  # the module paths from before the rooms (0.3) still import, with a warning
 
 __version__ = "0.2.0"
 
@@ -34,10 +36,11 @@ __all__ = ["DEFAULT_DELIMITERS", "Span", "WindowConfig", "iter_windows", *_SPLIT
 def __getattr__(name: str) -> Any:
     if name in _SPLITTERS:
         try:
-            module = importlib.import_module(".langchain", __name__)
+            from swrag_integrations import langchain as module
+
+            value = getattr(module, name)  # the face's names import LangChain on first use
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError(f"{name} needs LangChain: pip install 'swrag-integrations[langchain]' ({exc})") from exc
-        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
