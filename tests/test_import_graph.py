@@ -1,12 +1,14 @@
-"""The package's import graph: no circles, and no lower layer importing an application.
+"""The package's import graph: no circles, no lower layer importing an application, only the
+framework faces importing the frameworks, no package module imported by a string.
 
 The graph is read from the source with ``ast`` (no import is executed): every ``import``
 statement counts, at module level and inside functions (a lazy import is still a
 dependency), and ``from package import Name`` where the package lists ``Name`` in its
 lazy export table (``_lazy.lazy_exports``) counts as an import of the submodule that
-holds ``Name``. Applications are the command line (``swrag_integrations.cli`` and every
-``*.cli`` module), ``view``, ``evaluation``, ``tuning`` and ``chain``; nothing else may
-import them. A lower module that offers an HTML view gets it through a registration hook
+holds ``Name``. Applications are the rooms ``cli``, ``view``, ``evaluation`` and ``tuning``
+and the answer chain (``methods.chain``); nothing else may import them. The faces are the
+rooms ``langchain`` and ``llama_index`` and the modules named ``langchain*``/``llama_index*``/
+``llamaindex*`` inside a room: only they import LangChain or LlamaIndex. A lower module that offers an HTML view gets it through a registration hook
 that the view module fills in when it is imported (``swrag_integrations.core.display``).
 """
 
@@ -21,11 +23,11 @@ import pytest
 PACKAGE = "swrag_integrations"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
-APPLICATION_PACKAGES = ("view", "evaluation", "tuning")
-APPLICATION_MODULES = ("cli", "cli_common", "chain")
-# Each method's evaluation harness (run as `python -m ...`, imported by no library module)
-# belongs to the evaluation application.
-EVALUATION_HARNESSES = ("raptor.evaluation", "graph.evaluation", "graph.measure", "grounding.evaluate")
+APPLICATION_PACKAGES = ("cli", "view", "evaluation", "tuning")
+APPLICATION_MODULES = ("methods.chain",)
+FACE_PACKAGES = ("langchain", "llama_index")
+FACE_MODULE_PREFIXES = ("langchain", "llama_index", "llamaindex")
+FRAMEWORK_PREFIXES = ("langchain", "llama_index")
 
 # Circles and layering breaches tolerated: none (a new one fails the tests below).
 KNOWN_CIRCLES: list[list[str]] = []
@@ -168,8 +170,8 @@ def is_application(module: str) -> bool:
     parts = module.split(".")[1:]
     if not parts:
         return False
-    return (parts[0] in APPLICATION_PACKAGES or parts[0] in APPLICATION_MODULES
-            or parts[-1] in ("cli", "__main__") or ".".join(parts) in EVALUATION_HARNESSES)
+    return (parts[0] in APPLICATION_PACKAGES or ".".join(parts) in APPLICATION_MODULES
+            or parts[-1] == "__main__")
 
 
 def test_graph_reader_sees_lazy_and_function_level_imports(tmp_path):
@@ -208,26 +210,30 @@ def test_lower_layers_do_not_import_applications():
     assert not wrong, "lower layers importing applications:\n" + "\n".join(wrong)
 
 
-@pytest.mark.parametrize("module", [f"{PACKAGE}.cli", f"{PACKAGE}.raptor.cli", f"{PACKAGE}.view.answer",
-                                    f"{PACKAGE}.chain", f"{PACKAGE}.tuning.tune", f"{PACKAGE}.graph.measure"])
+@pytest.mark.parametrize("module", [f"{PACKAGE}.cli", f"{PACKAGE}.cli.raptor", f"{PACKAGE}.view.answer",
+                                    f"{PACKAGE}.methods.chain", f"{PACKAGE}.tuning.tune",
+                                    f"{PACKAGE}.evaluation.methods.graph_measure"])
 def test_applications_are_recognised(module):
     assert is_application(module)
 
 
-@pytest.mark.parametrize("module", [f"{PACKAGE}.retrieval.assemble", f"{PACKAGE}.grounding.align",
-                                    f"{PACKAGE}.raptor.store", f"{PACKAGE}.llm.core"])
+@pytest.mark.parametrize("module", [f"{PACKAGE}.engine.assemble", f"{PACKAGE}.methods.grounding.align",
+                                    f"{PACKAGE}.methods.raptor.store", f"{PACKAGE}.llm.core",
+                                    f"{PACKAGE}.langchain.index"])
 def test_lower_layers_are_recognised(module):
     assert not is_application(module)
 
 
-METHOD_PACKAGES = ("context", "grounding", "raptor", "graph")
+METHOD_PACKAGES = ("methods.context", "methods.grounding", "methods.raptor", "methods.graph")
 """The methods built on retrieval and the LLM: none imports another (shared helpers live
-below them, in ``llm``, ``retrieval`` or a top-level module)."""
-BASE_PACKAGES = ("retrieval", "llm")
+below them, in ``llm``, the retrieval rooms or ``core``)."""
+BASE_PACKAGES = ("core", "engine", "stores", "keyword", "embeddings", "ingest", "langchain", "llama_index", "llm")
 
 
 def _package(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "methods":
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else ""
 
 
@@ -276,3 +282,122 @@ print("OK")
                             cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(ROOT.parent)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "OK"
+
+
+# ------------------------------------------------------------------ the framework faces
+
+
+def is_face(module: str) -> bool:
+    """Whether ``module`` is a framework face: in the ``langchain``/``llama_index`` rooms, or
+    a module named ``langchain*``/``llama_index*``/``llamaindex*`` inside another room."""
+    parts = module.split(".")[1:]
+    return bool(parts) and (parts[0] in FACE_PACKAGES or parts[-1].startswith(FACE_MODULE_PREFIXES))
+
+
+def framework_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """``{module: frameworks it imports}`` (``langchain*``/``llama_index*`` top-level names;
+    at module level or inside functions, not under ``TYPE_CHECKING``)."""
+    modules = package_modules(root)
+    found: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for target, _names in _imports(tree, name, path.name == "__init__.py"):
+            top = target.split(".")[0]
+            if top.startswith(FRAMEWORK_PREFIXES):
+                found.setdefault(name, set()).add(top)
+    return found
+
+
+# Modules outside the faces that import a framework today, each with why; to be moved into a
+# face (issue 40). A module not listed here that imports a framework fails the test below.
+KNOWN_FRAMEWORK_BREACHES: dict[str, str] = {
+    f"{PACKAGE}.cli.eval": "checks that an --llm module:factory result is a LangChain Runnable (lazy langchain_core)",
+    f"{PACKAGE}.embeddings.base": "the embedding base class subclasses langchain_core Embeddings when LangChain is installed",
+    f"{PACKAGE}.embeddings.minilm": "default_embeddings reads LlamaIndex's Settings.embed_model when asked for (lazy)",
+    f"{PACKAGE}.engine.assemble": "assemble_context accepts and returns LangChain Documents (lazy langchain_core)",
+    f"{PACKAGE}.engine.filters": "parse_filter converts LlamaIndex MetadataFilters (lazy llama_index.core)",
+    f"{PACKAGE}.engine.fusion": "reciprocal_rank_fusion keys LangChain Documents (lazy langchain_core)",
+    f"{PACKAGE}.evaluation.embeddings": "CachedEmbeddings is a LangChain Embeddings (evaluation compares LangChain pipelines)",
+    f"{PACKAGE}.evaluation.methods.graph_measure": "wraps graph contexts as LangChain Documents for the eval pipelines",
+    f"{PACKAGE}.evaluation.peers.anchors": "the peers are LangChain / LlamaIndex pipelines by definition",
+    f"{PACKAGE}.evaluation.peers.hybrid_anchor": "the LlamaIndex hybrid peer pipeline",
+    f"{PACKAGE}.evaluation.pipelines": "the evaluated pipelines are LangChain pipelines (stock splitters, Chroma, ensembles)",
+    f"{PACKAGE}.evaluation.runner": "--llm fake:... builds LangChain's FakeListLLM; answers go through LangChain LLMs",
+    f"{PACKAGE}.evaluation.steps": "context steps run on LangChain Documents",
+    f"{PACKAGE}.ingest.files": "load_files can return LangChain Documents (lazy langchain_core)",
+    f"{PACKAGE}.methods.chain": "the answer chain is a LangChain Runnable (and a LlamaIndex query engine)",
+    f"{PACKAGE}.methods.context._common": "context steps are LangChain document compressors / transformers",
+    f"{PACKAGE}.methods.context.headers": "ContextualChunkHeaders is a LangChain BaseDocumentTransformer",
+    f"{PACKAGE}.methods.context.ordering": "DiversityReranker / LostInTheMiddleReorder are LangChain compressors",
+    f"{PACKAGE}.methods.context.rerank": "the rerankers are LangChain BaseDocumentCompressors",
+    f"{PACKAGE}.methods.context.rse": "RelevantSegmentExtractor is a LangChain BaseDocumentCompressor",
+    f"{PACKAGE}.methods.graph.graphrag": "GlobalSearch wraps a LangChain LLM call in a RunnableLambda (lazy)",
+    f"{PACKAGE}.stores.filestore": "the file byte store of a LangChain index uses langchain_classic's LocalFileStore (lazy)",
+    f"{PACKAGE}.tuning.engine": "the tuner measures candidates with LangChain FAISS / in-memory stores",
+    f"{PACKAGE}.tuning.tune": "tune() accepts LangChain Documents as sources (lazy langchain_core)",
+}
+
+
+def test_only_faces_import_the_frameworks():
+    wrong = sorted(f"{module}: {', '.join(sorted(tops))}" for module, tops in framework_imports().items()
+                   if not is_face(module) and module not in KNOWN_FRAMEWORK_BREACHES)
+    assert not wrong, "framework imports outside the faces:\n" + "\n".join(wrong)
+
+
+def test_known_framework_breaches_are_still_breaches():
+    """A module fixed (it no longer imports a framework, or was renamed) leaves the list."""
+    current = {module for module in framework_imports() if not is_face(module)}
+    assert not set(KNOWN_FRAMEWORK_BREACHES) - current
+
+
+@pytest.mark.parametrize("module,face", [
+    (f"{PACKAGE}.langchain.index", True), (f"{PACKAGE}.llama_index.parsers", True),
+    (f"{PACKAGE}.llm.langchain_chat", True), (f"{PACKAGE}.llm.llamaindex_llm", True),
+    (f"{PACKAGE}.methods.raptor.langchain", True), (f"{PACKAGE}.methods.context.llama_index", True),
+    (f"{PACKAGE}.engine.engine", False), (f"{PACKAGE}.methods.raptor.search", False), (PACKAGE, False),
+])
+def test_faces_are_recognised(module, face):
+    assert is_face(module) is face
+
+
+# ------------------------------------------------------------------ imports by string
+
+# Modules that may import by a string: the lazy exports and the old paths' hook.
+STRING_IMPORTERS = {f"{PACKAGE}.core._lazy", f"{PACKAGE}._moved"}
+# Other calls of importlib.import_module / __import__, each with why (a new one fails).
+KNOWN_STRING_IMPORTS: dict[str, str] = {
+    f"{PACKAGE}.cli.eval": "--llm module:factory imports the user's module named on the command line (not a package module)",
+    f"{PACKAGE}.evaluation.runner": "load_llm('module:factory') imports the user's module (not a package module)",
+    f"{PACKAGE}.evaluation.pipelines": "PipelineSpec builders are 'module:Class' strings registered by other modules (register_pipeline)",
+}
+
+
+def string_imports(root: Path = ROOT) -> set[str]:
+    """Modules that call ``importlib.import_module``, ``import_module`` or ``__import__``."""
+    found = set()
+    for name, path in package_modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called in ("import_module", "__import__"):
+                    found.add(name)
+    return found
+
+
+def test_no_imports_by_string_outside_the_lazy_tables():
+    wrong = sorted(string_imports() - STRING_IMPORTERS - set(KNOWN_STRING_IMPORTS))
+    assert not wrong, "importlib.import_module / __import__ outside _lazy and _moved:\n" + "\n".join(wrong)
+    assert not set(KNOWN_STRING_IMPORTS) - string_imports()  # a fixed one leaves the list
+
+
+def test_string_import_reader_sees_the_forms(tmp_path):
+    root = tmp_path / "pkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "a.py").write_text("import importlib\ndef f():\n    return importlib.import_module('pkg.b')\n")
+    (root / "b.py").write_text("from importlib import import_module\nx = import_module\n")
+    (root / "c.py").write_text("m = __import__('os')\n")
+    (root / "d.py").write_text("from langchain_core.documents import Document\n")
+    assert string_imports(root) == {"pkg.a", "pkg.c"}
+    assert framework_imports(root) == {"pkg.d": {"langchain_core"}}

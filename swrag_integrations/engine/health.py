@@ -10,6 +10,7 @@ probes into an :class:`IndexStatus` for ``swrag status``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -139,7 +140,7 @@ def index_status(index: "EngineState", *, deep: bool = False, probe: bool = True
     complete = {sid: h for sid, h in heads.items() if h.state == "complete"}
     status = IndexStatus(
         location=str(index.persist_directory or index.server or index.store), index_id=index.index_id,
-        config=__import__("json").loads(index.config.to_json()), vector_store=index.vectors.kind,
+        config=json.loads(index.config.to_json()), vector_store=index.vectors.kind,
         sources=len(heads), complete=len(complete),
         incomplete=[{"source_id": sid, "state": h.state, "origin": h.origin}
                     for sid, h in sorted(heads.items()) if h.state != "complete"],
