@@ -5,7 +5,7 @@
     .venv/bin/python cookbook/_build.py --execute 01 05   # only some notebooks
 
 The notebooks are run with the ``python3`` kernel (the interpreter running this script)
-and ``cookbook/`` as the working directory, like ``tests/test_cookbook.py`` does.
+and ``cookbook/`` as the working directory, like ``tests/project/test_cookbook.py`` does.
 Edit the cells here, not in the ``.ipynb`` files, so the two never drift apart.
 """
 

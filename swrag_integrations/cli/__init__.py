@@ -10,9 +10,16 @@ from __future__ import annotations
 from swrag_integrations.core._lazy import lazy_exports
 
 _LAZY = {
-    name: "app"
-    for name in ("main", "build_parser", "sample_path", "DEMO_QUESTIONS", "COMMANDS", "DiskFullError",
-                 "disk_full_message", "EXIT_USAGE", "EXIT_INPUT", "EXIT_UNHEALTHY")
+    "main": "app",
+    "build_parser": "app",
+    "sample_path": "app",
+    "DEMO_QUESTIONS": "app",
+    "COMMANDS": "app",
+    "DiskFullError": "app",
+    "disk_full_message": "app",
+    "EXIT_USAGE": "app",
+    "EXIT_INPUT": "app",
+    "EXIT_UNHEALTHY": "app",
 }
 
 __all__ = sorted(_LAZY)

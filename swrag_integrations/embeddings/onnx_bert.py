@@ -11,7 +11,7 @@ GELU feed-forward, residual and LayerNorm. Inputs ``input_ids``, ``attention_mas
 Why not ``torch.onnx.export``: the ONNX Runtime backend must run where torch is not
 installed (the ``[onnx]`` extra), and exporting needed torch and transformers once per
 cache key. The graph written here gives the vectors of the torch export (and of
-sentence-transformers) to float rounding (see ``tests/test_embeddings_onnx.py``).
+sentence-transformers) to float rounding (see ``tests/embeddings/test_embeddings_onnx.py``).
 
 Node names follow the torch exporter's (``/encoder/layer.0/output/dense/MatMul``), so
 the int8 recipe of :mod:`.onnx_embeddings` can name the matrices it keeps in fp32.

@@ -92,7 +92,7 @@ def rank_parents(hits: Sequence[ChildHit], index: ChunkIndex, *, query_index: in
         ranked.extend(merged)
     # by the best hit, then by the summed hit score: RRF scores are nearly flat across
     # ranks, so a sum alone counts hits and let a run of weak hits (adjacent windows
-    # merge) outrank the one exact match (tests/test_retrieval_index.py); on the dev sets
+    # merge) outrank the one exact match (tests/langchain/test_retrieval_index.py); on the dev sets
     # the two orders are level (docs/eval/ranking.md)
     ranked.sort(key=lambda c: (-c.best[1], -c.score, min(h[2] for h in c.hits)))
     return ranked

@@ -13,7 +13,7 @@ this module adds the LangChain contract (documents in and out, ``VectorStore`` s
 methods, retrievers) and opens the default Chroma store through ``langchain_chroma``
 (the same collection the engine's own :class:`~.chroma.ChromaStorage` reads).
 
-Guarantees (tested in ``tests/test_retrieval_reliability.py``):
+Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py``):
 
 * **Only complete sources are served.** A source is written to the source store as
   ``pending`` first, then its vectors, then it is marked ``complete``; dense and

@@ -164,7 +164,7 @@ class SlidingWindowNodeParser(TextSplitter):
 
         ``TextNode`` validates every assignment (a few µs each), so setting four fields
         after ``build_nodes_from_splits`` cost a third of the parser's time. The nodes are
-        the same (``tests/test_splitters_llama_index.py`` compares them); image documents
+        the same (``tests/llama_index/test_splitters_llama_index.py`` compares them); image documents
         still go through ``build_nodes_from_splits``.
         """
         config = self._config

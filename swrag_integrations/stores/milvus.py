@@ -29,7 +29,7 @@ fusion with the dense hits stays the engine's one RRF (:func:`~.fusion.rrf`), no
 Milvus' ``hybrid_search``: its ``RRFRanker`` has no per-list weights and the dense side
 would lose the engine's MMR and checks.
 
-Against the in-process BM25 (measured on Milvus Lite 3.2.2, tests/test_retrieval_milvus.py):
+Against the in-process BM25 (measured on Milvus Lite 3.2.2, tests/stores/test_retrieval_milvus.py):
 English and Chinese text gives the same tokens, and with one segment every chunk's score
 is the in-process bm25s one (:class:`~.bm25.BM25Index`, same ``k1``, ``b``) times ``k1 + 1``
 (Milvus keeps that factor, bm25s' lucene variant drops it), so the rankings agree up to

@@ -107,7 +107,7 @@ _SENTENCE_SPLITTERS = {"punkt": None, "cjk": cjk_sentence_splitter}
 
 
 # The peers' own argument checks, not retrieval.settings.positive_int / check_weights: no code of
-# the package's retrieval rooms may run inside a peer (tests/test_evaluation_anchors.py traces it).
+# the package's retrieval rooms may run inside a peer (tests/evaluation/test_evaluation_anchors.py traces it).
 def _positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")

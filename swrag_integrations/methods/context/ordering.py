@@ -221,7 +221,7 @@ class LostInTheMiddleReorder(BaseDocumentCompressor, BaseDocumentTransformer):
     only for odd lengths; for even lengths it returns the mirror image (1..10 →
     2 4 6 8 10 9 7 5 3 1, best document last). Both keep the best at the ends, but the
     position of the top document would depend on the parity of the list, which makes
-    results across ``k`` harder to compare (tested in ``tests/test_context_ordering.py``).
+    results across ``k`` harder to compare (tested in ``tests/methods/test_context_ordering.py``).
 
     Args:
         budget: optional word or token budget: only the longest rank-order prefix of the

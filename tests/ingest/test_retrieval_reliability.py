@@ -1,0 +1,312 @@
+"""Reliability of the index: many writers, crashes, damage, stale data (issue: reliability)."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from kill_child import POINTS as KILL_POINTS
+from kill_child import corpus as versioned_corpus
+from kill_child import differences, index_contents, open_index
+from stores import MILVUS, STORES, store_args, store_kwargs, vector_ids
+from test_kill_loop import clean_build, run_child
+from swrag_integrations.cli import main as cli_main
+from swrag_integrations.engine.engine import IndexDamagedError, IndexMismatchError
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.stores.sources import SourceStoreError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fake(size=16):
+    return DeterministicFakeEmbedding(size=size)
+
+
+def mk(path, store="chroma", **kw):
+    return SlidingWindowIndex(path, embedding=fake(kw.pop("size", 16)), show_progress=False, **store_kwargs(store),
+                              **kw)
+
+
+def corpus(n=12, words=160):
+    rng = random.Random(n)
+    vocab = [f"w{i}" for i in range(400)]
+    return [Document(page_content=f"Doc{d} " + " ".join(rng.choice(vocab) for _ in range(words)) + f". End of doc{d}.",
+                     metadata={"source": f"doc{d}.txt"}) for d in range(n)]
+
+
+def forget_clients():
+    """Chroma keeps one client per path in the process: drop them, as a new process would."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()
+
+
+def snapshot(idx):
+    """Everything observable of an index: sources, states, vector ids and BM25 ids (a
+    store's own keyword search covers its vectors)."""
+    heads = idx.store.heads()
+    vectors = vector_ids(idx)
+    keyword = sorted(idx.keyword.bm25.ids) if hasattr(idx.keyword, "bm25") else vectors
+    return ({sid: (h.content_hash, h.state, h.n_chunks) for sid, h in heads.items()}, vectors, keyword)
+
+
+# ------------------------------------------------------------------ many writers
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_two_writers_keep_each_others_documents(tmp_path, store):
+    a, b = mk(tmp_path, store), mk(tmp_path, store)
+    a.add_texts(["red lighthouse"], [{"source": "a.txt"}])
+    b.add_texts(["Zebras graze near the quarry."], [{"source": "b.txt"}])
+    a.add_texts(["Copper exported"], [{"source": "c.txt"}])
+    again = mk(tmp_path, store)
+    assert len(again.source_ids()) == 3 and len(again.keyword) == again.count("small") == 3
+    assert [d.metadata["source"] for d in again.bm25_retriever(2).invoke("zebras quarry")] == ["b.txt"]
+    # the reader that was open all along sees the other writer's document too (it catches up)
+    assert [d.metadata["source"] for d in a.bm25_retriever(2).invoke("zebras quarry")] == ["b.txt"]
+    assert again.index_documents([Document(page_content="Zebras graze near the quarry.",
+                                           metadata={"source": "b.txt"})])["unchanged"] == 1
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from swrag_integrations.langchain.index import SlidingWindowIndex
+    path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    idx = SlidingWindowIndex(path, embedding=DeterministicFakeEmbedding(size=16), show_progress=False, batch_size=8)
+    for i in range(n):
+        idx.add_texts([f"writer {tag} document {i} mentions zz{tag}{i} " * 20], [{"source": f"{tag}{i}.txt"}])
+    print("done")
+""")
+
+
+def _run(script, *args, env=None):
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})))
+
+
+def test_concurrent_first_time_writers_in_separate_processes(tmp_path):
+    path = tmp_path / "fresh"  # does not exist yet: both create it
+    procs = [_run(WRITER, path, tag, 6) for tag in ("a", "b")]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+    idx = mk(path)
+    assert len(idx.source_ids()) == 12
+    assert len(idx.keyword) == idx.count("small") == idx.count(None)
+    for tag in ("a", "b"):
+        hits = idx.bm25_retriever(1).invoke(f"zz{tag}5")
+        assert hits and hits[0].metadata["source"] == f"{tag}5.txt"
+    assert idx.status().healthy
+
+
+# ------------------------------------------------------------ crashes (kill -9)
+
+
+# The named steps of a write (tests/kill_child.py): Milvus has no tantivy keyword index
+MILVUS_POINTS = [p for p in KILL_POINTS if not p.startswith("keyword.")]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("store, point", [("chroma", p) for p in KILL_POINTS]
+                         + [pytest.param("milvus", p, marks=MILVUS.marks) for p in MILVUS_POINTS])
+def test_a_writer_killed_at_each_write_step_is_completed_by_the_next_write(tmp_path, store, point):
+    """kill -9 at every step of a write (in the embedding, inside and after the record's
+    put, during the stale-vector delete, during and after the vector add, between the add
+    and 'complete', inside 'complete', during a removal, during the tantivy commit and
+    before its state is recorded): the kill must happen (exit -9); nothing half-written
+    is served; the next write (of other documents) finishes it; and after rewriting the
+    same documents the index holds what a clean build holds (records, chunk texts and
+    offsets, vectors, keyword ids)."""
+    want = clean_build(tmp_path / "clean", store, 1)
+    path = tmp_path / "crashed"
+    first = run_child(path, store, "write", 0)  # an earlier, finished write (version 0)
+    assert first.returncode == 0, first.stderr[-3000:]
+    killed = run_child(path, store, "write", 1, kill=f"{point}:1")  # replaces, removes and adds sources
+    assert killed.returncode == -signal.SIGKILL, f"not killed at {point} (exit {killed.returncode}): " + \
+        killed.stderr[-3000:]
+    forget_clients()
+    survivor = open_index(path, store)
+    try:
+        complete = {sid for sid, h in survivor.store.heads().items() if h.state == "complete"}
+        assert set(survivor.source_ids()) == complete
+        served = {cid.split(":")[0] for cid, _ in survivor.bm25_search("doc1 doc5 edition w1 w2 w3 w4 w5", k=500)}
+        served |= {cid.split(":")[0] for cid in survivor.dense_ids("doc5 edition w7 w9", k=500,
+                                                                  search_type="similarity")}
+        assert served <= complete
+        # a write of another document finishes what the dead one left
+        survivor.index_documents([Document(page_content="An unrelated note. " * 30, metadata={"source": "other.txt"})])
+        assert not survivor.status().incomplete
+        survivor.index_documents(versioned_corpus(1), prune="all")
+        problems = differences(index_contents(survivor), want)
+        assert not problems, "\n".join(problems[:40])
+    finally:
+        survivor.close()
+    assert not any(p.name.startswith((".swrag.tmp", ".swrag.old")) for p in path.rglob("*"))
+
+
+# ------------------------------------------------------------------ stale data
+
+
+def test_emptied_and_deleted_files_and_shrunk_csv_are_forgotten(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("Kestrels nest on the north tower. " * 10)
+    (folder / "empty.txt").write_text("Ospreys fish in the bay. " * 10)
+    (folder / "gone.txt").write_text("Herons wade in the marsh. " * 10)
+    (folder / "rows.csv").write_text("city,export\n" + "".join(f"City{i},good{i}\n" for i in range(5)))
+    idx = mk(tmp_path / "store")
+    assert idx.add_files(folder)["added"] == 8
+    (folder / "empty.txt").write_text("")
+    (folder / "gone.txt").unlink()
+    (folder / "rows.csv").write_text("city,export\nCity0,good0\nCity1,good1\n")
+    report = idx.add_files(folder)
+    assert report["removed"] == 5 and report["unchanged"] == 3
+    assert idx.bm25_retriever(3).invoke("ospreys") == [] and idx.bm25_retriever(3).invoke("herons") == []
+    assert idx.bm25_retriever(3).invoke("City3") == []
+    assert not any("Ospreys" in d.page_content for d in idx.as_retriever(weights=(1.0, 0.0)).invoke("ospreys bay"))
+    assert len(idx.source_ids()) == 3
+
+
+def test_a_file_that_can_no_longer_be_read_loses_its_old_text(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Albatross glide over the southern ocean. " * 8)
+    idx = mk(tmp_path / "store")
+    idx.add_files(folder)
+    (folder / "a.txt").write_bytes("café ça".encode("latin-1") * 20)  # not UTF-8 any more
+    with pytest.warns(UserWarning, match="a.txt"):
+        report = idx.add_files(folder)
+    assert report["removed"] == 1 and report.skipped_files
+    assert idx.source_ids() == []
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path, store):
+    idx = mk(tmp_path, store)
+    idx.index_documents(corpus(2))
+    # simulate a writer that died after writing a source's record (before its vectors)
+    from swrag_integrations.engine.records import plan_source
+
+    rec = plan_source(Document(page_content="Pelicans dive for sardines. " * 12, metadata={"source": "p.txt"}),
+                      idx.config)
+    idx.store.put([rec])
+    # ... and after its vectors (the keyword search of a store holding them must not serve them either)
+    from swrag_integrations.stores.storage import PlainDocument
+    from swrag_integrations.engine.ids import vector_id
+
+    m = idx.config.medium_size
+    idx.vectors.add([PlainDocument(rec.chunk_text(i), dict(rec.chunk_metadata(i, m), swrag_index=idx.index_id))
+                     for i in range(rec.n_chunks)], [vector_id(c) for c in rec.chunk_ids()])
+    reader = mk(tmp_path, store)
+    assert [i["state"] for i in reader.status().incomplete] == ["pending"]
+    assert reader.bm25_retriever(3).invoke("pelicans sardines") == []
+    assert not any("Pelicans" in d.page_content for d in reader.as_retriever().invoke("pelicans sardines"))
+    assert rec.source_id not in reader.source_ids()
+    assert cli_main(["status", "--persist-dir", str(tmp_path), *store_args(store)]) == 4
+    reader.repair()
+    assert reader.status().healthy and rec.source_id in reader.source_ids()
+    assert reader.bm25_retriever(1).invoke("pelicans sardines")[0].metadata["source"] == "p.txt"
+
+
+# -------------------------------------------------------------------- damage
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_lost_vector_collection_is_detected_and_rebuilt_by_re_adding(tmp_path, store):
+    docs = corpus(4)
+    idx = mk(tmp_path, store)
+    idx.index_documents(docs)
+    n = idx.count("small")
+    if store == "chroma":
+        del idx
+        forget_clients()
+        shutil.rmtree(tmp_path / "chroma")
+    else:
+        idx.vectors.client.drop_collection(idx.vectors.collection_name)
+    broken = mk(tmp_path, store)
+    with pytest.raises(IndexDamagedError, match="swrag repair"):
+        broken.as_retriever().invoke("w1 w2")
+    assert not broken.status().healthy
+    report = broken.index_documents(docs)  # re-adding repairs instead of "unchanged"
+    assert report["repaired"] == 4 and report["unchanged"] == 0
+    assert broken.count(None) == n and broken.status().healthy
+    assert mk(tmp_path, store).as_retriever().invoke("w1 w2")
+
+
+def test_damaged_search_structure_is_found_by_the_probe_and_repaired(tmp_path):
+    idx = mk(tmp_path, batch_size=512)
+    idx.index_documents(corpus(30, words=1500))  # > 1000 vectors: Chroma persists its HNSW files
+    assert idx.count("small") > 1000
+    del idx
+    forget_clients()
+    for segment in (tmp_path / "chroma").iterdir():
+        if segment.is_dir():  # Chroma's HNSW files: the vectors stay in its SQLite log
+            shutil.rmtree(segment)
+    damaged = mk(tmp_path)
+    problem = " ".join(damaged.status().vector_problems)
+    assert "find themselves" in problem
+    with pytest.raises(IndexDamagedError):
+        damaged.as_retriever().invoke("w5 w7")
+    report = damaged.repair()
+    assert any("rebuilt" in n for n in report.notes)
+    forget_clients()
+    fixed = mk(tmp_path)
+    assert fixed.status().healthy and fixed.as_retriever().invoke("w5 w7")
+
+
+def test_lost_source_store_is_an_error_not_an_empty_index(tmp_path, capsys):
+    idx = mk(tmp_path)
+    idx.index_documents(corpus(2))
+    store = tmp_path / "sources" / "swrag.sqlite3"
+    del idx
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(store) + suffix).unlink(missing_ok=True)
+    with pytest.raises(IndexMismatchError, match="source texts are lost"):
+        mk(tmp_path)
+    for suffix in ("-wal", "-shm"):
+        Path(str(store) + suffix).unlink(missing_ok=True)
+    store.write_bytes(b"")  # zeroed
+    with pytest.raises(IndexMismatchError, match="vectors"):
+        mk(tmp_path)
+    store.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(SourceStoreError, match="not a readable SQLite"):
+        mk(tmp_path)
+    assert cli_main(["ask", "anything", "--persist-dir", str(tmp_path), "--retrieval-only"]) == 3
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_another_embedding_gets_a_clear_error(tmp_path, capsys):
+    idx = mk(tmp_path, size=32)
+    idx.index_documents(corpus(2))
+    other = mk(tmp_path, size=8)
+    with pytest.raises(IndexMismatchError, match="32-dimensional"):
+        other.as_retriever().invoke("w1")
+    with pytest.raises(IndexMismatchError, match="32-dimensional"):
+        other.index_documents(corpus(3))
+    assert mk(tmp_path, size=32).count("small") == idx.count("small")  # nothing was lost
+    # the CLI (bundled 384-d MiniLM) on an index built with 32-d vectors: a message, exit 2
+    assert cli_main(["ask", "w1 w2", "--persist-dir", str(tmp_path), "--retrieval-only"]) == 2
+    assert "32-dimensional" in capsys.readouterr().err
+
+
+def test_vectors_of_another_index_are_refused(tmp_path):
+    a = mk(tmp_path / "a")
+    a.index_documents(corpus(2))
+    b = mk(tmp_path / "b")
+    b.index_documents(corpus(2))
+    with pytest.raises(IndexMismatchError, match="another index"):
+        SlidingWindowIndex(vectorstore=a.vectorstore, source_store=b.store, show_progress=False)
