@@ -111,7 +111,7 @@ UNKEPT = "the README's figures come from a run whose raw output was not kept: th
 
 REPORTS: tuple[Report, ...] = (
     Report(
-        "grounding", "README 'Grounded answers', docs/eval/grounding.md (both tables)",
+        "grounding", "docs/how-to/grounding-and-views.md 'Measured', docs/eval/grounding.md (both tables)",
         (("{py}", "-m", "swrag_integrations.evaluation.methods.grounding",
           "--records", "docs/eval/grounding_answers.jsonl",
           "--data", "{data}/qasper.jsonl", "--data", "{data}/multifieldqa_zh.jsonl",
@@ -126,20 +126,20 @@ REPORTS: tuple[Report, ...] = (
          _eval("--data", "{data}/hotpotqa.jsonl", "--corpus", "--split-passages")),
         {"results.json": "docs/eval/corpus_results.json"}, 3, "eval-json", EVAL_TOLERANCES),
     Report(
-        "corpus_parent", "README 'parent 512 (hybrid, windowed)' row, docs/eval/README.md update note",
+        "corpus_parent", "docs/evaluation/claims.md 'parent 512 (hybrid, windowed)' row, docs/eval/README.md update note",
         (_eval("--data", "{data}/squad_v2_articles.jsonl", "--data", "{data}/hotpotqa.jsonl", "--corpus",
                "--split-passages", "--strategies", "parent", "--windows", "512", "--steps", "3"),),
         {"results.json": "docs/eval/corpus_parent_results.json"}, 4, "eval-json", EVAL_TOLERANCES,
         note="MiniLM embeddings: 2 min with a warm embedding cache, about 4 cold"),
     Report(
-        "corpus_anchors", "README corpus-mode table (squad / hotpotqa, FFS/DDS/RCS/langchain-stock)",
+        "corpus_anchors", "docs/evaluation/claims.md corpus-mode table (squad / hotpotqa, FFS/DDS/RCS/langchain-stock)",
         (_eval("--data", "{data}/squad_v2_articles.jsonl", "--data", "{data}/hotpotqa.jsonl", "--corpus",
                "--split-passages", "--strategies", "ffs,dfs,dds,rcs,parent,langchain-stock",
                "--windows", "512,1024", "--steps", "1/4,3"),),
         {"results.json": "docs/eval/corpus_anchor_results.json"}, 30, "eval-json", EVAL_TOLERANCES,
         note="command reconstructed from the rows of corpus_anchor_results.json (not written in the docs)"),
     Report(
-        "document", "README document-mode table, docs/eval/README.md headline, document_tables.md",
+        "document", "docs/evaluation/claims.md document-mode table, docs/eval/README.md headline, document_tables.md",
         (_eval("--data", "{data}/multifieldqa_zh.jsonl"), _eval("--data", "{data}/qasper.jsonl"),
          _eval("--data", "{data}/hotpotqa.jsonl", "--data", "{data}/squad_v2_articles.jsonl"),
          _eval("--data", "{data}/minilongbench.jsonl")),
@@ -151,7 +151,7 @@ REPORTS: tuple[Report, ...] = (
         {"results.json": "docs/eval/dense_results.json"}, 40, "eval-json", EVAL_TOLERANCES,
         note="the committed run lacks qasper parent/langchain-stock (it did not finish): those show as new"),
     Report(
-        "peers", "README peer table, docs/eval/peers.md, ranking.md",
+        "peers", "docs/evaluation/peers.md peer table, docs/eval/peers.md, ranking.md",
         (("{py}", "-m", "swrag_integrations.evaluation.peers.peers", "--data-dir", "{data}", "--out", "{run}",
           "--strategies", "default,default-v1,langchain-ensemble,llamaindex-window,langchain-parent",
           "--peer-config", "docs/eval/peers_tuned.json", "--half", "test", "--report", "{run}/peers.md"),),
@@ -174,12 +174,12 @@ REPORTS: tuple[Report, ...] = (
              "docs/eval/peers_tuned_budgets.json) not measured yet: the first --write sets the baseline; "
              "the run also writes budget_curve.png beside the table"),
     Report(
-        "f1_local_model", "README F1 of the local model (docs/eval/f1_local_model_results.json)",
+        "f1_local_model", "docs/evaluation/claims.md F1 of the local model (docs/eval/f1_local_model_results.json)",
         (), {}, 60, "eval-json", EVAL_TOLERANCES,
         blocked="its command is not written next to the figure, and generating with the local LLM takes "
                 "minutes per answer on 2 cores"),
     Report(
-        "graph", "README graph rows, docs/eval/graph.md",
+        "graph", "docs/how-to/raptor-and-graph.md graph rows, docs/eval/graph.md",
         (("{py}", "-m", "swrag_integrations.evaluation.methods.graph_measure", "eval", "--data", "{data}/hotpotqa.jsonl", "--corpus",
           "--split-passages", "--retrieval-only", "--windows", "512", "--steps", "3", "--strategies",
           "parent,dds,hipporag,hipporag-ppr,hipporag-ppr-only,graphrag-local", "--out", "{run}"),),
@@ -187,7 +187,7 @@ REPORTS: tuple[Report, ...] = (
         note="graph.md was written by hand from runs/hp5, runs/hp6 (not in the repository): "
              "the first --write sets the baseline"),
     Report(
-        "raptor", "README RAPTOR rows, docs/eval/raptor.md",
+        "raptor", "docs/how-to/raptor-and-graph.md RAPTOR rows, docs/eval/raptor.md",
         (_eval("--data", "{data}/qasper.jsonl", "--strategies", "raptor,raptor-traverse", "--windows", "100",
                "--budget", "2000"),
          _eval("--data", "{data}/qasper.jsonl", "--strategies", "parent,dds", "--windows", "512", "--steps", "3",
@@ -195,17 +195,17 @@ REPORTS: tuple[Report, ...] = (
         {"results.json": "docs/eval/raptor_results.json"}, 30, "eval-json", EVAL_TOLERANCES,
         note="raptor.md was written by hand: the first --write sets the baseline"),
     Report(
-        "context_quality", "README context-quality table, docs/eval/context_quality.md",
+        "context_quality", "docs/how-to/context-quality.md table, docs/eval/context_quality.md",
         (), {}, 120, "eval-json", EVAL_TOLERANCES,
         blocked="one swrag eval run per step and dataset (see context_quality.md); the table was assembled "
                 "by hand from them, so there is no single generator to re-run"),
     Report(
-        "tuning", "README tuning table, docs/eval/tuning.md",
+        "tuning", "docs/how-to/tuning.md table, docs/eval/tuning.md",
         (), {}, 300, "markdown",
         blocked="tuning.measure reads and writes /work/runs/tune2 (not in the repository); the five "
                 "dataset runs take hours (commands at the end of tuning.md)"),
     Report(
-        "bench_splitters", "README splitter table, docs/bench_splitters.md (its 'Raw output')",
+        "bench_splitters", "docs/development/benchmarks.md splitter table, docs/bench_splitters.md (its 'Raw output')",
         (("{py}", "benchmarks/bench_splitters.py", "--clock", "cpu"),),
         {"stdout.md": "docs/bench_splitters.md"}, 15, "markdown",
         # counts are exact; the target ratios moved by up to 0.08 of their value between the doc's four
@@ -213,29 +213,29 @@ REPORTS: tuple[Report, ...] = (
         (("*chunks*", 0.0), ("*windows*", 0.0), ("*| result", None), ("Targets*", 0.08), ("*", 0.15)),
         committed_from="## Raw output", note=BENCH_NOTE + " (the doc's runs: quiet machine, load 0.6-1.0)"),
     Report(
-        "bench_embeddings", "README embeddings table (onnx-int8 3.74x by CPU)",
+        "bench_embeddings", "docs/how-to/scaling.md embeddings table (onnx-int8 3.74x by CPU)",
         (("{py}", "benchmarks/bench_embeddings.py", "--n", "4000", "--threads", "1"),),
         {"stdout.md": "docs/reports/bench_embeddings.md"}, 6, "markdown", (("*cos*", 0.001), ("*", 0.15)),
         note=UNKEPT + BENCH_NOTE),
     Report(
-        "bench_backends", "README backends table",
+        "bench_backends", "docs/how-to/vector-stores.md backends table",
         (("{py}", "benchmarks/bench_backends.py", "--data", "qasper"),),
         {"stdout.md": "docs/reports/bench_backends.md"}, 10, "markdown",
         (("*recall*", 0.0), ("*", None)), note=UNKEPT + BENCH_NOTE),
     # the commands the README writes above its ingestion and growth tables (docs/scaling.md's other
     # runs -- --fraction 0.1 with Ray, the ONNX-reader re-measure, `chroma run` -- are not registered)
     Report(
-        "bench_ingest", "README ingestion table",
+        "bench_ingest", "docs/how-to/scaling.md ingestion table",
         (("{py}", "benchmarks/bench_ingest.py", "--fraction", "0.3", "--modes", "single,workers", "--no-breakdown"),),
         {"stdout.md": "docs/reports/bench_ingest.md"}, 8, "markdown", (("*| chunks", 0.0), ("*", None)),
         note=UNKEPT + BENCH_NOTE),
     Report(
-        "bench_growth", "README growth table (default store rows), docs/scaling.md",
+        "bench_growth", "docs/how-to/scaling.md growth table (default store rows), docs/scaling.md",
         (("{py}", "benchmarks/bench_growth.py", "--levels", "10000,100000,1000000", "--real-upto", "10000"),),
         {"stdout.md": "docs/reports/bench_growth.md"}, 45, "markdown", (("*", None),),
         note="41 min at f0226ee (scaling.md); " + UNKEPT + BENCH_NOTE),
     Report(
-        "bench_growth_milvus", "README growth table (Milvus Lite rows), docs/scaling.md",
+        "bench_growth_milvus", "docs/how-to/scaling.md growth table (Milvus Lite rows), docs/scaling.md",
         (("{py}", "benchmarks/bench_growth.py", "--levels", "10000,100000", "--real-upto", "10000",
           "--store", "milvus:{run}/milvus.db"),),
         {"stdout.md": "docs/reports/bench_growth_milvus.md"}, 15, "markdown", (("*", None),),

@@ -16,7 +16,7 @@ importorskip("llama_index.core")
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The README's LlamaIndex snippet (the one obvious way), run as it is by the tests below
+# The docs' LlamaIndex snippet (the one obvious way; docs/how-to/vector-stores.md), run as it is by the tests below
 # with LangChain blocked and in a fresh venv holding only the [llama-index] extra.
 SNIPPET = '''
 from llama_index.core import Document
@@ -161,7 +161,8 @@ def test_llama_index_extra_alone_runs_the_snippet(tmp_path: Path) -> None:
     assert "SNIPPET-OK" in out and "LANGCHAIN-LOADED []" in out, out
 
 
-def test_the_readme_shows_this_snippet() -> None:
-    """The README's LlamaIndex block is the snippet the tests above run (it cannot drift)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f'INDEX_DIR = "./my_llama_index"\n{SNIPPET.lstrip()}```' in readme
+def test_the_docs_show_this_snippet() -> None:
+    """The docs' LlamaIndex index block (how-to/vector-stores.md) is the snippet the tests above
+    run (it cannot drift)."""
+    page = (ROOT / "docs" / "how-to" / "vector-stores.md").read_text(encoding="utf-8")
+    assert f'INDEX_DIR = "./my_llama_index"\n{SNIPPET.lstrip()}```' in page

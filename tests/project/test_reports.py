@@ -1,10 +1,11 @@
 """benchmarks/reports.py (``make reports``, issues 30 and 42): figures read back from markdown and
 JSON, a moved figure marked by the tolerance of its kind (never by the old 95% interval) and an
 unmoved one not, a vanished row reported, a missing or empty baseline failing with how to write
-it, the committed files left alone without ``--write``, the README's own commands in the registry,
+it, the committed files left alone without ``--write``, the docs' own commands in the registry,
 clear errors, and one real report (grounding) regenerated end to end."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -212,16 +213,19 @@ def _quoted(text: str) -> str:
     return " ".join(text.replace("`", " ").split())
 
 
-def test_the_benchmark_reports_run_the_commands_the_readme_quotes(reports):
+def test_the_benchmark_reports_run_the_commands_the_docs_quote(reports):
     """The ingestion and growth entries ran other commands (--fraction 0.1; levels to 100k) than the
-    ones written above the README tables: every benchmark report's command is in the README."""
-    readme = _quoted((REPO / "README.md").read_text(encoding="utf-8"))
+    ones written above their tables: every benchmark report's command is written in the docs pages
+    its ``quoted_in`` names (the README only links to them)."""
     benches = [r for r in reports.REPORTS if r.name.startswith("bench_")]
     assert {"bench_ingest", "bench_growth", "bench_growth_milvus"} <= {r.name for r in benches}
     for r in benches:
+        pages = re.findall(r"docs/[\w./-]+\.md", r.quoted_in)
+        assert pages, f"{r.name}: quoted_in names no docs page: {r.quoted_in!r}"
+        quoted = _quoted(" ".join((REPO / page).read_text(encoding="utf-8") for page in pages))
         for argv in r.commands:
             command = " ".join(argv[1:]).replace("{run}/milvus.db", "PATH.db")
-            assert command in readme, f"{r.name}: {command!r} is not the README's command"
+            assert command in quoted, f"{r.name}: {command!r} is not the command {pages} quote"
 
 
 @pytest.mark.parametrize("content", [None, "", "{}"])
