@@ -149,7 +149,7 @@ class IndexEngine:
         self._embedding_checked = False
         self._embedding_dim: int | None = None
         self._vector_generation: int | None = None  # the store generation this handle's vectors reflect
-        self._size: tuple[int, int, int] | None = None  # (store generation, chunks, sources): _sizes()
+        self._size: tuple[int, int, int] | None = None  # (store generation, chunks, sources): sizes()
         self.manifest = self._open_manifest({k: v for k, v in (chunking or {}).items()})
         self.index_id: str = self.manifest["index_id"]
         self.config = IndexConfig.from_json(self.manifest["config"])
@@ -430,18 +430,20 @@ class IndexEngine:
             finally:
                 self._vector_generation = self.wrap(self.store.generation, "read the index generation")
 
-    def sync_vectors(self) -> None:
+    def sync_vectors(self, generation: int | None = None) -> None:
         """Reopen a local storage once another process has written to the index.
 
         An embedded Chroma collection keeps its HNSW index in this process and does not
         read what another process added later; the source store's generation tells when
         anything was written since this handle last wrote or looked, and then the
         storage is reopened (:meth:`~.storage.VectorStorage.reopen`). A server or a
-        caller's own store is left alone.
+        caller's own store is left alone. ``generation``: the store's generation as this
+        search read it (:meth:`read_generation`; ``None``: read it here).
         """
         if not self.vectors.reopenable or self.persist_directory is None:
             return
-        generation = self.wrap(self.store.generation, "read the index generation")
+        if generation is None:
+            generation = self.read_generation()
         if self._vector_generation is None:
             self._vector_generation = generation
         elif generation != self._vector_generation:
@@ -643,11 +645,13 @@ class IndexEngine:
             return []
         return [rec.chunk_metadata(i, self.config.medium_size) for i in range(rec.n_chunks)]
 
-    def get_chunks(self, ids: Sequence[str]) -> list[PlainDocument]:
+    def get_chunks(self, ids: Sequence[str], *, records: dict[str, Any] | None = None) -> list[PlainDocument]:
         """Small/medium chunks by chunk id (``<sid>:s:<i>`` / ``<sid>:m:<j>``), in the
-        order of ``ids`` (unknown ids and incomplete sources are left out)."""
+        order of ``ids`` (unknown ids and incomplete sources are left out); ``records``:
+        the sources' records when the caller fetched them already (``store.get_many``)."""
         parsed = [(cid, p) for cid in ids if (p := parse_chunk_id(cid)) is not None]
-        records = self.store.get_many([p.source_id for _, p in parsed])
+        if records is None or any(p.source_id not in records for _, p in parsed):
+            records = self.store.get_many([p.source_id for _, p in parsed])
         m = self.config.medium_size
         out = []
         for cid, p in parsed:
@@ -705,9 +709,16 @@ class IndexEngine:
         return rec.span(start, end)
 
     # ------------------------------------------------------------------ search
-    def _sizes(self) -> tuple[int, int]:
-        """``(small chunks, sources)`` of the complete sources, read once per store generation."""
-        generation = self.store.generation()
+    def read_generation(self) -> int:
+        """The store's generation: read once per search and handed to every step of it
+        (sizes, keyword catch-up, vector reopening), so one search sees one snapshot."""
+        return self.wrap(self.store.generation, "read the index generation")
+
+    def sizes(self, generation: int | None = None) -> tuple[int, int]:
+        """``(small chunks, sources)`` of the complete sources, read once per store generation
+        (``generation``: the search's snapshot, :meth:`read_generation`)."""
+        if generation is None:
+            generation = self.read_generation()
         if self._size is None or self._size[0] != generation:
             heads = [h for h in self.store.heads().values() if h.state == "complete"]
             self._size = (generation, sum(h.n_chunks for h in heads), len(heads))
@@ -715,20 +726,21 @@ class IndexEngine:
 
     def size(self) -> int:
         """Small chunks of the complete sources: the most results a search can give."""
-        return self._sizes()[0]
+        return self.sizes()[0]
 
     def source_count(self) -> int:
         """Complete sources: the most documents a plain search can give."""
-        return self._sizes()[1]
+        return self.sizes()[1]
 
-    def search_k(self, k: Any, name: str = "k") -> int:
+    def search_k(self, k: Any, name: str = "k", *, generation: int | None = None) -> int:
         """``k`` checked and clipped for a search: a positive int (not a bool), else a
         ``ValueError`` naming ``name``; then at most :meth:`size` (and at least 1), so no
         backend is ever asked for more results than the index holds (tantivy allocates
-        ``k`` slots up front: ``k=10**12`` aborted the process)."""
+        ``k`` slots up front: ``k=10**12`` aborted the process). ``generation``: the
+        search's snapshot (:meth:`read_generation`)."""
         from swrag_integrations.engine.settings import positive_int
 
-        return max(1, min(positive_int(name, k), self.size()))
+        return max(1, min(positive_int(name, k), self.sizes(generation)[0]))
 
     def bm25_search(self, query: str, k: int = 20, *, filter: Any = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only;
@@ -739,16 +751,20 @@ class IndexEngine:
         flt = parse_filter(filter)
         return self.keyword_hits(query, k, flt, SourceMatcher(flt, self.store) if flt is not None else None)
 
-    def keyword_hits(self, query: str, k: int, flt: Any = None, matcher: Any = None) -> list[tuple[str, float]]:
+    def keyword_hits(self, query: str, k: int, flt: Any = None, matcher: Any = None, *,
+                     generation: int | None = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` of the ``k`` best keyword chunks for a checked filter
         ``flt`` (:class:`~.filters.MetadataFilter`) and its :class:`~.filters.SourceMatcher`
-        (``k``: see :meth:`search_k`)."""
-        k = self.search_k(k)
+        (``k``: see :meth:`search_k`; ``generation``: the search's snapshot,
+        :meth:`read_generation`)."""
+        if generation is None:
+            generation = self.read_generation()
+        k = self.search_k(k, generation=generation)
         allow = matcher.chunk_ids() if matcher is not None else None
         if isinstance(self.keyword, StorageKeyword):
             native = self.vectors.native_filter(flt) if flt is not None else None
-            return self.keyword.search(query, k, allow=allow, native=native)
-        return self.keyword.search(query, k, allow=allow)
+            return self.keyword.search(query, k, allow=allow, native=native, generation=generation)
+        return self.keyword.search(query, k, allow=allow, generation=generation)
 
     def _served(self, docs: Sequence[Any]) -> list[str | None]:
         """For each chunk a storage returned, its chunk id when it may be served (its
@@ -767,14 +783,18 @@ class IndexEngine:
         return out
 
     def storage_keyword_hits(self, query: str, k: int, *, allow: Callable[..., Any] | None = None,
-                             native: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+                             native: dict[str, Any] | None = None,
+                             generation: int | None = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` of the ``k`` best chunks by the storage's own keyword
         search (``vectors.keyword_search``), best first: only servable chunks
         (:meth:`_served`) that ``allow`` (a chunk-id predicate, e.g. a filter's) passes;
         ``native``: the storage's filter arguments. More chunks are fetched while fewer
-        than ``k`` passed and the storage had more (up to :data:`MAX_FETCH`)."""
-        self.sync_vectors()
-        k = self.search_k(k)
+        than ``k`` passed and the storage had more (up to :data:`MAX_FETCH`); ``generation``:
+        the search's snapshot (:meth:`read_generation`)."""
+        if generation is None:
+            generation = self.read_generation()
+        self.sync_vectors(generation)
+        k = self.search_k(k, generation=generation)
         n = min(k, MAX_FETCH)
         while True:
             hits = self.wrap(lambda: self.vectors.keyword_search(query, n, native=native),
@@ -801,23 +821,25 @@ class IndexEngine:
 
         if search_type not in ("mmr", "similarity"):
             raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
-        k = self.search_k(k)
-        fetch_k = None if fetch_k is None else self.search_k(fetch_k, "fetch_k")
-        size = self.size()
+        generation = self.read_generation()
+        k = self.search_k(k, generation=generation)
+        fetch_k = None if fetch_k is None else self.search_k(fetch_k, "fetch_k", generation=generation)
         flt = parse_filter(filter)
         matcher = SourceMatcher(flt, self.store) if flt is not None else None
         native = self.vectors.native_filter(flt) if flt is not None else None
         self.before_search()
-        self.sync_vectors()
+        self.sync_vectors(generation)
         qvec = self.vectors.embed_query(query)
-        return [cid for cid, _ in self._dense_scored(qvec, k, search_type, fetch_k, lambda_mult, matcher, native)]
+        return [cid for cid, _ in self._dense_scored(qvec, k, search_type, fetch_k, lambda_mult, matcher, native,
+                                                     generation=generation)]
 
     def _dense_scored(self, qvec: Sequence[float], k: int, search_type: str, fetch_k: int | None,
-                      lambda_mult: float, matcher: Any, native: Any) -> list[tuple[str, float | None]]:
+                      lambda_mult: float, matcher: Any, native: Any, *,
+                      generation: int | None = None) -> list[tuple[str, float | None]]:
         """:meth:`dense_ids` for a query vector and a checked ``k``: ``(chunk_id, cosine
         similarity clipped to [0, 1])``, the similarity ``None`` under MMR (the store
-        reports none)."""
-        size = self.size()
+        reports none); ``generation``: the search's snapshot (:meth:`read_generation`)."""
+        size = self.sizes(generation)[0]
         n = k
         while True:
             if search_type == "mmr":
@@ -835,19 +857,44 @@ class IndexEngine:
                 return out[:k]
             n = min(4 * n, size)
 
-    def relevances(self, qvec: Sequence[float], chunk_ids: Sequence[str]) -> dict[str, float]:
+    def relevances(self, qvec: Sequence[float], chunk_ids: Sequence[str], *,
+                   records: dict[str, Any] | None = None) -> dict[str, float]:
         """The relevance of chunks to a query vector: the cosine similarity of the query
         and the chunk's embedding (of its indexed text, as stored), clipped to [0, 1]
-        (the score the dense search reports on Chroma, Milvus and ``InMemoryVectorStore``)."""
-        docs = self.get_chunks(list(chunk_ids))
-        if not docs:
+        (the score the dense search reports on Chroma, Milvus and ``InMemoryVectorStore``).
+
+        The vectors the storage holds are read back where it can
+        (``vectors.stored_vectors(vector_ids)``, e.g. :class:`~.chroma.ChromaStorage`): the
+        very vectors the dense search compares, kept when written for the source's current
+        text; the other chunks are embedded again. ``records``: the sources' records as
+        this search already fetched them (``store.get_many``), so they are not fetched again.
+        """
+        ids = [str(c) for c in chunk_ids]
+        if records is None:
+            records = self.store.get_many(sorted({p.source_id for c in ids if (p := parse_chunk_id(c)) is not None}))
+        vectors: dict[str, Any] = {}
+        stored = getattr(self.vectors, "stored_vectors", None)
+        if callable(stored):
+            vid = {vector_id(c): c for c in ids}
+            for v, (vec, meta) in self.wrap(lambda: stored(list(vid)), "read the stored vectors").items():
+                cid = vid.get(v)
+                rec = records.get(str((meta or {}).get("source_id")))
+                if cid is not None and rec is not None and (meta or {}).get("content_hash") == rec.content_hash:
+                    vectors[cid] = vec
+        missing = [c for c in ids if c not in vectors]
+        if missing:
+            docs = self.get_chunks(missing, records=records)
+            if docs:
+                for d, v in zip(docs, self.vectors.embed_documents([d.page_content for d in docs])):
+                    vectors[str(d.id)] = v
+        kept = [c for c in ids if c in vectors]
+        if not kept:
             return {}
-        vecs = np.asarray(self.vectors.embed_documents([d.page_content
-                                                        for d in docs]), dtype=float)
+        vecs = np.asarray([vectors[c] for c in kept], dtype=float)
         q = np.asarray(qvec, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             cos = vecs @ q / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(q))
-        return {str(d.id): float(min(1.0, max(0.0, c))) if np.isfinite(c) else 0.0 for d, c in zip(docs, cos)}
+        return {c: float(min(1.0, max(0.0, x))) if np.isfinite(x) else 0.0 for c, x in zip(kept, cos)}
 
     def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE,
                         weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
@@ -870,29 +917,31 @@ class IndexEngine:
         from swrag_integrations.engine.parents import check_query
 
         check_query(query)
-        k = self.search_k(k)
         if len(weights) != 2:
             raise ValueError(f"weights must be (bm25, dense), got {weights!r}")
-        flt = parse_filter(filter)
-        matcher = SourceMatcher(flt, self.store) if flt is not None else None
-        bm25 = self.keyword_hits(query, k, flt, matcher) if weights[0] > 0 else []
         if search_type not in ("mmr", "similarity"):
             raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
+        generation = self.read_generation()  # one snapshot for every step of this search
+        k = self.search_k(k, generation=generation)
+        flt = parse_filter(filter)
+        matcher = SourceMatcher(flt, self.store) if flt is not None else None
+        bm25 = self.keyword_hits(query, k, flt, matcher, generation=generation) if weights[0] > 0 else []
         self.before_search()
-        self.sync_vectors()
+        self.sync_vectors(generation)
         qvec = self.vectors.embed_query(query)
         dense_scored = (self._dense_scored(qvec, k, search_type, None, 0.5, matcher,
-                                           self.vectors.native_filter(flt) if flt is not None else None)
+                                           self.vectors.native_filter(flt) if flt is not None else None,
+                                           generation=generation)
                         if weights[1] > 0 else [])
         dense = [cid for cid, _ in dense_scored]
         fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
         bm25_score = dict(bm25)
-        relevance = {cid: score for cid, score in dense_scored if score is not None}
-        unscored = [cid for cid, _, _ in fused if cid not in relevance]
-        if unscored:  # keyword-only hits (and MMR's): measured the same way
-            relevance.update(self.relevances(qvec, unscored))
         parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
         records = self.store.get_many(sorted({p.source_id for _, p, _, _ in parsed if p is not None}))
+        relevance = {cid: score for cid, score in dense_scored if score is not None}
+        unscored = [cid for cid, _, _ in fused if cid not in relevance]
+        if unscored:  # keyword-only hits (and MMR's): measured the same way, on the records fetched above
+            relevance.update(self.relevances(qvec, unscored, records=records))
         m = self.config.medium_size
         hits = []
         for cid, p, score, ranks in parsed:

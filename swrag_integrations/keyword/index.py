@@ -203,12 +203,13 @@ class KeywordIndex:
                 out.setdefault(parsed.source_id, []).append(cid)
         return out
 
-    def refresh(self) -> bool:
-        """Bring BM25 up to the store's generation; returns True when something changed."""
+    def refresh(self, generation: int | None = None) -> bool:
+        """Bring BM25 up to the store's generation; returns True when something changed
+        (``generation``: the store's as the caller's search read it; ``None``: read here)."""
         if self.incremental:
-            return self._refresh_incremental()
+            return self._refresh_incremental(generation)
         with self._lock:
-            current = self.store.generation()
+            current = self.store.generation() if generation is None else generation
             if current == self.generation:
                 return False
             changed = None if self.generation < 0 else self.store.changes_since(self.generation)
@@ -220,13 +221,13 @@ class KeywordIndex:
             self.generation = current
             return True
 
-    def _refresh_incremental(self) -> bool:
+    def _refresh_incremental(self, generation: int | None = None) -> bool:
         """Replay the store's change log into the tantivy index, commit, record the new
-        generation (cost: the changed sources)."""
+        generation (cost: the changed sources; ``generation``: see :meth:`refresh`)."""
         assert isinstance(self.bm25, TantivyBM25Index)
         with self._lock:
             stored = self.bm25.generation
-            if stored == self.store.generation():
+            if stored == (self.store.generation() if generation is None else generation):
                 self.generation = stored
                 return False
             with self._writing():
@@ -314,10 +315,12 @@ class KeywordIndex:
             self.rebuilt = False
 
     # -------------------------------------------------------------- querying
-    def search(self, query: str, k: int, *, allow: Callable[..., Any] | None = None) -> list[tuple[str, float]]:
+    def search(self, query: str, k: int, *, allow: Callable[..., Any] | None = None,
+               generation: int | None = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` best first (after catching up with the store); ``allow``:
-        see :meth:`~.bm25.BM25Index.search` (a metadata filter's chunk predicate)."""
-        self.refresh()
+        see :meth:`~.bm25.BM25Index.search` (a metadata filter's chunk predicate);
+        ``generation``: the search's snapshot of the store's (see :meth:`refresh`)."""
+        self.refresh(generation)
         return self.bm25.search(query, k, allow=allow)
 
     def __len__(self) -> int:
@@ -367,9 +370,9 @@ class StorageKeyword:
         """Nothing to rebuild (the storage's :meth:`~.storage.VectorStorage.rebuild` covers it)."""
 
     def search(self, query: str, k: int, *, allow: Callable[..., Any] | None = None,
-               native: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+               native: dict[str, Any] | None = None, generation: int | None = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` best first (:meth:`~.engine.IndexEngine.storage_keyword_hits`)."""
-        return self.engine.storage_keyword_hits(query, k, allow=allow, native=native)
+        return self.engine.storage_keyword_hits(query, k, allow=allow, native=native, generation=generation)
 
     def __len__(self) -> int:
         """Chunks the storage holds (each one is searchable by keyword)."""

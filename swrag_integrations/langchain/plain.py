@@ -45,13 +45,14 @@ def search_documents(index: "EngineState", vector: Sequence[float], k: int, *, m
     """
     from swrag_integrations.engine.filters import SourceMatcher, parse_filter
 
-    k = index.search_k(k)
-    fetch_k = index.search_k(fetch_k, "fetch_k")
+    generation = index.read_generation()  # one snapshot for every step of this search
+    k = index.search_k(k, generation=generation)
+    fetch_k = index.search_k(fetch_k, "fetch_k", generation=generation)
     flt = parse_filter(filter)
     matcher = SourceMatcher(flt, index.store) if flt is not None else None
     native = index.vectors.native_filter(flt) if flt is not None else None
     index.before_search()
-    size, sources = index.size(), index.source_count()
+    size, sources = index.sizes(generation)
     n = max(1, min(max(4 * k, fetch_k if mmr else 0, 20), size))
     while True:
         if mmr:

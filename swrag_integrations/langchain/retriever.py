@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator, model_validator
 
-from swrag_integrations.engine.parents import check_query, spans_for
+from swrag_integrations.engine.parents import spans_for
 from swrag_integrations.engine.protocols import ChunkIndex
 from swrag_integrations.langchain.search import call_options
 from swrag_integrations.engine.settings import DEFAULT_SETTINGS as _D
@@ -146,7 +146,7 @@ class WindowedParentRetriever(BaseRetriever):
         ``filter``: this call's filter (default: the retriever's)."""
         flt = self.filter if filter is None else filter
         extra = {"filter": flt} if flt is not None else {}
-        return self.index.search_children(check_query(query), k_child or self.k_child, search_type=self.search_type,
+        return self.index.search_children(query, k_child or self.k_child, search_type=self.search_type,
                                           weights=self.weights, rrf_c=self.rrf_c, **extra)
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
@@ -186,7 +186,7 @@ class WindowedParentRetriever(BaseRetriever):
     def retrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
         """Retrieve for several phrasings of one question (budget shared among them)."""
         options = self._options(kwargs)
-        queries = [check_query(q) for q in queries]
+        queries = list(queries)  # each checked once, by the engine's search (search_children)
         if not queries:
             raise ValueError("queries must not be empty")
         return self._documents([self.find_chunks(q, options["k_child"], filter=options["filter"]) for q in queries],
@@ -194,7 +194,7 @@ class WindowedParentRetriever(BaseRetriever):
 
     async def aretrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
         options = self._options(kwargs)
-        queries = [check_query(q) for q in queries]
+        queries = list(queries)  # each checked once, by the engine's search (search_children)
         if not queries:
             raise ValueError("queries must not be empty")
         hits = await asyncio.gather(*(asyncio.to_thread(self.find_chunks, q, options["k_child"], filter=options["filter"])

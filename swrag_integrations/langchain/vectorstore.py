@@ -173,6 +173,20 @@ class VectorBackend:
                     out[vid] = dict(doc.metadata or {})
         return out
 
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, tuple[list[float], dict[str, Any]]]:
+        """``{vector_id: (vector, metadata)}`` of the given ids that the store holds, read
+        back from a ``langchain_chroma.Chroma`` (``get(include=["embeddings", ...])``); empty
+        for a store that cannot return its vectors (the engine embeds those chunks again)."""
+        if not type(self.store).__module__.startswith("langchain_chroma"):
+            return {}
+        out: dict[str, tuple[list[float], dict[str, Any]]] = {}
+        ids = list(ids)
+        for b in range(0, len(ids), 500):
+            got = self.store.get(ids=ids[b:b + 500], include=["embeddings", "metadatas"])
+            for vid, vec, meta in zip(got["ids"], got["embeddings"], got["metadatas"]):
+                out[str(vid)] = (list(map(float, vec)), dict(meta or {}))
+        return out
+
     def count(self) -> int | None:
         """Vectors in the store, where the store can tell (else ``None``)."""
         store = self.store

@@ -296,13 +296,13 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         return [span_to_node(s, document_id(s.source_id, records.get(s.source_id))) for s in spans]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = check_query(query_bundle.query_str)
+        query = query_bundle.query_str  # checked once, by the engine's search (search_children)
         if self._lc_retriever is not None:
             return [document_to_node(d, with_score=True) for d in self._lc_retriever.invoke(query)]
         return self._nodes(query)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = check_query(query_bundle.query_str)
+        query = query_bundle.query_str  # checked once, by the engine's search (search_children)
         if self._lc_retriever is not None:
             return [document_to_node(d, with_score=True) for d in await self._lc_retriever.ainvoke(query)]
         return await asyncio.to_thread(self._nodes, query)

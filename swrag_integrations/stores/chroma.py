@@ -224,6 +224,18 @@ class ChromaStorage:
                 out[str(vid)] = dict(meta or {})
         return out
 
+    def stored_vectors(self, ids: Sequence[str]) -> dict[str, tuple[list[float], dict[str, Any]]]:
+        """``{vector id: (vector, metadata)}`` of the ids the collection holds (the
+        vectors its search compares; :meth:`~.engine.IndexEngine.relevances` reads them
+        instead of embedding those chunks again)."""
+        out: dict[str, tuple[list[float], dict[str, Any]]] = {}
+        ids = list(ids)
+        for b in range(0, len(ids), 500):
+            got = self.collection.get(ids=ids[b:b + 500], include=["embeddings", "metadatas"])
+            for vid, vec, meta in zip(got["ids"], got["embeddings"], got["metadatas"]):
+                out[str(vid)] = (list(map(float, vec)), dict(meta or {}))
+        return out
+
     def count(self) -> int | None:
         return int(self.collection.count())
 

@@ -23,6 +23,9 @@ Optional capabilities beyond the protocol (looked up with ``getattr``):
   :meth:`VectorStorage.search`). The engine then searches keywords there instead of in
   its in-process BM25 (``IndexEngine(keyword_search="auto")``), checks every hit as it
   checks dense ones and fuses both with its one RRF.
+* ``stored_vectors(vector_ids) -> {vector_id: (vector, metadata)}`` -- the vectors the
+  store holds, read back; the engine measures keyword-only hits' relevance on them
+  (:meth:`~.engine.IndexEngine.relevances`) instead of embedding those chunks again.
 * ``close()`` -- release the store (:meth:`~.engine.IndexEngine.close` calls it).
 """
 

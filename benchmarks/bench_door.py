@@ -1,0 +1,144 @@
+"""One query and one small add, timed on two code trees in one run (issue 40, item 3).
+
+    python benchmarks/bench_door.py [--baseline-tree PATH] [--rounds 15] [--per-round 10] [--chunks 300]
+
+Each tree runs in its own worker process (``PYTHONPATH=<tree>``) that builds the same
+small index with the bundled MiniLM ONNX embedding (``swrag_integrations/data/sample.md``
+plus ``--chunks`` paragraphs cut from it, shuffled with a fixed seed) and then times, per
+round, ``--per-round`` calls of each operation: ``similarity_search`` (k=4), the
+LangChain retriever's ``invoke`` and ``add_documents`` of one small new document. Rounds
+alternate between the trees (old, new, new, old, ...), so a load that comes and goes on
+a shared machine falls on both alike. Printed: a markdown table of the medians (ms) over
+all calls, and new/old; then ``/proc/loadavg`` before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+QUERIES = ["How are windows merged under the token budget?", "exact character offsets of chunks",
+           "hybrid BM25 and dense search", "What does the splitter do with Chinese text?",
+           "sliding window parent retriever"]
+OPS = ("similarity_search", "retriever.invoke", "add_documents (1 small doc)")
+
+
+def _worker(chunks: int) -> None:
+    """Build the index, then answer ``round N`` lines on stdin with one JSON line of timings."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from langchain_core.documents import Document
+
+    from swrag_integrations.langchain.index import SlidingWindowIndex
+    from swrag_integrations.embeddings.minilm import default_embeddings
+
+    text = (HERE / "swrag_integrations" / "data" / "sample.md").read_text(encoding="utf-8")
+    paras = [p.strip() for p in text.split("\n\n") if len(p.strip()) > 40]
+    rng = random.Random(7)
+    docs = [Document(page_content=text, metadata={"source": "sample.md"})]
+    for i in range(chunks):
+        picked = rng.sample(paras, min(3, len(paras)))
+        docs.append(Document(page_content="\n\n".join(picked), metadata={"source": f"part{i}.md"}))
+    with tempfile.TemporaryDirectory() as tmp:
+        index = SlidingWindowIndex(Path(tmp) / "idx", embedding=default_embeddings(), show_progress=False)
+        index.add_documents(docs)
+        retriever = index.as_retriever()
+        for q in QUERIES:  # warm-up: model, probe, caches
+            index.similarity_search(q, k=4)
+            retriever.invoke(q)
+        print(json.dumps({"ready": True}), flush=True)
+        n_add = 0
+        for line in sys.stdin:
+            per_round = int(line.split()[1])
+            out: dict[str, list[float]] = {op: [] for op in OPS}
+            for i in range(per_round):
+                q = QUERIES[i % len(QUERIES)]
+                t = time.perf_counter()
+                index.similarity_search(q, k=4)
+                out[OPS[0]].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                retriever.invoke(q)
+                out[OPS[1]].append(time.perf_counter() - t)
+                n_add += 1
+                doc = Document(page_content=f"Note {n_add}: {paras[n_add % len(paras)]}",
+                               metadata={"source": f"note{n_add}.md"})
+                t = time.perf_counter()
+                index.add_documents([doc])
+                out[OPS[2]].append(time.perf_counter() - t)
+            print(json.dumps(out), flush=True)
+
+
+def _start(tree: Path, chunks: int) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", "--chunks", str(chunks)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=str(tree))
+    line = proc.stdout.readline()
+    if not line or not json.loads(line).get("ready"):
+        raise RuntimeError(f"the worker on {tree} did not start (see its stderr)")
+    return proc
+
+
+def _round(proc: subprocess.Popen, per_round: int) -> dict[str, list[float]]:
+    proc.stdin.write(f"round {per_round}\n")
+    proc.stdin.flush()
+    return json.loads(proc.stdout.readline())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline-tree", type=Path, default=None, help="a checkout of the code to compare with")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--per-round", type=int, default=10)
+    parser.add_argument("--chunks", type=int, default=300, help="paragraph documents added beside sample.md")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(args.chunks)
+        return 0
+    load_before = Path("/proc/loadavg").read_text().strip()
+    trees = {"new": HERE}
+    if args.baseline_tree is not None:
+        trees = {"old": args.baseline_tree.resolve(), "new": HERE}
+    procs = {name: _start(tree, args.chunks) for name, tree in trees.items()}
+    times: dict[str, dict[str, list[float]]] = {name: {op: [] for op in OPS} for name in trees}
+    try:
+        names = list(trees)
+        for r in range(args.rounds):
+            for name in (names if r % 2 == 0 else names[::-1]):
+                for op, values in _round(procs[name], args.per_round).items():
+                    times[name][op].extend(values)
+    finally:
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait(timeout=120)
+    load_after = Path("/proc/loadavg").read_text().strip()
+    n = args.rounds * args.per_round
+    print(f"bench_door: {n} calls per operation and tree, {args.rounds} interleaved rounds; index: sample.md + "
+          f"{args.chunks} documents, bundled MiniLM ONNX; trees: " + ", ".join(f"{k}={v}" for k, v in trees.items()))
+    print()
+    if "old" in trees:
+        print("| operation | old median ms | new median ms | new/old |")
+        print("|---|---:|---:|---:|")
+        for op in OPS:
+            old, new = statistics.median(times["old"][op]) * 1e3, statistics.median(times["new"][op]) * 1e3
+            print(f"| {op} | {old:.2f} | {new:.2f} | {new / old:.2f} |")
+    else:
+        print("| operation | median ms |")
+        print("|---|---:|")
+        for op in OPS:
+            print(f"| {op} | {statistics.median(times['new'][op]) * 1e3:.2f} |")
+    print()
+    print(f"/proc/loadavg before: {load_before}; after: {load_after}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""One door per query (issue 40, item 3): one search checks its query once, reads the
+store's generation once (one snapshot for every step), fetches the sources' records
+once and, on a store that keeps its vectors (Chroma), embeds no chunk again to
+measure the relevance of keyword-only hits (it reads the stored vectors back).
+
+Each face is counted by wrapping the functions it runs, after one warm-up search (the
+first search of a handle also runs the self-retrieval probe, which reads the store).
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from swrag_integrations.engine import parents as parents
+from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.llama_index import index as llama_module
+from swrag_integrations.langchain import retriever as retriever_module
+from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
+
+WORDS = ("harbour ship crane tide anchor bread flour yeast oven crust river bridge stone mill wheel "
+         "lamp wick glass window frame").split()
+
+
+def _docs() -> list[Document]:
+    docs = []
+    for d in range(12):
+        words = [WORDS[(d * 7 + i * 3) % len(WORDS)] for i in range(160)]
+        docs.append(Document(page_content=" ".join(words) + ".", metadata={"source": f"d{d}.txt", "n": d}))
+    return docs
+
+
+@pytest.fixture
+def index(tmp_path):
+    idx = SlidingWindowIndex(tmp_path / "store", embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
+    idx.add_documents(_docs())
+    idx.as_retriever().invoke("harbour bread")  # warm-up: the probe of the first search
+    return idx
+
+
+class Counts(dict):
+    def wrap(self, monkeypatch, owner, name, key=None):
+        original = getattr(owner, name)
+        key = key or name
+
+        def counted(*args, **kwargs):
+            self[key] = self.get(key, 0) + 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+
+def _count(monkeypatch, idx) -> Counts:
+    counts = Counts()
+    for module in (parents, retriever_module, llama_module):  # the faces imported it by name
+        if hasattr(module, "check_query"):
+            counts.wrap(monkeypatch, module, "check_query")
+    counts.wrap(monkeypatch, idx.engine.store, "generation")
+    counts.wrap(monkeypatch, idx.engine.store, "get_many")
+    counts.wrap(monkeypatch, idx.engine.vectors, "embed_documents")
+    counts.wrap(monkeypatch, idx.engine.vectors, "embed_query")
+    return counts
+
+
+def _search_figures(counts: Counts) -> dict[str, int]:
+    """The figures of one search; the store's generation as the search reads it: each
+    ``get_many`` of the SQLite store reads it once more itself, to check its record cache."""
+    figures = {key: counts.get(key, 0) for key in ("check_query", "generation", "embed_query", "embed_documents")}
+    figures["generation"] -= counts.get("get_many", 0)
+    return figures
+
+
+ONE_SEARCH = {"check_query": 1, "generation": 1, "embed_query": 1, "embed_documents": 0}
+
+
+def test_retriever_invoke_is_one_door(index, monkeypatch):
+    retriever = index.as_retriever(k_child=12)
+    hits = retriever.find_chunks("harbour crane bread")
+    assert any(h.metadata.get("dense_rank") is None for h in hits)  # keyword-only hits: measured, not embedded
+    counts = _count(monkeypatch, index)
+    docs = retriever.invoke("harbour crane bread")
+    assert docs
+    assert _search_figures(counts) == ONE_SEARCH
+    # records: once by the search, once more by the windows' rows (chunk_rows), not by the relevance
+    assert counts["get_many"] == 2
+
+
+def test_llama_index_retrieve_is_one_door(index, monkeypatch):
+    retriever = WindowedLlamaIndexRetriever(index, k_child=12)
+    counts = _count(monkeypatch, index)
+    assert retriever.retrieve("harbour crane bread")
+    assert _search_figures(counts) == ONE_SEARCH
+
+
+def test_similarity_search_is_one_door(index, monkeypatch):
+    counts = _count(monkeypatch, index)
+    assert index.similarity_search("harbour crane bread", k=3)
+    assert _search_figures(counts) == ONE_SEARCH
+    assert counts["get_many"] == 1
+
+
+def test_keyword_only_relevance_is_the_stored_vectors_cosine(index):
+    """Reading the stored vectors back measures what embedding the chunk again measured."""
+    hits = index.as_retriever(k_child=12).find_chunks("harbour crane bread")
+    unscored = [h.metadata["chunk_id"] for h in hits if h.metadata.get("dense_rank") is None]
+    assert unscored
+    qvec = index.engine.vectors.embed_query("harbour crane bread")
+    stored = index.engine.relevances(qvec, unscored)
+    reembedded = {}
+    for doc in index.engine.get_chunks(unscored):
+        import numpy as np
+
+        v = np.asarray(index.engine.vectors.embed_documents([doc.page_content])[0])
+        q = np.asarray(qvec)
+        reembedded[doc.id] = min(1.0, max(0.0, float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))))
+    assert stored.keys() == reembedded.keys()
+    for cid in stored:
+        assert stored[cid] == pytest.approx(reembedded[cid], abs=1e-6)
