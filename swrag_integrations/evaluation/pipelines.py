@@ -144,7 +144,10 @@ PIPELINES: dict[str, PipelineSpec] = {
                                       requires=(("llama_index.retrievers.bm25", "llama-index-retrievers-bm25>=0.8"),)),
     # corpus-structure methods over the same windows
     "raptor": PipelineSpec("swrag_integrations.evaluation.methods.raptor:RaptorPipeline", None, needs_embeddings=True,
-                           description="RAPTOR summary tree over the index's chunks (collapsed tree)"),
+                           description="RAPTOR summary tree over the index's chunks (collapsed tree, hybrid ranking)"),
+    "raptor-dense": PipelineSpec("swrag_integrations.evaluation.methods.raptor:RaptorDensePipeline", None,
+                                 needs_embeddings=True,
+                                 description="RAPTOR collapsed tree ranked by cosine alone (the paper's ranking)"),
     "raptor-llm": PipelineSpec("swrag_integrations.evaluation.methods.raptor:RaptorLLMPipeline", None, needs_embeddings=True,
                                description="RAPTOR collapsed tree with the local LLM's summaries (slow)"),
     "raptor-traverse": PipelineSpec("swrag_integrations.evaluation.methods.raptor:RaptorTraversePipeline", None,

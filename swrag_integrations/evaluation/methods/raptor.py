@@ -3,7 +3,8 @@
 ===================  ==============================================================
 strategy             pipeline
 ===================  ==============================================================
-``raptor``           :class:`RaptorPipeline`: collapsed tree, extractive summaries
+``raptor``           :class:`RaptorPipeline`: collapsed tree (hybrid ranking), extractive summaries
+``raptor-dense``     :class:`RaptorDensePipeline`: the same ranked by cosine alone (RAPTOR's own)
 ``raptor-llm``       :class:`RaptorLLMPipeline`: collapsed tree, LLM summaries
 ``raptor-traverse``  :class:`RaptorTraversePipeline`: tree traversal, extractive
 ===================  ==============================================================
@@ -47,11 +48,12 @@ from swrag_integrations.evaluation.pipelines import Pipeline
 from swrag_integrations.methods.raptor.build import TreeConfig
 from swrag_integrations.methods.raptor.clustering import ClusterConfig
 from swrag_integrations.methods.raptor.langchain import RaptorSearcher
-from swrag_integrations.methods.raptor.search import NodeHit, assemble_hits, collapsed_hits, traversal_hits
+from swrag_integrations.methods.raptor.search import NodeHit, assemble_hits, traversal_hits
 from swrag_integrations.methods.raptor.store import RaptorIndex
 from swrag_integrations.methods.raptor.summarise import ExtractiveSummarizer, LLMSummarizer
 
-__all__ = ["RaptorPipeline", "RaptorLLMPipeline", "RaptorTraversePipeline", "summary_cache_path"]
+__all__ = ["RaptorPipeline", "RaptorDensePipeline", "RaptorLLMPipeline", "RaptorTraversePipeline",
+           "summary_cache_path"]
 
 
 def summary_cache_path() -> Path:
@@ -82,6 +84,7 @@ class RaptorPipeline(Pipeline):
     """RAPTOR, collapsed tree, extractive summaries (see the module docstring)."""
 
     mode = "collapsed"
+    ranking = "hybrid"
     summaries = "extractive"
     top_k = 5
 
@@ -117,7 +120,7 @@ class RaptorPipeline(Pipeline):
         tree = trees[0] if len(trees) == 1 else RaptorTree.merge(trees)
         self.chunks = len(tree)
         self.index_bytes = sum(len(t.to_bytes()) for t in trees)
-        self.searcher = RaptorSearcher(tree, embeddings, encoding_name=self.encoding_name)
+        self.searcher = RaptorSearcher(tree, embeddings, encoding_name=self.encoding_name, ranking=self.ranking)
         self._log()
 
     def _summarizer(self) -> Any:
@@ -143,7 +146,7 @@ class RaptorPipeline(Pipeline):
         lists = []
         for q in asked:
             qvec = self.embeddings.embed_query(q)
-            lists.append(collapsed_hits(tree, qvec) if self.mode == "collapsed"
+            lists.append(self.searcher.collapsed(q, qvec) if self.mode == "collapsed"
                          else traversal_hits(tree, qvec, top_k=self.top_k))
         if len(lists) == 1:
             return lists[0]
@@ -167,6 +170,12 @@ class RaptorPipeline(Pipeline):
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+
+
+class RaptorDensePipeline(RaptorPipeline):
+    """RAPTOR, collapsed tree ranked by cosine alone (the paper's ranking), extractive summaries."""
+
+    ranking = "dense"
 
 
 class RaptorLLMPipeline(RaptorPipeline):

@@ -53,6 +53,8 @@ class RaptorRetriever(BaseRetriever):
         raptor: a :class:`~.store.RaptorIndex` or a :class:`~.tree.RaptorTree`.
         embeddings: query embedding (default: the ``RaptorIndex``'s).
         mode: ``"collapsed"`` or ``"traverse"``.
+        ranking: the collapsed tree's ranking, ``"hybrid"`` (default: BM25 fused with cosine)
+            or ``"dense"`` (cosine alone, the paper's).
         budget_tokens: token budget of the joined documents (``None``: no limit).
         top_k: nodes per layer in traversal.
         k: at most this many tree nodes (``None``: the budget decides).
@@ -66,6 +68,7 @@ class RaptorRetriever(BaseRetriever):
     raptor: Any
     embeddings: Any = None
     mode: Literal["collapsed", "traverse"] = "collapsed"
+    ranking: Literal["hybrid", "dense"] = "hybrid"
     budget_tokens: int | None = DEFAULT_BUDGET
     top_k: int = 5
     k: int | None = None
@@ -83,7 +86,7 @@ class RaptorRetriever(BaseRetriever):
         return positive_int("top_k", value)
 
     def model_post_init(self, __context: Any) -> None:
-        self._core = RaptorSearcher(self.raptor, self.embeddings)
+        self._core = RaptorSearcher(self.raptor, self.embeddings, ranking=self.ranking)
 
     @property
     def core(self) -> RaptorSearcher:

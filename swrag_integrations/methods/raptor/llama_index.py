@@ -42,13 +42,15 @@ class RaptorLlamaIndexRetriever(BaseRetriever):
         embeddings: query embedding: LangChain ``Embeddings`` or a LlamaIndex embedding
             model (default: the ``RaptorIndex``'s); the model that built the tree.
         mode: ``"collapsed"`` (default) or ``"traverse"``.
+        ranking: the collapsed tree's ranking, ``"hybrid"`` (default: BM25 fused with
+            cosine) or ``"dense"`` (cosine alone).
         budget_tokens: token budget of the joined nodes (default 2000).
         top_k: nodes per layer in traversal.
         k: at most this many tree nodes.
         callback_manager: LlamaIndex callbacks.
     """
 
-    def __init__(self, raptor: Any, embeddings: Any = None, *, mode: str = "collapsed",
+    def __init__(self, raptor: Any, embeddings: Any = None, *, mode: str = "collapsed", ranking: str = "hybrid",
                  budget_tokens: int | None = DEFAULT_BUDGET, top_k: int = 5, k: int | None = None,
                  callback_manager: Any = None) -> None:
         from swrag_integrations.embeddings.minilm import as_embeddings
@@ -58,7 +60,8 @@ class RaptorLlamaIndexRetriever(BaseRetriever):
         for name, value in (("budget_tokens", budget_tokens), ("k", k)):
             positive_int(name, value, optional=True)
         positive_int("top_k", top_k)
-        self._core = RaptorSearcher(raptor, as_embeddings(embeddings) if embeddings is not None else None)
+        self._core = RaptorSearcher(raptor, as_embeddings(embeddings) if embeddings is not None else None,
+                                    ranking=ranking)
         self._options = dict(mode=mode, budget_tokens=budget_tokens, top_k=top_k, k=k)
         super().__init__(callback_manager=callback_manager)
 
