@@ -227,6 +227,10 @@ class ChromaStorage:
     def count(self) -> int | None:
         return int(self.collection.count())
 
+    def held_ids(self) -> list[str] | None:
+        """Every vector id the collection holds."""
+        return [str(v) for v in self.collection.get(include=[])["ids"]]
+
     def _query(self, vector: Sequence[float], n: int, native: dict[str, Any] | None,
                include: list[str]) -> dict[str, Any]:
         from .vectors import stale_chroma

@@ -35,7 +35,8 @@ from .config import IndexConfig
 from .embedding_base import embedding_dimension
 from .settings import DEFAULT_SEARCH_TYPE
 from .fusion import rrf
-from .ids import chunk_id, parse_chunk_id, parse_member_id, source_id_for, source_id_of_id, vector_id
+from .ids import (VECTOR_ID_SCHEME, chunk_id, parse_chunk_id, parse_member_id, source_id_for, source_id_of_id,
+                  vector_id_scheme, vector_ids)
 from .keyword import KeywordIndex, StorageKeyword, keyword_mode
 from .protocols import ChildHit, ChunkRow, as_engine
 from .records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
@@ -310,6 +311,7 @@ class IndexEngine:
             raise IndexMismatchError(
                 f"this index keeps its vectors in {recorded}, not {self.vectors.kind}: open it with the store it was "
                 "built with (--store / storage=), or index into a new folder")
+        vector_id_scheme(manifest)  # one this version knows
         config = IndexConfig.from_json(manifest["config"])
         mismatched = config.mismatches(requested)
         if mismatched:
@@ -336,6 +338,7 @@ class IndexEngine:
             "format": FORMAT, "index_id": uuid.uuid4().hex, "config": IndexConfig.resolve(**requested).to_json(),
             "embedding": {"name": embedding_name(self.vectors.embedding), "dim": None},
             "vectors": {"kind": self.vectors.kind, "collection": self.collection_name},
+            "vector_ids": VECTOR_ID_SCHEME,
         }
         self.store.set_meta(manifest)
         return manifest
@@ -345,10 +348,10 @@ class IndexEngine:
         if not self.vectors.can_get:
             return
         heads = self.store.heads()
-        sample = [sid for sid, h in sorted(heads.items()) if h.state == "complete" and h.n_chunks][:5]
+        sample = [(sid, h) for sid, h in sorted(heads.items()) if h.state == "complete" and h.n_chunks][:5]
         if not sample:
             return
-        ids = [vector_id(chunk_id(sid, 0)) for sid in sample]
+        ids = [v for sid, h in sample for v in vector_ids(manifest, sid, h.content_hash, 0, 1)]
         found = self.wrap(lambda: self.vectors.present(ids), "read vectors")
         foreign = [m.get("swrag_index") for m in found.values() if m.get("swrag_index") != manifest["index_id"]]
         if foreign:
