@@ -12,7 +12,7 @@ import threading
 from langchain_core.documents import Document
 
 from stores import referenced_vector_ids, vector_ids
-from swrag_integrations.retrieval import SlidingWindowIndex
+from swrag_integrations.retrieval import SlidingWindowIndex, plan_source
 from swrag_integrations.retrieval.ids import chunk_id, vector_id, vector_id_scheme
 from swrag_integrations.retrieval.ids import vector_ids as ids_of
 from swrag_integrations.retrieval.protocols import as_engine
@@ -78,6 +78,9 @@ def test_a_stalled_writers_late_vectors_do_not_take_the_current_versions_place(t
     v2_chunk, v1_chunk = idx.get_chunks([chunk_id(SID, 0)])[0].page_content, V1[:60]
     assert chunk_id(SID, 0) in as_engine(idx).dense_ids(v2_chunk, 3, search_type="similarity")
     assert "Version one" not in _texts(idx.similarity_search(v1_chunk, k=4))
+    # the late vectors nearest a query do not crowd the served ones out of the top k
+    late_text = plan_source(doc(V1), idx.config).chunk_text(0)  # the nearest vector is A's late one
+    assert len(as_engine(idx).dense_ids(late_text, 2, search_type="similarity")) == 2
     assert len(vector_ids(idx)) > len(referenced_vector_ids(idx))  # A's late vectors are held ...
 
     status = idx.status()

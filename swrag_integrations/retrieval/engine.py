@@ -819,24 +819,26 @@ class IndexEngine:
                       lambda_mult: float, matcher: Any, native: Any) -> list[tuple[str, float | None]]:
         """:meth:`dense_ids` for a query vector and a checked ``k``: ``(chunk_id, cosine
         similarity clipped to [0, 1])``, the similarity ``None`` under MMR (the store
-        reports none)."""
+        reports none). Fetches more while vectors it does not serve (filtered out, or of
+        another version: :meth:`_served`) leave fewer than ``k``."""
         size = self.size()
         n = k
         while True:
             if search_type == "mmr":
                 pairs = [(d, None) for d in self.wrap(
-                    lambda: self.vectors.search(qvec, n, mmr=True, fetch_k=fetch_k or min(max(4 * n, 20), size),
+                    lambda: self.vectors.search(qvec, n, mmr=True, fetch_k=fetch_k or max(n, min(max(4 * n, 20), size)),
                                                 lambda_mult=lambda_mult, native=native), "search the vectors")]
             else:
                 pairs = self.wrap(lambda: self.vectors.search_scored(qvec, n, native=native), "search the vectors")
             out = [(cid, score) for cid, (_, score) in zip(self._served([d for d, _ in pairs]), pairs)
                    if cid is not None]
+            unserved = len(pairs) - len(out)  # vectors no current record references
             if matcher is not None and out:
                 out = [hit for hit, ok in zip(out, matcher.passes([parse_chunk_id(c).source_id for c, _ in out]))
                        if ok]
-            if matcher is None or len(out) >= k or len(pairs) < n or n >= size:
+            if (matcher is None and not unserved) or len(out) >= k or len(pairs) < n or n >= size + unserved:
                 return out[:k]
-            n = min(4 * n, size)
+            n = min(4 * n, size + unserved)
 
     def relevances(self, qvec: Sequence[float], chunk_ids: Sequence[str]) -> dict[str, float]:
         """The relevance of chunks to a query vector: the cosine similarity of the query
