@@ -9,9 +9,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import threading
 
+import pytest
 from langchain_core.documents import Document
 
-from stores import referenced_vector_ids, vector_ids
+from stores import MILVUS, referenced_vector_ids, vector_ids
 from swrag_integrations.retrieval import SlidingWindowIndex, plan_source
 from swrag_integrations.retrieval.ids import chunk_id, vector_id, vector_id_scheme
 from swrag_integrations.retrieval.ids import vector_ids as ids_of
@@ -19,7 +20,7 @@ from swrag_integrations.retrieval.protocols import as_engine
 from swrag_integrations.retrieval.sources import LeaseLostError
 from swrag_integrations.retrieval.writer import chunk_documents
 from test_retrieval_leases import SID, V1, V2, doc, kv_index
-from test_retrieval_reliability import fake, forget_clients
+from test_retrieval_reliability import fake, forget_clients, mk
 
 OTHER = "An unrelated note about the tides."
 
@@ -137,3 +138,45 @@ def test_an_index_with_legacy_vector_ids_opens_searches_and_updates(tmp_path):
     assert "Version one" not in _texts(idx.similarity_search(V1[:60], k=4))
     assert idx.status(deep=True).healthy and vector_id_scheme(idx.manifest) == "legacy"
     idx.close()
+
+
+def _memory_index():
+    from langchain_core.stores import InMemoryByteStore
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from swrag_integrations.retrieval import KVSourceStore, PrecomputedEmbeddings
+
+    return SlidingWindowIndex(vectorstore=InMemoryVectorStore(PrecomputedEmbeddings(fake())),
+                              source_store=KVSourceStore(InMemoryByteStore()), show_progress=False)
+
+
+@pytest.mark.parametrize("store", ["chroma", "memory", MILVUS])
+def test_unreferenced_vectors_are_reported_and_deleted_by_a_plain_repair(tmp_path, store):
+    """Vectors under ids of a version no record holds (what a late write leaves), in each
+    kind of vector storage (Chroma, a LangChain VectorStore, Milvus): never served,
+    reported by status(), deleted by repair()."""
+    idx = _memory_index() if store == "memory" else mk(tmp_path / "idx", store)
+    idx.add_documents([doc(V2)])
+    engine = as_engine(idx)
+    head = engine.store.heads()[SID]
+    before = sorted(engine.vectors.present(ids_of(engine.manifest, SID, head.content_hash, 0, head.n_chunks)))
+    old = plan_source(doc(V1), idx.config)
+    engine.vectors.add(chunk_documents(old, idx.index_id), ids_of(engine.manifest, SID, old.content_hash, 0, old.n_chunks))
+    assert engine.vectors.count() == head.n_chunks + old.n_chunks  # nothing of v2 was overwritten
+    assert "Version one" not in _texts(idx.similarity_search(old.chunk_text(0), k=3))
+    status = idx.status()
+    assert not status.healthy and any("no source references" in p for p in status.vector_problems)
+    idx.repair()
+    assert idx.status().healthy and engine.vectors.count() == head.n_chunks
+    assert sorted(engine.vectors.present(before)) == before
+
+
+def test_an_unknown_vector_id_scheme_is_refused(tmp_path):
+    idx = SlidingWindowIndex(tmp_path / "idx", embedding=fake(), show_progress=False)
+    engine = as_engine(idx)
+    with engine.writing():
+        engine.store.set_meta(dict(engine.store.get_meta(), vector_ids="v9"))
+    idx.close()
+    forget_clients()
+    with pytest.raises(ValueError, match="vector_ids='v9'"):
+        SlidingWindowIndex(tmp_path / "idx", embedding=fake(), show_progress=False)
