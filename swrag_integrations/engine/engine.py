@@ -35,7 +35,8 @@ from swrag_integrations.engine.config import IndexConfig
 from swrag_integrations.embeddings.base import embedding_dimension
 from swrag_integrations.engine.settings import DEFAULT_SEARCH_TYPE
 from swrag_integrations.engine.fusion import rrf
-from swrag_integrations.engine.ids import chunk_id, parse_chunk_id, parse_member_id, source_id_for, source_id_of_id, vector_id
+from swrag_integrations.engine.ids import (VECTOR_ID_SCHEME, chunk_id, parse_chunk_id, parse_member_id, source_id_for, source_id_of_id,
+                  vector_id_scheme, vector_ids)
 from swrag_integrations.keyword.index import KeywordIndex, StorageKeyword, keyword_mode
 from swrag_integrations.engine.protocols import ChildHit, ChunkRow, as_engine
 from swrag_integrations.engine.records import END, N_TOKENS, START, WIN_HI, WIN_LO, SourceRecord
@@ -310,6 +311,7 @@ class IndexEngine:
             raise IndexMismatchError(
                 f"this index keeps its vectors in {recorded}, not {self.vectors.kind}: open it with the store it was "
                 "built with (--store / storage=), or index into a new folder")
+        vector_id_scheme(manifest)  # one this version knows
         config = IndexConfig.from_json(manifest["config"])
         mismatched = config.mismatches(requested)
         if mismatched:
@@ -336,6 +338,7 @@ class IndexEngine:
             "format": FORMAT, "index_id": uuid.uuid4().hex, "config": IndexConfig.resolve(**requested).to_json(),
             "embedding": {"name": embedding_name(self.vectors.embedding), "dim": None},
             "vectors": {"kind": self.vectors.kind, "collection": self.collection_name},
+            "vector_ids": VECTOR_ID_SCHEME,
         }
         self.store.set_meta(manifest)
         return manifest
@@ -345,10 +348,10 @@ class IndexEngine:
         if not self.vectors.can_get:
             return
         heads = self.store.heads()
-        sample = [sid for sid, h in sorted(heads.items()) if h.state == "complete" and h.n_chunks][:5]
+        sample = [(sid, h) for sid, h in sorted(heads.items()) if h.state == "complete" and h.n_chunks][:5]
         if not sample:
             return
-        ids = [vector_id(chunk_id(sid, 0)) for sid in sample]
+        ids = [v for sid, h in sample for v in vector_ids(manifest, sid, h.content_hash, 0, 1)]
         found = self.wrap(lambda: self.vectors.present(ids), "read vectors")
         foreign = [m.get("swrag_index") for m in found.values() if m.get("swrag_index") != manifest["index_id"]]
         if foreign:
@@ -838,24 +841,27 @@ class IndexEngine:
                       generation: int | None = None) -> list[tuple[str, float | None]]:
         """:meth:`dense_ids` for a query vector and a checked ``k``: ``(chunk_id, cosine
         similarity clipped to [0, 1])``, the similarity ``None`` under MMR (the store
-        reports none); ``generation``: the search's snapshot (:meth:`read_generation`)."""
+        reports none); ``generation``: the search's snapshot (:meth:`read_generation`).
+        Fetches more while vectors it does not serve (filtered out, or of another version:
+        :meth:`_served`) leave fewer than ``k``."""
         size = self.sizes(generation)[0]
         n = k
         while True:
             if search_type == "mmr":
                 pairs = [(d, None) for d in self.wrap(
-                    lambda: self.vectors.search(qvec, n, mmr=True, fetch_k=fetch_k or min(max(4 * n, 20), size),
+                    lambda: self.vectors.search(qvec, n, mmr=True, fetch_k=fetch_k or max(n, min(max(4 * n, 20), size)),
                                                 lambda_mult=lambda_mult, native=native), "search the vectors")]
             else:
                 pairs = self.wrap(lambda: self.vectors.search_scored(qvec, n, native=native), "search the vectors")
             out = [(cid, score) for cid, (_, score) in zip(self._served([d for d, _ in pairs]), pairs)
                    if cid is not None]
+            unserved = len(pairs) - len(out)  # vectors no current record references
             if matcher is not None and out:
                 out = [hit for hit, ok in zip(out, matcher.passes([parse_chunk_id(c).source_id for c, _ in out]))
                        if ok]
-            if matcher is None or len(out) >= k or len(pairs) < n or n >= size:
+            if (matcher is None and not unserved) or len(out) >= k or len(pairs) < n or n >= size + unserved:
                 return out[:k]
-            n = min(4 * n, size)
+            n = min(4 * n, size + unserved)
 
     def relevances(self, qvec: Sequence[float], chunk_ids: Sequence[str], *,
                    records: dict[str, Any] | None = None) -> dict[str, float]:
@@ -875,7 +881,14 @@ class IndexEngine:
         vectors: dict[str, Any] = {}
         stored = getattr(self.vectors, "stored_vectors", None)
         if callable(stored):
-            vid = {vector_id(c): c for c in ids}
+            vid = {}
+            for c in ids:
+                parsed, rec = parse_chunk_id(c), None
+                if parsed is not None:
+                    rec = records.get(parsed.source_id)
+                if rec is not None:  # the id this version's record references (vector_ids: scheme-aware)
+                    vid[vector_ids(self.manifest, parsed.source_id, rec.content_hash, parsed.index,
+                                   parsed.index + 1)[0]] = c
             for v, (vec, meta) in self.wrap(lambda: stored(list(vid)), "read the stored vectors").items():
                 cid = vid.get(v)
                 rec = records.get(str((meta or {}).get("source_id")))

@@ -4,7 +4,9 @@
 with the store's own embedding, must find themselves (or a chunk with the same text)
 among their nearest neighbours. It catches a vector collection that lost its search
 structure while still counting its vectors (e.g. Chroma with its HNSW files deleted
-answers every query with nothing). :func:`index_status` gathers counts, states and
+answers every query with nothing). :func:`garbage_vectors` finds vectors no source
+record references (a late write of a writer that lost its lease lands its vectors
+under ids of its own version, :func:`~.ids.vector_ids`). :func:`index_status` gathers counts, states and
 probes into an :class:`IndexStatus` for ``swrag status``.
 """
 
@@ -14,13 +16,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from swrag_integrations.engine.ids import chunk_id, vector_id
-from swrag_integrations.langchain.vectorstore import doc_vector_id
+from swrag_integrations.engine.ids import vector_ids
+from swrag_integrations.langchain.vectorstore import doc_vector_ids
 
 if TYPE_CHECKING:
     from swrag_integrations.engine.protocols import EngineState
 
-__all__ = ["IndexStatus", "index_status", "probe_vectors", "stale_vectors"]
+__all__ = ["IndexStatus", "index_status", "probe_vectors", "stale_vectors", "garbage_vectors"]
 
 PROBES = 8
 
@@ -48,8 +50,8 @@ def probe_vectors(index: "EngineState", n: int = PROBES) -> str | None:
     found = 0
     for (sid, i), text, vec in zip(sample, texts, vectors):
         docs = index.vectors.search(vec, 5)
-        want = vector_id(chunk_id(sid, i))
-        if any(doc_vector_id(d) == want or d.page_content == text for d in docs):
+        [want] = vector_ids(index.manifest, sid, records[sid].content_hash, i, i + 1)
+        if any(want in doc_vector_ids(d) or d.page_content == text for d in docs):
             found += 1
     if found * 2 <= len(sample):  # allow near-duplicates crowding some out; not most
         return (f"only {found} of {len(sample)} sampled chunks find themselves in the vector store "
@@ -67,14 +69,37 @@ def stale_vectors(index: "EngineState", n: int = PROBES) -> str | None:
     if not sample:
         return None
     heads = index.store.heads(sorted({sid for sid, _ in sample}))
-    found = index.vectors.present([vector_id(chunk_id(sid, i)) for sid, i in sample])
-    stale = sorted({sid for sid, i in sample
-                    if (meta := found.get(vector_id(chunk_id(sid, i)))) is not None and sid in heads
-                    and meta.get("content_hash") != heads[sid].content_hash})
+    ids = {(sid, i): vector_ids(index.manifest, sid, heads[sid].content_hash, i, i + 1)[0]
+           for sid, i in sample if sid in heads}
+    found = index.vectors.present(list(ids.values()))
+    stale = sorted({sid for (sid, _), vid in ids.items()
+                    if (meta := found.get(vid)) is not None and meta.get("content_hash") != heads[sid].content_hash})
     if stale:
         return (f"{len(stale)} sampled source(s) have vectors of another version of their text (e.g. {stale[0]}); "
                 f"`swrag repair --deep` writes them again")
     return None
+
+
+def garbage_vectors(index: "EngineState", *, force: bool = False) -> list[str]:
+    """The vector ids the store holds that no source record references (sorted): the
+    vectors of a version a writer wrote after losing its lease, or of an old version an
+    interrupted write left. Looked for only when the store holds more vectors than the
+    records reference (``force``: always) and can list its ids (``held_ids``); else
+    ``[]``. A pending or deleting record references every id of its ``id_span``."""
+    held_ids = getattr(index.vectors, "held_ids", None)
+    if held_ids is None:
+        return []
+    heads = index.store.heads()
+    spans = {sid: (h.n_chunks if h.state == "complete" else max(h.n_chunks, h.id_span)) for sid, h in heads.items()}
+    if not force:
+        held = index.vectors.count()
+        if held is None or held <= sum(spans.values()):
+            return []
+    listed = held_ids()
+    if listed is None:
+        return []
+    referenced = {v for sid, h in heads.items() for v in vector_ids(index.manifest, sid, h.content_hash, 0, spans[sid])}
+    return sorted(set(listed) - referenced)
 
 
 @dataclass
@@ -152,6 +177,10 @@ def index_status(index: "EngineState", *, deep: bool = False, probe: bool = True
         if status.vectors < status.chunks:
             status.vector_problems.append(f"{status.chunks - status.vectors} vector(s) missing "
                                           f"({status.vectors} held for {status.chunks} chunks)")
+    garbage = garbage_vectors(index, force=deep)
+    if garbage:
+        status.vector_problems.append(f"{len(garbage)} vector(s) no source references (written by a writer that lost "
+                                      "its lease, or left by an interrupted write); `swrag repair` deletes them")
     if not deep:  # stored vectors' content hashes: no embedding model needed
         problem = stale_vectors(index)
         if problem:
@@ -199,7 +228,7 @@ def missing_vectors(index: "EngineState", sids: Sequence[str], *, force: bool = 
         head = heads.get(sid)
         if head is None or head.state != "complete":
             continue
-        ids = [vector_id(chunk_id(sid, i)) for i in range(head.n_chunks)]
+        ids = vector_ids(index.manifest, sid, head.content_hash, 0, head.n_chunks)
         found = index.vectors.present(ids)
         if len(found) < len(ids) or any(m.get("content_hash") != head.content_hash for m in found.values()):
             missing.append(sid)

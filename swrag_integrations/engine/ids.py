@@ -12,7 +12,13 @@ One definition each, used everywhere:
 * :func:`chunk_id` / :func:`parse_chunk_id` -- ``"<source_id>:s:<i>"`` for small
   chunk ``i`` (``"<source_id>:m:<j>"`` for the derived medium chunk ``j``);
 * :func:`vector_id` -- the id a chunk's vector has in the vector store: a UUID derived
-  from the chunk id, because some stores (Qdrant) accept only UUIDs or integers.
+  from the chunk id and the version (content hash) of the source's text it was cut
+  from, because some stores (Qdrant) accept only UUIDs or integers;
+* :func:`vector_ids` -- the vector ids a source record references, under the id scheme
+  its index's manifest records (:func:`vector_id_scheme`): ``"v2"`` (with the
+  version: a writer that resumes after another one wrote a newer version lands its
+  vectors under ids no record references, never in the newer version's place) or
+  ``"legacy"`` (indexes written before ``"v2"``: the chunk id alone).
 
 Framework-free: a "document" is anything with ``id``, ``metadata`` and
 ``page_content`` attributes (a LangChain ``Document`` is one).
@@ -22,14 +28,18 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 __all__ = ["source_key", "source_id_for", "source_id_of_id", "origin_key", "member_id", "parse_member_id", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
-           "content_hash"]
+           "vector_ids", "vector_id_scheme", "VECTOR_ID_SCHEME", "content_hash"]
 
 # A fixed namespace: the same chunk id gives the same vector id in every process.
 _VECTOR_NAMESPACE = uuid.UUID("6f2b1f5e-0c7d-4d8e-9a51-5a1e6f0d2c31")
 LEVELS = {"s": "small", "m": "medium"}
+# The vector id scheme new indexes record in their manifest (key ``vector_ids``); a
+# manifest without the key was written with the legacy scheme (chunk id alone).
+VECTOR_ID_SCHEME = "v2"
+_SCHEMES = ("legacy", VECTOR_ID_SCHEME)
 
 
 def source_key(doc: Any) -> str:
@@ -174,9 +184,27 @@ def parse_chunk_id(value: Any) -> ChunkId | None:
     return ChunkId(sid, level, int(num))
 
 
-def vector_id(chunk: str) -> str:
-    """The vector-store id of a chunk: ``uuid5`` of its chunk id (valid in every store)."""
-    return str(uuid.uuid5(_VECTOR_NAMESPACE, chunk))
+def vector_id(chunk: str, version: str | None = None) -> str:
+    """The vector-store id of a chunk: ``uuid5`` of its chunk id and, when given, the
+    version (content hash) of its source's text (valid in every store)."""
+    return str(uuid.uuid5(_VECTOR_NAMESPACE, chunk if version is None else f"{chunk}@{version}"))
+
+
+def vector_id_scheme(manifest: Mapping[str, Any]) -> str:
+    """The vector id scheme an index manifest records (``"legacy"`` when it records none)."""
+    scheme = manifest.get("vector_ids") or "legacy"
+    if scheme not in _SCHEMES:
+        raise ValueError(f"the index manifest records vector_ids={scheme!r}; this version knows {_SCHEMES}: "
+                         "upgrade swrag-integrations or index the files again into a new directory")
+    return scheme
+
+
+def vector_ids(manifest: Mapping[str, Any], source_id: str, content_hash: str, start: int, stop: int) -> list[str]:
+    """The vector ids of chunks ``start..stop-1`` of the version ``content_hash`` of a
+    source, in the index whose manifest is ``manifest``: the ids that version's record
+    references (only those: linear in the range)."""
+    version = content_hash if vector_id_scheme(manifest) == VECTOR_ID_SCHEME else None
+    return [vector_id(chunk_id(source_id, i), version) for i in range(start, stop)]
 
 
 def _sha1(text: str) -> str:

@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from swrag_integrations.engine.ids import chunk_id, vector_id
+from swrag_integrations.engine.ids import VECTOR_ID_SCHEME, chunk_id, vector_ids
 from swrag_integrations.engine.records import SourceRecord
 
 __all__ = ["migrate_if_needed"]
@@ -92,6 +92,9 @@ def _upgrade(root: Path, name: str, old_name: str, client: Any, con: sqlite3.Con
         client.delete_collection(name)  # a partial new collection from an interrupted upgrade
     new = client.create_collection(name, configuration={"hnsw": {"space": "cosine"}},
                                    metadata={"swrag_role": "vectors"}, embedding_function=None)
+    manifest = {"format": 3, "index_id": index_id, "config": config_json,
+                "embedding": {"name": "migrated from format 2", "dim": None},
+                "vectors": {"kind": "Chroma", "collection": name}, "vector_ids": VECTOR_ID_SCHEME}
     dim, copied, offset = None, 0, 0
     while True:
         got = old.get(include=["embeddings", "metadatas"], limit=1000, offset=offset)
@@ -105,7 +108,7 @@ def _upgrade(root: Path, name: str, old_name: str, client: Any, con: sqlite3.Con
             if rec is None or not 0 <= i < rec.n_chunks:
                 continue
             dim = len(vec)
-            ids.append(vector_id(chunk_id(rec.source_id, i)))
+            ids.extend(vector_ids(manifest, rec.source_id, rec.content_hash, i, i + 1))
             vecs.append(vec)
             docs.append(rec.chunk_text(i))
             metas.append({**rec.index_metadata, "source_id": rec.source_id, "chunk_index": i,
@@ -115,9 +118,7 @@ def _upgrade(root: Path, name: str, old_name: str, client: Any, con: sqlite3.Con
         if ids:
             new.upsert(ids=ids, embeddings=vecs, documents=docs, metadatas=metas)
             copied += len(ids)
-    manifest = {"format": 3, "index_id": index_id, "config": config_json,
-                "embedding": {"name": "migrated from format 2", "dim": dim},
-                "vectors": {"kind": "Chroma", "collection": name}}
+    manifest["embedding"]["dim"] = dim
     from swrag_integrations.stores.sources import SqliteSourceStore
 
     con.execute("BEGIN IMMEDIATE")

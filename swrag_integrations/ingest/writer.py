@@ -2,9 +2,11 @@
 
 The order of writes makes every crash recoverable and nothing half-written servable:
 
-1. the source's record goes to the source store as ``pending`` (text, offsets; its
-   ``id_span`` remembers every chunk id whose vector may exist);
-2. the vectors of its previous version are deleted and the new ones added;
+1. the previous version's record, if any, is marked ``pending`` and its vectors are
+   deleted (their ids carry that version, :func:`~.ids.vector_ids`);
+2. the source's record goes to the source store as ``pending`` (text, offsets; its
+   ``id_span`` remembers every chunk id whose vector may exist) and its vectors are
+   added;
 3. it is marked ``complete`` (``id_span`` shrinks to its chunk count);
 4. BM25 replays the store's change log and its snapshot is saved.
 
@@ -17,7 +19,10 @@ Every write is fenced: the source store refuses writes of a writer whose lease w
 taken over (:class:`~.sources.LeaseLostError`), and right before every vector write
 (after the batch's vectors are computed, so a stall while embedding is caught) the
 writer checks its lease again; the lease renews itself while the lock is held, so
-cutting a large document does not let it expire.
+cutting a large document does not let it expire. A writer that stalls between its last
+check and its vector write (a suspended process) still writes afterwards, but under the
+ids of its own version, which no record references: nothing serves them, and
+:func:`~.health.index_status` reports them and :func:`repair` deletes them.
 
 There is one write path: :func:`write_planned` takes records already cut by
 :func:`~.records.plan_source` (here, in worker processes or in Ray tasks), each with its
@@ -33,8 +38,8 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Sized
 
-from swrag_integrations.engine.ids import batch_source_ids, chunk_id, member_id, vector_id
-from swrag_integrations.engine.health import missing_vectors
+from swrag_integrations.engine.ids import batch_source_ids, chunk_id, member_id, vector_ids
+from swrag_integrations.engine.health import garbage_vectors, missing_vectors
 from swrag_integrations.engine.protocols import as_engine
 from swrag_integrations.engine.records import SourceRecord, SourceSegment, join_offset_chunks, metadata_change, plan_source
 
@@ -91,11 +96,6 @@ def chunk_documents(rec: SourceRecord, index_id: str, start: int = 0, stop: int 
     return out
 
 
-def _vector_ids(sid: str, start: int, stop: int) -> list[str]:
-    """The vector ids of chunks ``start..stop-1`` of a source (only those: linear in the range)."""
-    return [vector_id(chunk_id(sid, i)) for i in range(start, stop)]
-
-
 def _fence(index: "EngineState") -> None:
     """Before a vector write: raise :class:`~.sources.LeaseLostError` if this writer no
     longer holds the index's lease (its store's ``check_writer``; a store without one
@@ -149,12 +149,18 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
             if bar is None:
                 bar = tqdm(total=total() if callable(total) else total, desc=desc, unit="chunk",
                            disable=not index.show_progress)
+            # the versions these records replace (as the store holds them now): marked pending,
+            # so a crash before the new record is put completes them again, and their vectors
+            # deleted while their content hash (part of their vector ids) is known
+            olds = index.store.heads([rec.source_id for rec, had, _ in batch if had])
+            if olds:
+                index.store.set_state(list(olds), "pending")
+                _fence(index)
+                index.vectors.delete([v for sid, h in olds.items()
+                                      for v in vector_ids(index.manifest, sid, h.content_hash, 0, h.id_span)])
             for rec, _, _ in batch:
                 rec.state = "pending"
             index.store.put([rec for rec, _, _ in batch])
-            stale = [v for rec, had, _ in batch if had for v in _vector_ids(rec.source_id, 0, rec.id_span)]
-            _fence(index)
-            index.vectors.delete(stale)
             for pieces in _slices(batch, index.batch_size):
                 n = sum(hi - lo for _, lo, hi, _ in pieces)
                 if left <= lookahead:
@@ -169,7 +175,8 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
                     pre.prime(texts, _rows(pre.base, pieces, texts))
                 try:
                     _fence(index)
-                    index.vectors.add(docs, [v for rec, lo, hi, _ in pieces for v in _vector_ids(rec.source_id, lo, hi)])
+                    index.vectors.add(docs, [v for rec, lo, hi, _ in pieces
+                                             for v in vector_ids(index.manifest, rec.source_id, rec.content_hash, lo, hi)])
                 except BaseException:
                     if primed:
                         pre.forget()
@@ -294,7 +301,8 @@ def _remove(index: "EngineState", sids: Sequence[str]) -> int:
         return 0
     index.store.set_state(list(heads), "deleting")
     _fence(index)
-    index.vectors.delete([v for sid, h in heads.items() for v in _vector_ids(sid, 0, h.id_span)])
+    index.vectors.delete([v for sid, h in heads.items()
+                          for v in vector_ids(index.manifest, sid, h.content_hash, 0, h.id_span)])
     index.store.remove(list(heads))
     return len(heads)
 
@@ -605,13 +613,19 @@ def remove_sources(index: "EngineState", sids: Sequence[str]) -> int:
 def repair(index: "EngineState", *, deep: bool = False) -> IndexReport:
     """Make every derived part agree with the source store again (lock held): whatever
     :func:`~.health.index_status` reports, ``deep`` or not (``deep`` also checks every
-    source's vectors when nothing was reported)."""
+    source's vectors when nothing was reported, and lists every vector id for ones no
+    record references). Vectors no record references are deleted first."""
     from swrag_integrations.engine.health import probe_vectors, stale_vectors
 
     index = as_engine(index)
     report = IndexReport()
     with index.writing():
         report.repaired, report.removed = recover(index)
+        garbage = garbage_vectors(index, force=deep)
+        if garbage:
+            _fence(index)
+            index.vectors.delete(garbage)
+            report.notes.append(f"{len(garbage)} vector(s) no source referenced: deleted")
         complete = sorted(s for s, h in index.store.heads().items() if h.state == "complete")
         if complete:
             index.record_embedding()

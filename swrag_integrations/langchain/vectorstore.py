@@ -6,8 +6,8 @@ one LangChain ``Document`` in the store: its exact text as ``page_content`` (so 
 store is a normal LangChain store: ``similarity_search`` returns real chunks), and the
 metadata ``source_id``, ``chunk_index``, ``start_index``, ``end_index``,
 ``content_hash``, ``chunk_id``, ``swrag_index`` plus the source's own scalar metadata.
-Its id in the store is :func:`~.ids.vector_id` of the chunk id (a UUID, accepted by
-every store). The store embeds the texts itself, with its own embedding.
+Its id in the store is one of :func:`~.ids.vector_ids` (a UUID, accepted by every
+store). The store embeds the texts itself, with its own embedding.
 
 Per-store capabilities (tested: embedded Chroma, Chroma server, ``InMemoryVectorStore``,
 FAISS, Qdrant local mode):
@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 from swrag_integrations.embeddings.base import EmbeddingsBase
 
 __all__ = ["VectorBackend", "default_chroma", "VectorStoreError", "IndexTextEmbeddings", "PrecomputedEmbeddings",
-           "doc_vector_id", "precomputed_of", "stale_chroma"]
+           "doc_vector_ids", "precomputed_of", "stale_chroma"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,17 +42,23 @@ class VectorStoreError(RuntimeError):
     """The vector store cannot do what the index needs (the message says what and why)."""
 
 
-def doc_vector_id(doc: Any) -> str | None:
-    """The vector id of a chunk document a store returned (stores differ: some set
-    ``Document.id``, Qdrant puts it in ``metadata["_id"]``); derived from the chunk id
-    stored in the metadata when present."""
+def doc_vector_ids(doc: Any) -> list[str]:
+    """The ids a chunk document a store returned may have in that store: its own id
+    (stores differ: some set ``Document.id``, Qdrant puts it in ``metadata["_id"]``)
+    and those derived from the chunk id and content hash in its metadata under each
+    id scheme (:func:`~swrag_integrations.engine.ids.vector_ids`; a document does not say which its index uses)."""
     from swrag_integrations.engine.ids import vector_id
 
     meta = doc.metadata or {}
+    out = []
     if meta.get("chunk_id"):
-        return vector_id(str(meta["chunk_id"]))
+        if meta.get("content_hash"):
+            out.append(vector_id(str(meta["chunk_id"]), str(meta["content_hash"])))
+        out.append(vector_id(str(meta["chunk_id"])))
     value = doc.id if doc.id is not None else meta.get("_id", meta.get("id"))
-    return None if value is None else str(value)
+    if value is not None:
+        out.append(str(value))
+    return out
 
 
 def _overrides(obj: Any, name: str) -> bool:
@@ -167,8 +173,9 @@ class VectorBackend:
         out: dict[str, dict[str, Any]] = {}
         ids = list(ids)
         for b in range(0, len(ids), 500):
+            asked = set(ids[b:b + 500])
             for doc in self.store.get_by_ids(ids[b:b + 500]):
-                vid = doc_vector_id(doc)
+                vid = next((v for v in doc_vector_ids(doc) if v in asked), None)
                 if vid is not None:
                     out[vid] = dict(doc.metadata or {})
         return out
@@ -186,6 +193,18 @@ class VectorBackend:
             for vid, vec, meta in zip(got["ids"], got["embeddings"], got["metadatas"]):
                 out[str(vid)] = (list(map(float, vec)), dict(meta or {}))
         return out
+
+    def held_ids(self) -> list[str] | None:
+        """Every vector id the store holds, where the store can list them (Chroma,
+        ``InMemoryVectorStore``, FAISS), else ``None``."""
+        store = self.store
+        if hasattr(store, "_collection") and hasattr(store._collection, "get"):  # Chroma
+            return [str(v) for v in store._collection.get(include=[])["ids"]]
+        if type(store).__name__ == "InMemoryVectorStore":
+            return [str(v) for v in store.store]
+        if hasattr(store, "index_to_docstore_id"):  # FAISS
+            return [str(v) for v in store.index_to_docstore_id.values()]
+        return None
 
     def count(self) -> int | None:
         """Vectors in the store, where the store can tell (else ``None``)."""

@@ -68,6 +68,9 @@ def open_client(root: Path | None, *, host: str | None = None, port: int | None 
         raise ValueError("give a persist_directory, a host or a client for the Chroma vectors")
     from filelock import FileLock, Timeout
 
+    # chromadb keeps one client per path *string* for the process: a relative path opened
+    # from two working folders would reach the first folder's database from the second
+    root = Path(root).resolve()
     # Chroma creates its SQLite schema on first open without a lock of its own: two
     # processes opening a new folder at once raced ("table collections already exists")
     try:
@@ -238,6 +241,10 @@ class ChromaStorage:
 
     def count(self) -> int | None:
         return int(self.collection.count())
+
+    def held_ids(self) -> list[str] | None:
+        """Every vector id the collection holds."""
+        return [str(v) for v in self.collection.get(include=[])["ids"]]
 
     def _query(self, vector: Sequence[float], n: int, native: dict[str, Any] | None,
                include: list[str]) -> dict[str, Any]:

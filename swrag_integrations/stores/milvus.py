@@ -556,9 +556,15 @@ class MilvusStorage:
         """Nothing to do: Milvus Lite serves this process alone, and a server answers
         every request from its current data (Strong consistency)."""
 
-    def rows(self, batch_size: int = 1000) -> list[dict[str, Any]]:
-        """Every stored row (``id``, ``text``, ``keyword_text``, ``metadata``, ``vector``),
-        read through a query iterator (a server caps offset paging at 16,384 rows)."""
+    def held_ids(self) -> list[str] | None:
+        """Every vector id the collection holds."""
+        return [str(r["id"]) for r in self.rows(fields=["id"])]
+
+    def rows(self, batch_size: int = 1000,
+             fields: Sequence[str] = ("text", "keyword_text", "metadata", "vector")) -> list[dict[str, Any]]:
+        """Every stored row (``id`` and ``fields``; by default ``text``, ``keyword_text``,
+        ``metadata``, ``vector``), read through a query iterator (a server caps offset
+        paging at 16,384 rows)."""
         if not self._ready():
             return []
         out: list[dict[str, Any]] = []
@@ -566,7 +572,7 @@ class MilvusStorage:
         # the iterator falls back to a client-side timestamp (and warns); both are noise here
         with _quiet("grpc._server", "pymilvus.client.iterator.query_iterator"):
             it = self.client.query_iterator(self.collection_name, batch_size=batch_size, filter="",
-                                            output_fields=["text", "keyword_text", "metadata", "vector"])
+                                            output_fields=list(fields))
             try:
                 while True:
                     batch = it.next()

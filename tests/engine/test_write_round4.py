@@ -105,7 +105,7 @@ def test_plain_repair_fixes_the_stale_vectors_status_reports(tmp_path):
     """Issue 42 item 3: vectors of an old version under the current ids (what a stalled writer
     leaves) were reported by status() but left by repair(); only repair(deep=True) fixed them."""
     from swrag_integrations.engine.records import plan_source
-    from swrag_integrations.engine.ids import chunk_id, vector_id
+    from swrag_integrations.engine.ids import vector_ids
     from swrag_integrations.ingest.writer import chunk_documents
 
     idx = SlidingWindowIndex(tmp_path / "idx", embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
@@ -114,7 +114,8 @@ def test_plain_repair_fixes_the_stale_vectors_status_reports(tmp_path):
     [sid] = idx.add_documents([v2])
     old = plan_source(v1, idx.config, sid)
     n = min(old.n_chunks, idx.store.heads()[sid].n_chunks)
-    idx.vectors.add(chunk_documents(old, idx.index_id, 0, n), [vector_id(chunk_id(sid, i)) for i in range(n)])
+    current = vector_ids(idx.manifest, sid, idx.store.heads()[sid].content_hash, 0, n)  # v1's vectors under v2's ids
+    idx.vectors.add(chunk_documents(old, idx.index_id, 0, n), current)
     assert not idx.status().healthy
     report = idx.repair()
     assert report.repaired == 1 and idx.status().healthy

@@ -308,16 +308,16 @@ def test_a_long_lived_reader_sees_the_replaced_text(tmp_path):
 def test_writing_one_document_computes_each_vector_id_once(tmp_path, monkeypatch):
     """Vector ids of a batch are computed for that batch only (they were recomputed from
     chunk 0 for every batch: quadratic in the chunks of one document)."""
-    import swrag_integrations.ingest.writer as writer
+    import swrag_integrations.engine.ids as ids
 
     calls = [0]
-    real = writer.vector_id
+    real = ids.vector_id
 
-    def counting(chunk):
+    def counting(chunk, version=None):
         calls[0] += 1
-        return real(chunk)
+        return real(chunk, version)
 
-    monkeypatch.setattr(writer, "vector_id", counting)
+    monkeypatch.setattr(ids, "vector_id", counting)
     idx = mk(tmp_path, batch_size=16)
     text = " ".join(f"word{i % 97}" for i in range(6000))
     n = idx.index_documents([doc(text)])["chunks"]
@@ -381,7 +381,7 @@ def test_lazy_rows_look_only_at_the_parts_a_slice_needs():
 def test_status_finds_vectors_of_another_version_under_current_ids(tmp_path):
     """What an unfenced stale writer left (v1's vectors under v2's chunk ids) was reported
     healthy by `swrag status` (only --deep looked); now a sample is checked."""
-    from swrag_integrations.engine.ids import chunk_id, vector_id
+    from swrag_integrations.engine.ids import vector_ids
     from swrag_integrations.ingest.writer import chunk_documents
 
     idx = mk(tmp_path)
@@ -389,7 +389,8 @@ def test_status_finds_vectors_of_another_version_under_current_ids(tmp_path):
     assert idx.status().healthy
     old = plan_source(doc(V1), idx.config)
     n = min(old.n_chunks, idx.store.heads()[SID].n_chunks)
-    idx.vectors.add(chunk_documents(old, idx.index_id, 0, n), [vector_id(chunk_id(SID, i)) for i in range(n)])
+    current = vector_ids(idx.manifest, SID, idx.store.heads()[SID].content_hash, 0, n)  # v1's vectors under v2's ids
+    idx.vectors.add(chunk_documents(old, idx.index_id, 0, n), current)
     status = idx.status()
     assert not status.healthy and any("another version" in p for p in status.vector_problems)
     idx.repair(deep=True)

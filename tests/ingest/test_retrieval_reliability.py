@@ -206,11 +206,11 @@ def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path, stor
     idx.store.put([rec])
     # ... and after its vectors (the keyword search of a store holding them must not serve them either)
     from swrag_integrations.stores.storage import PlainDocument
-    from swrag_integrations.engine.ids import vector_id
+    from swrag_integrations.engine.ids import vector_ids as ids_of
 
     m = idx.config.medium_size
     idx.vectors.add([PlainDocument(rec.chunk_text(i), dict(rec.chunk_metadata(i, m), swrag_index=idx.index_id))
-                     for i in range(rec.n_chunks)], [vector_id(c) for c in rec.chunk_ids()])
+                     for i in range(rec.n_chunks)], ids_of(idx.manifest, rec.source_id, rec.content_hash, 0, rec.n_chunks))
     reader = mk(tmp_path, store)
     assert [i["state"] for i in reader.status().incomplete] == ["pending"]
     assert reader.bm25_retriever(3).invoke("pelicans sardines") == []

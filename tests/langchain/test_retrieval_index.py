@@ -12,12 +12,13 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake import FakeListLLM
 
-from stores import STORES, store_kwargs, vector_ids
+from stores import STORES, referenced_vector_ids, store_kwargs, vector_ids
 from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.engine.assemble import count_tokens
 from swrag_integrations.ingest.files import load_files
-from swrag_integrations.engine.ids import source_id_for, vector_id
+from swrag_integrations.engine.ids import source_id_for
+from swrag_integrations.engine.ids import vector_ids as ids_of
 
 EN = " ".join(
     f"Paragraph {i}: the harbour town of Port{i} exports {['wool', 'tea', 'salt', 'copper'][i % 4]} "
@@ -65,7 +66,7 @@ def test_chunks_and_window_metadata(index):
     assert len(got["ids"]) == index.count("small") == index.count(None) == index.vectorstore._collection.count()
     # the vector store is a normal LangChain store: each small chunk's exact text + offsets, under a UUID id
     raw = index.vectorstore._collection.get(include=["documents", "metadatas"])
-    assert sorted(raw["ids"]) == sorted(vector_id(i) for i in got["ids"])
+    assert sorted(raw["ids"]) == referenced_vector_ids(index)
     by_chunk = {m["chunk_id"]: (d, m) for d, m in zip(raw["documents"], raw["metadatas"])}
     for cid, text in zip(got["ids"], got["documents"]):
         doc, meta = by_chunk[cid]
@@ -112,8 +113,7 @@ def test_idempotent_re_add_and_changed_document(any_index):
     sid = source_id_for(shorter)
     n = len(index.chunk_metadata(sid))
     assert n < n_before
-    expected = sorted(vector_id(f"{s}:s:{i}") for s in index.source_ids() for i in range(len(index.chunk_metadata(s))))
-    assert vector_ids(index) == expected  # no stale vectors left
+    assert vector_ids(index) == referenced_vector_ids(index)  # no stale vectors left
     assert index.source_text(sid) == shorter.page_content
     assert len(index.keyword) == index.count("small")
     hits = index.bm25_retriever(3).invoke("NEWWORD")
@@ -391,7 +391,8 @@ def test_progress_bars_know_their_totals(tmp_path, monkeypatch):
     assert bars == [("Embedding chunks", n_en, n_en)]
     zh = source_id_for(DOCS[1])
     n_zh = len(idx.chunk_metadata(zh))
-    idx.vectorstore.delete(ids=[vector_id(f"{zh}:s:{n_zh - 1}")])  # one of zh.txt's vectors lost
+    lost = ids_of(idx.manifest, zh, idx.store.heads()[zh].content_hash, n_zh - 1, n_zh)
+    idx.vectorstore.delete(ids=lost)  # one of zh.txt's vectors lost
     bars.clear()
     idx.repair(deep=True)  # writes zh.txt's vectors again
     assert bars == [("Writing missing vectors", n_zh, n_zh)]

@@ -25,7 +25,7 @@ def test_readme_fits_two_screens_with_python_early():
     first = next(number for number, line in enumerate(lines, 1) if line.startswith("```python"))
     assert first <= 60, f"the first Python block starts at line {first}"
     code = blocks()
-    assert [any("swrag_integrations.retrieval" in c for c in code),
+    assert [any("swrag_integrations.langchain" in c for c in code),
             any("swrag_integrations.llama_index" in c for c in code)] == [True, True], code
 
 

@@ -188,12 +188,13 @@ def test_keyword_search_runs_in_the_store_for_chinese_and_english(tmp_path, stor
 def test_the_store_keyword_search_serves_no_vector_of_another_version(tmp_path, store):
     """A vector whose content hash is not its source's current one (left by a writer that
     died while replacing the source) is never served, though the store's BM25 finds it."""
-    from swrag_integrations.engine.ids import vector_id
+    from swrag_integrations.engine.ids import vector_ids as ids_of
 
     engine = open_engine(tmp_path)
     sid = engine.index_texts(["The red lighthouse stands on the cliff."])[0]
-    meta = dict(engine.vectors.present([vector_id(f"{sid}:s:0")])[vector_id(f"{sid}:s:0")], content_hash="older")
-    engine.vectors.add([PlainDocument("Zebras graze near the quarry.", meta)], [vector_id(f"{sid}:s:9")])
+    [first] = ids_of(engine.manifest, sid, engine.store.heads()[sid].content_hash, 0, 1)
+    meta = dict(engine.vectors.present([first])[first], content_hash="older")
+    engine.vectors.add([PlainDocument("Zebras graze near the quarry.", meta)], ids_of(engine.manifest, sid, "older", 9, 10))
     assert [d.metadata["content_hash"] for d, _ in engine.vectors.keyword_search("zebras", 5)] == ["older"]
     assert engine.bm25_search("zebras", 5) == [] and engine.search_children("zebras", 5, weights=(1, 0)) == []
     assert engine.bm25_search("lighthouse", 5)[0][0] == f"{sid}:s:0"

@@ -326,3 +326,22 @@ def test_an_installed_milvus_lite_that_fails_to_import_is_reported_with_its_caus
     monkeypatch.setitem(sys.modules, "milvus_lite", None)
     with pytest.raises(ModuleNotFoundError, match=r"needs milvus-lite: pip install 'swrag-integrations\[milvus\]'"):
         IndexEngine.open(tmp_path / "c", embedding=TrigramEmbedder(), storage="milvus", show_progress=False)
+
+
+def test_a_relative_index_path_opened_from_two_folders_is_two_indexes(tmp_path, monkeypatch):
+    """chromadb caches one client per path string: a relative ``./idx`` opened from folder B
+    after folder A must not reach A's database (it raised IndexMismatchError)."""
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from swrag_integrations.langchain import SlidingWindowIndex
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    first = SlidingWindowIndex("./idx", embedding=DeterministicFakeEmbedding(size=16))
+    first.add_documents([Document(page_content="The walrus sleeps on the ice floe.", metadata={"source": "w"})])
+    monkeypatch.chdir(tmp_path / "b")
+    second = SlidingWindowIndex("./idx", embedding=DeterministicFakeEmbedding(size=16))
+    assert second.similarity_search("walrus", k=2) == []
+    assert first.similarity_search("walrus", k=1)

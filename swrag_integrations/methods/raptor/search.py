@@ -4,9 +4,9 @@
   query (RAPTOR's *collapsed tree*; with a 2000-token budget it was the better of the
   two modes in the paper);
 * :func:`hybrid_hits` ranks them as the package's index does: the reciprocal-rank fusion
-  (:func:`~swrag_integrations.retrieval.fusion.rrf`) of that cosine ranking and BM25 over
+  (:func:`~swrag_integrations.engine.fusion.rrf`) of that cosine ranking and BM25 over
   the nodes' texts with the package's tokenizer (jieba for Chinese,
-  :class:`~swrag_integrations.retrieval.bm25.BM25Index`). The bundled MiniLM is an English
+  :class:`~swrag_integrations.keyword.bm25.BM25Index`). The bundled MiniLM is an English
   model: ranked by cosine alone, RAPTOR fell 24 and 43 points below the default retriever
   on the Chinese dev sets' test halves (docs/eval/raptor.md), so ``"hybrid"`` is the
   searcher's default ranking;
