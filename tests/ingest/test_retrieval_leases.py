@@ -21,7 +21,7 @@ from swrag_integrations.engine.ids import source_id_for
 from swrag_integrations.stores.sources import LeaseLostError, LockTimeout
 from test_retrieval_reliability import _run, fake, forget_clients, mk
 
-HERE = Path(__file__).parents[1]
+HERE = Path(__file__).parent  # this room; its parent (tests/) holds the shared helpers
 V1 = "Version one says the lighthouse keeper feeds ravens. " * 12
 V2 = "Version two says the harbour master counts pelicans. " * 12
 SID = source_id_for(Document(page_content="", metadata={"source": "doc.txt"}))
@@ -169,7 +169,7 @@ KV_WRITER = textwrap.dedent("""
     import os, signal, sys, time
     from pathlib import Path
     from langchain_core.embeddings import DeterministicFakeEmbedding
-    sys.path.insert(0, sys.argv[3])
+    sys.path[:0] = [sys.argv[3], os.path.dirname(sys.argv[3])]
     import test_retrieval_leases as t
     import swrag_integrations.ingest.writer as writer
 
@@ -252,7 +252,7 @@ def test_a_slow_cut_keeps_the_lease(tmp_path):
 REPLACER = textwrap.dedent("""
     import os, sys
     from langchain_core.embeddings import DeterministicFakeEmbedding
-    sys.path.insert(0, sys.argv[3])
+    sys.path[:0] = [sys.argv[3], os.path.dirname(sys.argv[3])]
     import test_retrieval_leases as t
     from swrag_integrations.langchain.index import SlidingWindowIndex
 
