@@ -282,7 +282,7 @@ def test_cli_pieces_run_the_workers_path(tmp_path):
 
 KILLED = textwrap.dedent("""
     import os, sys
-    sys.path.insert(0, sys.argv[3])
+    sys.path[:0] = [sys.argv[3], os.path.dirname(sys.argv[3])]
     from test_ingest_parallel import corpus, Killer
     from swrag_integrations.langchain.index import SlidingWindowIndex
 
@@ -332,7 +332,7 @@ def test_a_killed_parallel_run_is_completed_by_the_next_run(tmp_path, victim, af
                SWRAG_KILL_MARK=str(tmp_path / "killed"))
     log_out, log_err = tmp_path / "out.txt", tmp_path / "err.txt"
     with open(log_out, "w") as out_file, open(log_err, "w") as err_file:
-        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), "16", str(Path(__file__).parents[1])],
+        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), "16", str(Path(__file__).resolve().parent)],
                                 stdout=out_file, stderr=err_file, env=env, start_new_session=True)
     try:
         proc.wait(timeout=600)

@@ -264,7 +264,7 @@ def test_a_keyword_directory_beside_another_store_is_rebuilt(tmp_path):
 KILLED = textwrap.dedent("""
     import os, sys
     from langchain_core.embeddings import DeterministicFakeEmbedding
-    sys.path.insert(0, sys.argv[2])
+    sys.path[:0] = [sys.argv[2], os.path.dirname(sys.argv[2])]
     from test_retrieval_bm25_incremental import source_docs
     from swrag_integrations.langchain.index import SlidingWindowIndex
     from swrag_integrations.keyword import tantivy as bm25_tantivy
@@ -298,7 +298,7 @@ def test_a_crash_inside_a_keyword_write_is_recovered(tmp_path, where):
     idx.add_documents(source_docs(5))
     generation = idx.keyword.bm25.generation
     del idx
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), str(Path(__file__).parents[1]), where],
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), str(Path(__file__).resolve().parent), where],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     out, err = proc.communicate(timeout=300)
