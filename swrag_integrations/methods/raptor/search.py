@@ -51,7 +51,8 @@ SEPARATOR = "\n\n"
 
 @dataclass(frozen=True)
 class NodeHit:
-    """A ranked node: its index in the tree and cosine similarity to the query."""
+    """A ranked node: its index in the tree and its score (the cosine similarity to the query,
+    or under the hybrid ranking the fused RRF score)."""
 
     index: int
     score: float
