@@ -7,17 +7,16 @@ Use :func:`add_arguments` + :func:`run_from_args` to mount it as a subcommand, o
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import re
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from swrag_integrations.evaluation.context import DEFAULT_BUDGET
 from swrag_integrations.evaluation.datasets import half_label, load_examples
 from swrag_integrations.evaluation.pipelines import PIPELINES, EvalConfig, installed_strategies
-from swrag_integrations.evaluation.runner import DEFAULT_WINDOWS, _make_steps, load_llm, make_grid, parse_steps, run_eval
+from swrag_integrations.evaluation.langchain_llm import check_llm_spec, load_llm
+from swrag_integrations.evaluation.runner import DEFAULT_WINDOWS, _make_steps, make_grid, parse_steps, run_eval
 
 __all__ = ["add_arguments", "build_parser", "run_from_args", "main", "check_llm_spec", "load_llm_arg"]
 
@@ -176,76 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     return add_arguments(parser)
 
 
-_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-def check_llm_spec(spec: str | None) -> str:
-    """Check the syntax of an ``--llm`` value without importing or running anything.
-
-    Returns:
-        ``"default"``, ``"fake"`` or ``"factory"``.
-
-    Raises:
-        ValueError: not ``default``, ``fake:...`` or ``module:factory``.
-    """
-    spec = spec or "default"
-    if spec == "default":
-        return "default"
-    if spec.startswith("fake:"):
-        return "fake"
-    module, sep, attr = spec.partition(":")
-    if sep and _DOTTED.match(module) and _DOTTED.match(attr):
-        return "factory"
-    raise ValueError(f"--llm {spec!r}: use 'default', 'fake:ANSWER|ANSWER' or 'module:factory' "
-                     "(a dotted module path, a colon and a callable in it, e.g. mypkg.llms:make_llm)")
-
-
-def load_llm_arg(spec: str | None) -> Any:
-    """The LLM named by an ``--llm`` value; every failure is a ``ValueError``/``TypeError`` naming ``--llm``.
-
-    ``module:factory`` imports ``module`` and calls ``factory()`` (it runs that code);
-    the result (or its ``as_langchain()``) must be a LangChain ``Runnable`` such as an
-    LLM or chat model. ``default`` and ``fake:...`` go to :func:`~.runner.load_llm`.
-
-    Raises:
-        ValueError: bad syntax, the module cannot be imported, it has no such
-            attribute, or importing / calling it raised.
-        TypeError: the attribute is not callable or did not return an LLM.
-    """
-    kind = check_llm_spec(spec)
-    if kind != "factory":
-        return load_llm(spec)
-    module_name, _, attr = str(spec).partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ValueError(f"--llm {spec!r}: cannot import module {module_name!r} ({exc})") from exc
-    except Exception as exc:  # the module's own code failed
-        raise ValueError(f"--llm {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") from exc
-    factory: Any = module
-    for part in attr.split("."):
-        try:
-            factory = getattr(factory, part)
-        except AttributeError:
-            raise ValueError(f"--llm {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if not callable(factory):
-        raise TypeError(f"--llm {spec!r}: {attr!r} is a {type(factory).__name__}, not a callable factory")
-    try:
-        llm = factory()
-    except Exception as exc:
-        raise ValueError(f"--llm {spec!r}: {attr}() raised {type(exc).__name__}: {exc}") from exc
-    if hasattr(llm, "as_langchain"):
-        try:
-            llm = llm.as_langchain()
-        except Exception as exc:
-            raise ValueError(f"--llm {spec!r}: as_langchain() of the factory's result raised "
-                             f"{type(exc).__name__}: {exc}") from exc
-    from langchain_core.runnables import Runnable
-
-    if not isinstance(llm, Runnable):
-        raise TypeError(f"--llm {spec!r}: {attr}() returned {type(llm).__name__}, not a LangChain LLM, chat model "
-                        "or Runnable (nor an object with as_langchain())")
-    return llm
+load_llm_arg = load_llm
+"""The LLM of an ``--llm`` value: :func:`swrag_integrations.evaluation.langchain_llm.load_llm`
+(one loader for ``swrag eval``, ``swrag tune``, the runner and RAPTOR's summaries)."""
 
 
 def _register_configs(paths: Sequence[str]) -> list[str]:

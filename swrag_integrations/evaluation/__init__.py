@@ -105,6 +105,9 @@ __all__ = [
 
 
 
+# Every strategy module registers its pipelines when imported (evaluation/strategies.py lists them).
+from swrag_integrations.evaluation import strategies as _strategies  # noqa: E402,F401
+
 # The command line lives in cli/eval.py, which imports this package: its names load on first use.
 _CLI = {"add_arguments": "..cli.eval", "build_parser": "..cli.eval", "main": "..cli.eval", "run_from_args": "..cli.eval"}
 

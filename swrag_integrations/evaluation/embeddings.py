@@ -1,4 +1,7 @@
-"""An on-disk embedding cache keyed by text hash (sqlite), as a LangChain ``Embeddings``.
+"""An on-disk embedding cache keyed by text hash (sqlite): an embedder with
+``embed_documents`` / ``embed_query`` on the package's embedding base class
+(:data:`~swrag_integrations.embeddings.base.EmbeddingsBase`: LangChain's ``Embeddings``
+when LangChain is installed, so the LangChain pipelines take it as it is).
 
 The evaluation grid indexes the same texts many times (every configuration of a
 document, every run that resumes); :class:`CachedEmbeddings` embeds each distinct text
@@ -15,12 +18,13 @@ from pathlib import Path
 
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
+
+from swrag_integrations.embeddings.base import EmbeddingsBase
 
 __all__ = ["CachedEmbeddings", "default_embeddings"]
 
 
-class CachedEmbeddings(Embeddings):
+class CachedEmbeddings(EmbeddingsBase):
     """Wrap ``base`` so each distinct text is embedded once, cached in sqlite.
 
     Args:
@@ -54,7 +58,7 @@ class CachedEmbeddings(Embeddings):
     once per occurrence (this class: once) and does not cache queries unless asked.
     """
 
-    def __init__(self, base: Embeddings, path: str | os.PathLike | None = None, namespace: str | None = None) -> None:
+    def __init__(self, base: EmbeddingsBase, path: str | os.PathLike | None = None, namespace: str | None = None) -> None:
         self.base = base
         self.namespace = namespace or str(getattr(base, "model_name", type(base).__name__))
         self.path = str(path) if path is not None else ":memory:"

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from swrag_integrations.core.windows import DEFAULT_ENCODING
 from swrag_integrations.evaluation.context import DEFAULT_BUDGET
+from swrag_integrations.evaluation.langchain_llm import load_llm  # the one --llm loader
 from swrag_integrations.evaluation.datasets import (
     Example,
     build_corpus,
@@ -59,7 +60,6 @@ __all__ = [
 from swrag_integrations.methods.chain import PROMPT_EN, PROMPT_ZH  # the method's prompts, one definition
 
 # LongBench's generation limit for single-document QA (MultiFieldQA, Qasper).
-ANSWER_TOKENS = 64
 DEFAULT_WINDOWS = (512, 1024, 2048)
 RECORDS_FILE = "records.jsonl"
 
@@ -151,34 +151,6 @@ def make_grid(
 
 
 # ---------------------------------------------------------------------------- LLM
-
-
-def load_llm(spec: str | None = "default"):
-    """Build the LLM named by ``spec``.
-
-    * ``"default"``: :func:`swrag_integrations.llm.load_llama3` (the local model).
-    * ``"fake:answer one|answer two"``: LangChain's ``FakeListLLM`` (tests, dry runs).
-    * ``"package.module:factory"``: any callable returning a LangChain LLM / chat model.
-    """
-    spec = spec or "default"
-    if spec == "default":
-        from swrag_integrations.llm import load_llama3
-
-        llm = load_llama3(max_new_tokens=ANSWER_TOKENS)
-    elif spec.startswith("fake:"):
-        from langchain_core.language_models.fake import FakeListLLM
-
-        llm = FakeListLLM(responses=spec[5:].split("|"))
-    elif ":" in spec:
-        import importlib
-
-        module, _, attr = spec.partition(":")
-        llm = getattr(importlib.import_module(module), attr)()
-    else:
-        raise ValueError(f"unknown --llm {spec!r}: use 'default', 'fake:A|B' or 'module:factory'")
-    if hasattr(llm, "as_langchain"):
-        llm = llm.as_langchain()
-    return llm
 
 
 def _llm_name(llm) -> str:

@@ -2,7 +2,7 @@
 
 :func:`register_config` loads a configuration file and registers a pipeline named
 ``config-<file stem>`` in :data:`~swrag_integrations.evaluation.pipelines.PIPELINES`: the
-windowed parent retriever of :class:`~swrag_integrations.evaluation.pipelines.ParentPipeline`
+windowed parent retriever of :class:`~swrag_integrations.evaluation.langchain_pipelines.ParentPipeline`
 (Chroma + the eval's cached MiniLM), with the configuration's index and retriever keywords.
 The eval's ``--budget`` (and ``--k``) win over the file's ``budget_tokens``: every strategy
 of a grid gets the same budget.
@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from swrag_integrations.evaluation.pipelines import ParentPipeline, PipelineSpec, register_pipeline
+from swrag_integrations.evaluation.langchain_pipelines import ParentPipeline
+from swrag_integrations.evaluation.pipelines import PipelineSpec, register_pipeline
 from swrag_integrations.engine.settings import DEFAULT_BUDGET_TOKENS
 from swrag_integrations.tuning.config import TunedConfig
 
@@ -60,7 +61,6 @@ def register_config(path: str | os.PathLike, name: str | None = None) -> str:
     name = name or config_strategy_name(path)
     cls_name = "Config_" + re.sub(r"\W", "_", name)
     cls = type(cls_name, (ConfigPipeline,), {"CONFIG": loaded, "__module__": __name__})
-    globals()[cls_name] = cls
-    register_pipeline(name, PipelineSpec(f"{__name__}:{cls_name}", None, needs_embeddings=True,
+    register_pipeline(name, PipelineSpec(cls, None, needs_embeddings=True,
                                          description=f"tuned configuration {path}: {loaded.candidate.label}"))
     return name

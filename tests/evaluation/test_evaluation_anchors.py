@@ -1,4 +1,4 @@
-"""The peer anchors of ``swrag eval`` (evaluation/anchors.py): shipped parts only, exact spans, budgets."""
+"""The peer anchors of ``swrag eval`` (evaluation/peers/anchors.py and its faces langchain_peers.py, llama_index_peers.py): shipped parts only, exact spans, budgets."""
 
 from __future__ import annotations
 
@@ -14,14 +14,11 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from swrag_integrations.evaluation import EvalConfig, count_tokens
-from swrag_integrations.evaluation.peers.anchors import (
-    LangChainEnsemblePipeline,
-    LangChainParentDocumentPipeline,
-    LlamaIndexSentenceWindowPipeline,
-    jieba_preprocess,
-)
+from swrag_integrations.evaluation.peers.anchors import jieba_preprocess
+from swrag_integrations.evaluation.peers.langchain_peers import LangChainEnsemblePipeline, LangChainParentDocumentPipeline
+from swrag_integrations.evaluation.peers.llama_index_peers import LlamaIndexSentenceWindowPipeline
 from swrag_integrations.evaluation.datasets import Source, build_corpus, load_examples
-from swrag_integrations.evaluation.peers.hybrid_anchor import LlamaIndexHybridPipeline
+from swrag_integrations.evaluation.peers.llama_index_hybrid import LlamaIndexHybridPipeline
 from swrag_integrations.evaluation.pipelines import build_pipeline
 from swrag_integrations.core.windows import DEFAULT_ENCODING
 

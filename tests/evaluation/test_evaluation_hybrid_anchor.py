@@ -1,4 +1,4 @@
-"""The LlamaIndex hybrid peer (evaluation/hybrid_anchor.py): BM25Retriever + vector retriever over
+"""The LlamaIndex hybrid peer (evaluation/peers/llama_index_hybrid.py): BM25Retriever + vector retriever over
 sentence-window nodes, fused by QueryFusionRetriever; its CJK BM25 tokens, k, and a missing package."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fake_embeddings import TrigramEmbedder
 from swrag_integrations.evaluation import EvalConfig
 from swrag_integrations.cli import eval as eval_cli
 from swrag_integrations.evaluation.datasets import Source
-from swrag_integrations.evaluation.peers.hybrid_anchor import CJK_TOKEN_PATTERN, LlamaIndexHybridPipeline
+from swrag_integrations.evaluation.peers.llama_index_hybrid import CJK_TOKEN_PATTERN, LlamaIndexHybridPipeline
 from swrag_integrations.evaluation.peers.peer_tuning import PEER_GRIDS, register_peer
 from swrag_integrations.evaluation.peers.peer_tuning import main as tuning_main
 from swrag_integrations.evaluation.pipelines import build_pipeline, missing_requirement

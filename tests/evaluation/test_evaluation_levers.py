@@ -10,7 +10,8 @@ from fake_embeddings import TrigramEmbedder
 
 from swrag_integrations.evaluation.datasets import Source
 from swrag_integrations.evaluation.peers.levers import DefaultWindowsFusionPipeline, DefaultWindowsLanguagePipeline
-from swrag_integrations.evaluation.pipelines import DefaultPipeline, EvalConfig
+from swrag_integrations.evaluation.langchain_pipelines import DefaultPipeline
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.engine.fusion import rrf
 
 EN = " ".join(f"Paragraph {i} tells of the harbour town number {i} and its trade in copper and wool." for i in range(60))

@@ -9,12 +9,9 @@ import pytest
 from fake_embeddings import TrigramEmbedder
 
 from swrag_integrations.evaluation import EvalConfig
-from swrag_integrations.evaluation.peers.anchors import (
-    LangChainEnsemblePipeline,
-    LangChainParentDocumentPipeline,
-    LlamaIndexSentenceWindowPipeline,
-    cjk_sentence_splitter,
-)
+from swrag_integrations.evaluation.langchain_pipelines import rcs_splitter
+from swrag_integrations.evaluation.peers.langchain_peers import LangChainEnsemblePipeline, LangChainParentDocumentPipeline
+from swrag_integrations.evaluation.peers.llama_index_peers import LlamaIndexSentenceWindowPipeline, cjk_sentence_splitter
 from swrag_integrations.evaluation.datasets import Source
 from swrag_integrations.evaluation.peers.peer_tuning import (
     PEER_GRIDS,
@@ -28,7 +25,7 @@ from swrag_integrations.evaluation.peers.peer_tuning import (
     write_choices,
 )
 from swrag_integrations.evaluation.peers.peers import _tuned_strategies
-from swrag_integrations.evaluation.pipelines import PIPELINES, _rcs_splitter, build_pipeline
+from swrag_integrations.evaluation.pipelines import PIPELINES, build_pipeline
 from swrag_integrations.core.windows import DEFAULT_ENCODING
 
 EMB = TrigramEmbedder(dim=32)
@@ -94,17 +91,17 @@ def test_rcs_with_cjk_separators_cuts_after_sentence_ends():
     one = "".join(sentences)
     text = one * 6
     ends = {b + k * len(one) for k in range(6) for _, b in zh_bounds(sentences)}
-    docs = _rcs_splitter(40, "token", DEFAULT_ENCODING, "cjk").create_documents([text])
+    docs = rcs_splitter(40, "token", DEFAULT_ENCODING, "cjk").create_documents([text])
     assert len(docs) > 3
     for d in docs:
         start = d.metadata["start_index"]
         assert text[start:start + len(d.page_content)] == d.page_content
         assert start + len(d.page_content) in ends  # every chunk ends at a sentence end
     # as shipped, the splitter has no Chinese separator and cuts inside sentences
-    shipped = _rcs_splitter(40, "token", DEFAULT_ENCODING).create_documents([text])
+    shipped = rcs_splitter(40, "token", DEFAULT_ENCODING).create_documents([text])
     assert any(d.metadata["start_index"] + len(d.page_content) not in ends for d in shipped)
     with pytest.raises(ValueError, match="separators"):
-        _rcs_splitter(40, "token", DEFAULT_ENCODING, "zh")
+        rcs_splitter(40, "token", DEFAULT_ENCODING, "zh")
 
 
 # ---------------------------------------------------------------- configurations

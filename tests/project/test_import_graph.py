@@ -311,18 +311,11 @@ def framework_imports(root: Path = ROOT) -> dict[str, set[str]]:
 # Modules outside the faces that import a framework today, each with why; to be moved into a
 # face (issue 40). A module not listed here that imports a framework fails the test below.
 KNOWN_FRAMEWORK_BREACHES: dict[str, str] = {
-    f"{PACKAGE}.cli.eval": "checks that an --llm module:factory result is a LangChain Runnable (lazy langchain_core)",
     f"{PACKAGE}.embeddings.base": "the embedding base class subclasses langchain_core Embeddings when LangChain is installed",
     f"{PACKAGE}.embeddings.minilm": "default_embeddings reads LlamaIndex's Settings.embed_model when asked for (lazy)",
     f"{PACKAGE}.engine.assemble": "assemble_context accepts and returns LangChain Documents (lazy langchain_core)",
     f"{PACKAGE}.engine.filters": "parse_filter converts LlamaIndex MetadataFilters (lazy llama_index.core)",
     f"{PACKAGE}.engine.fusion": "reciprocal_rank_fusion keys LangChain Documents (lazy langchain_core)",
-    f"{PACKAGE}.evaluation.embeddings": "CachedEmbeddings is a LangChain Embeddings (evaluation compares LangChain pipelines)",
-    f"{PACKAGE}.evaluation.methods.graph_measure": "wraps graph contexts as LangChain Documents for the eval pipelines",
-    f"{PACKAGE}.evaluation.peers.anchors": "the peers are LangChain / LlamaIndex pipelines by definition",
-    f"{PACKAGE}.evaluation.peers.hybrid_anchor": "the LlamaIndex hybrid peer pipeline",
-    f"{PACKAGE}.evaluation.pipelines": "the evaluated pipelines are LangChain pipelines (stock splitters, Chroma, ensembles)",
-    f"{PACKAGE}.evaluation.runner": "--llm fake:... builds LangChain's FakeListLLM; answers go through LangChain LLMs",
     f"{PACKAGE}.evaluation.steps": "context steps run on LangChain Documents",
     f"{PACKAGE}.ingest.files": "load_files can return LangChain Documents (lazy langchain_core)",
     f"{PACKAGE}.methods.chain": "the answer chain is a LangChain Runnable (and a LlamaIndex query engine)",
@@ -366,9 +359,8 @@ def test_faces_are_recognised(module, face):
 STRING_IMPORTERS = {f"{PACKAGE}.core._lazy", f"{PACKAGE}._moved"}
 # Other calls of importlib.import_module / __import__, each with why (a new one fails).
 KNOWN_STRING_IMPORTS: dict[str, str] = {
-    f"{PACKAGE}.cli.eval": "--llm module:factory imports the user's module named on the command line (not a package module)",
-    f"{PACKAGE}.evaluation.runner": "load_llm('module:factory') imports the user's module (not a package module)",
-    f"{PACKAGE}.evaluation.pipelines": "PipelineSpec builders are 'module:Class' strings registered by other modules (register_pipeline)",
+    f"{PACKAGE}.evaluation.langchain_llm": "the one --llm loader: module:factory imports the user's module named on "
+                                          "the command line (never a package module)",
 }
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from swrag_integrations.evaluation.pipelines import ParentPipeline
+from swrag_integrations.evaluation.langchain_pipelines import ParentPipeline
+from swrag_integrations.evaluation.pipelines import PipelineSpec, register_pipeline
 from swrag_integrations.methods.graph.extraction import LLMExtractor, RuleExtractor
 from swrag_integrations.methods.graph.graph import build_graph
 
@@ -106,3 +107,12 @@ class GraphRAGLocalLLMPipeline(GraphRAGLocalPipeline):
 
     def make_extractor(self) -> Any:
         return local_extractor()
+
+
+for _name, _builder, _description in (
+    ("hipporag", HippoRAGPipeline, "HippoRAG: passage-phrase graph, personalized PageRank"),
+    ("graphrag-local", GraphRAGLocalPipeline, "GraphRAG local search over Leiden communities"),
+    ("hipporag-llm", HippoRAGLLMPipeline, "HippoRAG with the local LLM's triples (slow)"),
+    ("graphrag-local-llm", GraphRAGLocalLLMPipeline, "GraphRAG local search with the local LLM's triples (slow)"),
+):
+    register_pipeline(_name, PipelineSpec(_builder, None, needs_embeddings=True, description=_description))

@@ -119,12 +119,12 @@ class GraphRAGLocalLLMRecorded(_Recorded, GraphRAGLocalLLMPipeline):
 
 
 VARIANTS = {
-    "hipporag": "HippoRAGRecorded", "hipporag-ppr": "HippoRAGPPR", "hipporag-ppr-only": "HippoRAGPPROnly",
-    "hipporag-w03": "HippoRAGW03", "hipporag-w07": "HippoRAGW07", "hipporag-noseeds": "HippoRAGNoSeeds",
-    "hipporag-whole": "HippoRAGWhole", "hipporag-k20": "HippoRAGK20", "hipporag-k15": "HippoRAGK15",
-    "hipporag-chunks": "HippoRAGChunks", "hipporag-chunks-ppr": "HippoRAGChunksPPR",
-    "hipporag-llm": "HippoRAGLLMRecorded", "graphrag-local": "GraphRAGLocalRecorded",
-    "graphrag-local-graph": "GraphRAGLocalGraph", "graphrag-local-llm": "GraphRAGLocalLLMRecorded",
+    "hipporag": HippoRAGRecorded, "hipporag-ppr": HippoRAGPPR, "hipporag-ppr-only": HippoRAGPPROnly,
+    "hipporag-w03": HippoRAGW03, "hipporag-w07": HippoRAGW07, "hipporag-noseeds": HippoRAGNoSeeds,
+    "hipporag-whole": HippoRAGWhole, "hipporag-k20": HippoRAGK20, "hipporag-k15": HippoRAGK15,
+    "hipporag-chunks": HippoRAGChunks, "hipporag-chunks-ppr": HippoRAGChunksPPR,
+    "hipporag-llm": HippoRAGLLMRecorded, "graphrag-local": GraphRAGLocalRecorded,
+    "graphrag-local-graph": GraphRAGLocalGraph, "graphrag-local-llm": GraphRAGLocalLLMRecorded,
 }
 
 
@@ -133,7 +133,7 @@ def run_eval_cmd(argv: list[str]) -> int:
     from swrag_integrations.cli.eval import build_parser, run_from_args
 
     for name, cls in VARIANTS.items():
-        register_pipeline(name, PipelineSpec(f"{__name__}:{cls}", None, needs_embeddings=True))
+        register_pipeline(name, PipelineSpec(cls, None, needs_embeddings=True))
     args = build_parser().parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -199,8 +199,6 @@ def run_global_cmd(argv: list[str]) -> int:
     """Global search cost as the number of reports grows (local LLM, extractive reports)."""
     import tempfile
 
-    from langchain_core.documents import Document
-
     from swrag_integrations.evaluation.datasets import build_corpus, load_examples
     from swrag_integrations.evaluation.embeddings import default_embeddings
     from swrag_integrations.llm import load_llama3
@@ -225,7 +223,7 @@ def run_global_cmd(argv: list[str]) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         index = SlidingWindowIndex(tmp, embedding=emb, show_progress=False, strategy="DDS", window_size=512, step=3)
-        index.index_documents([Document(page_content=s.text, id=s.source_id) for s in sources])
+        index.add_texts([s.text for s in sources], ids=[s.source_id for s in sources])
         t0 = time.perf_counter()
         graph, report = build_graph(index)
         searcher = GraphRAG(index, graph)

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from swrag_integrations.evaluation.context import DEFAULT_BUDGET, AssembledContext
-from swrag_integrations.evaluation.pipelines import Pipeline
+from swrag_integrations.evaluation.pipelines import Pipeline, PipelineSpec, register_pipeline
 from swrag_integrations.methods.raptor.build import TreeConfig
 from swrag_integrations.methods.raptor.clustering import ClusterConfig
 from swrag_integrations.methods.raptor.langchain import RaptorSearcher
@@ -74,9 +74,9 @@ def _summary_llm() -> Any:
     if spec == "default":
         return None  # LLMSummarizer loads the local model once (lru-cached)
     if spec not in _LLM_CACHE:
-        from swrag_integrations.cli.eval import load_llm_arg
+        from swrag_integrations.evaluation.langchain_llm import load_llm
 
-        _LLM_CACHE[spec] = load_llm_arg(spec)
+        _LLM_CACHE[spec] = load_llm(spec)
     return _LLM_CACHE[spec]
 
 
@@ -188,3 +188,12 @@ class RaptorTraversePipeline(RaptorPipeline):
     """RAPTOR, tree traversal (top 5 per layer), extractive summaries."""
 
     mode = "traverse"
+
+
+for _name, _builder, _description in (
+    ("raptor", RaptorPipeline, "RAPTOR summary tree over the index's chunks (collapsed tree, hybrid ranking)"),
+    ("raptor-dense", RaptorDensePipeline, "RAPTOR collapsed tree ranked by cosine alone (the paper's ranking)"),
+    ("raptor-llm", RaptorLLMPipeline, "RAPTOR collapsed tree with the local LLM's summaries (slow)"),
+    ("raptor-traverse", RaptorTraversePipeline, "RAPTOR tree traversal, extractive summaries"),
+):
+    register_pipeline(_name, PipelineSpec(_builder, None, needs_embeddings=True, description=_description))

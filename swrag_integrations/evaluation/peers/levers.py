@@ -45,7 +45,8 @@ from typing import Mapping, Sequence
 
 from swrag_integrations.core.lang import contains_cjk
 from swrag_integrations.evaluation.datasets import DEV_SETS
-from swrag_integrations.evaluation.pipelines import DefaultPipeline, EvalConfig, SpanBM25Pipeline, rrf_spans
+from swrag_integrations.evaluation.langchain_pipelines import DefaultPipeline
+from swrag_integrations.evaluation.pipelines import EvalConfig, PipelineSpec, SpanBM25Pipeline, register_pipeline, rrf_spans
 from swrag_integrations.evaluation.questions import multi_hop_cue
 
 __all__ = ["DefaultWindowsFusionPipeline", "DefaultWindowsLanguagePipeline", "DefaultChineseWeightsPipeline",
@@ -130,6 +131,20 @@ class DefaultAdaptiveK10Pipeline(DefaultAdaptiveKPipeline):
     """:class:`DefaultAdaptiveKPipeline` with ``k_child=10`` for spread single-hop questions."""
 
     SMALL_K_CHILD = 10
+
+
+for _name, _builder, _description in (
+    ("default+windows", DefaultWindowsFusionPipeline, "the default's spans RRF-fused with DDS 512/3 windows ranked by BM25"),
+    ("default+windows-lang", DefaultWindowsLanguagePipeline,
+     "default+windows, windows weighted 2:1 for Chinese questions, 1:2 for others"),
+    ("default+zh-bm25-0.7", DefaultChineseWeightsPipeline, "the default; Chinese questions fuse (BM25, dense) 0.7/0.3"),
+    ("default+zh-bm25-0.85", DefaultChineseWeights85Pipeline, "the default; Chinese questions fuse (BM25, dense) 0.85/0.15"),
+    ("default+adaptive-k15", DefaultAdaptiveKPipeline,
+     "the default; k_child 15 for a question whose hits spread over 4+ sources without a multi-hop cue"),
+    ("default+adaptive-k10", DefaultAdaptiveK10Pipeline,
+     "the default; k_child 10 for a question whose hits spread over 4+ sources without a multi-hop cue"),
+):
+    register_pipeline(_name, PipelineSpec(_builder, None, needs_embeddings=True, description=_description))
 
 
 # ---------------------------------------------------------------- the fixed choice rule

@@ -1,11 +1,13 @@
-"""``llamaindex-hybrid``: the LlamaIndex hybrid a careful LlamaIndex user builds, as a peer anchor.
+"""``llamaindex-hybrid``: the LlamaIndex hybrid a careful LlamaIndex user builds, as a peer anchor
+(a framework face; registered in :data:`~swrag_integrations.evaluation.pipelines.PIPELINES`
+when imported).
 
 Everything is LlamaIndex's own (``llama-index-core`` and ``llama-index-retrievers-bm25``),
-assembled as :class:`~.anchors.LlamaIndexSentenceWindowPipeline` assembles the sentence
+assembled as :class:`~.llama_index_peers.LlamaIndexSentenceWindowPipeline` assembles the sentence
 window, of which this is a subclass (same nodes, windows, spans, context):
 
 * ``SentenceWindowNodeParser`` sentence nodes (``sentence_splitter`` ``"punkt"`` or
-  ``"cjk"``, :func:`~.anchors.cjk_sentence_splitter`; ``window_size`` sentences each side);
+  ``"cjk"``, :func:`~.llama_index_peers.cjk_sentence_splitter`; ``window_size`` sentences each side);
 * a ``VectorStoreIndex`` retriever over them (the runner's MiniLM, as the window anchor)
   and a ``BM25Retriever.from_defaults(nodes=..., similarity_top_k=fetch)`` over the same
   nodes (bm25s with PyStemmer's English stemmer and English stopwords, as shipped);
@@ -50,8 +52,9 @@ import json
 import pickle
 from typing import Any, Sequence
 
-from swrag_integrations.evaluation.peers.anchors import LlamaIndexSentenceWindowPipeline, SENTENCE_WINDOW_SIZE, _weights
-from swrag_integrations.evaluation.pipelines import missing_requirement
+from swrag_integrations.evaluation.peers.anchors import SENTENCE_WINDOW_SIZE, _weights
+from swrag_integrations.evaluation.peers.llama_index_peers import LlamaIndexSentenceWindowPipeline
+from swrag_integrations.evaluation.pipelines import PipelineSpec, missing_requirement, register_pipeline
 
 __all__ = ["LlamaIndexHybridPipeline", "CJK_TOKEN_PATTERN", "FUSION_MODES", "BM25_TOKENS"]
 
@@ -75,7 +78,7 @@ class LlamaIndexHybridPipeline(LlamaIndexSentenceWindowPipeline):
 
     Args:
         sources, config, embeddings, window_size, sentence_splitter, k: as
-            :class:`~.anchors.LlamaIndexSentenceWindowPipeline`.
+            :class:`~.llama_index_peers.LlamaIndexSentenceWindowPipeline`.
         fusion: ``QueryFusionRetriever``'s ``mode``, one of :data:`FUSION_MODES`.
         weights: ``(BM25, dense)`` ``retriever_weights`` for ``relative_score`` /
             ``dist_based_score``; ``None`` = equal.
@@ -135,3 +138,10 @@ class LlamaIndexHybridPipeline(LlamaIndexSentenceWindowPipeline):
         if self.weights is not None:
             options["retriever_weights"] = list(self.weights)
         return options
+
+
+register_pipeline(_STRATEGY, PipelineSpec(
+    LlamaIndexHybridPipeline, None, needs_embeddings=True,
+    description="LlamaIndex sentence windows: BM25Retriever + vector retriever fused by QueryFusionRetriever, "
+                "metadata replacement",
+    requires=(("llama_index.retrievers.bm25", "llama-index-retrievers-bm25>=0.8"),)))
