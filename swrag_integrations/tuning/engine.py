@@ -2,7 +2,8 @@
 assemble under the budget, measure context recall.
 
 The index is the package's own :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
-with the candidate's index keywords, over in-memory parts: vectors in a FAISS flat
+with the candidate's index keywords, over in-memory parts (:func:`~.langchain_index.memory_index`,
+the tuner's LangChain face): vectors in a FAISS flat
 L2 index over normalised vectors (exact cosine search, MMR supported; langchain-community's
 ``FAISS``) and sources in LangChain's ``InMemoryByteStore``. Nothing touches disk, and a
 rebuild with the same small chunks re-embeds nothing when ``embeddings`` is a
@@ -24,38 +25,17 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from swrag_integrations.evaluation.context import DEFAULT_BUDGET, assemble_by_offset
 from swrag_integrations.evaluation.metrics import context_recall
 from swrag_integrations.core.windows import DEFAULT_ENCODING
+from swrag_integrations.tuning.langchain_index import memory_index, source_documents
 from swrag_integrations.tuning.space import Candidate
 
 __all__ = ["Evaluator", "memory_index", "SCOPES"]
 
 SCOPES = ("corpus", "document")
-
-
-def memory_index(documents: Sequence[Any], embeddings: Any, index_kwargs: Mapping[str, Any], *,
-                 encoding_name: str = DEFAULT_ENCODING) -> Any:
-    """A :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` in memory (FAISS +
-    ``InMemoryByteStore``) holding ``documents``."""
-    import faiss
-    from langchain_community.docstore.in_memory import InMemoryDocstore
-    from langchain_community.vectorstores import FAISS
-    from langchain_core.stores import InMemoryByteStore
-
-    from swrag_integrations.langchain.index import SlidingWindowIndex
-
-    dim = len(embeddings.embed_query("dimension probe"))
-    # L2 over L2-normalised vectors ranks exactly as cosine (the default Chroma's distance)
-    store = FAISS(embedding_function=embeddings, index=faiss.IndexFlatL2(dim), docstore=InMemoryDocstore(),
-                  index_to_docstore_id={}, normalize_L2=True)
-    index = SlidingWindowIndex(vectorstore=store, source_store=InMemoryByteStore(), embedding=embeddings,
-                               show_progress=False, encoding_name=encoding_name, **dict(index_kwargs))
-    if documents:
-        index.index_documents(documents)
-    return index
 
 
 class Evaluator:
@@ -102,9 +82,7 @@ class Evaluator:
 
     # ------------------------------------------------------------------ indexes
     def _documents(self, source_ids: Sequence[str]) -> list[Any]:
-        from langchain_core.documents import Document
-
-        return [Document(page_content=self.texts[sid], id=sid, metadata={"tune_source": sid}) for sid in source_ids]
+        return source_documents(self.texts, source_ids)
 
     def _build(self, candidate: Candidate, source_ids: Sequence[str]) -> Any:
         t0 = time.perf_counter()

@@ -95,13 +95,11 @@ def load_sources(corpus: Any) -> list[Any]:
         items = loaded.documents
         if not items:
             raise ValueError("no readable documents (.txt, .md, .markdown, .pdf, .csv) under the given paths")
-    from langchain_core.documents import Document
-
     from swrag_integrations.engine.ids import source_id_for
 
     out: list[Any] = []
     for item in items:
-        if isinstance(item, Document):
+        if hasattr(item, "page_content") and hasattr(item, "metadata"):  # a LangChain Document (or its shape)
             out.append(Source(source_id_for(item), item.page_content, str(item.metadata.get("source", ""))))
         elif hasattr(item, "source_id") and hasattr(item, "text"):
             out.append(item)

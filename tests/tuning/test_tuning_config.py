@@ -211,3 +211,26 @@ def test_split_holdout():
             split_holdout(ids, bad)
     with pytest.raises(ValueError, match="at least 2 questions"):
         split_holdout(["only"], 0.5)
+
+
+def test_load_sources_takes_documents_by_their_shape_with_the_same_source_ids():
+    """load_sources converts anything shaped like a LangChain Document (``page_content`` and
+    ``metadata``) without importing LangChain, with the source ids the index gives them."""
+    from dataclasses import dataclass, field
+
+    from swrag_integrations.engine.ids import source_id_for
+    from swrag_integrations.tuning.tune import load_sources
+
+    @dataclass
+    class Shaped:
+        page_content: str
+        metadata: dict = field(default_factory=dict)
+        id: str | None = None
+
+    real = Document(page_content="The bridge was opened in 1932.", metadata={"source": "a.txt"})
+    shaped = Shaped("The lighthouse was first lit in 1874.", {"source": "b.txt"})
+    sources = load_sources([real, shaped])
+    assert [(s.source_id, s.text) for s in sources] == [(source_id_for(real), real.page_content),
+                                                        (source_id_for(shaped), shaped.page_content)]
+    with pytest.raises(ValueError, match="cannot tune on a int"):
+        load_sources([3])
