@@ -29,6 +29,7 @@ _LAZY = {
     "generate_queries": "multi_query",
     "offline_encodings": "splitters",
     "parse_query_variants": "multi_query",
+    "reciprocal_rank_fusion": "fusion",
 }
 
 __all__ = sorted(_LAZY)

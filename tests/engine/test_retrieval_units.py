@@ -18,7 +18,7 @@ from swrag_integrations.keyword.bm25 import BM25Index, tokenize
 from swrag_integrations.langchain.search import CJKBM25Retriever, HybridRetriever
 from swrag_integrations.engine.assemble import ContextSpan, assemble_context, count_tokens, merge_spans
 from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever, generate_queries, parse_query_variants
-from swrag_integrations.engine.fusion import reciprocal_rank_fusion
+from swrag_integrations.langchain.fusion import reciprocal_rank_fusion
 
 # ----------------------------------------------------------------------- BM25
 
@@ -286,3 +286,21 @@ def test_assemble_documents_and_errors():
     assert assemble_context([], 10).spans == []
     ctx = assemble_context([_span(0, 10), _span(100, 110), _span(200, 210)], None, max_spans=2)
     assert len(ctx.spans) == 2
+
+
+def test_the_engine_fuses_plain_documents_without_a_framework():
+    """The fusion itself is framework-free (issue 40): plain documents in, (document,
+    metadata) pairs out; the LangChain face only wraps them as Documents."""
+    from swrag_integrations.engine.fusion import fuse_documents
+    from swrag_integrations.stores.storage import PlainDocument
+
+    a = [PlainDocument(page_content="same text", metadata={"source": "x"}, id="1"),
+         PlainDocument(page_content="other", metadata={}, id="2")]
+    b = [PlainDocument(page_content="same text", metadata={"extra": "b"}, id="1")]
+    fused = fuse_documents([a, b], list_names=["bm25", "dense"])
+    assert [doc.id for doc, _ in fused] == ["1", "2"]
+    assert fused[0][0] is a[0] and fused[0][1] == {"source": "x", "extra": "b", "bm25_rank": 1, "dense_rank": 1,
+                                                    "rrf_score": pytest.approx(2 / 61), "fused_rank": 1}
+    assert a[0].metadata == {"source": "x"}
+    langchain_fused = reciprocal_rank_fusion([a, b], list_names=["bm25", "dense"])
+    assert [(d.id, d.metadata) for d in langchain_fused] == [(doc.id, meta) for doc, meta in fused]
