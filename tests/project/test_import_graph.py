@@ -328,7 +328,6 @@ KNOWN_FRAMEWORK_BREACHES: dict[str, str] = {
     f"{PACKAGE}.methods.context.rerank": "the rerankers are LangChain BaseDocumentCompressors",
     f"{PACKAGE}.methods.context.rse": "RelevantSegmentExtractor is a LangChain BaseDocumentCompressor",
     f"{PACKAGE}.methods.graph.graphrag": "GlobalSearch wraps a LangChain LLM call in a RunnableLambda (lazy)",
-    f"{PACKAGE}.stores.filestore": "the file byte store of a LangChain index uses langchain_classic's LocalFileStore (lazy)",
     f"{PACKAGE}.tuning.engine": "the tuner measures candidates with LangChain FAISS / in-memory stores",
     f"{PACKAGE}.tuning.tune": "tune() accepts LangChain Documents as sources (lazy langchain_core)",
 }
