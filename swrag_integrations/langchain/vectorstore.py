@@ -29,6 +29,7 @@ import logging
 import warnings
 from typing import Any, Callable, Sequence
 
+import swrag_integrations.langchain.embeddings  # noqa: F401 - the package's embeddings are LangChain Embeddings
 from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings, precomputed_of
 from swrag_integrations.engine.ids import doc_vector_ids
 from swrag_integrations.stores.chroma import chroma_collection, stale_chroma

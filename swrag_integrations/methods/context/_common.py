@@ -12,6 +12,7 @@ from langchain_core.documents import Document
 from swrag_integrations.llm.text import llm_text, local_core, model_name_of  # noqa: F401
 from swrag_integrations.engine.assemble import count_tokens, trim_to_tokens  # noqa: F401
 from swrag_integrations.embeddings.minilm import as_embeddings  # noqa: F401
+import swrag_integrations.langchain.embeddings  # noqa: F401 - the package's embeddings are LangChain Embeddings (pydantic fields)
 from swrag_integrations.core.windows import DEFAULT_ENCODING, token_boundaries
 
 SCORE_KEYS = ("relevance_score", "score", "rrf_score")
