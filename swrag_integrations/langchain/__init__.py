@@ -27,6 +27,7 @@ _LAZY = {
     "VectorStoreError": "vectorstore",
     "WindowedParentRetriever": "retriever",
     "generate_queries": "multi_query",
+    "load_files": "files",
     "offline_encodings": "splitters",
     "parse_query_variants": "multi_query",
     "reciprocal_rank_fusion": "fusion",
