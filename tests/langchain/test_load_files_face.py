@@ -20,3 +20,11 @@ def test_both_loaders_read_the_same_and_differ_only_in_the_document_type(tmp_pat
     assert [(d.page_content, d.metadata) for d in lc.documents] == [(d.page_content, d.metadata) for d in plain.documents]
     assert len(lc.documents) == 3 and [s.reason for s in lc.skipped] == [s.reason for s in plain.skipped] != []
     assert lc.files == plain.files
+
+
+def test_the_tuner_still_loads_folders(tmp_path):
+    from swrag_integrations.tuning.tune import load_sources
+
+    (tmp_path / "a.txt").write_text("The harbour exports tea.", encoding="utf-8")
+    [source] = load_sources([tmp_path])
+    assert source.text == "The harbour exports tea." and source.title == str(tmp_path / "a.txt")
