@@ -370,7 +370,7 @@ assert "41.3 million" in reader.pages[0].extract_text()
     PDF (pages joined by a blank line), one per CSV row (`column: value` lines).
     """),
     code('''
-from swrag_integrations.ingest.files import load_files
+from swrag_integrations.langchain import load_files
 
 documents = load_files(DOCS_DIR)
 for doc in documents:

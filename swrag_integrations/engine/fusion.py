@@ -6,14 +6,15 @@ document's identity is :func:`doc_key`: ``Document.id``, else ``metadata["id"]``
 ``metadata["chunk_id"]``, else its span (``source_id``/``source`` + ``start_index`` +
 ``end_index``); documents without any of these are never merged. Metadata of all
 copies is kept (first one wins per key, later lists fill missing keys) and the fusion
-adds ``rrf_score``, ``fused_rank`` and per-list ranks.
+adds ``rrf_score``, ``fused_rank`` and per-list ranks (:func:`fuse_documents`; the
+LangChain face's ``reciprocal_rank_fusion`` returns them as LangChain ``Document`` s).
 """
 
 from __future__ import annotations
 
 from typing import Any, Hashable, Sequence
 
-__all__ = ["rrf", "doc_key", "reciprocal_rank_fusion"]
+__all__ = ["rrf", "doc_key", "fuse_documents"]
 
 
 def rrf(
@@ -66,23 +67,23 @@ def doc_key(doc: Any, position: int | None = None) -> Hashable:
     return ("object", id(doc), position)
 
 
-def reciprocal_rank_fusion(
+def fuse_documents(
     result_lists: Sequence[Sequence[Any]],
     weights: Sequence[float] | None = None,
     *,
     c: float = 60.0,
     k: int | None = None,
     list_names: Sequence[str] | None = None,
-) -> list[Any]:
-    """Fuse ranked lists of LangChain ``Document`` s: ``score(d) = sum_i w_i / (c + rank_i(d))`` (ranks from 1).
+) -> list[tuple[Any, dict[str, Any]]]:
+    """Fuse ranked lists of documents (anything with ``id``, ``metadata`` and
+    ``page_content``): ``score(d) = sum_i w_i / (c + rank_i(d))`` (ranks from 1).
 
-    Returns new ``Document`` objects (inputs are not mutated), best first, at most
-    ``k``. Each carries ``metadata["rrf_score"]``, ``metadata["fused_rank"]`` (1-based)
-    and ``metadata["<name>_rank"]`` for every list it appeared in (names default to
-    ``list0``, ``list1``...).
+    Returns ``(document, metadata)`` pairs, best first, at most ``k``: the first copy of
+    each document (inputs are not mutated) and its fused metadata, which carries
+    ``rrf_score``, ``fused_rank`` (1-based) and ``<name>_rank`` for every list it
+    appeared in (names default to ``list0``, ``list1``...). The faces build their own
+    documents from them (:func:`swrag_integrations.langchain.fusion.reciprocal_rank_fusion`).
     """
-    from langchain_core.documents import Document
-
     if k is not None and k <= 0:
         raise ValueError(f"k must be > 0, got {k}")
     names = list(list_names) if list_names is not None else [f"list{i}" for i in range(len(result_lists))]
@@ -114,5 +115,5 @@ def reciprocal_rank_fusion(
                 meta[f"{name}_rank"] = rank
         meta["rrf_score"] = score
         meta["fused_rank"] = pos
-        out.append(Document(page_content=docs[key].page_content, metadata=meta, id=docs[key].id))
+        out.append((docs[key], meta))
     return out

@@ -16,8 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from swrag_integrations.engine.ids import vector_ids
-from swrag_integrations.langchain.vectorstore import doc_vector_ids
+from swrag_integrations.engine.ids import doc_vector_ids, vector_ids
 
 if TYPE_CHECKING:
     from swrag_integrations.engine.protocols import EngineState

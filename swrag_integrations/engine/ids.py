@@ -31,7 +31,7 @@ import uuid
 from typing import Any, Mapping, NamedTuple, Sequence
 
 __all__ = ["source_key", "source_id_for", "source_id_of_id", "origin_key", "member_id", "parse_member_id", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
-           "vector_ids", "vector_id_scheme", "VECTOR_ID_SCHEME", "content_hash"]
+           "vector_ids", "doc_vector_ids", "vector_id_scheme", "VECTOR_ID_SCHEME", "content_hash"]
 
 # A fixed namespace: the same chunk id gives the same vector id in every process.
 _VECTOR_NAMESPACE = uuid.UUID("6f2b1f5e-0c7d-4d8e-9a51-5a1e6f0d2c31")
@@ -205,6 +205,23 @@ def vector_ids(manifest: Mapping[str, Any], source_id: str, content_hash: str, s
     references (only those: linear in the range)."""
     version = content_hash if vector_id_scheme(manifest) == VECTOR_ID_SCHEME else None
     return [vector_id(chunk_id(source_id, i), version) for i in range(start, stop)]
+
+
+def doc_vector_ids(doc: Any) -> list[str]:
+    """The ids a chunk document a store returned may have in that store: its own id
+    (stores differ: some set ``Document.id``, Qdrant puts it in ``metadata["_id"]``)
+    and those derived from the chunk id and content hash in its metadata under each
+    id scheme (:func:`vector_ids`; a document does not say which its index uses)."""
+    meta = doc.metadata or {}
+    out = []
+    if meta.get("chunk_id"):
+        if meta.get("content_hash"):
+            out.append(vector_id(str(meta["chunk_id"]), str(meta["content_hash"])))
+        out.append(vector_id(str(meta["chunk_id"])))
+    value = doc.id if doc.id is not None else meta.get("_id", meta.get("id"))
+    if value is not None:
+        out.append(str(value))
+    return out
 
 
 def _sha1(text: str) -> str:

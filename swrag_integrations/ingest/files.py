@@ -1,8 +1,11 @@
-"""Load files and folders as LangChain documents, skipping (never garbling) bad input.
+"""Load files and folders as documents, skipping (never garbling) bad input.
 
 :func:`load_files` turns ``.txt``/``.md``/``.markdown`` (one document each), ``.pdf``
 (one document, pages joined by a blank line) and ``.csv`` (one document per row) into
-:class:`~langchain_core.documents.Document` objects. Its rule is that nothing is
+:class:`~swrag_integrations.stores.storage.PlainDocument` objects (``page_content``,
+``metadata``: a LangChain ``Document``'s attribute names, taken by the engine and both
+faces); :func:`swrag_integrations.langchain.files.load_files` gives LangChain
+``Document`` s. Its rule is that nothing is
 indexed lossily without saying so: a file that cannot be read faithfully is *skipped*
 with a reason and a hint (and one :class:`LoadWarning`), and lossy decoding happens
 only when the caller opts in with ``errors="replace"`` (and is then reported too).
@@ -26,8 +29,8 @@ Text decoding (``.txt``, ``.md``, ``.markdown`` and ``.csv``):
    (CLI: --encoding latin-1)``; when no encoding fits at all, the file is skipped
    as a ``"binary file"``.
 
-This module only needs ``langchain_core``; ``pypdf`` and ``charset_normalizer`` are
-imported when a PDF is read or a hint is needed.
+No framework is needed; ``pypdf`` and ``charset_normalizer`` are imported when a PDF
+is read or a hint is needed.
 """
 
 from __future__ import annotations
@@ -45,10 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-try:  # LangChain Documents where LangChain is installed; the engine's own type without it
-    from langchain_core.documents import Document
-except ImportError:
-    from swrag_integrations.stores.storage import PlainDocument as Document  # type: ignore[assignment]
+from swrag_integrations.stores.storage import PlainDocument as Document
 
 __all__ = [
     "SUPPORTED_SUFFIXES",

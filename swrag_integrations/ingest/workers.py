@@ -12,7 +12,7 @@ context, so it is safe with threads, torch and Chroma in the parent):
    path, under the index's writer lock) compares each record's content hash with the
    source store first: unchanged sources are not embedded again; the chunk texts of
    new and changed ones go back to the pool in batches, and the vectors are written
-   through the store's :class:`~.vectors.PrecomputedEmbeddings` as they arrive, in
+   through the store's :class:`~swrag_integrations.embeddings.wrappers.PrecomputedEmbeddings` as they arrive, in
    order, with a bounded number of batches in flight (memory stays flat).
 
 Everything else is the single-process write: the same pending -> complete states,
@@ -179,11 +179,11 @@ def portable_embedding(embedding: Any) -> Any:
     A picklable ``Embeddings`` is returned as it is; one that is not (the bundled
     MiniLM holds a lock and, once loaded, its model) becomes a factory calling its
     class with the constructor arguments read back from its attributes of the same
-    name; :class:`~.vectors.IndexTextEmbeddings` is rebuilt around its inner
+    name; :class:`~swrag_integrations.embeddings.wrappers.IndexTextEmbeddings` is rebuilt around its inner
     embedding when its ``index_text`` function pickles. ``None`` when none works:
     then the workers only plan (or pass ``embedding_factory=``).
     """
-    from swrag_integrations.langchain.vectorstore import IndexTextEmbeddings, PrecomputedEmbeddings
+    from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings
 
     if isinstance(embedding, PrecomputedEmbeddings):
         embedding = embedding.base
@@ -212,7 +212,7 @@ def portable_embedding(embedding: Any) -> Any:
 
 
 def _index_text_embeddings(inner: Any, index_text: Any) -> Any:
-    from swrag_integrations.langchain.vectorstore import IndexTextEmbeddings
+    from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings
 
     return IndexTextEmbeddings(build_embedding(inner), index_text)
 

@@ -27,8 +27,10 @@ _LAZY = {
     "VectorStoreError": "vectorstore",
     "WindowedParentRetriever": "retriever",
     "generate_queries": "multi_query",
+    "load_files": "files",
     "offline_encodings": "splitters",
     "parse_query_variants": "multi_query",
+    "reciprocal_rank_fusion": "fusion",
 }
 
 __all__ = sorted(_LAZY)

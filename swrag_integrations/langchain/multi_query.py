@@ -23,7 +23,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
-from swrag_integrations.engine.fusion import reciprocal_rank_fusion
+from swrag_integrations.langchain.fusion import reciprocal_rank_fusion
 from swrag_integrations.engine.parents import check_query
 from swrag_integrations.langchain.search import call_options
 

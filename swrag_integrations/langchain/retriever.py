@@ -18,6 +18,7 @@ from pydantic import ConfigDict, field_validator, model_validator
 
 from swrag_integrations.engine.parents import spans_for
 from swrag_integrations.engine.protocols import ChunkIndex
+from swrag_integrations.langchain.convert import spans_to_documents
 from swrag_integrations.langchain.search import call_options
 from swrag_integrations.engine.settings import DEFAULT_SETTINGS as _D
 from swrag_integrations.engine.settings import RetrieverSettings
@@ -155,12 +156,7 @@ class WindowedParentRetriever(BaseRetriever):
         # hits below the floor widen into no window (their budget goes unused)
         hits = [above_floor(group, options.get("min_relevance")) for group in hits]
         spans = spans_for(hits, self.index, budget_tokens=options["budget_tokens"], k=options["k"], expand=self.expand)
-        docs = []
-        for span in spans:
-            doc = span.to_document()
-            doc.id = f"{span.source_id}:{span.start}-{span.end}"
-            docs.append(doc)
-        return docs
+        return spans_to_documents(spans)
 
     def trace(self, query: str, **overrides: Any) -> Any:
         """Every step of retrieving ``query`` as a framework-free

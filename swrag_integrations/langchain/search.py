@@ -27,7 +27,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator, model_validator
 
 from swrag_integrations.keyword.bm25 import BM25Index
-from swrag_integrations.engine.fusion import reciprocal_rank_fusion
+from swrag_integrations.langchain.fusion import reciprocal_rank_fusion
 from swrag_integrations.engine.parents import check_query
 from swrag_integrations.engine.settings import positive_int
 

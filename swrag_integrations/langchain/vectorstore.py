@@ -26,11 +26,13 @@ Qdrant known)
 from __future__ import annotations
 
 import logging
-import threading
 import warnings
 from typing import Any, Callable, Sequence
 
-from swrag_integrations.embeddings.base import EmbeddingsBase
+import swrag_integrations.langchain.embeddings  # noqa: F401 - the package's embeddings are LangChain Embeddings
+from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings, precomputed_of
+from swrag_integrations.engine.ids import doc_vector_ids
+from swrag_integrations.stores.chroma import chroma_collection, stale_chroma
 
 __all__ = ["VectorBackend", "default_chroma", "VectorStoreError", "IndexTextEmbeddings", "PrecomputedEmbeddings",
            "doc_vector_ids", "precomputed_of", "stale_chroma"]
@@ -40,25 +42,6 @@ logger = logging.getLogger(__name__)
 
 class VectorStoreError(RuntimeError):
     """The vector store cannot do what the index needs (the message says what and why)."""
-
-
-def doc_vector_ids(doc: Any) -> list[str]:
-    """The ids a chunk document a store returned may have in that store: its own id
-    (stores differ: some set ``Document.id``, Qdrant puts it in ``metadata["_id"]``)
-    and those derived from the chunk id and content hash in its metadata under each
-    id scheme (:func:`~swrag_integrations.engine.ids.vector_ids`; a document does not say which its index uses)."""
-    from swrag_integrations.engine.ids import vector_id
-
-    meta = doc.metadata or {}
-    out = []
-    if meta.get("chunk_id"):
-        if meta.get("content_hash"):
-            out.append(vector_id(str(meta["chunk_id"]), str(meta["content_hash"])))
-        out.append(vector_id(str(meta["chunk_id"])))
-    value = doc.id if doc.id is not None else meta.get("_id", meta.get("id"))
-    if value is not None:
-        out.append(str(value))
-    return out
 
 
 def _overrides(obj: Any, name: str) -> bool:
@@ -182,14 +165,15 @@ class VectorBackend:
 
     def stored_vectors(self, ids: Sequence[str]) -> dict[str, tuple[list[float], dict[str, Any]]]:
         """``{vector_id: (vector, metadata)}`` of the given ids that the store holds, read
-        back from a ``langchain_chroma.Chroma`` (``get(include=["embeddings", ...])``); empty
+        back from a Chroma store's collection (:func:`~.chroma.chroma_collection`); empty
         for a store that cannot return its vectors (the engine embeds those chunks again)."""
-        if not type(self.store).__module__.startswith("langchain_chroma"):
+        collection = chroma_collection(self.store)
+        if collection is None:
             return {}
         out: dict[str, tuple[list[float], dict[str, Any]]] = {}
         ids = list(ids)
         for b in range(0, len(ids), 500):
-            got = self.store.get(ids=ids[b:b + 500], include=["embeddings", "metadatas"])
+            got = collection.get(ids=ids[b:b + 500], include=["embeddings", "metadatas"])
             for vid, vec, meta in zip(got["ids"], got["embeddings"], got["metadatas"]):
                 out[str(vid)] = (list(map(float, vec)), dict(meta or {}))
         return out
@@ -198,8 +182,9 @@ class VectorBackend:
         """Every vector id the store holds, where the store can list them (Chroma,
         ``InMemoryVectorStore``, FAISS), else ``None``."""
         store = self.store
-        if hasattr(store, "_collection") and hasattr(store._collection, "get"):  # Chroma
-            return [str(v) for v in store._collection.get(include=[])["ids"]]
+        collection = chroma_collection(store)
+        if collection is not None:
+            return [str(v) for v in collection.get(include=[])["ids"]]
         if type(store).__name__ == "InMemoryVectorStore":
             return [str(v) for v in store.store]
         if hasattr(store, "index_to_docstore_id"):  # FAISS
@@ -210,8 +195,9 @@ class VectorBackend:
         """Vectors in the store, where the store can tell (else ``None``)."""
         store = self.store
         try:
-            if hasattr(store, "_collection") and hasattr(store._collection, "count"):  # Chroma
-                return int(store._collection.count())
+            collection = chroma_collection(store)
+            if collection is not None:
+                return int(collection.count())
             if hasattr(store, "index") and hasattr(store.index, "ntotal"):  # FAISS
                 return int(store.index.ntotal)
             if type(store).__name__ == "InMemoryVectorStore":
@@ -323,13 +309,6 @@ class VectorBackend:
         return (own or self.embedding).embed_documents(texts)
 
 
-def stale_chroma(exc: BaseException) -> bool:
-    """Whether ``exc`` is embedded Chroma's "Nothing found on disk" for an HNSW segment:
-    this process's cached Chroma system holds the state of a collection it searched
-    while empty, and another process has written to it since."""
-    return type(exc).__name__ == "InternalError" and "nothing found on disk" in str(exc).lower()
-
-
 def default_chroma(client: Any, collection_name: str, embedding: Any) -> Any:
     """The default store: a ``langchain_chroma.Chroma`` collection with cosine distance."""
     from langchain_chroma import Chroma
@@ -337,112 +316,3 @@ def default_chroma(client: Any, collection_name: str, embedding: Any) -> Any:
     return Chroma(collection_name=collection_name, embedding_function=embedding, client=client,
                   collection_configuration={"hnsw": {"space": "cosine"}},
                   collection_metadata={"swrag_role": "vectors"})
-
-
-class IndexTextEmbeddings(EmbeddingsBase):
-    """Embeds ``index_text(text)`` for documents (e.g. a chunk with its contextual header)
-    and queries as they are, so a store keeps exact chunk texts but searches the indexed ones.
-
-    Args:
-        base: the embeddings to wrap.
-        index_text: ``chunk text -> text to embed``.
-    """
-
-    def __init__(self, base: Any, index_text: Any) -> None:
-        self.base = base
-        self.index_text = index_text
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.base.embed_documents([self.index_text(t) for t in texts])
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.base.embed_query(text)
-
-    def __getattr__(self, name: str) -> Any:  # model_path etc. of the wrapped embeddings
-        if name in ("base", "index_text"):
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-
-class PrecomputedEmbeddings(EmbeddingsBase):
-    """Serves document vectors it was primed with; embeds anything else with ``base``.
-
-    A LangChain vector store embeds texts itself in ``add_documents``. To write vectors
-    computed elsewhere (worker processes, Ray actors) through *any* store, give the store
-    this object as its embedding: the writer calls :meth:`prime` with a batch's chunk
-    texts and their vectors right before it adds that batch, and the store's call to
-    :meth:`embed_documents` returns them (each primed text is served once, then
-    forgotten, so memory stays bounded). Texts that were not primed, and every query,
-    go to ``base``, so the store behaves exactly as with ``base`` alone.
-
-    The default Chroma store of :class:`~.index.SlidingWindowIndex` is built with it;
-    for your own store::
-
-        store = FAISS(embedding_function=PrecomputedEmbeddings(embeddings), ...)
-
-    The index finds it on ``vectorstore.embeddings``; a store without it still works
-    with ``workers=`` and Ray, but then the workers only plan and the writer embeds.
-
-    Args:
-        base: the embeddings the vectors were (and unprimed texts are) computed with.
-    """
-
-    def __init__(self, base: Any) -> None:
-        if isinstance(base, PrecomputedEmbeddings):
-            base = base.base
-        self.base = base
-        self._primed: dict[str, list[float]] = {}
-        self._lock = threading.Lock()
-        self.served = 0  # vectors served from primed ones (for tests and reports)
-
-    def prime(self, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
-        """Remember ``vectors[i]`` as the vector of ``texts[i]`` (served once)."""
-        texts = list(texts)
-        if len(texts) != len(vectors):
-            raise ValueError(f"prime() got {len(texts)} texts and {len(vectors)} vectors")
-        with self._lock:
-            for text, vec in zip(texts, vectors):
-                self._primed[text] = [float(x) for x in vec]
-
-    def forget(self) -> None:
-        """Drop every primed vector not served yet."""
-        with self._lock:
-            self._primed.clear()
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        texts = list(texts)
-        with self._lock:
-            found = [self._primed.get(t) for t in texts]
-            for t, vec in zip(texts, found):
-                if vec is not None:
-                    self._primed.pop(t, None)
-            self.served += sum(v is not None for v in found)
-        missing = [i for i, vec in enumerate(found) if vec is None]
-        if missing:
-            fresh = self.base.embed_documents([texts[i] for i in missing])
-            for i, vec in zip(missing, fresh):
-                found[i] = list(vec)
-        return found  # type: ignore[return-value]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.base.embed_query(text)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return await self.base.aembed_query(text)
-
-    def __getattr__(self, name: str) -> Any:  # model_path etc. of the wrapped embeddings
-        if name in ("base", "_primed", "_lock", "served"):
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-    def __repr__(self) -> str:
-        return f"PrecomputedEmbeddings({self.base!r})"
-
-
-def precomputed_of(store: Any) -> PrecomputedEmbeddings | None:
-    """The :class:`PrecomputedEmbeddings` a vector store embeds with, if it has one."""
-    try:
-        own = store.embeddings
-    except Exception:  # noqa: BLE001 - some stores raise instead of returning None
-        return None
-    return own if isinstance(own, PrecomputedEmbeddings) else None

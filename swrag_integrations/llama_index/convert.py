@@ -6,13 +6,19 @@ identity: ``metadata["source_id"]`` <-> the node's ``SOURCE`` relationship (its
 ``ref_doc_id``). Spans from the framework-free core (:class:`~.retrieval.assemble.ContextSpan`)
 become nodes without passing through LangChain. Each framework is imported only when
 its side of a conversion is used.
+
+LlamaIndex ``MetadataFilters`` convert to and from the package's own filter
+(:class:`~swrag_integrations.engine.filters.MetadataFilter`): :func:`parse_llama_filter`
+takes either kind (or a LangChain-style dict), :func:`filter_to_llama_index` gives one to a
+``VectorStoreIndex`` retriever.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["document_to_node", "node_to_document", "span_to_node", "SCORE_KEYS"]
+__all__ = ["document_to_node", "node_to_document", "span_to_node", "SCORE_KEYS", "filter_from_llama_index",
+           "filter_to_llama_index", "parse_llama_filter"]
 
 SCORE_KEYS = ("relevance_score", "relevance", "segment_value", "score", "rrf_score")
 
@@ -101,3 +107,73 @@ def node_to_document(item: Any) -> Any:
     if meta.get("source_id") is None and getattr(node, "ref_doc_id", None):
         meta["source_id"] = str(node.ref_doc_id)
     return Document(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta, id=node.node_id)
+
+
+# ------------------------------------------------------------------ metadata filters
+
+_LLAMA_OPS = {"==": "$eq", "!=": "$ne", ">": "$gt", ">=": "$gte", "<": "$lt", "<=": "$lte", "in": "$in", "nin": "$nin"}
+
+
+def _llama_filter_spec(filters: Any) -> dict[str, Any]:
+    """A LlamaIndex ``MetadataFilters`` as the package's LangChain-style filter dict."""
+    from llama_index.core.vector_stores.types import MetadataFilters
+
+    parts: list[dict[str, Any]] = []
+    for item in filters.filters:
+        if isinstance(item, MetadataFilters):
+            parts.append(_llama_filter_spec(item))
+            continue
+        op = getattr(getattr(item, "operator", None), "value", "==")
+        if op not in _LLAMA_OPS:
+            raise ValueError(f"LlamaIndex filter operator {op!r} on {item.key!r} is not supported; "
+                             f"use one of {', '.join(_LLAMA_OPS)}")
+        parts.append({item.key: {_LLAMA_OPS[op]: item.value}})
+    if not parts:
+        raise ValueError("MetadataFilters has no filters (pass None for no filter)")
+    condition = str(getattr(getattr(filters, "condition", None), "value", "and") or "and").lower()
+    if condition not in ("and", "or"):
+        raise ValueError(f"LlamaIndex filter condition {condition!r} is not supported; use 'and' or 'or'")
+    return parts[0] if len(parts) == 1 else {f"${condition}": parts}
+
+
+def filter_from_llama_index(filters: Any) -> Any:
+    """A LlamaIndex ``MetadataFilters`` (``ExactMatchFilter``/``MetadataFilter`` items,
+    nested ``MetadataFilters``, condition ``and``/``or``) as a checked
+    :class:`~swrag_integrations.engine.filters.MetadataFilter`.
+
+    Raises:
+        ValueError: an operator with no LangChain-style form (``text_match``,
+            ``contains``, ``NOT`` conditions...), or a value the filters refuse.
+    """
+    from swrag_integrations.engine.filters import parse_filter
+
+    return parse_filter(_llama_filter_spec(filters))
+
+
+def parse_llama_filter(spec: Any) -> Any:
+    """:func:`~swrag_integrations.engine.filters.parse_filter` that also takes LlamaIndex
+    ``MetadataFilters`` (the filters of the LlamaIndex face)."""
+    from swrag_integrations.engine.filters import parse_filter
+
+    if type(spec).__name__ == "MetadataFilters":
+        from llama_index.core.vector_stores.types import MetadataFilters
+
+        if isinstance(spec, MetadataFilters):
+            return filter_from_llama_index(spec)
+    return parse_filter(spec)
+
+
+def filter_to_llama_index(flt: Any) -> Any:
+    """A :class:`~swrag_integrations.engine.filters.MetadataFilter` as LlamaIndex
+    ``MetadataFilters`` (for a ``VectorStoreIndex`` retriever)."""
+    from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
+    from llama_index.core.vector_stores.types import MetadataFilter as LlamaFilter
+    from llama_index.core.vector_stores.types import MetadataFilters
+
+    ops = {v: k for k, v in _LLAMA_OPS.items()}
+    if flt.op in ("and", "or"):
+        items = [filter_to_llama_index(f) for f in flt.args]
+        items = [i.filters[0] if len(i.filters) == 1 else i for i in items]
+        return MetadataFilters(filters=items, condition=FilterCondition.AND if flt.op == "and" else FilterCondition.OR)
+    value = list(flt.value) if flt.op in ("$in", "$nin") else flt.value
+    return MetadataFilters(filters=[LlamaFilter(key=flt.key, value=value, operator=FilterOperator(ops[flt.op]))])

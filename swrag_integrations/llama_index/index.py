@@ -93,7 +93,7 @@ class NodeChunkIndex:
 
     def __init__(self, index: Any, *, retriever: Any = None, neighbors: int = 0,
                  encoding_name: str = DEFAULT_ENCODING, filters: Any = None) -> None:
-        from swrag_integrations.engine.filters import parse_filter
+        from swrag_integrations.llama_index.convert import parse_llama_filter
 
         if isinstance(neighbors, bool) or not isinstance(neighbors, int) or neighbors < 0:
             raise ValueError(f"neighbors must be an int >= 0, got {neighbors!r}")
@@ -105,7 +105,7 @@ class NodeChunkIndex:
         self._encoding_name = encoding_name
         self._tilings: dict[str, _Tiling] = {}
         self._lock = threading.Lock()
-        self.filter = parse_filter(filters)
+        self.filter = parse_llama_filter(filters)
 
     def _passes(self, node: Any) -> bool:
         return self.filter is None or self.filter.matches(node.metadata or {})
@@ -115,11 +115,11 @@ class NodeChunkIndex:
         return self._encoding_name
 
     def _retrieve(self, query: str, k: int) -> list[NodeWithScore]:
-        from swrag_integrations.engine.filters import to_llama_index
+        from swrag_integrations.llama_index.convert import filter_to_llama_index
 
         retriever = self.retriever
         if retriever is None:
-            extra = {"filters": to_llama_index(self.filter)} if self.filter is not None else {}
+            extra = {"filters": filter_to_llama_index(self.filter)} if self.filter is not None else {}
             retriever = self.index.as_retriever(similarity_top_k=k, **extra)
         elif hasattr(retriever, "similarity_top_k"):
             retriever.similarity_top_k = k
@@ -232,7 +232,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
                  weights: Sequence[float] = _D.weights, rrf_c: float = _D.rrf_c, expand: str = _D.expand,
                  neighbors: int = 0, filters: Any = None, callback_manager: Any = None,
                  similarity_top_k: int | None = None, min_relevance: float | None = None) -> None:
-        from swrag_integrations.engine.filters import parse_filter
+        from swrag_integrations.llama_index.convert import parse_llama_filter
 
         min_relevance = check_relevance(min_relevance)
 
@@ -246,7 +246,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         hit_source = None
         if isinstance(retriever, BaseRetriever):  # a LlamaIndex retriever: its nodes are the hits
             hit_source, retriever = retriever, None
-        flt = parse_filter(filters)
+        flt = parse_llama_filter(filters)
         if flt is not None and retriever is not None:
             raise ValueError("filters= applies to index=, not to a LangChain retriever= (give that retriever its own "
                              "filter, e.g. index.as_retriever(search_kwargs={'filter': ...}))")

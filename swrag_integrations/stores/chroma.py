@@ -17,12 +17,31 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings
 from swrag_integrations.stores.storage import PlainDocument
 from swrag_integrations.core.paths import private_dir
 
-__all__ = ["open_client", "fresh_client", "vector_collection", "copy_collection", "ChromaStorage", "mmr_select"]
+__all__ = ["open_client", "fresh_client", "vector_collection", "copy_collection", "ChromaStorage", "mmr_select",
+           "stale_chroma", "chroma_collection"]
 
 logger = logging.getLogger(__name__)
+
+
+def stale_chroma(exc: BaseException) -> bool:
+    """Whether ``exc`` is embedded Chroma's "Nothing found on disk" for an HNSW segment:
+    this process's cached Chroma system holds the state of a collection it searched
+    while empty, and another process has written to it since."""
+    return type(exc).__name__ == "InternalError" and "nothing found on disk" in str(exc).lower()
+
+
+def chroma_collection(store: Any) -> Any | None:
+    """The ``chromadb`` collection behind a vector store object, or ``None`` when it is no
+    Chroma store: ``langchain_chroma.Chroma`` keeps it as ``_collection`` (the one test
+    of "is this store Chroma" for reading its vectors, ids and count)."""
+    collection = getattr(store, "_collection", None)
+    if collection is None or not all(hasattr(collection, name) for name in ("get", "count")):
+        return None
+    return collection
 
 
 def open_client(root: Path | None, *, host: str | None = None, port: int | None = None, ssl: bool = False,
@@ -175,7 +194,7 @@ class ChromaStorage:
         client: a chromadb client (:func:`open_client`).
         collection_name: the vector collection.
         embedding: embeds queries, and chunk texts at :meth:`add` (wrapped in a
-            :class:`~.vectors.PrecomputedEmbeddings`, so vectors computed elsewhere are
+            :class:`~swrag_integrations.embeddings.wrappers.PrecomputedEmbeddings`, so vectors computed elsewhere are
             written as they are).
         index_text: ``chunk text -> text to embed`` for the chunks (e.g. with a header).
         root: the folder of an embedded client (``None`` for a server): enables
@@ -189,8 +208,6 @@ class ChromaStorage:
 
     def __init__(self, client: Any, collection_name: str, embedding: Any, *, index_text: Any = None,
                  root: Path | None = None, lock_timeout: float = 600.0) -> None:
-        from swrag_integrations.langchain.vectorstore import IndexTextEmbeddings, PrecomputedEmbeddings
-
         self.client = client
         self.collection_name = collection_name
         self.embedding = embedding
@@ -248,8 +265,6 @@ class ChromaStorage:
 
     def _query(self, vector: Sequence[float], n: int, native: dict[str, Any] | None,
                include: list[str]) -> dict[str, Any]:
-        from swrag_integrations.langchain.vectorstore import stale_chroma
-
         if self.count() == 0:  # an empty collection is never queried (see fresh_client)
             return {}
         where = (native or {}).get("where")

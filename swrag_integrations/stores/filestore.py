@@ -92,14 +92,21 @@ class AtomicFileStore:
                 yield key
 
 
+def _local_file_store_class(store: Any) -> type | None:
+    """LangChain's ``LocalFileStore`` class among ``store``'s classes, or ``None``; read
+    from the class hierarchy (a class of that name defined in a ``langchain*`` module), so
+    nothing here imports LangChain."""
+    for cls in type(store).__mro__:
+        if cls.__name__ == "LocalFileStore" and cls.__module__.split(".")[0].startswith("langchain"):
+            return cls
+    return None
+
+
 def atomic_byte_store(store: Any) -> Any:
     """``store`` wrapped in :class:`AtomicFileStore` if it is a LangChain
     ``LocalFileStore`` (or a subclass that keeps its ``mset``), else ``store`` itself
     (in-memory, Redis and Chroma stores replace a value in one step already)."""
-    try:
-        from langchain_classic.storage import LocalFileStore
-    except ImportError:  # pragma: no cover - langchain-classic not installed: no LocalFileStore to wrap
-        return store
-    if isinstance(store, LocalFileStore) and type(store).mset is LocalFileStore.mset:
+    cls = _local_file_store_class(store)
+    if cls is not None and type(store).mset is cls.mset:
         return AtomicFileStore(store)
     return store

@@ -354,7 +354,7 @@ class MilvusStorage:
         client: a ``MilvusClient`` (:func:`open_milvus`).
         collection_name: the index's collection (mapped by :func:`milvus_collection_name`).
         embedding: embeds queries, and chunk texts at :meth:`add` (wrapped in a
-            :class:`~.vectors.PrecomputedEmbeddings`, so vectors computed elsewhere are
+            :class:`~swrag_integrations.embeddings.wrappers.PrecomputedEmbeddings`, so vectors computed elsewhere are
             written as they are).
         index_text: ``chunk text -> text to embed and to index for BM25`` (the stored
             text stays exact).
@@ -369,7 +369,7 @@ class MilvusStorage:
 
     def __init__(self, client: Any, collection_name: str, embedding: Any, *, index_text: Any = None,
                  lite_path: Path | None = None, server: str | None = None) -> None:
-        from swrag_integrations.langchain.vectorstore import IndexTextEmbeddings, PrecomputedEmbeddings
+        from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings
 
         self.client = client
         self.collection_name = milvus_collection_name(collection_name)

@@ -6,7 +6,7 @@ through :class:`VectorStorage`. Three implementations ship:
 
 * :class:`~.chroma.ChromaStorage` -- an embedded (or server) Chroma collection through
   ``chromadb`` itself (no LangChain), the engine's default;
-* :class:`~.vectors.VectorBackend` -- any LangChain ``VectorStore`` (the LangChain face
+* :class:`~swrag_integrations.langchain.vectorstore.VectorBackend` -- any LangChain ``VectorStore`` (the LangChain face
   :class:`~.index.SlidingWindowIndex` uses it, also for its default Chroma);
 * :class:`~.milvus.MilvusStorage` -- a Milvus collection (Milvus Lite file or server)
   through ``pymilvus``, which also searches keywords (BM25) itself.
@@ -72,7 +72,7 @@ class VectorStorage(Protocol):
         embedding: the query embedding (an :class:`Embedder`).
         can_get: :meth:`present` works (else vector checks are skipped).
         can_delete: :meth:`delete` works (else sources cannot be replaced or removed).
-        precomputed: the :class:`~.vectors.PrecomputedEmbeddings` the storage embeds
+        precomputed: the :class:`~swrag_integrations.embeddings.wrappers.PrecomputedEmbeddings` the storage embeds
             chunks with, or ``None``: then vectors computed elsewhere (worker
             processes, Ray) cannot be written as they are and the storage embeds.
         reopenable: :meth:`reopen` re-reads a local collection other processes wrote to.

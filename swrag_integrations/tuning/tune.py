@@ -84,7 +84,7 @@ def load_sources(corpus: Any) -> list[Any]:
     if not items:
         raise ValueError("the corpus is empty: give files, folders or documents to tune on")
     if all(isinstance(i, (str, os.PathLike)) for i in items):
-        from swrag_integrations.ingest.files import load_files
+        from swrag_integrations.langchain.files import load_files
 
         for p in items:
             if not Path(p).exists():

@@ -12,6 +12,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from swrag_integrations.engine.protocols import ChildHit
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.langchain.retriever import WindowedParentRetriever
+from swrag_integrations.langchain.convert import spans_to_documents
 from swrag_integrations.engine.assemble import count_tokens
 from swrag_integrations.engine.ids import source_id_for
 from swrag_integrations.engine.parents import expand_parents, rank_parents
@@ -59,7 +60,7 @@ def rank(retriever, hits, query_index=0):
 def expand(retriever, per_query):
     spans = expand_parents(per_query, retriever.index, budget_tokens=retriever.budget_tokens, k=retriever.k,
                            expand=retriever.expand)
-    return [s.to_document() for s in spans]
+    return spans_to_documents(spans)
 
 
 def _boundaries(index, sid):

@@ -18,7 +18,8 @@ from swrag_integrations.keyword.bm25 import BM25Index, tokenize
 from swrag_integrations.langchain.search import CJKBM25Retriever, HybridRetriever
 from swrag_integrations.engine.assemble import ContextSpan, assemble_context, count_tokens, merge_spans
 from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever, generate_queries, parse_query_variants
-from swrag_integrations.engine.fusion import reciprocal_rank_fusion
+from swrag_integrations.langchain.convert import spans_to_documents
+from swrag_integrations.langchain.fusion import reciprocal_rank_fusion
 
 # ----------------------------------------------------------------------- BM25
 
@@ -276,7 +277,7 @@ def test_assemble_documents_and_errors():
             Document(page_content=TEXT[40:90], metadata={"source_id": "s", "start_index": 40, "end_index": 90})]
     ctx = assemble_context(docs, 1500)
     assert [(s.start, s.end) for s in ctx.spans] == [(10, 90)]
-    assert ctx.to_documents()[0].page_content == TEXT[10:90]
+    assert spans_to_documents(ctx.spans)[0].page_content == TEXT[10:90]
     with pytest.raises(ValueError):
         assemble_context(docs, 0)
     with pytest.raises(ValueError):
@@ -286,3 +287,37 @@ def test_assemble_documents_and_errors():
     assert assemble_context([], 10).spans == []
     ctx = assemble_context([_span(0, 10), _span(100, 110), _span(200, 210)], None, max_spans=2)
     assert len(ctx.spans) == 2
+
+
+def test_the_engine_fuses_plain_documents_without_a_framework():
+    """The fusion itself is framework-free (issue 40): plain documents in, (document,
+    metadata) pairs out; the LangChain face only wraps them as Documents."""
+    from swrag_integrations.engine.fusion import fuse_documents
+    from swrag_integrations.stores.storage import PlainDocument
+
+    a = [PlainDocument(page_content="same text", metadata={"source": "x"}, id="1"),
+         PlainDocument(page_content="other", metadata={}, id="2")]
+    b = [PlainDocument(page_content="same text", metadata={"extra": "b"}, id="1")]
+    fused = fuse_documents([a, b], list_names=["bm25", "dense"])
+    assert [doc.id for doc, _ in fused] == ["1", "2"]
+    assert fused[0][0] is a[0] and fused[0][1] == {"source": "x", "extra": "b", "bm25_rank": 1, "dense_rank": 1,
+                                                    "rrf_score": pytest.approx(2 / 61), "fused_rank": 1}
+    assert a[0].metadata == {"source": "x"}
+    langchain_fused = reciprocal_rank_fusion([a, b], list_names=["bm25", "dense"])
+    assert [(d.id, d.metadata) for d in langchain_fused] == [(doc.id, meta) for doc, meta in fused]
+
+
+def test_a_span_becomes_a_langchain_document_in_the_face_and_reads_back_the_same():
+    """ContextSpan builds no framework object (issue 40): its document metadata and id are
+    its own, the LangChain face wraps them, and from_document reads the span back."""
+    from swrag_integrations.engine.assemble import ContextSpan
+    from swrag_integrations.langchain.convert import span_to_document
+
+    span = ContextSpan("s", 10, 50, TEXT[10:50], score=0.5, rank=2, metadata={"topic": "sea"}, n_tokens=9)
+    doc = span_to_document(span)
+    assert isinstance(doc, Document) and doc.id == "s:10-50" == span.span_id
+    assert doc.metadata == {"topic": "sea", "source_id": "s", "start_index": 10, "end_index": 50, "score": 0.5,
+                            "rank": 2, "n_tokens": 9} == span.document_metadata()
+    back = ContextSpan.from_document(doc)
+    assert (back.source_id, back.start, back.end, back.text, back.score, back.rank) == ("s", 10, 50, TEXT[10:50], 0.5, 2)
+    assert not hasattr(span, "to_document")

@@ -311,13 +311,7 @@ def framework_imports(root: Path = ROOT) -> dict[str, set[str]]:
 # Modules outside the faces that import a framework today, each with why; to be moved into a
 # face (issue 40). A module not listed here that imports a framework fails the test below.
 KNOWN_FRAMEWORK_BREACHES: dict[str, str] = {
-    f"{PACKAGE}.embeddings.base": "the embedding base class subclasses langchain_core Embeddings when LangChain is installed",
-    f"{PACKAGE}.embeddings.minilm": "default_embeddings reads LlamaIndex's Settings.embed_model when asked for (lazy)",
-    f"{PACKAGE}.engine.assemble": "assemble_context accepts and returns LangChain Documents (lazy langchain_core)",
-    f"{PACKAGE}.engine.filters": "parse_filter converts LlamaIndex MetadataFilters (lazy llama_index.core)",
-    f"{PACKAGE}.engine.fusion": "reciprocal_rank_fusion keys LangChain Documents (lazy langchain_core)",
     f"{PACKAGE}.evaluation.steps": "context steps run on LangChain Documents",
-    f"{PACKAGE}.ingest.files": "load_files can return LangChain Documents (lazy langchain_core)",
     f"{PACKAGE}.methods.chain": "the answer chain is a LangChain Runnable (and a LlamaIndex query engine)",
     f"{PACKAGE}.methods.context._common": "context steps are LangChain document compressors / transformers",
     f"{PACKAGE}.methods.context.headers": "ContextualChunkHeaders is a LangChain BaseDocumentTransformer",
@@ -325,7 +319,6 @@ KNOWN_FRAMEWORK_BREACHES: dict[str, str] = {
     f"{PACKAGE}.methods.context.rerank": "the rerankers are LangChain BaseDocumentCompressors",
     f"{PACKAGE}.methods.context.rse": "RelevantSegmentExtractor is a LangChain BaseDocumentCompressor",
     f"{PACKAGE}.methods.graph.graphrag": "GlobalSearch wraps a LangChain LLM call in a RunnableLambda (lazy)",
-    f"{PACKAGE}.stores.filestore": "the file byte store of a LangChain index uses langchain_classic's LocalFileStore (lazy)",
 }
 
 

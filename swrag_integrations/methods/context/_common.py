@@ -11,7 +11,8 @@ from langchain_core.documents import Document
 # Defined below the context steps (RAPTOR and the tuning use them too); re-exported here for the steps.
 from swrag_integrations.llm.text import llm_text, local_core, model_name_of  # noqa: F401
 from swrag_integrations.engine.assemble import count_tokens, trim_to_tokens  # noqa: F401
-from swrag_integrations.embeddings.minilm import as_embeddings, llama_index_default_embeddings  # noqa: F401
+from swrag_integrations.embeddings.minilm import as_embeddings  # noqa: F401
+import swrag_integrations.langchain.embeddings  # noqa: F401 - the package's embeddings are LangChain Embeddings (pydantic fields)
 from swrag_integrations.core.windows import DEFAULT_ENCODING, token_boundaries
 
 SCORE_KEYS = ("relevance_score", "score", "rrf_score")

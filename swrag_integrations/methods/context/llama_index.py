@@ -109,7 +109,7 @@ class DiversityPostprocessor(CompressorNodePostprocessor):
 
     def __init__(self, **kwargs: Any) -> None:
         if kwargs.get("embeddings") is None:
-            from swrag_integrations.methods.context._common import llama_index_default_embeddings
+            from swrag_integrations.llama_index.settings import llama_index_default_embeddings
 
             kwargs["embeddings"] = llama_index_default_embeddings()
             if kwargs["embeddings"] is None:

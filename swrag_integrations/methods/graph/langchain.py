@@ -21,6 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
 from swrag_integrations.engine.parents import check_query
+from swrag_integrations.langchain.convert import spans_to_documents
 from swrag_integrations.langchain.search import call_options
 from swrag_integrations.engine.settings import DEFAULT_BUDGET_TOKENS, positive_int
 
@@ -29,12 +30,7 @@ __all__ = ["HippoRAGRetriever", "GraphRAGLocalRetriever", "span_documents", "rep
 
 def span_documents(spans: Any) -> list[Document]:
     """Core spans as documents (exact text, ``id`` = ``"<source_id>:<start>-<end>"``)."""
-    docs = []
-    for span in spans:
-        doc = span.to_document()
-        doc.id = f"{span.source_id}:{span.start}-{span.end}"
-        docs.append(doc)
-    return docs
+    return spans_to_documents(spans)
 
 
 def report_document(report: Any) -> Document:

@@ -27,6 +27,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, PrivateAttr, field_validator
 
 from swrag_integrations.engine.settings import positive_int
+from swrag_integrations.langchain.convert import span_to_document
 from swrag_integrations.langchain.search import call_options
 from swrag_integrations.methods.raptor.search import DEFAULT_BUDGET, RaptorContext, RaptorSearcher, SummaryPiece
 
@@ -40,9 +41,7 @@ def context_documents(context: RaptorContext) -> list[Document]:
         if isinstance(item, SummaryPiece):
             docs.append(Document(page_content=item.text, metadata=item.metadata(), id=item.node_id))
         else:
-            doc = item.to_document()
-            doc.id = f"{item.source_id}:{item.start}-{item.end}"
-            docs.append(doc)
+            docs.append(span_to_document(item))
     return docs
 
 
