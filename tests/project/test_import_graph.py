@@ -326,7 +326,6 @@ KNOWN_FRAMEWORK_BREACHES: dict[str, str] = {
     f"{PACKAGE}.evaluation.steps": "context steps run on LangChain Documents",
     f"{PACKAGE}.ingest.files": "load_files can return LangChain Documents (lazy langchain_core)",
     f"{PACKAGE}.methods.chain": "the answer chain is a LangChain Runnable (and a LlamaIndex query engine)",
-    f"{PACKAGE}.methods.graph.graphrag": "GlobalSearch wraps a LangChain LLM call in a RunnableLambda (lazy)",
     f"{PACKAGE}.stores.filestore": "the file byte store of a LangChain index uses langchain_classic's LocalFileStore (lazy)",
     f"{PACKAGE}.tuning.engine": "the tuner measures candidates with LangChain FAISS / in-memory stores",
     f"{PACKAGE}.tuning.tune": "tune() accepts LangChain Documents as sources (lazy langchain_core)",
