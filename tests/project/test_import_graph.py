@@ -323,7 +323,6 @@ KNOWN_FRAMEWORK_BREACHES: dict[str, str] = {
     f"{PACKAGE}.evaluation.peers.hybrid_anchor": "the LlamaIndex hybrid peer pipeline",
     f"{PACKAGE}.evaluation.pipelines": "the evaluated pipelines are LangChain pipelines (stock splitters, Chroma, ensembles)",
     f"{PACKAGE}.evaluation.runner": "--llm fake:... builds LangChain's FakeListLLM; answers go through LangChain LLMs",
-    f"{PACKAGE}.evaluation.steps": "context steps run on LangChain Documents",
     f"{PACKAGE}.ingest.files": "load_files can return LangChain Documents (lazy langchain_core)",
     f"{PACKAGE}.methods.chain": "the answer chain is a LangChain Runnable (and a LlamaIndex query engine)",
     f"{PACKAGE}.stores.filestore": "the file byte store of a LangChain index uses langchain_classic's LocalFileStore (lazy)",
