@@ -220,6 +220,9 @@ MOVED_NAMES: dict[str, dict[str, str]] = {
     "swrag_integrations.methods.context.rerank": dict.fromkeys(
         ("BaseReranker", "CompressorReranker", "EmbeddingReranker", "LLMJudgeReranker"), _CONTEXT_FACE),
     "swrag_integrations.methods.context.rse": dict.fromkeys(("RelevantSegmentExtractor",), _CONTEXT_FACE),
+    "swrag_integrations.methods.chain": {"build_rag_chain": "swrag_integrations.methods.langchain_chain",
+                                         "chat_model_for": "swrag_integrations.methods.langchain_chain",
+                                         "build_query_engine": "swrag_integrations.methods.llama_index_chain"},
 }
 
 

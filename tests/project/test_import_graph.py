@@ -6,7 +6,8 @@ statement counts, at module level and inside functions (a lazy import is still a
 dependency), and ``from package import Name`` where the package lists ``Name`` in its
 lazy export table (``_lazy.lazy_exports``) counts as an import of the submodule that
 holds ``Name``. Applications are the rooms ``cli``, ``view``, ``evaluation`` and ``tuning``
-and the answer chain (``methods.chain``); nothing else may import them. The faces are the
+and the answer chain (``methods.chain`` and its faces ``methods.langchain_chain``,
+``methods.llama_index_chain``); nothing else may import them. The faces are the
 rooms ``langchain`` and ``llama_index`` and the modules named ``langchain*``/``llama_index*``/
 ``llamaindex*`` inside a room: only they import LangChain or LlamaIndex. A lower module that offers an HTML view gets it through a registration hook
 that the view module fills in when it is imported (``swrag_integrations.core.display``).
@@ -24,7 +25,7 @@ PACKAGE = "swrag_integrations"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
 
 APPLICATION_PACKAGES = ("cli", "view", "evaluation", "tuning")
-APPLICATION_MODULES = ("methods.chain",)
+APPLICATION_MODULES = ("methods.chain", "methods.langchain_chain", "methods.llama_index_chain")
 FACE_PACKAGES = ("langchain", "llama_index")
 FACE_MODULE_PREFIXES = ("langchain", "llama_index", "llamaindex")
 FRAMEWORK_PREFIXES = ("langchain", "llama_index")
@@ -324,7 +325,6 @@ KNOWN_FRAMEWORK_BREACHES: dict[str, str] = {
     f"{PACKAGE}.evaluation.pipelines": "the evaluated pipelines are LangChain pipelines (stock splitters, Chroma, ensembles)",
     f"{PACKAGE}.evaluation.runner": "--llm fake:... builds LangChain's FakeListLLM; answers go through LangChain LLMs",
     f"{PACKAGE}.ingest.files": "load_files can return LangChain Documents (lazy langchain_core)",
-    f"{PACKAGE}.methods.chain": "the answer chain is a LangChain Runnable (and a LlamaIndex query engine)",
     f"{PACKAGE}.stores.filestore": "the file byte store of a LangChain index uses langchain_classic's LocalFileStore (lazy)",
     f"{PACKAGE}.tuning.engine": "the tuner measures candidates with LangChain FAISS / in-memory stores",
     f"{PACKAGE}.tuning.tune": "tune() accepts LangChain Documents as sources (lazy langchain_core)",
