@@ -500,7 +500,7 @@ show_context(mq_docs)
     questions.
     """),
     code('''
-from swrag_integrations.methods.chain import build_rag_chain
+from swrag_integrations.methods.langchain_chain import build_rag_chain
 
 chain = build_rag_chain(multi_query, lc_llm)
 result = chain.invoke(question)
@@ -660,7 +660,7 @@ for hit in retriever.retrieve(question):
     """),
     code(LOAD_LLM),
     code('''
-from swrag_integrations.methods.chain import build_query_engine
+from swrag_integrations.methods.llama_index_chain import build_query_engine
 
 Settings.llm = llm.as_llamaindex()
 engine = build_query_engine(retriever, Settings.llm)

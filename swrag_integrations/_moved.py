@@ -20,7 +20,7 @@ import types
 import warnings
 from typing import Any
 
-__all__ = ["MOVED", "RETRIEVAL", "RETRIEVAL_NAMES", "install"]
+__all__ = ["MOVED", "MOVED_NAMES", "RETRIEVAL", "RETRIEVAL_NAMES", "install", "moved_names_getattr"]
 
 REMOVED_IN = "0.4"
 RETRIEVAL = "swrag_integrations.retrieval"
@@ -212,6 +212,21 @@ RETRIEVAL_NAMES: dict[str, str] = {
 
 
 
+# names that moved out of a module that still exists: old module -> {name: new module}
+# (the old module sets ``__getattr__ = moved_names_getattr(__name__)``)
+_CONTEXT_FACE = "swrag_integrations.methods.context.langchain"
+MOVED_NAMES: dict[str, dict[str, str]] = {
+    "swrag_integrations.methods.context.headers": dict.fromkeys(("ContextualChunkHeaders", "ContextualEmbeddings"), _CONTEXT_FACE),
+    "swrag_integrations.methods.context.ordering": dict.fromkeys(("DiversityReranker", "LostInTheMiddleReorder"), _CONTEXT_FACE),
+    "swrag_integrations.methods.context.rerank": dict.fromkeys(
+        ("BaseReranker", "CompressorReranker", "EmbeddingReranker", "LLMJudgeReranker"), _CONTEXT_FACE),
+    "swrag_integrations.methods.context.rse": dict.fromkeys(("RelevantSegmentExtractor",), _CONTEXT_FACE),
+    "swrag_integrations.methods.chain": {"build_rag_chain": "swrag_integrations.methods.langchain_chain",
+                                         "chat_model_for": "swrag_integrations.methods.langchain_chain",
+                                         "build_query_engine": "swrag_integrations.methods.llama_index_chain"},
+}
+
+
 def _warn(old: str, new: str) -> None:
     # stacklevel 3: past this function and its caller here; the warnings module skips the
     # import system's own frames, so the warning points at the import or the name's use.
@@ -275,3 +290,18 @@ def install() -> None:
     """Put the finder first on ``sys.meta_path`` (once), so an old path never finds a stale folder."""
     if not any(isinstance(finder, MovedFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, MovedFinder())
+
+
+def moved_names_getattr(module: str) -> Any:
+    """The module ``__getattr__`` of ``module``, whose names of :data:`MOVED_NAMES` moved
+    elsewhere: each resolves to the new module's object, with one :class:`DeprecationWarning`."""
+    names = MOVED_NAMES[module]
+
+    def __getattr__(name: str) -> Any:
+        new = names.get(name)
+        if new is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        _warn(f"{module}.{name}", f"{new}.{name}")
+        return getattr(importlib.import_module(new), name)
+
+    return __getattr__

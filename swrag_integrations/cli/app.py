@@ -149,7 +149,7 @@ def _answer(index, question: str, args: argparse.Namespace, llm=None) -> dict:
         from swrag_integrations.methods.chain import answer_locally
 
         return answer_locally(llm, question, _retrieve(index, question, options)["docs"])
-    from swrag_integrations.methods.chain import build_rag_chain
+    from swrag_integrations.methods.langchain_chain import build_rag_chain
     from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever
 
     retriever = index.as_retriever(**options)
@@ -163,7 +163,7 @@ def _load_answering_llm(args: argparse.Namespace) -> Any:
     imported (the LangChain chain and LLM adapter for ``--multi-query`` only): a missing
     extra is reported before the model is loaded, not after."""
     if _uses_chain(args):
-        from swrag_integrations.methods.chain import build_rag_chain  # noqa: F401
+        from swrag_integrations.methods.langchain_chain import build_rag_chain  # noqa: F401
         from swrag_integrations.llm.langchain_llm import LangChainLLM  # noqa: F401
 
     return load_llm(args)

@@ -9,9 +9,9 @@ Post-retrieval steps work on the pipeline's ranked candidate list
 (``pipeline.retrieve()`` → ``[(source_id, start, end), ...]``) and are applied in this
 order (:func:`steps_context`):
 
-1. ``rerank`` (``embedding``: :class:`~swrag_integrations.methods.context.EmbeddingReranker`,
+1. ``rerank`` (``embedding``: :class:`~swrag_integrations.methods.context.EmbeddingRescorer`,
    cosine of the question to the best 128-token piece of each candidate; ``llm``:
-   :class:`~swrag_integrations.methods.context.LLMJudgeReranker`, P(yes) of the LLM) re-sorts the
+   :class:`~swrag_integrations.methods.context.LLMJudgeRescorer`, P(yes) of the LLM) re-sorts the
    top ``pool`` candidates; the rest follow in their retrieval order.
 2. ``diversity`` (``greedy``: Haystack's greedy diversity order; ``mmr``: MMR with
    lambda 0.5, :func:`~swrag_integrations.methods.context.greedy_diversity_order` /
@@ -19,7 +19,7 @@ order (:func:`steps_context`):
    the rest follow. A candidate's vector is the mean of its 128-token pieces' vectors
    (MiniLM truncates at 256 word pieces, so a 512-token window embedded at once would
    be judged on its head).
-3. ``rse`` (:class:`~swrag_integrations.methods.context.RelevantSegmentExtractor`, preset
+3. ``rse`` (:class:`~swrag_integrations.methods.context.SegmentExtractor`, preset
    ``balanced``, budget = the run's budget) turns the top ``pool`` candidates into
    contiguous segments of chunks; the context is these segments only (as in dsRAG).
 4. the context is assembled under the budget (by offset; stock LangChain by text);
@@ -223,13 +223,14 @@ def _span_text(texts: Mapping[str, str], span: Span) -> str:
 
 
 def apply_rerank(question: str, ranked: Sequence[Span], texts: Mapping[str, str], reranker, pool: int) -> list[Span]:
-    """Top ``pool`` re-sorted by ``reranker`` (a :class:`~swrag_integrations.methods.context.BaseReranker`)."""
-    from langchain_core.documents import Document
+    """Top ``pool`` re-sorted by ``reranker`` (a core :class:`~swrag_integrations.methods.context.Rescorer`,
+    or anything with ``rerank(query, documents)``), on framework-free documents."""
+    from swrag_integrations.stores.storage import PlainDocument
 
     head, tail = list(ranked[:pool]), list(ranked[pool:])
     if len(head) < 2:
         return head + tail
-    docs = [Document(page_content=_span_text(texts, s) or " ", metadata={"pos": i}) for i, s in enumerate(head)]
+    docs = [PlainDocument(page_content=_span_text(texts, s) or " ", metadata={"pos": i}) for i, s in enumerate(head)]
     out = reranker.rerank(question, docs)
     return [head[d.metadata["pos"]] for d in out] + tail
 
@@ -264,10 +265,10 @@ def _span_scores(pipeline, question: str, queries: Sequence[str]) -> dict[Span, 
 
 def apply_rse(question: str, ranked: Sequence[Span], pipeline, pool: int, budget: int,
               queries: Sequence[str] = (), encoding_name: str = DEFAULT_ENCODING, preset: str = "balanced") -> list[Span]:
-    """Segments (as spans, best first) of the top ``pool`` candidates (see module doc)."""
-    from langchain_core.documents import Document
-
-    from swrag_integrations.methods.context import RelevantSegmentExtractor
+    """Segments (as spans, best first) of the top ``pool`` candidates (see module doc), by the
+    core :class:`~swrag_integrations.methods.context.SegmentExtractor` on the chunks' spans."""
+    from swrag_integrations.engine.assemble import ContextSpan
+    from swrag_integrations.methods.context import SegmentExtractor
 
     spans = getattr(pipeline, "spans", None)
     if spans is None:
@@ -307,23 +308,21 @@ def apply_rse(question: str, ranked: Sequence[Span], pipeline, pool: int, budget
         return rows
 
     scores = _span_scores(pipeline, question, queries)
-    docs = []
+    candidates = []
     for span in ranked[:pool]:
         if span not in index_of:
             raise StepNotSupported(f"--rse: candidate {span} is not one of the pipeline's chunks")
         sid = span[0]
         i = index_of[span]
         a, b = tiles[sid][i]
-        meta = {"source_id": sid, "chunk_index": i, "start_index": a, "end_index": b}
-        if scores is not None:
-            meta["score"] = scores.get(span, 0.0)
-        docs.append(Document(page_content=texts[sid][a:b], metadata=meta))
-    extractor = RelevantSegmentExtractor(
+        candidates.append(ContextSpan(sid, a, b, texts[sid][a:b], metadata={"chunk_index": i},
+                                      score=scores.get(span, 0.0) if scores is not None else None))
+    extractor = SegmentExtractor(
         preset=preset, chunks=fetch, budget_tokens=budget, encoding_name=encoding_name,
         score_normalization="auto" if scores is not None else "rank",
     )
     out = []
-    for seg in extractor.extract(docs):
+    for seg in extractor.extract(candidates):
         sid = seg.source_id
         start = tiles[sid][seg.first_chunk][0]
         end = max(ends[sid][seg.first_chunk : seg.last_chunk + 1])
@@ -346,7 +345,7 @@ def litm_context(ctx: AssembledContext, texts: Mapping[str, str], separator: str
 @dataclass
 class StepTools:
     """What the steps need: the embedder (diversity, embedding rerank, measure) and the
-    reranker object (built once per run)."""
+    reranker (a framework-free core, built once per run)."""
 
     embeddings: Any = None
     reranker: Any = None
@@ -355,13 +354,13 @@ class StepTools:
 def make_tools(steps: ContextSteps, *, embeddings=None, llm=None) -> StepTools:
     reranker = None
     if steps.rerank == "embedding":
-        from swrag_integrations.methods.context import EmbeddingReranker
+        from swrag_integrations.methods.context import EmbeddingRescorer
 
-        reranker = EmbeddingReranker(embeddings=embeddings)
+        reranker = EmbeddingRescorer(embeddings=embeddings)
     elif steps.rerank == "llm":
-        from swrag_integrations.methods.context import LLMJudgeReranker
+        from swrag_integrations.methods.context import LLMJudgeRescorer
 
-        reranker = LLMJudgeReranker(llm=llm)
+        reranker = LLMJudgeRescorer(llm=llm)
     return StepTools(embeddings=embeddings, reranker=reranker)
 
 
@@ -398,7 +397,8 @@ def steps_context(pipeline, question: str, steps: ContextSteps, tools: StepTools
 def add_headers(pipeline, headerer) -> dict:
     """Re-index a span pipeline's BM25 over ``header + chunk`` texts.
 
-    ``headerer`` is a :class:`~swrag_integrations.methods.context.ContextualChunkHeaders`; each
+    ``headerer`` is a :class:`~swrag_integrations.methods.context.ChunkHeaderWriter` (or its
+    LangChain face ``ContextualChunkHeaders``); each
     source's chunks are annotated (one call per chunk in ``contextual`` mode, one per
     document in ``auto`` mode; cached). Offsets are unchanged. Returns the header
     report as a dict (chunks, with_header, llm_calls, cached, failed, seconds...).
@@ -409,7 +409,7 @@ def add_headers(pipeline, headerer) -> dict:
     spans = getattr(pipeline, "spans", None)
     if spans is None or not hasattr(pipeline, "index"):
         raise StepNotSupported(f"chunk headers need a BM25 span pipeline ({', '.join(HEADER_STRATEGIES)})")
-    from langchain_core.documents import Document
+    from swrag_integrations.stores.storage import PlainDocument
 
     by_source: dict[str, list[int]] = {}
     for pos, (sid, _a, _b) in enumerate(spans):
@@ -421,7 +421,7 @@ def add_headers(pipeline, headerer) -> dict:
         meta = {"source_id": sid}
         if titles.get(sid):
             meta["title"] = titles[sid]
-        doc = Document(page_content=pipeline.texts[sid], metadata=meta)
+        doc = PlainDocument(page_content=pipeline.texts[sid], metadata=meta)
         annotated = headerer.annotate(doc, [(spans[p][1], spans[p][2]) for p in positions])
         for p, chunk in zip(positions, annotated):
             headers[p] = (chunk.metadata or {}).get("context_header")

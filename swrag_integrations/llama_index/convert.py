@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["document_to_node", "node_to_document", "span_to_node", "SCORE_KEYS", "filter_from_llama_index",
-           "filter_to_llama_index", "parse_llama_filter"]
+__all__ = ["document_to_node", "node_to_document", "node_to_item", "span_to_node", "SCORE_KEYS",
+           "filter_from_llama_index", "filter_to_llama_index", "parse_llama_filter"]
 
 SCORE_KEYS = ("relevance_score", "relevance", "segment_value", "score", "rrf_score")
 
@@ -83,16 +83,18 @@ def span_to_node(span: Any, ref_doc_id: str | None = None) -> Any:
     return NodeWithScore(node=node, score=float(relevance) if relevance is not None else span.score)
 
 
-def node_to_document(item: Any) -> Any:
-    """A ``NodeWithScore`` (or a node) as a LangChain ``Document``.
+def node_to_item(item: Any) -> Any:
+    """A ``NodeWithScore`` (or a node) as a framework-free
+    :class:`~swrag_integrations.stores.storage.PlainDocument`.
 
     The id is the node id; the score goes to ``metadata["score"]``; offsets to
     ``start_index``/``end_index``; the source to ``source_id`` (from the metadata, else
     the node's ``ref_doc_id``), so nodes from the package's node parsers work wherever
     a chunk needs its source (e.g. relevant segment extraction).
     """
-    from langchain_core.documents import Document
     from llama_index.core.schema import MetadataMode
+
+    from swrag_integrations.stores.storage import PlainDocument
 
     node = getattr(item, "node", item)
     score = getattr(item, "score", None) if item is not node else None
@@ -106,7 +108,15 @@ def node_to_document(item: Any) -> Any:
         meta["end_index"] = int(end)
     if meta.get("source_id") is None and getattr(node, "ref_doc_id", None):
         meta["source_id"] = str(node.ref_doc_id)
-    return Document(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta, id=node.node_id)
+    return PlainDocument(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta, id=node.node_id)
+
+
+def node_to_document(item: Any) -> Any:
+    """A ``NodeWithScore`` (or a node) as a LangChain ``Document`` (see :func:`node_to_item`)."""
+    from langchain_core.documents import Document
+
+    plain = node_to_item(item)
+    return Document(page_content=plain.page_content, metadata=plain.metadata, id=plain.id)
 
 
 # ------------------------------------------------------------------ metadata filters

@@ -1,30 +1,32 @@
-"""The RAG chain of the method: retriever -> prompt -> LLM -> answer with its sources.
+"""The answer of the method, framework-free: prompt -> LLM -> answer with its sources.
 
-LangChain: :func:`build_rag_chain` (LCEL, streams answer tokens). LlamaIndex:
-:func:`build_query_engine`. Both use the method's prompt, in Chinese for Chinese questions.
+The core of the RAG chain: the method's prompt (in Chinese for Chinese questions) over the
+retrieved windows (:func:`answer_prompt`, :func:`format_context`), the sources with their
+exact offsets, the grounding call (:func:`grounding_checker`) and the streaming chunks
+(:class:`AnswerChunks`); :func:`answer_locally` answers with the package's local LLM core.
+The faces: the LangChain LCEL chain :func:`~.langchain_chain.build_rag_chain` (and
+:func:`~.langchain_chain.chat_model_for`) and the LlamaIndex query engine
+:func:`~.llama_index_chain.build_query_engine`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Callable, Mapping
+from typing import Any, Sequence
 
-if TYPE_CHECKING:  # LangChain is imported where a chain is built: format_context and the sources need none
-    from langchain_core.documents import Document
-    from langchain_core.runnables import Runnable
-    from langchain_core.runnables.utils import AddableDict
-
+from swrag_integrations._moved import moved_names_getattr
 from swrag_integrations.core.lang import contains_cjk
 
 __all__ = [
     "PROMPT_EN",
     "PROMPT_ZH",
     "prompt_for",
+    "answer_prompt",
     "format_context",
+    "grounding_checker",
+    "AnswerChunks",
     "answer_locally",
-    "chat_model_for",
-    "build_rag_chain",
-    "build_query_engine",
+    "llama_index_template",
 ]
 
 PROMPT_EN = "Answer the question based on the following context: {context}; the question is {question}"
@@ -36,13 +38,37 @@ def prompt_for(question: str) -> str:
     return PROMPT_ZH if contains_cjk(question or "") else PROMPT_EN
 
 
-def format_context(docs: Sequence[Document]) -> str:
+def llama_index_template(language: str = "en") -> str:
+    """The method's prompt with LlamaIndex's variable names (``{context_str}``, ``{query_str}``):
+    Chinese for ``language="zh"``, else English."""
+    template = PROMPT_ZH if language == "zh" else PROMPT_EN
+    return template.replace("{context}", "{context_str}").replace("{question}", "{query_str}")
+
+
+def format_context(docs: Sequence[Any]) -> str:
     """Join retrieved windows in rank order, each on its own paragraph (any documents
     with ``page_content``: LangChain's or the engine's ``PlainDocument``)."""
     return "\n\n".join(doc.page_content.strip() for doc in docs if doc.page_content.strip())
 
 
-def _sources(docs: Sequence[Document]) -> list[dict[str, Any]]:
+def answer_prompt(question: str, docs: Sequence[Any]) -> str:
+    """The method's prompt for ``question`` over ``docs`` (retrieved windows, rank order)."""
+    return prompt_for(question).format(context=format_context(docs), question=question)
+
+
+def grounding_checker(grounding: Any) -> Any:
+    """The grounding checker a chain uses: ``True`` -> a default
+    :class:`~swrag_integrations.methods.grounding.GroundingChecker`, a checker -> itself,
+    ``False``/``None`` -> ``None`` (no grounding)."""
+    if grounding is False or grounding is None:
+        return None
+    from swrag_integrations.methods.grounding import GroundingChecker
+
+    return grounding if isinstance(grounding, GroundingChecker) else GroundingChecker()
+
+
+def _sources(docs: Sequence[Any]) -> list[dict[str, Any]]:
+    """Per retrieved window: its source, ``source_id``, exact offsets and text."""
     out = []
     for doc in docs:
         meta = doc.metadata
@@ -59,7 +85,7 @@ def _sources(docs: Sequence[Document]) -> list[dict[str, Any]]:
 
 
 def answer_locally(llm: Any, question: str, docs: Sequence[Any], *, grounding: Any = True) -> dict[str, Any]:
-    """What :func:`build_rag_chain` returns, without LangChain: the method's prompt over
+    """What :func:`~.langchain_chain.build_rag_chain` returns, without LangChain: the method's prompt over
     ``docs`` (retrieved windows, rank order), answered by the package's local LLM core
     (:class:`~swrag_integrations.llm.LocalLLM`) through its chat template, as the chain's
     chat model renders a one-turn prompt, with the same generation settings.
@@ -69,7 +95,7 @@ def answer_locally(llm: Any, question: str, docs: Sequence[Any], *, grounding: A
         question: the question.
         docs: the retrieved windows (``page_content`` and ``metadata`` with ``source``,
             ``start_index``, ``end_index``).
-        grounding: as in :func:`build_rag_chain`.
+        grounding: as in :func:`~.langchain_chain.build_rag_chain` (:func:`grounding_checker`).
 
     Returns:
         ``{"question", "answer", "context", "sources", "grounding"}`` (``grounding`` is
@@ -77,40 +103,11 @@ def answer_locally(llm: Any, question: str, docs: Sequence[Any], *, grounding: A
     """
     question = _question(question)
     context = format_context(docs)
-    prompt = prompt_for(question).format(context=context, question=question)
-    answer = llm.generate([{"role": "user", "content": prompt}], chat=True).strip()
+    answer = llm.generate([{"role": "user", "content": answer_prompt(question, docs)}], chat=True).strip()
     sources = _sources(docs)
-    checked = None
-    if grounding:
-        from swrag_integrations.methods.grounding import GroundingChecker
-
-        checker = grounding if isinstance(grounding, GroundingChecker) else GroundingChecker()
-        checked = checker.check(answer, sources, question=question).to_dict()
+    checker = grounding_checker(grounding)
+    checked = checker.check(answer, sources, question=question).to_dict() if checker is not None else None
     return {"question": question, "answer": answer, "context": context, "sources": sources, "grounding": checked}
-
-
-def chat_model_for(llm: Any) -> Any:
-    """The chat model for the package's own local LLM, anything else unchanged.
-
-    A :class:`~swrag_integrations.llm.LocalLLM` or its plain LangChain ``LLM`` adapter
-    (``load_llama3().as_langchain()``) becomes the
-    :class:`~swrag_integrations.llm.LocalChatModel` over the same loaded model with the
-    same settings (``max_new_tokens`` -> ``max_tokens``, ``temperature``,
-    ``repetition_penalty``). For a one-turn prompt both render the same chat-template
-    ids, so answers do not change; the chat model adds usage metadata and token
-    counting with the model's own tokenizer.
-    """
-    from swrag_integrations.llm.core import LocalLLM
-
-    if isinstance(llm, LocalLLM):
-        return llm.as_chat_model()
-    from swrag_integrations.llm.langchain_llm import LangChainLLM  # LangChain only, as this module
-
-    if isinstance(llm, LangChainLLM):
-        return llm.core.as_chat_model(
-            max_tokens=llm.max_new_tokens, temperature=llm.temperature, repetition_penalty=llm.repetition_penalty
-        )
-    return llm
 
 
 def _question(value: Any) -> str:
@@ -127,8 +124,10 @@ def _question(value: Any) -> str:
     return value
 
 
-class _AnswerChunks:
-    """Turns the assign step's chunks into the chain's output chunks.
+class AnswerChunks:
+    """Turns the streamed chunks of an answer (``question``, ``docs``, ``answer`` pieces)
+    into the chain's output chunks (dicts made by ``make``; the LangChain face makes
+    ``AddableDict`` s, which add up to the whole result).
 
     Keeps what has arrived of ``question`` and ``docs``; once both are there, emits the
     head chunk ``{"question", "context", "sources"}``; then emits every piece of the
@@ -137,8 +136,9 @@ class _AnswerChunks:
     pieces join to ``answer.strip()``.
     """
 
-    def __init__(self, checker: Any = None) -> None:
+    def __init__(self, checker: Any = None, make: Callable[..., dict[str, Any]] = dict) -> None:
         self.checker = checker
+        self.make = make
         self.answer = ""
         self.seen: dict[str, Any] = {}
         self.head_sent = False
@@ -146,15 +146,13 @@ class _AnswerChunks:
         self.started = False
         self.pending = ""
 
-    def feed(self, chunk: Mapping[str, Any]) -> list[AddableDict]:
-        from langchain_core.runnables.utils import AddableDict
-
-        out: list[AddableDict] = []
+    def feed(self, chunk: Mapping[str, Any]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         self.seen.update((k, v) for k, v in chunk.items() if k != "answer")
         if not self.head_sent and "docs" in self.seen and "question" in self.seen:
             self.head_sent = True
             docs = self.seen["docs"]
-            out.append(AddableDict(question=self.seen["question"], context=format_context(docs), sources=_sources(docs)))
+            out.append(self.make(question=self.seen["question"], context=format_context(docs), sources=_sources(docs)))
         piece = chunk.get("answer")
         if piece:
             if not self.head_sent:
@@ -168,105 +166,18 @@ class _AnswerChunks:
             if body:
                 self.answered = True
                 self.answer += body
-                out.append(AddableDict(answer=body))
+                out.append(self.make(answer=body))
         return out
 
-    def close(self) -> list[AddableDict]:
-        from langchain_core.runnables.utils import AddableDict
-
-        out = [] if self.answered else [AddableDict(answer="")]
+    def close(self) -> list[dict[str, Any]]:
+        out = [] if self.answered else [self.make(answer="")]
         if self.checker is not None:  # last: every answer sentence tied to the sources
             question = self.seen.get("question")
             grounded = self.checker.check(self.answer, _sources(self.seen.get("docs") or []),
                                           question=question if isinstance(question, str) else None)
-            out.append(AddableDict(grounding=grounded.to_dict()))
+            out.append(self.make(grounding=grounded.to_dict()))
         return out
 
 
-def build_rag_chain(retriever: Runnable, llm: Runnable, *, grounding: Any = True) -> Runnable:
-    """An LCEL chain ``question -> {"question", "answer", "context", "sources", "grounding"}``.
-
-    Args:
-        retriever: any LangChain retriever (e.g. ``WindowedParentRetriever``).
-        llm: any LangChain chat model or LLM, e.g. ``load_llama3().as_chat_model()``.
-            The package's plain local LLM (``.as_langchain()``) or a ``LocalLLM`` is
-            served through its chat model (:func:`chat_model_for`).
-
-    Input: the question as a string, or ``{"question": "..."}``. ``sources`` lists, per
-    retrieved window, its source, exact offsets and text; ``answer`` is stripped of
-    surrounding whitespace. ``grounding`` (with ``grounding=True``, the default, or a
-    :class:`~swrag_integrations.methods.grounding.GroundingChecker`) ties every answer sentence
-    to exact source offsets and flags unsupported sentences and claims
-    (:meth:`~swrag_integrations.methods.grounding.GroundedAnswer.to_dict`); ``grounding=False``
-    leaves it out.
-
-    Streaming (``.stream`` / ``.astream``): **sources first**. The first chunk is
-    ``{"question", "context", "sources"}`` (as soon as retrieval is done), then one
-    ``{"answer": "<text>"}`` chunk per piece of generated text as the model produces it
-    (leading/trailing whitespace of the whole answer held back), then (with grounding)
-    one ``{"grounding": {...}}`` chunk. Adding the chunks (``+``, they are
-    ``AddableDict``) gives exactly what ``invoke`` returns.
-    """
-    llm = chat_model_for(llm)
-    checker = None
-    if grounding is not False and grounding is not None:
-        from swrag_integrations.methods.grounding import GroundingChecker
-
-        checker = grounding if isinstance(grounding, GroundingChecker) else GroundingChecker()
-
-    from langchain_core.output_parsers import StrOutputParser
-    from langchain_core.prompts import PromptTemplate
-    from langchain_core.runnables import RunnableGenerator, RunnableLambda, RunnableParallel, RunnablePassthrough
-
-    def to_prompt(inputs: dict) -> str:
-        template = PromptTemplate.from_template(prompt_for(inputs["question"]))
-        return template.format(context=format_context(inputs["docs"]), question=inputs["question"])
-
-    def finish(chunks: Iterator[Mapping[str, Any]]) -> Iterator[AddableDict]:
-        state = _AnswerChunks(checker)
-        for chunk in chunks:
-            yield from state.feed(chunk)
-        yield from state.close()
-
-    async def afinish(chunks: AsyncIterator[Mapping[str, Any]]) -> AsyncIterator[AddableDict]:
-        state = _AnswerChunks(checker)
-        async for chunk in chunks:
-            for out in state.feed(chunk):
-                yield out
-        for out in state.close():
-            yield out
-
-    retrieve = RunnableParallel(docs=retriever, question=RunnablePassthrough())
-    answer = RunnableLambda(to_prompt) | llm | StrOutputParser()
-    return (
-        RunnableLambda(_question, name="question")
-        | retrieve
-        | RunnablePassthrough.assign(answer=answer)
-        | RunnableGenerator(finish, afinish, name="rag_answer")
-    )
-
-
-def build_query_engine(retriever: Any, llm: Any, *, language: str = "en", grounding: bool = True) -> Any:
-    """A LlamaIndex ``RetrieverQueryEngine`` with the method's prompt.
-
-    Args:
-        retriever: a LlamaIndex retriever (e.g. ``WindowedLlamaIndexRetriever``).
-        llm: a LlamaIndex LLM (e.g. ``load_llama3().as_llamaindex()``).
-        language: ``"en"`` or ``"zh"`` prompt.
-        grounding: wrap it so every response carries ``metadata["grounding"]``
-            (:class:`~swrag_integrations.methods.grounding.GroundedQueryEngine`).
-    """
-    from llama_index.core import PromptTemplate as LIPromptTemplate
-    from llama_index.core.query_engine import RetrieverQueryEngine
-
-    template = (PROMPT_ZH if language == "zh" else PROMPT_EN).replace("{context}", "{context_str}").replace(
-        "{question}", "{query_str}"
-    )
-    engine = RetrieverQueryEngine.from_args(
-        retriever=retriever, llm=llm, text_qa_template=LIPromptTemplate(template), response_mode="compact"
-    )
-    if not grounding:
-        return engine
-    from swrag_integrations.methods.grounding.llama_index import GroundedQueryEngine
-
-    return GroundedQueryEngine(engine)
+# The framework faces moved to their own modules; the old names still resolve, with a warning.
+__getattr__ = moved_names_getattr(__name__)

@@ -236,3 +236,33 @@ def test_cli_flags(tmp_path, data, capsys):
                  "--no-progress", "--rse", "--out", str(tmp_path / "bad")])
     assert code == 2
     assert "--rse needs a pipeline with a chunk list" in capsys.readouterr().err
+
+
+class _NoLangChainDocument:
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("an evaluation context step built a LangChain Document")
+
+
+class _PlainLLM:
+    """No framework: ``invoke`` answers the AutoContext prompt."""
+
+    def invoke(self, prompt):
+        return "Title: Zebra\nSummary: Quokka."
+
+
+def test_steps_run_the_cores_on_spans_without_langchain_documents(monkeypatch, emb):
+    import langchain_core.documents
+
+    from swrag_integrations.evaluation.steps import add_headers, make_tools
+    from swrag_integrations.methods.context import ChunkHeaderWriter, EmbeddingRescorer
+
+    monkeypatch.setattr(langchain_core.documents, "Document", _NoLangChainDocument)
+    steps = ContextSteps(rerank="embedding", diversity="greedy", rse=True, litm=True, pool=8)
+    tools = make_tools(steps, embeddings=emb)
+    assert type(tools.reranker) is EmbeddingRescorer  # the framework-free core, not a LangChain compressor
+    pipe = _pipeline("dds", 64, "2")
+    question = "What is the secret code of the harbour?"
+    ctx = steps_context(pipe, question, steps, tools, budget=300)
+    assert ctx.spans and all(pipe.texts[s.source_id][s.start:s.end] == s.text for s in ctx.spans)
+    add_headers(pipe, ChunkHeaderWriter(_PlainLLM(), mode="auto", show_progress=False))
+    assert pipe.headers and all(h and "Zebra" in h for h in pipe.headers)

@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.retrievers import BaseRetriever
 
-from swrag_integrations.methods.chain import build_rag_chain, chat_model_for
+from swrag_integrations.methods.langchain_chain import build_rag_chain, chat_model_for
 from swrag_integrations.methods.context import ContextualChunkHeaders
 from swrag_integrations.langchain.multi_query import MultiQueryFusionRetriever, agenerate_queries, generate_queries
 

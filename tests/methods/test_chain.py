@@ -5,7 +5,9 @@ from langchain_core.documents import Document
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.retrievers import BaseRetriever
 
-from swrag_integrations.methods.chain import PROMPT_EN, PROMPT_ZH, build_query_engine, build_rag_chain, prompt_for
+from swrag_integrations.methods.chain import PROMPT_EN, PROMPT_ZH, prompt_for
+from swrag_integrations.methods.langchain_chain import build_rag_chain
+from swrag_integrations.methods.llama_index_chain import build_query_engine
 
 TEXT = "The tower is 31 metres tall. It was first lit on 14 October 1874."
 
@@ -129,7 +131,7 @@ def test_plain_llms_still_work_and_stream_their_answer():
 
 
 def test_chat_model_for_leaves_other_models_alone():
-    from swrag_integrations.methods.chain import chat_model_for
+    from swrag_integrations.methods.langchain_chain import chat_model_for
 
     llm = FakeListLLM(responses=["x"])
     assert chat_model_for(llm) is llm
@@ -146,3 +148,34 @@ def test_grounding_comes_last_and_flags_what_the_sources_do_not_say():
     assert set(chunks[0]) == HEAD_KEYS and set(chunks[-1]) == {"grounding"}  # sources first, grounding last
     strip = lambda g: {k: v for k, v in g.items() if k != "seconds"}  # noqa: E731 - timing differs per run
     assert strip(chunks[-1]["grounding"]) == strip(grounding)
+
+
+def test_the_answer_core_is_framework_free_and_the_faces_use_its_prompt():
+    """methods.chain builds the prompt, the sources and the stream chunks without LangChain;
+    the LCEL chain sends exactly the core's prompt; the old names warn and resolve."""
+    import importlib
+    import warnings
+
+    from swrag_integrations.methods import chain as core
+    from swrag_integrations.methods import langchain_chain, llama_index_chain
+    from swrag_integrations.stores.storage import PlainDocument
+
+    docs = [PlainDocument(TEXT[29:], {"source": "a.md", "source_id": "s1", "start_index": 29, "end_index": len(TEXT)})]
+    llm = RecordingLLM(responses=["14 October 1874"], prompts=[])
+    build_rag_chain(FixedRetriever(), llm).invoke("When was it first lit?")
+    assert llm.prompts == [core.answer_prompt("When was it first lit?", docs)]
+    assert core.llama_index_template("zh") == PROMPT_ZH.replace("{context}", "{context_str}").replace(
+        "{question}", "{query_str}")
+    state = core.AnswerChunks()  # plain dicts by default
+    head = state.feed({"question": "q?", "docs": docs})
+    assert head == [{"question": "q?", "context": TEXT[29:], "sources": [
+        {"source": "a.md", "source_id": "s1", "start_index": 29, "end_index": len(TEXT), "text": TEXT[29:]}]}]
+    assert state.feed({"answer": " 14 "}) == [{"answer": "14"}] and state.close() == []
+    assert core.grounding_checker(False) is None and core.grounding_checker(None) is None
+    for name, face in (("build_rag_chain", langchain_chain), ("chat_model_for", langchain_chain),
+                       ("build_query_engine", llama_index_chain)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert getattr(importlib.import_module("swrag_integrations.methods.chain"), name) is getattr(face, name)
+        assert [str(w.message) for w in caught] == [
+            f"swrag_integrations.methods.chain.{name} moved to {face.__name__}.{name}; the old path will be removed in 0.4"]

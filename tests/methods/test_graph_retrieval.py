@@ -220,7 +220,12 @@ def test_llm_reports_and_global_search_with_scripted_llms(built):
     s = result.stats
     assert (s["calls"], s["map_calls"], s["reduce_calls"], s["failed_maps"], s["reports"]) == (5, 4, 1, 1, 4)
     assert s["prompt_tokens"] > 4 * 100 and s["answer_tokens"] > 0
-    assert gs.as_runnable().invoke(QUESTION).answer == "She was Chief of Protocol."
+    from swrag_integrations.methods.graph.langchain import global_search_runnable
+
+    runnable = global_search_runnable(gs)  # the LangChain face of the framework-free search
+    assert runnable.name == "GraphRAGGlobalSearch"
+    assert runnable.invoke(QUESTION).answer == "She was Chief of Protocol."
+    assert not hasattr(gs, "as_runnable")  # the core imports no LangChain
     # no point at all: no reduce call, the no-answer text
     silent = searcher.global_search(FakeListLLM(responses=["NONE"]), max_reports=2)
     got = silent.invoke(QUESTION)

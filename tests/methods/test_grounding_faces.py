@@ -8,7 +8,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.retrievers import BaseRetriever
 
-from swrag_integrations.methods.chain import build_rag_chain
+from swrag_integrations.methods.langchain_chain import build_rag_chain
 from swrag_integrations.methods.grounding import (
     GroundedQueryEngine,
     format_grounded_answer,

@@ -1,19 +1,27 @@
 """Context construction after retrieval: ordering, segments, headers, reranking.
 
-LangChain classes (document compressors / transformers):
+Framework-free cores (document-like items or the engine's
+:class:`~swrag_integrations.engine.assemble.ContextSpan` s in, ``PlainDocument`` s out;
+each has ``apply(documents, query)``):
 
-* :class:`DiversityReranker` (Haystack greedy diversity order or MMR) and
-  :class:`LostInTheMiddleReorder`; :func:`mean_pairwise_cosine_distance` /
+* :class:`DiversityOrder` (Haystack greedy diversity order or MMR) and
+  :class:`LostInTheMiddle`; :func:`mean_pairwise_cosine_distance` /
   :func:`context_diversity` measure a context's redundancy.
-* :class:`ContextualChunkHeaders` (contextual headers per chunk, or one AutoContext
+* :class:`ChunkHeaderWriter` (contextual headers per chunk, or one AutoContext
   header per document; KV-cached document prefix with the local model; sqlite cache),
-  :func:`text_to_index`, :class:`ContextualEmbeddings`.
-* :class:`RelevantSegmentExtractor` (RSE: best contiguous chunk runs, exact offsets).
-* :class:`Reranker` protocol, :class:`BaseReranker`, :class:`EmbeddingReranker`,
-  :class:`LLMJudgeReranker`, :class:`CompressorReranker`.
+  :func:`text_to_index`, :class:`HeadedEmbedder`.
+* :class:`SegmentExtractor` (RSE: best contiguous chunk runs, exact offsets).
+* :class:`Reranker` protocol, :class:`Rescorer`, :class:`EmbeddingRescorer`,
+  :class:`LLMJudgeRescorer`.
 
-LlamaIndex wrappers live in :mod:`swrag_integrations.methods.context.llama_index` (imported
-lazily from here, e.g. ``from swrag_integrations.methods.context import RelevantSegmentPostprocessor``).
+Their LangChain faces (document compressors / transformers, in
+:mod:`swrag_integrations.methods.context.langchain`): :class:`DiversityReranker`,
+:class:`LostInTheMiddleReorder`, :class:`ContextualChunkHeaders`,
+:class:`ContextualEmbeddings`, :class:`RelevantSegmentExtractor`, :class:`BaseReranker`,
+:class:`EmbeddingReranker`, :class:`LLMJudgeReranker`, :class:`CompressorReranker`.
+The LlamaIndex faces (node postprocessors) live in
+:mod:`swrag_integrations.methods.context.llama_index`. Both are imported lazily from here,
+e.g. ``from swrag_integrations.methods.context import RelevantSegmentExtractor``.
 """
 
 from __future__ import annotations
@@ -24,16 +32,16 @@ from swrag_integrations.methods.context.headers import (
     AUTO_CONTEXT_PROMPT,
     CONTEXT_CHUNK_PROMPT,
     CONTEXT_DOCUMENT_PROMPT,
-    ContextualChunkHeaders,
-    ContextualEmbeddings,
+    ChunkHeaderWriter,
+    HeadedEmbedder,
     HeaderCache,
     HeaderReport,
     clean_header,
     text_to_index,
 )
 from swrag_integrations.methods.context.ordering import (
-    DiversityReranker,
-    LostInTheMiddleReorder,
+    DiversityOrder,
+    LostInTheMiddle,
     apply_budget,
     context_diversity,
     greedy_diversity_order,
@@ -41,8 +49,8 @@ from swrag_integrations.methods.context.ordering import (
     mean_pairwise_cosine_distance,
     mmr_order,
 )
-from swrag_integrations.methods.context.rerank import JUDGE_PROMPT, BaseReranker, CompressorReranker, EmbeddingReranker, LLMJudgeReranker, Reranker
-from swrag_integrations.methods.context.rse import RSE_PRESETS, RelevantSegmentExtractor, RSEParams, Segment, best_segment, chunk_values
+from swrag_integrations.methods.context.rerank import JUDGE_PROMPT, EmbeddingRescorer, LLMJudgeRescorer, Reranker, Rescorer
+from swrag_integrations.methods.context.rse import RSE_PRESETS, RSEParams, Segment, SegmentExtractor, best_segment, chunk_values
 
 __all__ = [
     "AUTO_CONTEXT_PROMPT",
@@ -82,15 +90,27 @@ __all__ = [
     "text_to_index",
 ]
 
+# The faces, imported on first use (importing this package imports no framework).
 _LAZY = {
-    "CompressorNodePostprocessor", "ContextualHeaderTransform", "DiversityPostprocessor",
-    "LostInTheMiddlePostprocessor", "RelevantSegmentPostprocessor", "RerankPostprocessor",
+    **dict.fromkeys((
+        "BaseReranker", "CompressorReranker", "ContextualChunkHeaders", "ContextualEmbeddings", "DiversityReranker",
+        "EmbeddingReranker", "LLMJudgeReranker", "LostInTheMiddleReorder", "RelevantSegmentExtractor",
+    ), "langchain"),
+    **dict.fromkeys((
+        "CompressorNodePostprocessor", "ContextualHeaderTransform", "DiversityPostprocessor",
+        "LostInTheMiddlePostprocessor", "RelevantSegmentPostprocessor", "RerankPostprocessor",
+    ), "llama_index"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from swrag_integrations.methods.context import llama_index as llama_index
+    face = _LAZY.get(name)
+    if face == "langchain":
+        from swrag_integrations.methods.context import langchain
+
+        return getattr(langchain, name)
+    if face == "llama_index":
+        from swrag_integrations.methods.context import llama_index
 
         return getattr(llama_index, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,11 @@
-"""Small helpers shared by the context techniques (not public API)."""
+"""Small helpers shared by the context techniques (not public API).
+
+The cores of the context steps work on *document-like* items: anything with
+``page_content``, ``metadata`` and ``id`` (a :class:`~swrag_integrations.stores.storage.PlainDocument`,
+a LangChain ``Document``), or the engine's :class:`~swrag_integrations.engine.assemble.ContextSpan`
+(read as a document with ``source_id``/``start_index``/``end_index`` metadata, see
+:func:`as_items`). What they return are ``PlainDocument`` s; the faces convert them.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,6 @@ import re
 from typing import Any, Sequence
 
 import numpy as np
-from langchain_core.documents import Document
 
 # Defined below the context steps (RAPTOR and the tuning use them too); re-exported here for the steps.
 from swrag_integrations.llm.text import llm_text, local_core, model_name_of  # noqa: F401
@@ -14,6 +20,8 @@ from swrag_integrations.engine.assemble import count_tokens, trim_to_tokens  # n
 from swrag_integrations.embeddings.minilm import as_embeddings  # noqa: F401
 import swrag_integrations.langchain.embeddings  # noqa: F401 - the package's embeddings are LangChain Embeddings (pydantic fields)
 from swrag_integrations.core.windows import DEFAULT_ENCODING, token_boundaries
+from swrag_integrations.engine.assemble import ContextSpan
+from swrag_integrations.stores.storage import PlainDocument
 
 SCORE_KEYS = ("relevance_score", "score", "rrf_score")
 
@@ -28,7 +36,47 @@ def unit_normalize(vectors: Any) -> np.ndarray:
     return arr / norms
 
 
-def annotated(documents: Sequence[Document], order: Sequence[int], scores: Any, rank_key: str) -> list[Document]:
+def copy_item(item: Any, metadata: dict[str, Any] | None = None, text: str | None = None) -> PlainDocument:
+    """A ``PlainDocument`` copy of a document-like ``item`` (new ``metadata`` / ``text`` if given)."""
+    return PlainDocument(page_content=item.page_content if text is None else text,
+                         metadata=dict(item.metadata or {}) if metadata is None else metadata,
+                         id=getattr(item, "id", None))
+
+
+def span_item(span: ContextSpan) -> PlainDocument:
+    """A :class:`ContextSpan` as a ``PlainDocument``: its metadata plus ``source_id``,
+    ``start_index``, ``end_index`` and (when set) ``score``, ``rank``, ``n_tokens``
+    (the metadata of :meth:`ContextSpan.to_document`)."""
+    meta = dict(span.metadata)
+    meta.update(source_id=span.source_id, start_index=span.start, end_index=span.end)
+    for key in ("score", "rank", "n_tokens"):
+        if getattr(span, key) is not None:
+            meta[key] = getattr(span, key)
+    return PlainDocument(page_content=span.text, metadata=meta)
+
+
+def item_span(item: Any) -> ContextSpan:
+    """A document-like item with ``source_id``/``start_index``/``end_index`` metadata as a
+    :class:`ContextSpan` (the inverse of :func:`span_item`)."""
+    return ContextSpan.from_document(item)
+
+
+def as_items(items: Sequence[Any]) -> list[Any]:
+    """The items a context step's core takes: document-like items as they are,
+    :class:`ContextSpan` s through :func:`span_item`; anything else raises ``TypeError``."""
+    out = []
+    for position, item in enumerate(items):
+        if isinstance(item, ContextSpan):
+            out.append(span_item(item))
+        elif hasattr(item, "page_content") and hasattr(item, "metadata"):
+            out.append(item)
+        else:
+            raise TypeError(f"item {position}: expected a document (page_content, metadata) or a ContextSpan, "
+                            f"got {type(item).__name__}")
+    return out
+
+
+def annotated(documents: Sequence[Any], order: Sequence[int], scores: Any, rank_key: str) -> list[PlainDocument]:
     """``documents`` in ``order``, copies with ``relevance_score`` and ``rank_key`` (1-based) set."""
     out = []
     for rank, i in enumerate(order, start=1):
@@ -36,11 +84,11 @@ def annotated(documents: Sequence[Document], order: Sequence[int], scores: Any, 
         meta = dict(doc.metadata or {})
         meta["relevance_score"] = float(scores[i])
         meta[rank_key] = rank
-        out.append(Document(page_content=doc.page_content, metadata=meta, id=doc.id))
+        out.append(copy_item(doc, meta))
     return out
 
 
-def doc_score(doc: Document, key: str | None = None) -> float | None:
+def doc_score(doc: Any, key: str | None = None) -> float | None:
     """The document's retrieval score from its metadata (``key`` or the usual keys)."""
     meta = doc.metadata or {}
     for k in ((key,) if key else SCORE_KEYS):
@@ -91,11 +139,3 @@ def sentence_pieces(text: str, max_tokens: int, encoding_name: str = DEFAULT_ENC
         pieces.append(current)
     return [p.strip() for p in pieces if p.strip()]
 
-
-def as_documents(items: Sequence[Any]) -> list[Document]:
-    out = []
-    for item in items:
-        if not isinstance(item, Document):
-            raise TypeError(f"expected langchain Document objects, got {type(item).__name__}")
-        out.append(item)
-    return out

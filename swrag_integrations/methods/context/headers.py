@@ -10,7 +10,7 @@ Two modes (after Anthropic's *Contextual Retrieval* and dsRAG's *AutoContext*):
 The header goes into the chunk's metadata (``context_header``); the chunk's
 ``page_content`` and its ``start_index``/``end_index`` stay exactly the source's.
 :func:`text_to_index` gives the text to embed / BM25-index (``header + "\\n\\n" + chunk``)
-and :class:`ContextualEmbeddings` applies it transparently inside any ``Embeddings``
+and :class:`HeadedEmbedder` (LangChain face: ``ContextualEmbeddings``) applies it transparently inside any embedder
 (so a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` built with it embeds the
 headed text while storing the exact chunk).
 
@@ -48,15 +48,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from langchain_core.documents import BaseDocumentTransformer, Document
-from langchain_core.embeddings import Embeddings
 
 from swrag_integrations.llm.text import clean_header
 from swrag_integrations.engine.ids import chunk_id, source_id_for
 from swrag_integrations.engine.records import plan_source
 from swrag_integrations.core.textcache import TextCache
+from swrag_integrations._moved import moved_names_getattr
 from swrag_integrations.core.windows import DEFAULT_ENCODING, iter_windows
 from swrag_integrations.methods.context._common import count_tokens, llm_text, local_core, model_name_of, trim_to_tokens
+from swrag_integrations.stores.storage import PlainDocument
 
 __all__ = [
     "CONTEXT_DOCUMENT_PROMPT",
@@ -64,8 +64,8 @@ __all__ = [
     "AUTO_CONTEXT_PROMPT",
     "HeaderCache",
     "HeaderReport",
-    "ContextualChunkHeaders",
-    "ContextualEmbeddings",
+    "ChunkHeaderWriter",
+    "HeadedEmbedder",
     "text_to_index",
     "clean_header",
 ]
@@ -88,11 +88,11 @@ AUTO_CONTEXT_PROMPT = (
 )
 
 
-def text_to_index(doc: Document | str, header: str | None = None) -> str:
+def text_to_index(doc: Any, header: str | None = None) -> str:
     """Text to embed / BM25-index for a chunk: ``header + "\\n\\n" + chunk`` (chunk alone
-    when it has no header). ``doc`` may be a chunk ``Document`` (header from its
+    when it has no header). ``doc`` may be a chunk document (header from its
     ``context_header`` metadata) or a string with ``header`` given."""
-    if isinstance(doc, Document):
+    if not isinstance(doc, str):
         text = doc.page_content
         header = header if header is not None else (doc.metadata or {}).get("context_header")
     else:
@@ -112,7 +112,7 @@ class HeaderCache(TextCache):
 
 @dataclass
 class HeaderReport:
-    """What one run of :class:`ContextualChunkHeaders` did."""
+    """What one run of :class:`ChunkHeaderWriter` (``ContextualChunkHeaders``) did."""
 
     documents: int = 0
     chunks: int = 0
@@ -139,8 +139,13 @@ class HeaderReport:
 
 
 # -------------------------------------------------------------------- main class
-class ContextualChunkHeaders(BaseDocumentTransformer):
-    """Write a context header for every chunk of a document (LangChain transformer).
+class ChunkHeaderWriter:
+    """Write a context header for every chunk of a document (framework-free core).
+
+    Documents are document-like (``page_content``, ``metadata``, ``id``: a
+    ``PlainDocument``, a LangChain ``Document``); the chunks returned are built by
+    :meth:`_make` (``PlainDocument`` s here; the LangChain face
+    :class:`~.langchain.ContextualChunkHeaders` makes LangChain ``Document`` s).
 
     Args:
         llm: any LangChain LLM / chat model, a :class:`~swrag_integrations.llm.LocalLLM`
@@ -228,11 +233,15 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
         return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:16]
 
     # --------------------------------------------------------------- chunking
-    def split(self, document: Document) -> list[Document]:
+    def _make(self, page_content: str, metadata: dict[str, Any], id: str | None = None) -> Any:
+        """One output chunk (the faces override this to build their framework's document)."""
+        return PlainDocument(page_content=page_content, metadata=metadata, id=id)
+
+    def split(self, document: Any) -> list[Any]:
         """The document's chunks (exact text and offsets), without headers."""
         if self.index is not None:  # the index's own small chunks
             rec = plan_source(document, self.index.config)
-            return [Document(page_content=rec.chunk_text(i), metadata=rec.chunk_metadata(i, self.index.config.medium_size),
+            return [self._make(page_content=rec.chunk_text(i), metadata=rec.chunk_metadata(i, self.index.config.medium_size),
                              id=chunk_id(rec.source_id, i)) for i in range(rec.n_chunks)]
         text = document.page_content
         sid = (document.metadata or {}).get("source_id") or source_id_for(document)
@@ -241,34 +250,34 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
         for i, (a, b) in enumerate(spans):
             meta = dict(document.metadata or {})
             meta.update(source_id=sid, chunk_index=i, start_index=int(a), end_index=int(b))
-            out.append(Document(page_content=text[a:b], metadata=meta, id=chunk_id(sid, i)))
+            out.append(self._make(page_content=text[a:b], metadata=meta, id=chunk_id(sid, i)))
         return out
 
     # -------------------------------------------------------------- public API
-    def transform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
+    def transform_documents(self, documents: Sequence[Any], **kwargs: Any) -> Sequence[Any]:
         """Split each document and annotate its chunks (report: ``last_report``)."""
         pairs = [(doc, self.split(doc)) for doc in documents if doc.page_content and doc.page_content.strip()]
         return self._run(pairs)
 
-    def annotate(self, document: Document | str, chunks: Sequence[Document | tuple[int, int]] | None = None) -> list[Document]:
+    def annotate(self, document: Any, chunks: Sequence[Any] | None = None) -> list[Any]:
         """Annotate the chunks of one document.
 
-        ``chunks``: chunk ``Document`` s with ``start_index``/``end_index`` (their text
+        ``chunks``: chunk documents with ``start_index``/``end_index`` (their text
         must equal ``document[start:end]``), or ``(start, end)`` tuples; ``None`` cuts
         the document with :meth:`split`.
         """
         if isinstance(document, str):
-            document = Document(page_content=document)
+            document = PlainDocument(page_content=document)
         if chunks is None:
             chunk_docs = self.split(document)
         else:
             chunk_docs = self._check_chunks(document, chunks)
         return self._run([(document, chunk_docs)])
 
-    def annotate_chunks(self, chunks: Sequence[Document], sources: Mapping[str, str | Document]) -> list[Document]:
+    def annotate_chunks(self, chunks: Sequence[Any], sources: Mapping[str, Any]) -> list[Any]:
         """Annotate chunk documents of several sources; ``sources`` maps each chunk's
-        ``source_id`` to the full text (or ``Document``). Output keeps the input order."""
-        groups: dict[str, list[tuple[int, Document]]] = {}
+        ``source_id`` to the full text (or a document). Output keeps the input order."""
+        groups: dict[str, list[tuple[int, Any]]] = {}
         for pos, chunk in enumerate(chunks):
             sid = (chunk.metadata or {}).get("source_id")
             if sid is None or sid not in sources:
@@ -278,25 +287,25 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
         positions = []
         for sid, items in groups.items():
             src = sources[sid]
-            doc = src if isinstance(src, Document) else Document(page_content=src, metadata={"source_id": sid})
+            doc = PlainDocument(page_content=src, metadata={"source_id": sid}) if isinstance(src, str) else src
             pairs.append((doc, self._check_chunks(doc, [c for _, c in items])))
             positions.extend(p for p, _ in items)
         out = self._run(pairs)
-        ordered: list[Document | None] = [None] * len(chunks)
+        ordered: list[Any] = [None] * len(chunks)
         for p, d in zip(positions, out):
             ordered[p] = d
         return [d for d in ordered if d is not None]
 
-    def header_map(self, chunks: Iterable[Document]) -> dict[str, str]:
-        """``{chunk text: header}`` for :class:`ContextualEmbeddings`."""
+    def header_map(self, chunks: Iterable[Any]) -> dict[str, str]:
+        """``{chunk text: header}`` for :class:`HeadedEmbedder` (``ContextualEmbeddings``)."""
         return {c.page_content: c.metadata["context_header"] for c in chunks if (c.metadata or {}).get("context_header")}
 
     # ------------------------------------------------------------- internals
-    def _check_chunks(self, document: Document, chunks: Sequence[Document | tuple[int, int]]) -> list[Document]:
+    def _check_chunks(self, document: Any, chunks: Sequence[Any]) -> list[Any]:
         text = document.page_content
         out = []
         for i, chunk in enumerate(chunks):
-            if isinstance(chunk, Document):
+            if hasattr(chunk, "page_content"):
                 meta = dict(chunk.metadata or {})
                 if "start_index" not in meta:
                     raise ValueError(f"chunk {i} has no start_index metadata")
@@ -304,23 +313,24 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
                 b = int(meta.get("end_index", a + len(chunk.page_content)))
                 if text[a:b] != chunk.page_content:
                     raise ValueError(f"chunk {i}: text differs from document[{a}:{b}]")
-                out.append(Document(page_content=chunk.page_content, metadata={**meta, "end_index": b}, id=chunk.id))
+                out.append(self._make(page_content=chunk.page_content, metadata={**meta, "end_index": b},
+                                      id=getattr(chunk, "id", None)))
             else:
                 a, b = int(chunk[0]), int(chunk[1])
                 if not 0 <= a <= b <= len(text):
                     raise ValueError(f"chunk {i}: bad span ({a}, {b}) for a document of {len(text)} characters")
                 meta = dict(document.metadata or {})
                 meta.update(chunk_index=i, start_index=a, end_index=b)
-                out.append(Document(page_content=text[a:b], metadata=meta))
+                out.append(self._make(page_content=text[a:b], metadata=meta))
         return out
 
-    def _run(self, pairs: list[tuple[Document, list[Document]]]) -> list[Document]:
+    def _run(self, pairs: list[tuple[Any, list[Any]]]) -> list[Any]:
         from tqdm.auto import tqdm
 
         report = HeaderReport(documents=len(pairs), chunks=sum(len(c) for _, c in pairs))
         self.last_report = report
         started = time.perf_counter()
-        out: list[Document] = []
+        out: list[Any] = []
         with tqdm(total=report.chunks, desc=f"Chunk headers ({self.mode})", unit="chunk",
                   disable=not self.show_progress) as bar:
             for document, chunks in pairs:
@@ -338,7 +348,7 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
                         report.with_header += 1
                     else:
                         meta.pop("context_header", None)
-                    out.append(Document(page_content=chunk.page_content, metadata=meta, id=chunk.id))
+                    out.append(self._make(page_content=chunk.page_content, metadata=meta, id=getattr(chunk, "id", None)))
                 if self.mode == "auto":
                     bar.update(len(chunks))
                 bar.set_postfix(cached=report.cached, new=report.generated, failed=report.failed + report.empty)
@@ -383,7 +393,7 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
             text, "FFS", size, size, unit="token", encoding_name=self.encoding_name)]
 
     # ----------------------------------------------------- contextual mode
-    def _contextual_headers(self, document: Document, chunks: list[Document], report: HeaderReport, bar: Any) -> list[str | None]:
+    def _contextual_headers(self, document: Any, chunks: list[Any], report: HeaderReport, bar: Any) -> list[str | None]:
         text = document.page_content
         doc_hash = self._doc_hash(text)
         model, prompt_hash = self.model_name, self.prompt_hash
@@ -471,7 +481,7 @@ class ContextualChunkHeaders(BaseDocumentTransformer):
             done(k, raw, None)
 
     # ---------------------------------------------------------------- auto mode
-    def _auto_headers(self, document: Document, chunks: list[Document], report: HeaderReport) -> list[str | None]:
+    def _auto_headers(self, document: Any, chunks: list[Any], report: HeaderReport) -> list[str | None]:
         text = document.page_content
         key = HeaderCache.key(self._doc_hash(text), 0, len(text), self.model_name, self.prompt_hash)
         header = self.cache.get(key)
@@ -519,16 +529,17 @@ def _auto_header(raw: str | None, title: str | None) -> str:
     return f"Document: {got_title.rstrip('.')}." if got_title else summary
 
 
-class ContextualEmbeddings(Embeddings):
-    """Embed ``header + "\\n\\n" + chunk`` for chunks that have a header.
+class HeadedEmbedder:
+    """Embed ``header + "\\n\\n" + chunk`` for chunks that have a header (framework-free).
 
-    Wraps any ``Embeddings``; ``headers`` maps a chunk's exact text to its header
-    (:meth:`ContextualChunkHeaders.header_map`). Texts without a header and queries
-    are embedded unchanged. Give it to a ``SlidingWindowIndex`` as ``embedding=`` and
-    the index stores exact chunks but searches headed vectors.
+    Wraps any embedder (``embed_documents``/``embed_query``); ``headers`` maps a chunk's
+    exact text to its header (:meth:`ChunkHeaderWriter.header_map`). Texts without a
+    header and queries are embedded unchanged. Give it to an index as its embedding and
+    the index stores exact chunks but searches headed vectors. The LangChain face
+    (an ``Embeddings``) is :class:`~.langchain.ContextualEmbeddings`.
     """
 
-    def __init__(self, base: Embeddings, headers: Mapping[str, str]) -> None:
+    def __init__(self, base: Any, headers: Mapping[str, str]) -> None:
         self.base = base
         self.headers = dict(headers)
 
@@ -537,3 +548,7 @@ class ContextualEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.base.embed_query(text)
+
+
+# The LangChain classes moved to the face module; the old names still resolve, with a warning.
+__getattr__ = moved_names_getattr(__name__)

@@ -1,43 +1,38 @@
-"""LlamaIndex faces of the context techniques: thin wrappers, same implementation.
+"""LlamaIndex faces of the context steps: thin node postprocessors over the framework-free cores.
 
-:class:`CompressorNodePostprocessor` runs any LangChain ``BaseDocumentCompressor`` on
-``NodeWithScore`` lists (nodes → ``Document`` → compressor → nodes). Nodes whose text is
-returned unchanged come back as the *same* node objects (reordered, score updated from
-``relevance_score``/``segment_value`` when the compressor wrote one); new texts (RSE
-segments) become new ``TextNode`` s with their metadata and character offsets.
+:class:`CompressorNodePostprocessor` runs a context step on ``NodeWithScore`` lists: nodes
+become framework-free documents (:func:`~swrag_integrations.llama_index.convert.node_to_item`),
+the step's core runs on them (a core's ``apply``; a LangChain face of this package gives its
+``core()``), its results become nodes again. Only a foreign LangChain
+``BaseDocumentCompressor`` (e.g. ``CrossEncoderReranker``) is run through LangChain
+``Document`` s. Nodes whose text is returned unchanged come back as the *same* node objects
+(reordered, score updated from ``relevance_score``/``segment_value`` when the step wrote
+one); new texts (RSE segments) become new ``TextNode`` s with their metadata and character
+offsets.
 
-Named shortcuts build the compressor from keyword arguments:
-:class:`DiversityPostprocessor`, :class:`LostInTheMiddlePostprocessor`,
-:class:`RelevantSegmentPostprocessor`, :class:`RerankPostprocessor` (any
-:class:`~.rerank.BaseReranker`). :class:`ContextualHeaderTransform` is the indexing
-side: a LlamaIndex ``TransformComponent`` turning documents into header-annotated chunk
-nodes whose ``context_header`` metadata is part of the embedded text.
+Named shortcuts build the core from keyword arguments:
+:class:`DiversityPostprocessor` (:class:`~.ordering.DiversityOrder`),
+:class:`LostInTheMiddlePostprocessor` (:class:`~.ordering.LostInTheMiddle`),
+:class:`RelevantSegmentPostprocessor` (:class:`~.rse.SegmentExtractor`),
+:class:`RerankPostprocessor` (any :class:`~.rerank.Rescorer` or LangChain reranker).
+:class:`ContextualHeaderTransform` is the indexing side: a LlamaIndex ``TransformComponent``
+turning documents into header-annotated chunk nodes whose ``context_header`` metadata is
+part of the embedded text.
 """
 
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from langchain_core.documents import Document
-from langchain_core.documents.compressor import BaseDocumentCompressor
 from llama_index.core.bridge.pydantic import ConfigDict, Field
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import (
-    BaseNode,
-    MetadataMode,
-    NodeRelationship,
-    NodeWithScore,
-    QueryBundle,
-    RelatedNodeInfo,
-    TextNode,
-    TransformComponent,
-)
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TransformComponent
 
-from swrag_integrations.llama_index.convert import document_to_node, node_to_document
-from swrag_integrations.methods.context.headers import ContextualChunkHeaders
-from swrag_integrations.methods.context.ordering import DiversityReranker, LostInTheMiddleReorder
-from swrag_integrations.methods.context.rerank import BaseReranker
-from swrag_integrations.methods.context.rse import RelevantSegmentExtractor
+from swrag_integrations.llama_index.convert import document_to_node, node_to_document, node_to_item
+from swrag_integrations.methods.context.headers import ChunkHeaderWriter
+from swrag_integrations.methods.context.ordering import DiversityOrder, LostInTheMiddle
+from swrag_integrations.methods.context.rse import SegmentExtractor
+from swrag_integrations.stores.storage import PlainDocument
 
 __all__ = [
     "CompressorNodePostprocessor",
@@ -53,7 +48,7 @@ __all__ = [
 _SCORE_KEYS = ("relevance_score", "segment_value")
 
 
-def _score(doc: Document) -> float | None:
+def _score(doc: Any) -> float | None:
     for key in _SCORE_KEYS:
         value = (doc.metadata or {}).get(key)
         if value is not None:
@@ -61,11 +56,28 @@ def _score(doc: Document) -> float | None:
     return None
 
 
+def run_step(step: Any, items: list[Any], query: str) -> list[Any]:
+    """Run a context step on framework-free documents: a core (``apply``), a LangChain face
+    of this package (its ``core()``), or a foreign LangChain compressor (``compress_documents``,
+    the only case that goes through LangChain ``Document`` s)."""
+    if hasattr(step, "core"):
+        step = step.core()
+    if hasattr(step, "apply"):
+        return list(step.apply(items, query))
+    if hasattr(step, "compress_documents"):
+        from swrag_integrations.methods.context.langchain import to_documents
+
+        return list(step.compress_documents(to_documents(items), query))
+    raise TypeError(f"expected a context step (apply(documents, query)) or a LangChain document compressor, "
+                    f"got {type(step).__name__}")
+
+
 class CompressorNodePostprocessor(BaseNodePostprocessor):
-    """Any LangChain document compressor as a LlamaIndex node postprocessor.
+    """Any context step as a LlamaIndex node postprocessor.
 
     Args:
-        compressor: the compressor (reranker, reorder, RSE...).
+        compressor: the step: a framework-free core (reranker, reorder, RSE...), one of
+            this package's LangChain compressors, or any LangChain document compressor.
         require_query: raise ``ValueError`` when no query is given (rerankers need one).
     """
 
@@ -86,12 +98,11 @@ class CompressorNodePostprocessor(BaseNodePostprocessor):
         query = query_bundle.query_str if query_bundle is not None else ""
         if self.require_query and not (query or "").strip():
             raise ValueError(f"{type(self).__name__} needs a query (query_str or query_bundle)")
-        docs = [node_to_document(n) for n in nodes]
         by_id = {n.node.node_id: n for n in nodes}
-        out = self.compressor.compress_documents(docs, query)
+        out = run_step(self.compressor, [node_to_item(n) for n in nodes], query)
         result: list[NodeWithScore] = []
         for doc in out:
-            original = by_id.get(doc.id or "")
+            original = by_id.get(getattr(doc, "id", None) or "")
             score = _score(doc)
             if original is not None and original.node.get_content(metadata_mode=MetadataMode.NONE) == doc.page_content:
                 result.append(NodeWithScore(node=original.node, score=score if score is not None else original.score))
@@ -101,7 +112,7 @@ class CompressorNodePostprocessor(BaseNodePostprocessor):
 
 
 class DiversityPostprocessor(CompressorNodePostprocessor):
-    """:class:`~.ordering.DiversityReranker` for LlamaIndex (keywords go to it).
+    """:class:`~.ordering.DiversityOrder` for LlamaIndex (keywords go to it).
 
     ``embeddings`` may be a LlamaIndex embedding model; left out, ``Settings.embed_model``
     is used when one is set.
@@ -115,7 +126,7 @@ class DiversityPostprocessor(CompressorNodePostprocessor):
             if kwargs["embeddings"] is None:
                 raise ValueError("DiversityPostprocessor needs embeddings= (LangChain or LlamaIndex) "
                                  "or llama_index.core.Settings.embed_model")
-        super().__init__(compressor=DiversityReranker(**kwargs), require_query=True)
+        super().__init__(compressor=DiversityOrder(**kwargs), require_query=True)
 
     @classmethod
     def class_name(cls) -> str:
@@ -123,10 +134,10 @@ class DiversityPostprocessor(CompressorNodePostprocessor):
 
 
 class LostInTheMiddlePostprocessor(CompressorNodePostprocessor):
-    """:class:`~.ordering.LostInTheMiddleReorder` for LlamaIndex (no query needed)."""
+    """:class:`~.ordering.LostInTheMiddle` for LlamaIndex (no query needed)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(compressor=LostInTheMiddleReorder(**kwargs))
+        super().__init__(compressor=LostInTheMiddle(**kwargs))
 
     @classmethod
     def class_name(cls) -> str:
@@ -134,7 +145,7 @@ class LostInTheMiddlePostprocessor(CompressorNodePostprocessor):
 
 
 class RelevantSegmentPostprocessor(CompressorNodePostprocessor):
-    """:class:`~.rse.RelevantSegmentExtractor` for LlamaIndex (chunk nodes in, segments out).
+    """:class:`~.rse.SegmentExtractor` for LlamaIndex (chunk nodes in, segments out).
 
     Nodes from the package's node parsers work as they are (their source is their
     ``ref_doc_id``, their position ``chunk_index``; overlapping windows are merged by
@@ -147,7 +158,7 @@ class RelevantSegmentPostprocessor(CompressorNodePostprocessor):
         docstore = getattr(chunks, "docstore", chunks)
         if chunks is not None and hasattr(docstore, "get_ref_doc_info"):
             kwargs["chunks"] = _docstore_rows(docstore)
-        super().__init__(compressor=RelevantSegmentExtractor(**kwargs))
+        super().__init__(compressor=SegmentExtractor(**kwargs))
 
     @classmethod
     def class_name(cls) -> str:
@@ -173,9 +184,10 @@ def _docstore_rows(docstore: Any) -> Any:
 
 
 class RerankPostprocessor(CompressorNodePostprocessor):
-    """Any :class:`~.rerank.BaseReranker` (or LangChain compressor) for LlamaIndex."""
+    """Any reranker for LlamaIndex: a core :class:`~.rerank.Rescorer`, a LangChain
+    ``BaseReranker`` of this package (its core runs) or any LangChain compressor."""
 
-    def __init__(self, reranker: BaseReranker | BaseDocumentCompressor, **kwargs: Any) -> None:
+    def __init__(self, reranker: Any, **kwargs: Any) -> None:
         super().__init__(compressor=reranker, require_query=True, **kwargs)
 
     @classmethod
@@ -187,7 +199,7 @@ class ContextualHeaderTransform(TransformComponent):
     """LlamaIndex ``TransformComponent``: documents → chunk nodes with context headers.
 
     Each input node's text is treated as a whole document and cut by
-    :meth:`~.headers.ContextualChunkHeaders.split`; the returned ``TextNode`` s carry the
+    :meth:`~.headers.ChunkHeaderWriter.split`; the returned ``TextNode`` s carry the
     exact chunk text and offsets, with ``context_header`` in their metadata and
     included in the embedding text (``MetadataMode.EMBED``), other metadata excluded.
     """
@@ -196,14 +208,14 @@ class ContextualHeaderTransform(TransformComponent):
 
     headers: Any = Field(exclude=True)
 
-    def __init__(self, headers: ContextualChunkHeaders | None = None, **kwargs: Any) -> None:
-        super().__init__(headers=headers if headers is not None else ContextualChunkHeaders(**kwargs))
+    def __init__(self, headers: ChunkHeaderWriter | None = None, **kwargs: Any) -> None:
+        super().__init__(headers=headers if headers is not None else ChunkHeaderWriter(**kwargs))
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> List[BaseNode]:
         docs = []
         for node in nodes:
             meta = dict(node.metadata or {})
             meta.setdefault("source_id", getattr(node, "ref_doc_id", None) or node.node_id)
-            docs.append(Document(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta))
+            docs.append(PlainDocument(page_content=node.get_content(metadata_mode=MetadataMode.NONE), metadata=meta))
         chunks = self.headers.transform_documents(docs)
         return [document_to_node(c) for c in chunks]

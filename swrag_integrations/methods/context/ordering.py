@@ -11,24 +11,26 @@
 * :func:`mean_pairwise_cosine_distance` — ``mean_{i<j} (1 - cos(v_i, v_j))`` of a
   context, the redundancy measure reported by the evaluation.
 
-LangChain classes: :class:`DiversityReranker` (a :class:`~.rerank.BaseReranker`, hence a
-``BaseDocumentCompressor``) and :class:`LostInTheMiddleReorder` (document compressor
-*and* document transformer).
+Framework-free cores on document-like items or :class:`~swrag_integrations.engine.assemble.ContextSpan` s:
+:class:`DiversityOrder` and :class:`LostInTheMiddle`. Their LangChain faces
+(:class:`~.langchain.DiversityReranker`, :class:`~.langchain.LostInTheMiddleReorder`) live in
+:mod:`swrag_integrations.methods.context.langchain`, the LlamaIndex ones in
+:mod:`swrag_integrations.methods.context.llama_index`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from langchain_core.callbacks import Callbacks
-from langchain_core.documents import BaseDocumentTransformer, Document
-from langchain_core.documents.compressor import BaseDocumentCompressor
-from langchain_core.embeddings import Embeddings
-from pydantic import ConfigDict, field_validator
 
-from swrag_integrations.methods.context._common import annotated, count_tokens, count_words, doc_score, unit_normalize
-from swrag_integrations.methods.context.rerank import BaseReranker, _check_top_n
+from swrag_integrations._moved import moved_names_getattr
+from swrag_integrations.methods.context._common import (
+    annotated, as_embeddings, as_items, copy_item, count_tokens, count_words, doc_score, unit_normalize,
+)
+from swrag_integrations.methods.context.rerank import Rescorer, check_top_n
+from swrag_integrations.stores.storage import Embedder, PlainDocument
 
 __all__ = [
     "greedy_diversity_order",
@@ -37,8 +39,8 @@ __all__ = [
     "apply_budget",
     "mean_pairwise_cosine_distance",
     "context_diversity",
-    "DiversityReranker",
-    "LostInTheMiddleReorder",
+    "DiversityOrder",
+    "LostInTheMiddle",
 ]
 
 
@@ -50,7 +52,7 @@ def greedy_diversity_order(query_vector: Any, doc_vectors: Any, top_n: int | Non
     ``top_n`` are chosen, the remaining document with the lowest *mean* similarity to
     the chosen ones (ties: the earlier input position).
     """
-    _check_top_n(top_n)
+    check_top_n(top_n)
     docs = unit_normalize(doc_vectors) if len(doc_vectors) else np.zeros((0, 0))
     n = docs.shape[0]
     if n == 0:
@@ -74,7 +76,7 @@ def greedy_diversity_order(query_vector: Any, doc_vectors: Any, top_n: int | Non
 def mmr_order(query_vector: Any, doc_vectors: Any, lambda_mult: float = 0.5, top_n: int | None = None) -> list[int]:
     """Indices in maximal-marginal-relevance order (``lambda_mult=1``: pure relevance,
     ``0``: pure diversity after the first)."""
-    _check_top_n(top_n)
+    check_top_n(top_n)
     if not 0.0 <= lambda_mult <= 1.0:
         raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult}")
     if not len(doc_vectors):
@@ -111,8 +113,8 @@ def litm_order(n: int) -> list[int]:
 
 
 def apply_budget(
-    documents: Sequence[Document], budget: int | None, unit: Literal["word", "token"] = "word"
-) -> list[Document]:
+    documents: Sequence[Any], budget: int | None, unit: Literal["word", "token"] = "word"
+) -> list[Any]:
     """The longest rank-order prefix of ``documents`` within ``budget`` words/tokens.
 
     Selection stops at the first document that does not fit (no trimming; use
@@ -124,7 +126,7 @@ def apply_budget(
     if budget <= 0:
         raise ValueError(f"budget must be > 0, got {budget}")
     measure = count_words if unit == "word" else count_tokens
-    kept: list[Document] = []
+    kept: list[Any] = []
     used = 0
     for doc in documents:
         n = measure(doc.page_content)
@@ -146,20 +148,22 @@ def mean_pairwise_cosine_distance(vectors: Any) -> float:
     return float(np.mean(1.0 - upper))
 
 
-def context_diversity(documents: Sequence[Document | str], embeddings: Embeddings) -> float:
-    """:func:`mean_pairwise_cosine_distance` of the documents' (or strings') embeddings."""
-    texts = [d.page_content if isinstance(d, Document) else str(d) for d in documents]
+def context_diversity(documents: Sequence[Any], embeddings: Embedder) -> float:
+    """:func:`mean_pairwise_cosine_distance` of the documents' (or strings', or spans') embeddings."""
+    texts = [d if isinstance(d, str) else getattr(d, "page_content", getattr(d, "text", str(d))) for d in documents]
     if len(texts) < 2:
         return 0.0
     return mean_pairwise_cosine_distance(embeddings.embed_documents(texts))
 
 
-# ---------------------------------------------------------------- LangChain classes
-class DiversityReranker(BaseReranker):
-    """Reorder (and optionally cut) candidates for diversity, with any ``Embeddings``.
+# -------------------------------------------------------------------------- cores
+@dataclass(kw_only=True)
+class DiversityOrder(Rescorer):
+    """Reorder (and optionally cut) candidates for diversity, with any embedder.
 
     Args:
-        embeddings: the embedder (normally the index's, e.g. ``index.embedding``).
+        embeddings: the embedder (``embed_documents``/``embed_query``, normally the
+            index's; a LlamaIndex embedding model is wrapped).
         strategy: ``"greedy"`` (Haystack's greedy diversity order) or ``"mmr"``.
         lambda_mult: MMR trade-off (1 = relevance only).
         top_n: number of documents returned (``None``: all, reordered).
@@ -169,34 +173,28 @@ class DiversityReranker(BaseReranker):
     Output metadata: ``diversity_rank`` and ``relevance_score`` (cosine to the query).
     """
 
-    embeddings: Embeddings
-
-    @field_validator("embeddings", mode="before")
-    @classmethod
-    def _any_framework(cls, value: Any) -> Any:
-        from swrag_integrations.methods.context._common import as_embeddings
-
-        return as_embeddings(value)
+    embeddings: Any
     strategy: Literal["greedy", "mmr"] = "greedy"
     lambda_mult: float = 0.5
 
-    @field_validator("lambda_mult")
-    @classmethod
-    def _valid_lambda(cls, value: float) -> float:
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"lambda_mult must be in [0, 1], got {value}")
-        return value
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.embeddings = as_embeddings(self.embeddings)
+        if self.strategy not in ("greedy", "mmr"):
+            raise ValueError(f"strategy must be 'greedy' or 'mmr', got {self.strategy!r}")
+        if not 0.0 <= self.lambda_mult <= 1.0:
+            raise ValueError(f"lambda_mult must be in [0, 1], got {self.lambda_mult}")
 
-    def _vectors(self, query: str, documents: Sequence[Document]) -> tuple[Any, Any]:
+    def _vectors(self, query: str, documents: Sequence[Any]) -> tuple[Any, Any]:
         """Unit document vectors and the unit query vector."""
         docs = unit_normalize(self.embeddings.embed_documents([d.page_content for d in documents]))
         return docs, unit_normalize(self.embeddings.embed_query(query))[0]
 
-    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+    def score(self, query: str, documents: Sequence[Any]) -> list[float]:
         docs, q = self._vectors(query, documents)
         return [float(x) for x in docs @ q]
 
-    def rerank(self, query: str, documents: Sequence[Document], top_n: int | None = None) -> list[Document]:
+    def rerank(self, query: str, documents: Sequence[Any], top_n: int | None = None) -> list[PlainDocument]:
         documents = self._checked(query, documents, top_n)
         if not documents:
             return []
@@ -209,7 +207,8 @@ class DiversityReranker(BaseReranker):
         return annotated(documents, order, vectors @ q, "diversity_rank")
 
 
-class LostInTheMiddleReorder(BaseDocumentCompressor, BaseDocumentTransformer):
+@dataclass(kw_only=True)
+class LostInTheMiddle:
     """Best documents at both ends of the context, weakest in the middle.
 
     Input is taken to be in rank order (best first) unless ``sort_by_score`` is set.
@@ -233,22 +232,23 @@ class LostInTheMiddleReorder(BaseDocumentCompressor, BaseDocumentTransformer):
             ``rrf_score``, descending) first.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     budget: int | None = None
     budget_unit: Literal["word", "token"] = "word"
     top_n: int | None = None
     sort_by_score: bool = False
 
-    @field_validator("budget", "top_n")
-    @classmethod
-    def _positive(cls, value: int | None) -> int | None:
-        if value is not None and value <= 0:
-            raise ValueError(f"must be > 0 or None, got {value}")
-        return value
+    def __post_init__(self) -> None:
+        for name in ("budget", "top_n"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0 or None, got {value}")
+        if self.budget_unit not in ("word", "token"):
+            raise ValueError(f"budget_unit must be 'word' or 'token', got {self.budget_unit!r}")
 
-    def reorder(self, documents: Sequence[Document]) -> list[Document]:
-        docs = list(documents)
+    def reorder(self, documents: Sequence[Any]) -> list[PlainDocument]:
+        """The documents (or spans) in lost-in-the-middle order; ``rank`` metadata set
+        (1-based input rank) where missing."""
+        docs = as_items(documents)
         if self.sort_by_score:
             docs.sort(key=lambda d: -(doc_score(d) if doc_score(d) is not None else float("-inf")))
         if self.top_n is not None:
@@ -259,16 +259,13 @@ class LostInTheMiddleReorder(BaseDocumentCompressor, BaseDocumentTransformer):
             doc = docs[i]
             meta = dict(doc.metadata or {})
             meta.setdefault("rank", rank)
-            out.append(Document(page_content=doc.page_content, metadata=meta, id=doc.id))
+            out.append(copy_item(doc, meta))
         return out
 
-    def compress_documents(
-        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
-    ) -> Sequence[Document]:
+    def apply(self, documents: Sequence[Any], query: str | None = None) -> list[PlainDocument]:
+        """The context-step interface (``query`` is not needed)."""
         return self.reorder(documents)
 
-    def transform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
-        return self.reorder(documents)
 
-    async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
-        return self.reorder(documents)
+# The LangChain classes moved to the face module; the old names still resolve, with a warning.
+__getattr__ = moved_names_getattr(__name__)

@@ -1,19 +1,21 @@
-"""Rerankers: one interface, two offline implementations, and adapters both ways.
+"""Rerankers, framework-free: one interface and two offline implementations.
 
 * :class:`Reranker` — the protocol: ``rerank(query, documents, top_n) -> documents``
   (best first, ``relevance_score`` and ``rerank_rank`` in metadata).
-* :class:`BaseReranker` — base class: implement :meth:`BaseReranker.score`; it is also a
-  LangChain ``BaseDocumentCompressor`` (so it plugs into ``ContextualCompressionRetriever``).
-* :class:`EmbeddingReranker` — re-scores whole candidate windows with any LangChain
-  ``Embeddings``. MiniLM truncates its input at 256 word pieces, so a long window
+* :class:`Rescorer` — base class of the cores: implement :meth:`Rescorer.score`; documents
+  are document-like items (``page_content``, ``metadata``, ``id``) or
+  :class:`~swrag_integrations.engine.assemble.ContextSpan` s, results ``PlainDocument`` s.
+* :class:`EmbeddingRescorer` — re-scores whole candidate windows with any embedder
+  (``embed_documents``/``embed_query``). MiniLM truncates its input at 256 word pieces, so a long window
   embedded at once is judged on its head only; instead the window is cut into
   sentence-ish pieces of at most ``piece_tokens`` tokens and scored by the best piece
   (``aggregate="max"``; ``"mean"`` and ``"max_mean"`` also available).
-* :class:`LLMJudgeReranker` — relevance probability from the local model: one forward
+* :class:`LLMJudgeRescorer` — relevance probability from the local model: one forward
   pass over a yes/no question, softmax over the logits of the "yes" and "no" answer
-  tokens. For any other LangChain LLM it falls back to asking and parsing the answer.
-* :class:`CompressorReranker` — any LangChain ``BaseDocumentCompressor`` (e.g.
-  ``CrossEncoderReranker``) used through the :class:`Reranker` interface.
+  tokens. For any other LLM (``invoke``) it falls back to asking and parsing the answer.
+
+The LangChain faces (``BaseReranker``, ``EmbeddingReranker``, ``LLMJudgeReranker``,
+``CompressorReranker``: document compressors) are in :mod:`swrag_integrations.methods.context.langchain`.
 """
 
 from __future__ import annotations
@@ -21,23 +23,24 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
-from langchain_core.callbacks import Callbacks
-from langchain_core.documents import Document
-from langchain_core.documents.compressor import BaseDocumentCompressor
-from langchain_core.embeddings import Embeddings
-from pydantic import ConfigDict, PrivateAttr, field_validator
 
-from swrag_integrations.methods.context._common import annotated, doc_score, llm_text, local_core, sentence_pieces, unit_normalize
+from swrag_integrations._moved import moved_names_getattr
+from swrag_integrations.methods.context._common import (
+    annotated, as_embeddings, as_items, copy_item, doc_score, llm_text, local_core, sentence_pieces,
+    unit_normalize,
+)
+from swrag_integrations.stores.storage import PlainDocument
 
 __all__ = [
     "Reranker",
-    "BaseReranker",
-    "EmbeddingReranker",
-    "LLMJudgeReranker",
-    "CompressorReranker",
+    "Rescorer",
+    "EmbeddingRescorer",
+    "LLMJudgeRescorer",
+    "rank_by_order",
     "JUDGE_PROMPT",
 ]
 
@@ -46,17 +49,18 @@ __all__ = [
 class Reranker(Protocol):
     """Anything that reorders candidate documents for a query."""
 
-    def rerank(self, query: str, documents: Sequence[Document], top_n: int | None = None) -> list[Document]:
+    def rerank(self, query: str, documents: Sequence[Any], top_n: int | None = None) -> list[Any]:
         """Documents best first (at most ``top_n``)."""
         ...
 
 
-def _check_top_n(top_n: int | None) -> None:
+def check_top_n(top_n: int | None) -> None:
+    """``ValueError`` unless ``top_n`` is a positive int or ``None``."""
     if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n <= 0):
         raise ValueError(f"top_n must be a positive int or None, got {top_n!r}")
 
 
-def _ranked(documents: Sequence[Document], scores: Sequence[float], top_n: int | None) -> list[Document]:
+def _ranked(documents: Sequence[Any], scores: Sequence[float], top_n: int | None) -> list[PlainDocument]:
     """Sort by score (stable: ties keep the input order) and annotate metadata."""
     order = sorted(range(len(documents)), key=lambda i: -scores[i])
     if top_n is not None:
@@ -64,36 +68,32 @@ def _ranked(documents: Sequence[Document], scores: Sequence[float], top_n: int |
     return annotated(documents, order, scores, "rerank_rank")
 
 
-class BaseReranker(BaseDocumentCompressor, ABC):
-    """Score-based reranker; also a LangChain document compressor.
+@dataclass(kw_only=True)
+class Rescorer(ABC):
+    """Score-based reranker core: implement :meth:`score`.
 
     Args:
         top_n: default number of documents kept (``None``: all).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     top_n: int | None = None
 
-    @field_validator("top_n")
-    @classmethod
-    def _valid_top_n(cls, value: int | None) -> int | None:
-        _check_top_n(value)
-        return value
+    def __post_init__(self) -> None:
+        check_top_n(self.top_n)
 
     @abstractmethod
-    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+    def score(self, query: str, documents: Sequence[Any]) -> list[float]:
         """One relevance score per document (higher is better)."""
 
-    def _checked(self, query: str, documents: Sequence[Document], top_n: int | None) -> list[Document]:
+    def _checked(self, query: str, documents: Sequence[Any], top_n: int | None) -> list[Any]:
         """Validate a rerank call; the documents as a list (empty: nothing to rank)."""
-        _check_top_n(top_n)
-        documents = list(documents)
+        check_top_n(top_n)
+        documents = as_items(documents)
         if documents and (not isinstance(query, str) or not query.strip()):
             raise ValueError("query must be a non-empty string")
         return documents
 
-    def rerank(self, query: str, documents: Sequence[Document], top_n: int | None = None) -> list[Document]:
+    def rerank(self, query: str, documents: Sequence[Any], top_n: int | None = None) -> list[PlainDocument]:
         """Documents best first with ``relevance_score`` / ``rerank_rank`` metadata."""
         documents = self._checked(query, documents, top_n)
         if not documents:
@@ -103,42 +103,37 @@ class BaseReranker(BaseDocumentCompressor, ABC):
             raise ValueError(f"score() returned {len(scores)} scores for {len(documents)} documents")
         return _ranked(documents, scores, top_n if top_n is not None else self.top_n)
 
-    def compress_documents(
-        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
-    ) -> Sequence[Document]:
-        return self.rerank(query, documents)
+    def apply(self, documents: Sequence[Any], query: str | None = None) -> list[PlainDocument]:
+        """The context-step interface: :meth:`rerank` with the default ``top_n``."""
+        return self.rerank(query or "", documents)
 
 
-class EmbeddingReranker(BaseReranker):
+@dataclass(kw_only=True)
+class EmbeddingRescorer(Rescorer):
     """Cosine similarity of the query to the best sentence-ish piece of each window.
 
     Args:
-        embeddings: any LangChain ``Embeddings`` (normally the index's embedder).
+        embeddings: any embedder (``embed_documents``/``embed_query``, normally the
+            index's; a LlamaIndex embedding model is wrapped).
         piece_tokens: maximum piece length in cl100k tokens. 128 keeps English and CJK
             pieces under MiniLM's 256-word-piece truncation.
         aggregate: ``"max"`` (best piece), ``"mean"`` or ``"max_mean"`` (average of both).
         top_n: default number kept.
     """
 
-    embeddings: Embeddings
-
-    @field_validator("embeddings", mode="before")
-    @classmethod
-    def _any_framework(cls, value: Any) -> Any:
-        from swrag_integrations.methods.context._common import as_embeddings
-
-        return as_embeddings(value)
+    embeddings: Any
     piece_tokens: int = 128
     aggregate: Literal["max", "mean", "max_mean"] = "max"
 
-    @field_validator("piece_tokens")
-    @classmethod
-    def _valid_piece(cls, value: int) -> int:
-        if value <= 0:
-            raise ValueError(f"piece_tokens must be > 0, got {value}")
-        return value
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.embeddings = as_embeddings(self.embeddings)
+        if self.piece_tokens <= 0:
+            raise ValueError(f"piece_tokens must be > 0, got {self.piece_tokens}")
+        if self.aggregate not in ("max", "mean", "max_mean"):
+            raise ValueError(f"aggregate must be 'max', 'mean' or 'max_mean', got {self.aggregate!r}")
 
-    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+    def score(self, query: str, documents: Sequence[Any]) -> list[float]:
         owners: list[int] = []
         pieces: list[str] = []
         for i, doc in enumerate(documents):
@@ -170,7 +165,8 @@ _YES = ("yes", " yes", "Yes", " Yes", "YES")
 _NO = ("no", " no", "No", " No", "NO")
 
 
-class LLMJudgeReranker(BaseReranker):
+@dataclass(kw_only=True)
+class LLMJudgeRescorer(Rescorer):
     """Relevance = P(yes) from an LLM asked whether the passage answers the question.
 
     With the local model (a :class:`~swrag_integrations.llm.LocalLLM` or its LangChain
@@ -179,7 +175,7 @@ class LLMJudgeReranker(BaseReranker):
     "no" (``yes``, `` yes``, ``Yes``...) are soft-maxed against each other:
     ``P(yes) = sum exp(yes logits) / sum exp(yes and no logits)``.
 
-    With any other LangChain LLM / chat model the answer is generated and parsed: a
+    With any other LLM / chat model (``invoke``) the answer is generated and parsed: a
     reply starting with yes scores 1, no scores 0, anything else 0.5
     (``unparsed`` counts those). A call that raises also scores 0.5 (``failed``).
 
@@ -196,7 +192,7 @@ class LLMJudgeReranker(BaseReranker):
     max_document_tokens: int = 1024
     unparsed: int = 0
     failed: int = 0
-    _answer_ids: tuple[list[int], list[int]] | None = PrivateAttr(default=None)
+    _answer_ids: tuple[list[int], list[int]] | None = field(default=None, init=False, repr=False)
 
     def _model(self) -> Any:
         if self.llm is None:
@@ -221,7 +217,7 @@ class LLMJudgeReranker(BaseReranker):
             self._answer_ids = (yes, no)
         return self._answer_ids
 
-    def _local_scores(self, core: Any, query: str, documents: Sequence[Document]) -> list[float]:
+    def _local_scores(self, core: Any, query: str, documents: Sequence[Any]) -> list[float]:
         import torch
 
         yes, no = self._ids(core)
@@ -243,7 +239,7 @@ class LLMJudgeReranker(BaseReranker):
             scores.append(float(probs[: len(yes)].sum()))
         return scores
 
-    def _generic_scores(self, llm: Any, query: str, documents: Sequence[Document]) -> list[float]:
+    def _generic_scores(self, llm: Any, query: str, documents: Sequence[Any]) -> list[float]:
         from swrag_integrations.methods.context._common import trim_to_tokens
 
         scores = []
@@ -263,7 +259,7 @@ class LLMJudgeReranker(BaseReranker):
                 scores.append(1.0 if match.group(1).lower() == "yes" else 0.0)
         return scores
 
-    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+    def score(self, query: str, documents: Sequence[Any]) -> list[float]:
         llm = self._model()
         core = local_core(llm)
         if core is not None:
@@ -271,34 +267,22 @@ class LLMJudgeReranker(BaseReranker):
         return self._generic_scores(llm, query, documents)
 
 
-class CompressorReranker:
-    """Any LangChain ``BaseDocumentCompressor`` as a :class:`Reranker`.
+def rank_by_order(documents: Sequence[Any], top_n: int | None = None) -> list[PlainDocument]:
+    """Documents already in rank order, annotated like a :class:`Rescorer`'s: their
+    ``relevance_score`` kept when finite, otherwise ``1 / rank``; ``rerank_rank`` set."""
+    check_top_n(top_n)
+    out = as_items(documents)
+    if top_n is not None:
+        out = out[:top_n]
+    ranked = []
+    for rank, doc in enumerate(out, start=1):
+        meta = dict(doc.metadata or {})
+        score = doc_score(doc, "relevance_score")
+        meta["relevance_score"] = score if score is not None and math.isfinite(score) else 1.0 / rank
+        meta["rerank_rank"] = rank
+        ranked.append(copy_item(doc, meta))
+    return ranked
 
-    The compressor's output order is the ranking; its ``relevance_score`` metadata is
-    kept when present, otherwise ``1 / rank`` is written.
-    """
 
-    def __init__(self, compressor: BaseDocumentCompressor) -> None:
-        if not isinstance(compressor, BaseDocumentCompressor):
-            raise TypeError(f"expected a BaseDocumentCompressor, got {type(compressor).__name__}")
-        self.compressor = compressor
-
-    def rerank(self, query: str, documents: Sequence[Document], top_n: int | None = None) -> list[Document]:
-        _check_top_n(top_n)
-        documents = list(documents)
-        if not documents:
-            return []
-        out = list(self.compressor.compress_documents(documents, query))
-        if top_n is not None:
-            out = out[:top_n]
-        ranked = []
-        for rank, doc in enumerate(out, start=1):
-            meta = dict(doc.metadata or {})
-            score = doc_score(doc, "relevance_score")
-            meta["relevance_score"] = score if score is not None and math.isfinite(score) else 1.0 / rank
-            meta["rerank_rank"] = rank
-            ranked.append(Document(page_content=doc.page_content, metadata=meta, id=doc.id))
-        return ranked
-
-    def __repr__(self) -> str:
-        return f"CompressorReranker({type(self.compressor).__name__})"
+# The LangChain classes moved to the face module; the old names still resolve, with a warning.
+__getattr__ = moved_names_getattr(__name__)

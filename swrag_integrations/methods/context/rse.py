@@ -14,6 +14,11 @@ until no segment reaches ``minimum_value``, the chunk caps (``max_length`` per s
 ``overall_max_length`` in total) are used up, or the token budget is full. A segment
 that would overflow the budget is shrunk to its best sub-segment that fits.
 
+The core is :class:`SegmentExtractor` (framework-free: document-like chunks or
+:class:`~swrag_integrations.engine.assemble.ContextSpan` s in, :class:`Segment` s out); the
+LangChain compressor :class:`~.langchain.RelevantSegmentExtractor` and the LlamaIndex
+``RelevantSegmentPostprocessor`` are its faces.
+
 Each segment is returned with exact offsets: ``start_index`` of its first chunk,
 ``end_index`` of its last, and the concatenated chunk text (the chunks of a
 :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` tile their source, so this is
@@ -53,13 +58,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 import numpy as np
-from langchain_core.callbacks import Callbacks
-from langchain_core.documents import Document
-from langchain_core.documents.compressor import BaseDocumentCompressor
-from pydantic import ConfigDict, Field, model_validator
 
+from swrag_integrations._moved import moved_names_getattr
 from swrag_integrations.core.windows import DEFAULT_ENCODING
-from swrag_integrations.methods.context._common import count_tokens, doc_score
+from swrag_integrations.engine.assemble import ContextSpan
+from swrag_integrations.methods.context._common import as_items, count_tokens, doc_score
+from swrag_integrations.stores.storage import PlainDocument
 
 __all__ = [
     "RSE_PRESETS",
@@ -67,7 +71,7 @@ __all__ = [
     "Segment",
     "best_segment",
     "chunk_values",
-    "RelevantSegmentExtractor",
+    "SegmentExtractor",
 ]
 
 RSE_PRESETS: dict[str, dict[str, float]] = {
@@ -125,7 +129,9 @@ class Segment:
     def n_chunks(self) -> int:
         return self.last_chunk - self.first_chunk + 1
 
-    def to_document(self) -> Document:
+    def to_item(self) -> PlainDocument:
+        """The segment as a ``PlainDocument`` (offsets, value, rank... in its metadata; the
+        faces turn it into a LangChain ``Document`` or a LlamaIndex node)."""
         meta = dict(self.metadata)
         meta.update(
             source_id=self.source_id, start_index=self.start, end_index=self.end,
@@ -133,11 +139,11 @@ class Segment:
             segment_value=self.value, score=self.value, rank=self.rank, n_tokens=self.n_tokens,
             hit_ranks=list(self.hit_ranks),
         )
-        return Document(page_content=self.text, metadata=meta, id=f"{self.source_id}:seg:{self.first_chunk}-{self.last_chunk}")
+        return PlainDocument(page_content=self.text, metadata=meta,
+                             id=f"{self.source_id}:seg:{self.first_chunk}-{self.last_chunk}")
 
-    def to_span(self):
-        from swrag_integrations.engine.assemble import ContextSpan
-
+    def to_span(self) -> ContextSpan:
+        """The segment as a :class:`ContextSpan` (exact offsets, value as score)."""
         return ContextSpan(self.source_id, self.start, self.end, self.text, score=self.value, rank=self.rank,
                            metadata=dict(self.metadata), n_tokens=self.n_tokens)
 
@@ -201,7 +207,7 @@ class _Hit:
     index: int
     rank: int  # 0-based
     value: float
-    doc: Document
+    doc: Any
 
 
 @dataclass
@@ -227,7 +233,7 @@ def _join(rows: Sequence[ChunkRow]) -> str:
 def _normalise_rows(rows: Iterable[Any]) -> list[ChunkRow]:
     out: list[ChunkRow] = []
     for row in rows:
-        if isinstance(row, Document):
+        if hasattr(row, "page_content"):
             m = row.metadata or {}
             out.append((int(m["chunk_index"]), int(m["start_index"]), int(m["end_index"]), row.page_content))
         else:
@@ -236,18 +242,19 @@ def _normalise_rows(rows: Iterable[Any]) -> list[ChunkRow]:
     return sorted(out)
 
 
-# ------------------------------------------------------------------ the compressor
-class RelevantSegmentExtractor(BaseDocumentCompressor):
-    """LangChain compressor: ranked small chunks in, best contiguous segments out.
+# ----------------------------------------------------------------------- the core
+@dataclass(kw_only=True)
+class SegmentExtractor:
+    """Ranked small chunks in, best contiguous segments out (framework-free).
 
     Args:
         preset: ``"balanced"`` (dsRAG's values), ``"precise"`` or ``"expansive"``.
         chunks: where chunks that were not retrieved are read from: a
             :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` (its
-            ``chunk_range(source_id, lo, hi)``) or a callable with that signature
-            returning ``(chunk_index, start_index, end_index, text)`` rows or chunk
-            ``Document`` s. Without it, segments may only contain retrieved chunks (a
-            segment needing another chunk raises ``LookupError``).
+            ``chunk_rows``) or a callable ``(source_id, lo, hi)`` returning
+            ``(chunk_index, start_index, end_index, text)`` rows or chunk documents.
+            Without it, segments may only contain retrieved chunks (a segment needing
+            another chunk raises ``LookupError``).
         budget_tokens: total cl100k tokens of the returned segments (``None``: only the
             chunk caps apply).
         max_length, overall_max_length, minimum_value, irrelevant_chunk_penalty, decay_rate: override the preset.
@@ -257,17 +264,16 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
         order: output order: ``"value"`` (best segment first, dsRAG's) or
             ``"document"`` (by source, then position).
 
-    Input documents must be small chunks in rank order (best first) with metadata
-    ``source_id`` and ``chunk_index`` (plus ``start_index``/``end_index`` unless
-    ``chunks`` is given); anything else raises ``ValueError``. Output documents carry
-    ``source_id``, ``start_index``, ``end_index``, ``first_chunk``, ``last_chunk``,
-    ``segment_value`` (= ``score``), ``rank``, ``n_tokens`` and ``hit_ranks``.
+    Input: small chunks in rank order (best first), document-like (metadata
+    ``source_id`` and ``chunk_index``, plus ``start_index``/``end_index`` unless
+    ``chunks`` is given) or :class:`ContextSpan` s with ``chunk_index`` metadata;
+    anything else raises ``ValueError``. :meth:`apply` returns the segments as
+    documents with ``source_id``, ``start_index``, ``end_index``, ``first_chunk``,
+    ``last_chunk``, ``segment_value`` (= ``score``), ``rank``, ``n_tokens`` and ``hit_ranks``.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     preset: Literal["balanced", "precise", "expansive"] = "balanced"
-    chunks: Any = Field(default=None, exclude=True)
+    chunks: Any = field(default=None, repr=False)
     budget_tokens: int | None = 1500
     max_length: int | None = None
     overall_max_length: int | None = None
@@ -279,15 +285,17 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
     order: Literal["value", "document"] = "value"
     encoding_name: str = DEFAULT_ENCODING
 
-    @model_validator(mode="after")
-    def _check(self) -> "RelevantSegmentExtractor":
+    def __post_init__(self) -> None:
         if self.budget_tokens is not None and self.budget_tokens <= 0:
             raise ValueError(f"budget_tokens must be > 0 or None, got {self.budget_tokens}")
-        self.params  # validates the overrides
+        if self.score_normalization not in ("auto", "none", "rank"):
+            raise ValueError(f"score_normalization must be 'auto', 'none' or 'rank', got {self.score_normalization!r}")
+        if self.order not in ("value", "document"):
+            raise ValueError(f"order must be 'value' or 'document', got {self.order!r}")
+        self.params  # validates the preset and the overrides
         if self.chunks is not None and not (hasattr(self.chunks, "chunk_rows") or callable(self.chunks)):
             raise TypeError("chunks must be an index with chunk_rows (a SlidingWindowIndex) or a "
                             "callable(source_id, lo, hi)")
-        return self
 
     @property
     def params(self) -> RSEParams:
@@ -298,12 +306,10 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
         )
 
     # ----------------------------------------------------------- input handling
-    def _hits(self, documents: Sequence[Document], params: RSEParams) -> list[_Hit]:
+    def _hits(self, documents: Sequence[Any], params: RSEParams) -> list[_Hit]:
         seen: set[tuple[str, int]] = set()
-        kept: list[tuple[str, int, int, Document]] = []
-        for position, doc in enumerate(documents):
-            if not isinstance(doc, Document):
-                raise TypeError(f"expected langchain Document objects, got {type(doc).__name__}")
+        kept: list[tuple[str, int, int, Any]] = []
+        for position, doc in enumerate(as_items(documents)):
             meta = doc.metadata or {}
             if meta.get("source_id") is None or meta.get("chunk_index") is None:
                 raise ValueError(
@@ -346,7 +352,7 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
                 groups.append(_Group(sid, lo, values, np.zeros(hi - lo + 1, dtype=bool)))
         return groups
 
-    def _fetch(self, source_id: str, lo: int, hi: int, known: dict[tuple[str, int], Document]) -> list[ChunkRow]:
+    def _fetch(self, source_id: str, lo: int, hi: int, known: dict[tuple[str, int], Any]) -> list[ChunkRow]:
         rows: dict[int, ChunkRow] = {}
         missing = False
         for i in range(lo, hi + 1):
@@ -385,8 +391,8 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
         return ordered  # type: ignore[return-value]
 
     # --------------------------------------------------------------- extraction
-    def extract(self, documents: Sequence[Document]) -> list[Segment]:
-        """Segments for ranked chunk documents (best first); empty input → ``[]``."""
+    def extract(self, documents: Sequence[Any]) -> list[Segment]:
+        """Segments for ranked chunks (documents or spans, best first); empty input → ``[]``."""
         documents = list(documents)
         if not documents:
             return []
@@ -463,10 +469,13 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
             seg.rank = rank
         return segments
 
-    def compress_documents(
-        self, documents: Sequence[Document], query: str | None = None, callbacks: Callbacks | None = None
-    ) -> Sequence[Document]:
-        return [s.to_document() for s in self.extract(documents)]
+    def apply(self, documents: Sequence[Any], query: str | None = None) -> list[PlainDocument]:
+        """The context-step interface: the segments as documents (``query`` is not needed)."""
+        return [s.to_item() for s in self.extract(documents)]
+
+
+# The LangChain compressor moved to the face module; the old name still resolves, with a warning.
+__getattr__ = moved_names_getattr(__name__)
 
 
 _CHUNK_ONLY = {

@@ -460,8 +460,3 @@ class GlobalSearch:
         stats["seconds"] = round(time.perf_counter() - t0, 3)
         return GlobalSearchResult(answer or self.no_answer, points, stats)
 
-    def as_runnable(self) -> Any:
-        """A LangChain ``Runnable``: question -> :class:`GlobalSearchResult`."""
-        from langchain_core.runnables import RunnableLambda
-
-        return RunnableLambda(lambda question: self.invoke(question), name="GraphRAGGlobalSearch")

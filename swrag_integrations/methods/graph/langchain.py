@@ -1,5 +1,6 @@
 """LangChain retrievers over graph retrieval: thin adapters over :class:`~.hipporag.HippoRAG`
-and :class:`~.graphrag.GraphRAG` local search.
+and :class:`~.graphrag.GraphRAG` local search (and GraphRAG's global search as a ``Runnable``:
+:func:`global_search_runnable`).
 
 Both return the windows the graph ranks, merged by offset under ``budget_tokens``, as
 documents whose ``page_content == source_text[start_index:end_index]`` (metadata as
@@ -18,6 +19,7 @@ from typing import Any, Literal
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
 from pydantic import ConfigDict, field_validator
 
 from swrag_integrations.engine.parents import check_query
@@ -25,7 +27,15 @@ from swrag_integrations.langchain.convert import spans_to_documents
 from swrag_integrations.langchain.search import call_options
 from swrag_integrations.engine.settings import DEFAULT_BUDGET_TOKENS, positive_int
 
-__all__ = ["HippoRAGRetriever", "GraphRAGLocalRetriever", "span_documents", "report_document"]
+__all__ = ["HippoRAGRetriever", "GraphRAGLocalRetriever", "global_search_runnable", "span_documents", "report_document"]
+
+
+def global_search_runnable(search: Any) -> RunnableLambda:
+    """A :class:`~.graphrag.GlobalSearch` as a LangChain ``Runnable``: question ->
+    :class:`~.graphrag.GlobalSearchResult` (named ``GraphRAGGlobalSearch``)."""
+    if not callable(getattr(search, "invoke", None)):
+        raise TypeError(f"search must be a GlobalSearch (GraphRAG.global_search(llm)), got {type(search).__name__}")
+    return RunnableLambda(lambda question: search.invoke(question), name="GraphRAGGlobalSearch")
 
 
 def span_documents(spans: Any) -> list[Document]:

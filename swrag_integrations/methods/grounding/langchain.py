@@ -1,7 +1,7 @@
 """The LangChain face of grounding: a Runnable the RAG chain can append, and CLI formatting.
 
 * :func:`ground_chain_output` takes a chain output dict (``{"question", "answer",
-  "sources" | "documents" | "docs", ...}``, as :func:`swrag_integrations.methods.chain.build_rag_chain`
+  "sources" | "documents" | "docs", ...}``, as :func:`swrag_integrations.methods.langchain_chain.build_rag_chain`
   returns) and returns a copy with ``"grounding"``: :meth:`GroundedAnswer.to_dict`
   (``None`` when ``answer`` is ``None``, i.e. nothing was generated).
 * :func:`grounding_runnable` is the same as a LangChain ``Runnable``:

@@ -6,7 +6,7 @@
   stores :meth:`GroundedAnswer.to_dict` in ``response.metadata["grounding"]`` and
   returns the :class:`~.result.GroundedAnswer`.
 * :class:`GroundedQueryEngine` wraps any query engine (e.g.
-  :func:`swrag_integrations.methods.chain.build_query_engine`) so that every ``query``/``aquery``
+  :func:`swrag_integrations.methods.llama_index_chain.build_query_engine`) so that every ``query``/``aquery``
   response carries ``metadata["grounding"]``.
 
 Both run the one checker (:class:`~.align.GroundingChecker`).
