@@ -985,6 +985,56 @@ class IndexEngine:
         where = self.server or (str(self.persist_directory) if self.persist_directory else repr(self.store))
         return f"IndexEngine({where!r}, collection_name={self.collection_name!r}, vectors={self.vectors.kind})"
 
+    # ------------------------------------------------------------------ what the faces used to hold
+    @property
+    def tuned_config(self) -> Any:
+        """The tuned configuration this index was built (or last opened) with, as a
+        :class:`~swrag_integrations.engine.tuned.TunedConfig` (evidence: its summary only), or
+        ``None``. Read from the manifest, so it survives reopening without ``config=``."""
+        record = self.manifest.get("tuned")
+        if not record:
+            return None
+        from swrag_integrations.engine.tuned import FORMAT_VERSION, TunedConfig
+
+        return TunedConfig.from_dict({"swrag_tuned_config": FORMAT_VERSION, **record}, where="the index's record")
+
+    def record_tuned(self, tuned: Any) -> None:
+        """Keep ``tuned`` (a ``TunedConfig``: its settings and the summary of its evidence) in
+        the manifest, once all of it validated: its retriever part is checked as retriever
+        settings first (:class:`~.settings.RetrieverSettings`), so a rejected configuration is
+        never recorded. Nothing is written when the manifest holds it already."""
+        import json
+
+        from swrag_integrations.engine.settings import RetrieverSettings
+
+        RetrieverSettings.from_kwargs({k: v for k, v in tuned.retriever_kwargs.items() if v is not None},
+                                      where="the tuned configuration's retriever part")
+        ev = tuned.evidence or {}
+        record = {"index": tuned.index_kwargs, "retriever": tuned.retriever_kwargs, "chosen": tuned.chosen,
+                  "evidence": {k: ev[k] for k in ("best", "default", "versus_default") if k in ev}}
+        record = json.loads(json.dumps(record, ensure_ascii=False))  # the form it is stored in
+        if self.manifest.get("tuned") != record:
+            self.set_meta("tuned", record)
+
+    def delete_source(self, source: Any) -> int:
+        """Remove one source: a source id, an id given at add time, or a document (its
+        :func:`~.ids.source_id_for`); returns the number of small chunks it had (0 if unknown)."""
+        sid = self.resolve_ids([source])[0] if isinstance(source, str) else source_id_for(source)
+        head = self.store.heads([sid]).get(sid)
+        if head is None:
+            return 0
+        self.delete_sources([sid])
+        return head.n_chunks
+
+    def explain(self, query: str, **options: Any) -> Any:
+        """An HTML view of a query against this index with the retriever's settings (hits with
+        their ranks, the windows they widen to, the spans kept under the budget, what was cut;
+        shows itself in Jupyter; needs ``import swrag_integrations.view`` first, which
+        registers the view)."""
+        from swrag_integrations.core.display import make_view
+
+        return make_view("index", self, query, **options)
+
 
 MAX_FETCH = 16384
 """The most chunks one storage keyword search asks for (a Milvus server's top-k limit)."""
