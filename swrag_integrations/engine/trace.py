@@ -28,7 +28,7 @@ def source_piece(index: Any, source_id: str) -> tuple[int, str]:
     index returns are source coordinates: slice the text with :func:`piece_span`."""
     engine = getattr(index, "engine", index)
     record = engine.record(source_id) if hasattr(engine, "record") else None
-    return (int(record.base) if record is not None else 0), index.source_text(source_id)
+    return (int(record.base) if record is not None else 0), engine.source_text(source_id)
 
 
 def piece_span(base: int, text: str, start: int, end: int) -> str:

@@ -54,7 +54,7 @@ def memory_index(documents: Sequence[Any], embeddings: Any, index_kwargs: Mappin
     index = SlidingWindowIndex(vectorstore=store, source_store=InMemoryByteStore(), embedding=embeddings,
                                show_progress=False, encoding_name=encoding_name, **dict(index_kwargs))
     if documents:
-        index.index_documents(documents)
+        index.engine.index_documents(documents)
     return index
 
 
@@ -140,7 +140,7 @@ class Evaluator:
     def _close(built: dict[str, Any]) -> None:
         for index, _ in built.values():
             try:
-                index.store.close()
+                index.engine.store.close()
             except Exception:  # noqa: BLE001 - an in-memory store has nothing to release
                 pass
 

@@ -62,7 +62,7 @@ def built(corpus, tmp_path_factory):
 
 
 def sid_of(index, title_map, title):
-    return index._resolve_ids([title_map[title].source_id])[0]
+    return index.engine.resolve_ids([title_map[title].source_id])[0]
 
 
 def test_build_over_index_exact_passages(built):

@@ -225,7 +225,7 @@ def run_global_cmd(argv: list[str]) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         index = SlidingWindowIndex(tmp, embedding=emb, show_progress=False, strategy="DDS", window_size=512, step=3)
-        index.index_documents([Document(page_content=s.text, id=s.source_id) for s in sources])
+        index.engine.index_documents([Document(page_content=s.text, id=s.source_id) for s in sources])
         t0 = time.perf_counter()
         graph, report = build_graph(index)
         searcher = GraphRAG(index, graph)
@@ -245,7 +245,7 @@ def run_global_cmd(argv: list[str]) -> int:
                        "top_points": [p[:2] for p in result.points[:3]]}
                 rows.append(row)
                 print(json.dumps(row, ensure_ascii=False), flush=True)
-        index.store.close()
+        index.engine.store.close()
     (out / "global_cost.json").write_text(json.dumps({"setup": setup, "rows": rows}, indent=2, ensure_ascii=False),
                                           encoding="utf-8")
     return 0

@@ -362,10 +362,11 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
                     f"segment {lo}..{hi} of source {source_id!r} needs chunks that were not retrieved "
                     "(or lack start_index/end_index); pass chunks=<SlidingWindowIndex or callable>"
                 )
-            if hasattr(self.chunks, "chunk_rows"):
-                got = [(r.index, r.start, r.end, r.text) for r in self.chunks.chunk_rows([(source_id, lo, hi)])[source_id]]
+            chunks = getattr(self.chunks, "engine", self.chunks)  # a face (SlidingWindowIndex) stands for its engine
+            if hasattr(chunks, "chunk_rows"):
+                got = [(r.index, r.start, r.end, r.text) for r in chunks.chunk_rows([(source_id, lo, hi)])[source_id]]
             else:
-                got = self.chunks(source_id, lo, hi)
+                got = chunks(source_id, lo, hi)
             for row in _normalise_rows(got):
                 if lo <= row[0] <= hi:
                     rows.setdefault(row[0], row)
