@@ -38,6 +38,7 @@ from pydantic import PrivateAttr
 
 from swrag_integrations.llama_index.convert import document_to_node, span_to_node
 from swrag_integrations.core.windows import DEFAULT_ENCODING, count_units
+from swrag_integrations.engine.engine import IndexEngine
 from swrag_integrations.engine.parents import check_query, spans_for
 from swrag_integrations.engine.settings import DEFAULT_SETTINGS as _D
 from swrag_integrations.engine.settings import RetrieverSettings, positive_int
@@ -251,6 +252,8 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
             raise ValueError("filters= applies to index=, not to a LangChain retriever= (give that retriever its own "
                              "filter, e.g. index.as_retriever(search_kwargs={'filter': ...}))")
         positive_int("k_child", k_child, optional=True)
+        if isinstance(getattr(index, "engine", None), IndexEngine):  # a face (either framework's) stands for its engine
+            index = index.engine
         if hit_source is not None or (index is not None and not isinstance(index, ChunkIndex)):
             if hit_source is not None:  # the neighbouring nodes come from its index's docstore, when it has one
                 index = getattr(hit_source, "_index", None)
@@ -565,8 +568,6 @@ class SlidingWindowLlamaIndex:
 
     def __init__(self, persist_dir: str | os.PathLike | None = None, *, embed_model: Any = None,
                  engine: Any = None, **engine_options: Any) -> None:
-        from swrag_integrations.engine.engine import IndexEngine
-
         if engine is not None:
             if persist_dir is not None or embed_model is not None or engine_options:
                 raise ValueError("give engine= alone (it is open already), or persist_dir/embed_model/options")
