@@ -504,7 +504,7 @@ class IndexEngine:
 
             problem = probe_vectors(self)
             if problem:
-                raise IndexDamagedError(f"{problem}; run `swrag repair` (or SlidingWindowIndex.repair()) on "
+                raise IndexDamagedError(f"{problem}; run `swrag repair` (or index.engine.repair()) on "
                                         f"{self.persist_directory or self.store!r}")
             self.probed = True
 
@@ -514,9 +514,25 @@ class IndexEngine:
                         workers: int | None = None) -> Any:
         """Index documents (anything with ``page_content``, ``metadata`` and optionally
         ``id``: a :class:`~.storage.PlainDocument`, a LangChain ``Document``); returns an
-        :class:`~.writer.IndexReport`. See
-        :meth:`~.index.SlidingWindowIndex.index_documents` for ``prune``,
-        ``remove_origins`` and ``workers``."""
+        :class:`~.writer.IndexReport`.
+
+        Re-adding an unchanged document writes nothing (unless its vectors are
+        missing); a changed one (same :func:`~.ids.source_key`) replaces its record and
+        vectors; an empty one removes the previous version of that source. ``ids`` gives
+        each document's identity (as ``Document.id``). Text or metadata with a lone
+        surrogate (not valid Unicode) is refused with a ``ValueError`` naming the
+        document, before anything is written (:func:`~.records.check_storable`).
+
+        Args:
+            prune: ``"origins"`` (or ``True``): for every file (``metadata["source"]``)
+                in this batch, remove that file's sources not in the batch (e.g. CSV rows
+                or PDF pages that disappeared); ``"all"``: remove every source not in the
+                batch.
+            remove_origins: also remove the sources of these files (``metadata["source"]``
+                values) that are not in the batch, e.g. files deleted from a re-indexed folder.
+            workers: cut and embed in this many worker processes, one writer
+                (:func:`~.parallel.index_in_parallel`); ``None``: in this process.
+        """
         from swrag_integrations.engine.records import check_storable
         from swrag_integrations.ingest.writer import write_documents
 

@@ -20,7 +20,7 @@ Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py``):
   keyword hits of a source that is not complete (or whose vector carries another
   content hash) are dropped. A write that dies half-way is completed by the next
   write (from the stored text; the original documents are not needed) or by
-  :meth:`SlidingWindowIndex.repair`.
+  ``index.engine.repair()`` (:meth:`~.engine.IndexEngine.repair`).
 * **Many writers, one truth.** Writers serialise on the source store's writer lock
   (a file lock for a local index, otherwise a lease that renews itself while held and
   whose epoch fences every write: a writer that lost it raises
@@ -33,7 +33,7 @@ Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py``):
   re-indexes or completes (recovery) an older version of a source than the store holds.
 * **Derived parts are checked.** The BM25 snapshot carries a checksum and the store
   generation it reflects; vector counts and a self-retrieval probe are checked before
-  the first search (:meth:`SlidingWindowIndex.status` reports them), and re-adding a
+  the first search (``index.engine.status()`` reports them), and re-adding a
   document whose vectors are missing writes them again.
 """
 
