@@ -1051,6 +1051,24 @@ class IndexEngine:
 
         return make_view("index", self, query, **options)
 
+    def held(self, doc_id: str) -> tuple[str, str] | None:
+        """What the index holds under an id given at add time (or a source id):
+        ``(content hash, metadata as sorted JSON)``, or ``None``; two calls differ exactly
+        when the document's text or metadata changed in between."""
+        import json
+
+        record = self.record(self.resolve_ids([str(doc_id)])[0])
+        if record is None:
+            return None
+        return record.content_hash, json.dumps(record.metadata, sort_keys=True, default=str)
+
+    def delete_document(self, doc_id: str) -> None:
+        """Remove a document by the id it was added under (or its source id), with the
+        offset chunks joined under that id (the sources whose origin,
+        ``metadata["source"]``, it is); unknown ids are ignored."""
+        self.delete_sources(self.resolve_ids([str(doc_id)]))
+        self.index_documents([], remove_origins=[str(doc_id)])
+
 
 MAX_FETCH = 16384
 """The most chunks one storage keyword search asks for (a Milvus server's top-k limit)."""

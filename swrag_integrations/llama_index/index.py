@@ -636,26 +636,16 @@ class SlidingWindowLlamaIndex:
         documents = with_stable_ids(documents)
         refreshed = []
         for doc in documents:
-            before = self._held(doc)
+            before = self.engine.held(doc.doc_id)
             self.insert_documents([doc])
-            refreshed.append(before != self._held(doc))
+            refreshed.append(before != self.engine.held(doc.doc_id))
         return refreshed
-
-    def _held(self, doc: Any) -> tuple[str, str] | None:
-        """What the index holds under ``doc``'s identity: ``(content hash, metadata)``, or ``None``."""
-        import json
-
-        record = self.engine.record(self.engine.resolve_ids([str(doc.doc_id)])[0])
-        if record is None:
-            return None
-        return record.content_hash, json.dumps(record.metadata, sort_keys=True, default=str)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
         """Remove a document by its ``doc_id``, with the nodes inserted for it (their
         ``ref_doc_id``: the origin of the source they were joined into); unknown ids are
         ignored."""
-        self.engine.delete_sources(self.engine.resolve_ids([ref_doc_id]))
-        self.engine.index_documents([], remove_origins=[str(ref_doc_id)])
+        self.engine.delete_document(ref_doc_id)
 
     @property
     def ref_doc_ids(self) -> list[str]:

@@ -83,3 +83,35 @@ def test_llama_face_module_has_no_forwarding_descriptor_class():
     assert not [name for name, value in vars(llama_face).items()
                 if inspect.isclass(value) and value.__module__ == llama_face.__name__
                 and hasattr(value, "__get__") and hasattr(value, "__set_name__")]
+
+
+def test_document_identity_logic_is_the_engines(tmp_path):
+    """``refresh_ref_docs`` and ``delete_ref_doc`` run on :meth:`IndexEngine.held` and
+    :meth:`IndexEngine.delete_document` (a document and the nodes joined under its id)."""
+    from llama_index.core import Document
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+
+    class Embeddings(TrigramEmbedder):
+        pass
+
+    index = SlidingWindowLlamaIndex(tmp_path / "index", embed_model=Embeddings())
+    try:
+        engine = index.engine
+        assert engine.held("sea") is None
+        index.insert(Document(text=TEXT, doc_id="sea", metadata={"topic": "sea"}))
+        first = engine.held("sea")
+        assert first is not None and '"topic": "sea"' in first[1]
+        assert index.refresh_ref_docs([Document(text=TEXT, doc_id="sea", metadata={"topic": "sea"})]) == [False]
+        index.insert(Document(text=TEXT, doc_id="sea", metadata={"topic": "harbour"}))
+        assert engine.held("sea")[0] == first[0] and engine.held("sea") != first
+        node = TextNode(text=TEXT[:80], start_char_idx=0, end_char_idx=80,
+                        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="log")})
+        index.insert_nodes([node])
+        assert index.ref_doc_ids == ["log", "sea"]
+        engine.delete_document("log")
+        engine.delete_document("no-such-document")
+        assert index.ref_doc_ids == ["sea"]
+        index.delete_ref_doc("sea")
+        assert index.ref_doc_ids == [] and engine.held("sea") is None
+    finally:
+        index.engine.close()
