@@ -83,6 +83,7 @@ def make_raptor(index: Any, args: argparse.Namespace, prefix: str = "") -> Any:
     from swrag_integrations.methods.raptor.store import RaptorIndex
     from swrag_integrations.methods.raptor.summarise import ExtractiveSummarizer, LLMSummarizer
 
+    index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     tokens = _opt(args, "summary-tokens", prefix)
     if tokens <= 0:
         raise ValueError(f"--summary-tokens must be > 0, got {tokens}")

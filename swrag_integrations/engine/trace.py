@@ -125,6 +125,7 @@ def trace(index: Any, question: str, settings: RetrieverSettings = DEFAULT_SETTI
     from swrag_integrations.engine.filters import parse_filter
 
     check_query(question)
+    index = getattr(index, "engine", index)  # a face stands for its engine
     flt = parse_filter(filter)
     extra = {"filter": flt} if flt is not None else {}
     s = settings

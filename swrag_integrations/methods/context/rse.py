@@ -284,7 +284,8 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
         if self.budget_tokens is not None and self.budget_tokens <= 0:
             raise ValueError(f"budget_tokens must be > 0 or None, got {self.budget_tokens}")
         self.params  # validates the overrides
-        if self.chunks is not None and not (hasattr(self.chunks, "chunk_rows") or callable(self.chunks)):
+        chunks = getattr(self.chunks, "engine", self.chunks)  # a face (SlidingWindowIndex) stands for its engine
+        if chunks is not None and not (hasattr(chunks, "chunk_rows") or callable(chunks)):
             raise TypeError("chunks must be an index with chunk_rows (a SlidingWindowIndex) or a "
                             "callable(source_id, lo, hi)")
         return self
