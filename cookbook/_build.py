@@ -391,9 +391,9 @@ from swrag_integrations.langchain.index import SlidingWindowIndex
 index = SlidingWindowIndex(
     WORK / "index", collection_name="cookbook", chunk_size=20, window_size=4, step=2, show_progress=False
 )
-print(index.index_documents(documents).summary())
-print(index.config)
-print(f"{index.count()} small chunks, {index.count('medium')} medium chunks, {len(index.source_ids())} sources")
+print(index.engine.index_documents(documents).summary())
+print(index.engine.config)
+print(f"{index.engine.count()} small chunks, {index.engine.count('medium')} medium chunks, {len(index.engine.source_ids())} sources")
 '''),
     md("""
     ## Stage 1: the hybrid ensemble finds small chunks
@@ -409,7 +409,7 @@ question = "What was the revenue of Linden & Rowe in 2023?"
 
 for hit in retriever.find_chunks(question):  # stage 1: small chunks with their fused ranks
     m = hit.metadata
-    text = index.span_text(hit.source_id, hit.start, hit.end)
+    text = index.engine.span_text(hit.source_id, hit.start, hit.end)
     print(f"{hit.rank}. {Path(m['source']).name:<24} chunk {hit.chunk_index:>2}  bm25 #{m.get('bm25_rank', '-')!s:<2} "
           f"dense #{m.get('dense_rank', '-')!s:<2} rrf={hit.score:.4f}  {text[:45]!r}")
 '''),

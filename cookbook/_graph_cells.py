@@ -58,10 +58,10 @@ QUESTION = "Which university did the director of Harbor Lights attend?"
 
 workdir = tempfile.TemporaryDirectory(prefix="swrag-graph-")
 index = SlidingWindowIndex(workdir.name, show_progress=False, strategy="DDS", window_size=128, step=2)
-index.index_documents([Document(page_content=f"{title}\\n{text}", id=title, metadata={"title": title})
+index.engine.index_documents([Document(page_content=f"{title}\\n{text}", id=title, metadata={"title": title})
                        for title, text in PASSAGES.items()])
-title_of = {sid: index.get_chunks([f"{sid}:s:0"])[0].metadata["title"] for sid in index.source_ids()}
-print(f"{len(title_of)} sources, {index.count()} small chunks")
+title_of = {sid: index.engine.get_chunks([f"{sid}:s:0"])[0].metadata["title"] for sid in index.engine.source_ids()}
+print(f"{len(title_of)} sources, {index.engine.count()} small chunks")
 '''),
         md("""
         ## The graph
@@ -123,7 +123,7 @@ docs = retriever.invoke(QUESTION)
 print(f"{count_tokens(chr(10).join(d.page_content for d in docs))} tokens (budget 150)")
 for d in docs:
     m = d.metadata
-    assert index.source_text(m["source_id"])[m["start_index"]:m["end_index"]] == d.page_content
+    assert index.engine.source_text(m["source_id"])[m["start_index"]:m["end_index"]] == d.page_content
     print(f"{title_of[m['source_id']]:<26} chars {m['start_index']}-{m['end_index']}  linked: {m['linked_phrases']}")
 
 nodes = HippoRAGLlamaIndexRetriever(HippoRAG(index, graph), budget_tokens=150).retrieve(QUESTION)
@@ -196,7 +196,7 @@ from swrag_integrations.methods.graph import load_graph, save_graph
 
 save_graph(graph, index)
 print("reloaded equal:", load_graph(index) == graph)
-index.store.close()
+index.engine.store.close()
 workdir.cleanup()
 '''),
     ]

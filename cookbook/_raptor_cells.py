@@ -77,8 +77,8 @@ from swrag_integrations.langchain.index import SlidingWindowIndex
 
 workdir = Path(tempfile.mkdtemp(prefix="swrag-raptor-"))
 index = SlidingWindowIndex(workdir / "index", show_progress=False)
-index.index_documents([Document(page_content=text, id=source, metadata={"source": source})])
-print(f"{index.count('small')} small chunks")
+index.engine.index_documents([Document(page_content=text, id=source, metadata={"source": source})])
+print(f"{index.engine.count('small')} small chunks")
 
 raptor = RaptorIndex(index, summarizer=ExtractiveSummarizer(max_tokens=100),
                      config=TreeConfig(cluster=ClusterConfig(reduction="auto")), show_progress=False)
@@ -172,13 +172,13 @@ for mode in ("collapsed", "traverse"):
         from swrag_integrations.methods.raptor import LLMSummarizer
 
         llm = load_llama3("/path/to/Meta-Llama-3-8B-Instruct", max_new_tokens=160).as_langchain()
-        raptor = RaptorIndex(index, name="raptor-llm", summarizer=LLMSummarizer(llm, cache=index.store))
+        raptor = RaptorIndex(index, name="raptor-llm", summarizer=LLMSummarizer(llm, cache=index.engine.store))
         raptor.build()
         ```
         From the command line: `swrag index docs/ --raptor` or `swrag raptor build|show|ask`.
         """),
         code("""
-index.store.close()
+index.engine.store.close()
 shutil.rmtree(workdir, ignore_errors=True)
 """),
     ]

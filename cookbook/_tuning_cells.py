@@ -129,7 +129,7 @@ if HAVE_DATA:
     store = WORK / "index"
     index = SlidingWindowIndex(store, config=CONFIG, show_progress=False)
     print(index.add_files([CORPUS]).summary())
-    index.store.close()
+    index.engine.store.close()
 
     reopened = SlidingWindowIndex(store, show_progress=False)  # no config given
     print("recorded after reopening:", reopened.tuned_config.candidate == tuned.candidate)

@@ -34,13 +34,13 @@ def referenced_vector_ids(index: Any) -> list[str]:
     """The vector ids the index's complete source records reference, sorted."""
     from swrag_integrations.engine.ids import vector_ids as ids_of
 
-    return sorted(v for sid, h in index.store.heads().items() if h.state == "complete"
-                  for v in ids_of(index.manifest, sid, h.content_hash, 0, h.n_chunks))
+    return sorted(v for sid, h in index.engine.store.heads().items() if h.state == "complete"
+                  for v in ids_of(index.engine.manifest, sid, h.content_hash, 0, h.n_chunks))
 
 
 def vector_ids(index: Any) -> list[str]:
     """Every vector id the index's store holds, sorted (whatever the store)."""
-    vectors = index.vectors
+    vectors = index.engine.vectors
     if vectors.kind == "Milvus":
         return sorted(str(row["id"]) for row in vectors.rows())
-    return sorted(index.vectorstore._collection.get(include=[])["ids"])
+    return sorted(index.engine.vectors.store._collection.get(include=[])["ids"])

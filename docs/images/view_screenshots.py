@@ -62,7 +62,7 @@ def main() -> None:
     text = sample_path().read_text(encoding="utf-8")
     work = Path(tempfile.mkdtemp(prefix="swrag-shots-"))
     index = SlidingWindowIndex(work / "index", show_progress=False)
-    index.index_documents(load_files([sample_path()]).documents)
+    index.engine.index_documents(load_files([sample_path()]).documents)
     pages = {
         "split": (WindowsView(text, WindowConfig("DDS", 64, 2), WindowConfig("FFS", 64, 16), source="sample.md"),
                   ["document.querySelector('.vtbl[data-table=\"0\"] .row[data-i=\"3\"]').click()",

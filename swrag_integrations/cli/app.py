@@ -37,6 +37,7 @@ from swrag_integrations.cli.common import (
     store_options,
 )
 from swrag_integrations.core.windows import WindowConfig, iter_chunks
+from swrag_integrations.engine.protocols import as_engine
 
 __all__ = ["main", "build_parser", "sample_path", "DEMO_QUESTIONS", "COMMANDS", "DiskFullError", "disk_full_message",
            "EXIT_USAGE", "EXIT_INPUT", "EXIT_UNHEALTHY"]
@@ -209,10 +210,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             print("swrag: error: --ray needs the [ray] extra: pip install 'swrag-integrations[ray]'", file=sys.stderr)
             return EXIT_USAGE
     try:
-        # the framework-free engine; the LangChain face only for what is built on it (a tuned
-        # configuration is checked against its retriever, the graph and RAPTOR read through it)
-        face = bool(getattr(args, "config", None) or getattr(args, "graph", False) or getattr(args, "raptor", False))
-        index = open_index(args, must_exist=False) if face else open_engine(args, must_exist=False)
+        # the framework-free engine; the LangChain face only for a tuned configuration (its
+        # chunking merged with the options, the configuration recorded)
+        face = bool(getattr(args, "config", None))
+        index = as_engine(open_index(args, must_exist=False)) if face else open_engine(args, must_exist=False)
         began = time.perf_counter()
         report = ingest_from_args(index, args)
         seconds = time.perf_counter() - began
@@ -261,7 +262,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    index = open_index(args, must_exist=True)
+    index = open_engine(args, must_exist=True)
     report = index.repair(deep=args.deep)
     print(f"repaired: {report.repaired} source(s), removed unfinished: {report.removed}")
     for note in report.notes:
@@ -279,7 +280,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     # (checked and recorded by the LangChain face)
     engine_only = not _uses_chain(args) and not getattr(args, "config", None)
     index = open_engine(args, must_exist=True) if engine_only else open_index(args, must_exist=True)
-    if index.count() == 0:
+    if as_engine(index).count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
     llm = None if args.retrieval_only else _load_answering_llm(args)
     result = _answer(index, args.question, args, llm)
@@ -309,12 +310,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # the framework-free engine, as `swrag index`/`ask` (the LangChain face only for --multi-query)
     index = open_index(args, must_exist=False) if _uses_chain(args) else open_engine(args, must_exist=False)
     docs = load_files([sample_path()]).documents
-    report = index.index_documents(docs)
+    report = as_engine(index).index_documents(docs)
     if own_index:  # the demo's own store holds only this sample (not copies from other checkouts)
         keep = {source_id_for(d) for d in docs}
-        stale = [sid for sid in index.source_ids() if sid not in keep]
+        stale = [sid for sid in as_engine(index).source_ids() if sid not in keep]
         if stale:
-            getattr(index, "engine", index).delete_sources(stale)
+            as_engine(index).delete_sources(stale)
     print(f"indexed {sample_path().name}: {report.summary()}\n")
     llm = None if args.retrieval_only else _load_answering_llm(args)
     for question in args.question or DEMO_QUESTIONS:

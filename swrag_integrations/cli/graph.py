@@ -39,6 +39,7 @@ def update_graph(index: Any, args: argparse.Namespace, *, llm: Any = None) -> An
     from swrag_integrations.methods.graph.extraction import LLMExtractor, RuleExtractor
     from swrag_integrations.methods.graph.graph import build_graph, load_graph, save_graph
 
+    index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     extractor: Any
     if getattr(args, "graph_llm", False):
         if llm is None:

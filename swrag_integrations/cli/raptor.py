@@ -83,6 +83,7 @@ def make_raptor(index: Any, args: argparse.Namespace, prefix: str = "") -> Any:
     from swrag_integrations.methods.raptor.store import RaptorIndex
     from swrag_integrations.methods.raptor.summarise import ExtractiveSummarizer, LLMSummarizer
 
+    index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     tokens = _opt(args, "summary-tokens", prefix)
     if tokens <= 0:
         raise ValueError(f"--summary-tokens must be > 0, got {tokens}")
@@ -165,13 +166,13 @@ def _ask(raptor: Any, args: argparse.Namespace) -> int:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run ``swrag raptor ACTION`` (needs the store options of ``swrag``)."""
-    from swrag_integrations.cli.common import open_index
+    from swrag_integrations.cli.common import open_engine
 
     action = getattr(args, "raptor_command", None)
     if action is None:
         print("usage: swrag raptor {build,show,ask} ... (see --help)", file=sys.stderr)
         return 2
-    index = open_index(args, must_exist=True)
+    index = open_engine(args, must_exist=True)
     raptor = make_raptor(index, args)
     if action == "build":
         report = raptor.build(force=args.force)

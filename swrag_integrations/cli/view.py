@@ -119,7 +119,7 @@ def _run_split(args: argparse.Namespace) -> int:
 
 
 def _run_retrieval(args: argparse.Namespace) -> int:
-    from swrag_integrations.cli.common import open_index
+    from swrag_integrations.cli.common import open_engine
     from swrag_integrations.view.retrieval import RetrievalView
 
     if not args.question.strip():
@@ -131,7 +131,7 @@ def _run_retrieval(args: argparse.Namespace) -> int:
     if args.context_chars < 0:
         raise ValueError(f"--context-chars must be >= 0, got {args.context_chars}")
     out = _out(args, "retrieval")
-    index = open_index(args, must_exist=True)
+    index = open_engine(args, must_exist=True)
     if index.count() == 0:
         raise ValueError("the index is empty: run `swrag index PATH...` first")
     view = RetrievalView.from_index(index, args.question, k_child=args.k_child, budget_tokens=args.budget, k=args.k,
@@ -156,9 +156,9 @@ def _run_answer(args: argparse.Namespace) -> int:
     out = _out(args, "answer")
     index = None
     if args.persist_dir is not None or args.host is not None or getattr(args, "store", None) is not None:
-        from swrag_integrations.cli.common import open_index
+        from swrag_integrations.cli.common import open_engine
 
-        index = open_index(args, must_exist=True)
+        index = open_engine(args, must_exist=True)
     write_answer_page(result, out, index=index)
     print(f"wrote {out} ({out.stat().st_size:,} bytes)")
     return 0

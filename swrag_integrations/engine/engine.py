@@ -504,7 +504,7 @@ class IndexEngine:
 
             problem = probe_vectors(self)
             if problem:
-                raise IndexDamagedError(f"{problem}; run `swrag repair` (or SlidingWindowIndex.repair()) on "
+                raise IndexDamagedError(f"{problem}; run `swrag repair` (or index.engine.repair()) on "
                                         f"{self.persist_directory or self.store!r}")
             self.probed = True
 
@@ -514,9 +514,25 @@ class IndexEngine:
                         workers: int | None = None) -> Any:
         """Index documents (anything with ``page_content``, ``metadata`` and optionally
         ``id``: a :class:`~.storage.PlainDocument`, a LangChain ``Document``); returns an
-        :class:`~.writer.IndexReport`. See
-        :meth:`~.index.SlidingWindowIndex.index_documents` for ``prune``,
-        ``remove_origins`` and ``workers``."""
+        :class:`~.writer.IndexReport`.
+
+        Re-adding an unchanged document writes nothing (unless its vectors are
+        missing); a changed one (same :func:`~.ids.source_key`) replaces its record and
+        vectors; an empty one removes the previous version of that source. ``ids`` gives
+        each document's identity (as ``Document.id``). Text or metadata with a lone
+        surrogate (not valid Unicode) is refused with a ``ValueError`` naming the
+        document, before anything is written (:func:`~.records.check_storable`).
+
+        Args:
+            prune: ``"origins"`` (or ``True``): for every file (``metadata["source"]``)
+                in this batch, remove that file's sources not in the batch (e.g. CSV rows
+                or PDF pages that disappeared); ``"all"``: remove every source not in the
+                batch.
+            remove_origins: also remove the sources of these files (``metadata["source"]``
+                values) that are not in the batch, e.g. files deleted from a re-indexed folder.
+            workers: cut and embed in this many worker processes, one writer
+                (:func:`~.parallel.index_in_parallel`); ``None``: in this process.
+        """
         from swrag_integrations.engine.records import check_storable
         from swrag_integrations.ingest.writer import write_documents
 
@@ -984,6 +1000,74 @@ class IndexEngine:
     def __repr__(self) -> str:
         where = self.server or (str(self.persist_directory) if self.persist_directory else repr(self.store))
         return f"IndexEngine({where!r}, collection_name={self.collection_name!r}, vectors={self.vectors.kind})"
+
+    # ------------------------------------------------------------------ what the faces used to hold
+    @property
+    def tuned_config(self) -> Any:
+        """The tuned configuration this index was built (or last opened) with, as a
+        :class:`~swrag_integrations.engine.tuned.TunedConfig` (evidence: its summary only), or
+        ``None``. Read from the manifest, so it survives reopening without ``config=``."""
+        record = self.manifest.get("tuned")
+        if not record:
+            return None
+        from swrag_integrations.engine.tuned import FORMAT_VERSION, TunedConfig
+
+        return TunedConfig.from_dict({"swrag_tuned_config": FORMAT_VERSION, **record}, where="the index's record")
+
+    def record_tuned(self, tuned: Any) -> None:
+        """Keep ``tuned`` (a ``TunedConfig``: its settings and the summary of its evidence) in
+        the manifest, once all of it validated: its retriever part is checked as retriever
+        settings first (:class:`~.settings.RetrieverSettings`), so a rejected configuration is
+        never recorded. Nothing is written when the manifest holds it already."""
+        import json
+
+        from swrag_integrations.engine.settings import RetrieverSettings
+
+        RetrieverSettings.from_kwargs({k: v for k, v in tuned.retriever_kwargs.items() if v is not None},
+                                      where="the tuned configuration's retriever part")
+        ev = tuned.evidence or {}
+        record = {"index": tuned.index_kwargs, "retriever": tuned.retriever_kwargs, "chosen": tuned.chosen,
+                  "evidence": {k: ev[k] for k in ("best", "default", "versus_default") if k in ev}}
+        record = json.loads(json.dumps(record, ensure_ascii=False))  # the form it is stored in
+        if self.manifest.get("tuned") != record:
+            self.set_meta("tuned", record)
+
+    def delete_source(self, source: Any) -> int:
+        """Remove one source: a source id, an id given at add time, or a document (its
+        :func:`~.ids.source_id_for`); returns the number of small chunks it had (0 if unknown)."""
+        sid = self.resolve_ids([source])[0] if isinstance(source, str) else source_id_for(source)
+        head = self.store.heads([sid]).get(sid)
+        if head is None:
+            return 0
+        self.delete_sources([sid])
+        return head.n_chunks
+
+    def explain(self, query: str, **options: Any) -> Any:
+        """An HTML view of a query against this index with the retriever's settings (hits with
+        their ranks, the windows they widen to, the spans kept under the budget, what was cut;
+        shows itself in Jupyter; needs ``import swrag_integrations.view`` first, which
+        registers the view)."""
+        from swrag_integrations.core.display import make_view
+
+        return make_view("index", self, query, **options)
+
+    def held(self, doc_id: str) -> tuple[str, str] | None:
+        """What the index holds under an id given at add time (or a source id):
+        ``(content hash, metadata as sorted JSON)``, or ``None``; two calls differ exactly
+        when the document's text or metadata changed in between."""
+        import json
+
+        record = self.record(self.resolve_ids([str(doc_id)])[0])
+        if record is None:
+            return None
+        return record.content_hash, json.dumps(record.metadata, sort_keys=True, default=str)
+
+    def delete_document(self, doc_id: str) -> None:
+        """Remove a document by the id it was added under (or its source id), with the
+        offset chunks joined under that id (the sources whose origin,
+        ``metadata["source"]``, it is); unknown ids are ignored."""
+        self.delete_sources(self.resolve_ids([str(doc_id)]))
+        self.index_documents([], remove_origins=[str(doc_id)])
 
 
 MAX_FETCH = 16384

@@ -28,7 +28,7 @@ def source_piece(index: Any, source_id: str) -> tuple[int, str]:
     index returns are source coordinates: slice the text with :func:`piece_span`."""
     engine = getattr(index, "engine", index)
     record = engine.record(source_id) if hasattr(engine, "record") else None
-    return (int(record.base) if record is not None else 0), index.source_text(source_id)
+    return (int(record.base) if record is not None else 0), engine.source_text(source_id)
 
 
 def piece_span(base: int, text: str, start: int, end: int) -> str:
@@ -125,6 +125,7 @@ def trace(index: Any, question: str, settings: RetrieverSettings = DEFAULT_SETTI
     from swrag_integrations.engine.filters import parse_filter
 
     check_query(question)
+    index = getattr(index, "engine", index)  # a face stands for its engine
     flt = parse_filter(filter)
     extra = {"filter": flt} if flt is not None else {}
     s = settings

@@ -144,16 +144,16 @@ class ParentPipeline(Pipeline):
         docs = [Document(page_content=s.text, id=s.source_id, metadata={"eval_source": s.source_id}) for s in self.sources]
         self._ids = {source_id_for(d): d.id for d in docs}
         if docs:
-            self.index.index_documents(docs)
-        self.chunks = self.index.count("small")
+            self.index.engine.index_documents(docs)
+        self.chunks = self.index.engine.count("small")
         self.budget = budget
         self.make_retrievers()
         dim = len(embeddings.embed_query("dimension probe"))
         self.index_bytes = (
             # the source texts (source store) and the small-chunk texts beside their vectors (they tile the sources)
             2 * sum(len(s.text.encode("utf-8")) for s in self.sources)
-            + self.index.count(None) * dim * 4
-            + (_bm25_bytes(self.index.keyword.bm25) if hasattr(self.index.keyword, "bm25") else 0)
+            + self.index.engine.count(None) * dim * 4
+            + (_bm25_bytes(self.index.engine.keyword.bm25) if hasattr(self.index.engine.keyword, "bm25") else 0)
         )
 
     def _store_options(self) -> dict:

@@ -321,7 +321,7 @@ def recover(index: "EngineState") -> tuple[int, int]:
 
 def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bool | str = False,
                     remove_origins: Iterable[str] | None = None, join_stored: bool = True) -> IndexReport:
-    """Index documents (see :meth:`~.index.SlidingWindowIndex.index_documents`): plan
+    """Index documents (see :meth:`~.engine.IndexEngine.index_documents`): plan
     them here and write them with :func:`write_planned` (the store embeds).
     ``join_stored``: see :func:`dedupe_documents`."""
     index = as_engine(index)
@@ -450,7 +450,7 @@ def write_planned(index: "EngineState", planned: Iterable[tuple[SourceRecord, An
             rows`` called only when the record has to be written (so unchanged
             sources are never embedded). A store without ``PrecomputedEmbeddings``
             embeds itself and the given vectors are not used (said in ``notes``).
-        prune, remove_origins: as in :meth:`~.index.SlidingWindowIndex.index_documents`;
+        prune, remove_origins: as in :meth:`~.engine.IndexEngine.index_documents`;
             ``remove_origins`` may be a callable, called after ``planned`` is consumed
             (e.g. the files a streaming load skipped).
         report: a report to fill (e.g. with ``ids`` already set).

@@ -20,7 +20,7 @@ Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py``):
   keyword hits of a source that is not complete (or whose vector carries another
   content hash) are dropped. A write that dies half-way is completed by the next
   write (from the stored text; the original documents are not needed) or by
-  :meth:`SlidingWindowIndex.repair`.
+  ``index.engine.repair()`` (:meth:`~.engine.IndexEngine.repair`).
 * **Many writers, one truth.** Writers serialise on the source store's writer lock
   (a file lock for a local index, otherwise a lease that renews itself while held and
   whose epoch fences every write: a writer that lost it raises
@@ -33,13 +33,14 @@ Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py``):
   re-indexes or completes (recovery) an older version of a source than the store holds.
 * **Derived parts are checked.** The BM25 snapshot carries a checksum and the store
   generation it reflects; vector counts and a self-retrieval probe are checked before
-  the first search (:meth:`SlidingWindowIndex.status` reports them), and re-adding a
+  the first search (``index.engine.status()`` reports them), and re-adding a
   document whose vectors are missing writes them again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import warnings
 from pathlib import Path
@@ -49,11 +50,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from swrag_integrations.engine.settings import DEFAULT_SEARCH_TYPE
 from swrag_integrations.engine.engine import FORMAT, IndexDamagedError, IndexEngine, IndexMismatchError, validate_collection_name
-from swrag_integrations.engine.ids import parse_member_id, source_id_for
-from swrag_integrations.engine.protocols import ChildHit, ChunkRow
-from swrag_integrations.stores.sources import SourceStore
+from swrag_integrations.engine.ids import parse_member_id
 from swrag_integrations.langchain.vectorstore import IndexTextEmbeddings, PrecomputedEmbeddings, VectorBackend, default_chroma
 
 __all__ = ["SlidingWindowIndex", "IndexMismatchError", "IndexDamagedError", "validate_collection_name", "FORMAT"]
@@ -96,23 +94,6 @@ def _merge_tuned_chunking(given: dict[str, Any], tuned: dict[str, Any]) -> dict[
     return out
 
 
-class _FromEngine:
-    """A read-only attribute of the face that is the engine's attribute of the same name
-    (the face keeps no copy of the engine's state)."""
-
-    def __init__(self, doc: str) -> None:
-        self.__doc__ = doc
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
-        return self if obj is None else getattr(obj.engine, self.name)
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        raise AttributeError(f"{self.name} is read-only (the index engine's; reopen the index to change it)")
-
-
 class SlidingWindowIndex(VectorStore):
     """Windowed parent-child index over any LangChain vector store (a ``VectorStore`` itself).
 
@@ -124,6 +105,16 @@ class SlidingWindowIndex(VectorStore):
     (merged windows under a token budget). It passes LangChain's
     ``VectorStoreIntegrationTests`` and works with its indexing API
     (``langchain_core.indexing.index``).
+
+    This class is the LangChain contract only. Everything else is the engine's,
+    ``index.engine`` (:class:`~.engine.IndexEngine`): ``index.engine.status()``,
+    ``.repair()``, ``.count()``, ``.source_text(sid)``, ``.store``, ``.config``,
+    ``.tuned_config``... The small-chunk retrievers are
+    :meth:`CJKBM25Retriever.from_index <.search.CJKBM25Retriever.from_index>`,
+    :meth:`DenseChunkRetriever.from_index <.search.DenseChunkRetriever.from_index>` and
+    :meth:`HybridRetriever.from_index <.search.HybridRetriever.from_index>`. The names this
+    class used to forward to the engine still work until 0.4, with a ``DeprecationWarning``
+    naming their new spelling (:data:`DEPRECATED`).
 
     Args:
         persist_directory: a local folder for the default stores (Chroma in
@@ -160,11 +151,16 @@ class SlidingWindowIndex(VectorStore):
             the path of a file written by ``swrag tune``, or its dict): its index part
             sets the chunking (an explicit chunking keyword that disagrees raises
             ``ValueError``), and the whole configuration is recorded in the index
-            (:attr:`tuned_config`, kept across reopening), so :meth:`as_retriever`
+            (``index.engine.tuned_config``, kept across reopening), so :meth:`as_retriever`
             starts from its retriever settings.
         keyword_search: ``"auto"`` (the store's own keyword search where it has one),
             ``"store"`` or ``"local"`` (the in-process BM25), see
             :class:`~.engine.IndexEngine`.
+
+    Attributes:
+        engine: the framework-free :class:`~.engine.IndexEngine` this face sits on: all
+            that is not LangChain's contract (``status()``, ``repair()``, ``count()``,
+            ``source_text(sid)``, ``store``, ``config``, ``tuned_config``...).
     """
 
     def __init__(
@@ -203,19 +199,18 @@ class SlidingWindowIndex(VectorStore):
                         delimiters=tuple(delimiters) if delimiters is not None else None, encoding_name=encoding_name)
         if tuned is not None:
             chunking = _merge_tuned_chunking(chunking, tuned.index_kwargs)
-        self._collection_name = validate_collection_name(collection_name)
+        name = validate_collection_name(collection_name)
         if all(x is None for x in (persist_directory, vectorstore, storage, source_store, host, client)):
             vectorstore, source_store, embedding = _in_memory_parts(embedding, index_text)
         if vectorstore is not None:
             if sum(x is not None for x in (host, client, storage)):
                 raise ValueError("give at most one of vectorstore, storage, host or client")
             storage = VectorBackend(vectorstore, embedding)
-        self._client: Any = None  # the chromadb client of the default store
         try:
-            self.engine = IndexEngine.open(
+            self.engine: IndexEngine = IndexEngine.open(
                 persist_directory, embedding=embedding, storage=storage, source_store=source_store,
-                collection_name=collection_name, host=host, port=port, ssl=ssl, headers=headers, client=client,
-                storage_factory=self._chroma_vectors, batch_size=batch_size, show_progress=show_progress,
+                collection_name=name, host=host, port=port, ssl=ssl, headers=headers, client=client,
+                storage_factory=_ChromaFactory(name), batch_size=batch_size, show_progress=show_progress,
                 index_text=index_text, lock_timeout=lock_timeout, keyword_search=keyword_search, **chunking)
         except IndexMismatchError as exc:
             if vectorstore is None or "already holds" not in str(exc):
@@ -224,134 +219,29 @@ class SlidingWindowIndex(VectorStore):
                                      "SlidingWindowIndex.from_vectorstore(vectorstore, source_store=...)") from None
         if tuned is not None:
             try:
-                self._record_tuned(tuned)
+                self.engine.record_tuned(tuned)
             except BaseException:
                 if source_store is None:
                     self.engine.close()
                 raise
 
-    # ------------------------------------------------------------------ the default Chroma store
-    def _chroma_vectors(self, client: Any, root: Path | None, embedding: Any, index_text: Any,
-                        lock_timeout: float) -> VectorBackend:
-        """The default vectors: a ``langchain_chroma.Chroma`` over the engine's collection
-        (embedding through :class:`~.vectors.PrecomputedEmbeddings`, so vectors computed by
-        worker processes or Ray actors are written as they are)."""
-        from swrag_integrations.stores.chroma import copy_collection, fresh_client
-
-        self._client = client
-        name = self._collection_name
-        store_embedding = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, index_text) if index_text
-                                                else embedding)
-
-        def reopen() -> Any:  # see chroma.fresh_client: an embedded Chroma another process wrote to
-            self._client = fresh_client(self._client, root, lock_timeout)
-            return default_chroma(self._client, name, store_embedding)
-
-        def rebuild(fence: Any) -> Any:  # see chroma.copy_collection: no re-embedding
-            copy_collection(self._client, name, fence)
-            return default_chroma(self._client, name, store_embedding)
-
-        return VectorBackend(default_chroma(client, name, store_embedding), embedding,
-                             reopen=reopen if root is not None else None, rebuild=rebuild)
-
-    # ------------------------------------------------------------------ the engine's parts
-    # read-only attributes of the engine, under the same names
-    store = _FromEngine("The source store (:attr:`.engine.IndexEngine.store`).")
-    vectors = _FromEngine("The vector storage (:class:`~.vectors.VectorBackend` over :attr:`vectorstore`).")
-    keyword = _FromEngine("The BM25 side index (:class:`~.keyword.KeywordIndex`).")
-    manifest = _FromEngine("The index manifest (format, id, chunking, embedding, vectors).")
-    index_id = _FromEngine("The index's id (recorded in its manifest).")
-    config = _FromEngine("The chunking (:class:`~.config.IndexConfig`).")
-    persist_directory = _FromEngine("The index's folder (``None``: in memory).")
-    server = _FromEngine("The Chroma server address, or ``None`` (embedded).")
-    batch_size = _FromEngine("Chunks embedded and written per batch.")
-    show_progress = _FromEngine("Whether long work shows progress bars.")
-    lock_timeout = _FromEngine("Seconds a writer waits for the index's writer lock.")
-    index_text = _FromEngine("The text normaliser applied before keyword indexing.")
-    encoding_name = _FromEngine("tiktoken encoding of the token counts and budgets.")
-
-    @property
-    def vectorstore(self) -> VectorStore:
-        """The LangChain ``VectorStore`` holding the chunk vectors.
-
-        Raises:
-            AttributeError: the vectors are in a storage without a LangChain face
-                (:class:`~.milvus.MilvusStorage`...); see :attr:`vectors`.
-        """
-        store = getattr(self.engine.vectors, "store", None)
-        if store is None:
-            raise AttributeError(f"this index keeps its vectors in {self.engine.vectors!r}, not in a LangChain "
-                                 "VectorStore: use .vectors")
-        return store
-
     def close(self) -> None:
         """Close the index's stores (the source store; a Milvus Lite file is released)."""
         self.engine.close()
 
-    @property
-    def collection_name(self) -> str:
-        return self._collection_name
-
-    def check_embedding(self) -> None:
-        """Raise :class:`IndexMismatchError` when the embedding's dimension differs from
-        the one the index was built with."""
-        self.engine.check_embedding()
-
-    # ------------------------------------------------------------------ tuned configuration
-    def _record_tuned(self, tuned: Any) -> None:
-        """Keep ``tuned`` (its settings and the summary of its evidence) in the manifest,
-        once all of it validated: its retriever part too (a retriever is built from it
-        first), so a rejected configuration is never recorded."""
-        import json
-
-        from swrag_integrations.langchain.retriever import WindowedParentRetriever
-
-        WindowedParentRetriever(index=self, **{k: v for k, v in tuned.retriever_kwargs.items() if v is not None})
-        ev = tuned.evidence or {}
-        record = {"index": tuned.index_kwargs, "retriever": tuned.retriever_kwargs, "chosen": tuned.chosen,
-                  "evidence": {k: ev[k] for k in ("best", "default", "versus_default") if k in ev}}
-        record = json.loads(json.dumps(record, ensure_ascii=False))  # the form it is stored in
-        if self.manifest.get("tuned") != record:
-            self.engine.set_meta("tuned", record)
-
-    @property
-    def tuned_config(self) -> Any:
-        """The tuned configuration this index was built (or last opened) with, as a
-        :class:`~swrag_integrations.tuning.TunedConfig` (evidence: its summary only), or
-        ``None``. Read from the index, so it survives reopening without ``config=``."""
-        record = self.manifest.get("tuned")
-        if not record:
-            return None
-        from swrag_integrations.engine.tuned import FORMAT_VERSION, TunedConfig
-
-        return TunedConfig.from_dict({"swrag_tuned_config": FORMAT_VERSION, **record}, where="the index's record")
+    def __getattr__(self, name: str) -> Any:
+        """The names this face forwarded to the engine before 0.3, served from their new
+        home with a ``DeprecationWarning`` (:data:`DEPRECATED`); any other name raises
+        ``AttributeError`` (Python calls this only for names the class does not define)."""
+        moved = DEPRECATED.get(name)
+        if moved is None or "engine" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        replacement, serve = moved
+        warnings.warn(f"SlidingWindowIndex.{name} is deprecated and will be removed in 0.4: use {replacement}",
+                      DeprecationWarning, stacklevel=2)
+        return serve(self)
 
     # ------------------------------------------------------------------ writing
-    def index_documents(self, documents: Iterable[Document], *, ids: Sequence[str] | None = None,
-                        prune: bool | str = False, remove_origins: Iterable[str] | None = None,
-                        workers: int | None = None) -> Any:
-        """Index documents; returns an :class:`~.writer.IndexReport`.
-
-        Re-adding an unchanged document writes nothing (unless its vectors are
-        missing); a changed one (same :func:`~.ids.source_key`) replaces its record and
-        vectors; an empty one removes the previous version of that source. ``ids`` gives
-        each document's identity (as ``Document.id``). Text or metadata with a lone
-        surrogate (not valid Unicode) is refused with a ``ValueError`` naming the
-        document, before anything is written (:func:`~.records.check_storable`).
-
-        Args:
-            prune: ``"origins"`` (or ``True``): for every file (``metadata["source"]``)
-                in this batch, remove that file's sources not in the batch (e.g. CSV rows
-                or PDF pages that disappeared); ``"all"``: remove every source not in the
-                batch.
-            remove_origins: also remove the sources of these files (``metadata["source"]``
-                values) that are not in the batch, e.g. files deleted from a re-indexed folder.
-            workers: cut and embed in this many worker processes, one writer
-                (:func:`~.parallel.index_in_parallel`); ``None``: in this process.
-        """
-        return self.engine.index_documents(documents, ids=ids, prune=prune, remove_origins=remove_origins,
-                                           workers=workers)
-
     def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
                   encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
         """Load files and index them, the index then mirroring them: see
@@ -370,13 +260,14 @@ class SlidingWindowIndex(VectorStore):
         back in the source's coordinates; each chunk's id is ``"<source id>@<start>:<end>"``
         (:func:`~.ids.member_id`). Deleting a chunk joins the rest of its piece again: the
         ids of chunks after a gap it leaves, or of a piece whose first chunk it was, change
-        with the piece's source id.
+        with the piece's source id. What the write did (an :class:`~.writer.IndexReport`;
+        pruning, ``workers``) is :meth:`~.engine.IndexEngine.index_documents`'s.
         ``batch_size`` is accepted (the index batches by itself); other keywords raise
         ``TypeError``.
         """
         _only(kwargs, {"batch_size"}, "add_documents")
         docs = list(documents)
-        report = self.index_documents(docs, ids=ids)
+        report = self.engine.index_documents(docs, ids=ids)
         if ids is not None:
             return [str(i) for i in ids]
         return [str(d.id) if d.id else sid for d, sid in zip(docs, report.ids)]
@@ -391,75 +282,28 @@ class SlidingWindowIndex(VectorStore):
         return self.add_documents([Document(page_content=t, metadata=dict(m or {})) for t, m in zip(texts, metas)],
                                   ids=ids, **kwargs)
 
-    def _resolve_ids(self, ids: Sequence[str]) -> list[str]:
-        """Source ids for ids given to :meth:`add_documents` (user ids) or source ids."""
-        return self.engine.resolve_ids(ids)
-
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """LangChain ``VectorStore.delete``: remove sources (by the ids :meth:`add_documents`
-        returned, or source ids). ``ids=None`` raises (use :meth:`reset`)."""
+        returned, or source ids). ``ids=None`` raises (use ``index.engine.reset()``)."""
         _only(kwargs, set(), "delete")
         if ids is None:
-            raise ValueError("ids must be given (SlidingWindowIndex.reset() removes everything)")
+            raise ValueError("ids must be given (index.engine.reset() removes everything)")
         self.engine.delete(ids)
         return True
-
-    def delete_source(self, source: str | Document) -> int:
-        """Remove one source (a source id, an id given at add time, or a Document); returns
-        the number of small chunks it had (0 if unknown)."""
-        sid = source_id_for(source) if isinstance(source, Document) else self._resolve_ids([source])[0]
-        head = self.store.heads([sid]).get(sid)
-        if head is None:
-            return 0
-        self.engine.delete_sources([sid])
-        return head.n_chunks
-
-    def repair(self, *, deep: bool = False) -> Any:
-        """Complete or remove unfinished sources, write missing vectors, rebuild a damaged
-        vector collection and the keyword index from the source store; returns an
-        :class:`~.writer.IndexReport`."""
-        return self.engine.repair(deep=deep)
-
-    def status(self, *, deep: bool = False, probe: bool = True) -> Any:
-        """Health of every part (:class:`~.health.IndexStatus`); ``deep`` checks every
-        vector id and the source store's integrity too; ``probe=False`` skips the checks
-        that need the embedding model (it is then not loaded)."""
-        return self.engine.status(deep=deep, probe=probe)
-
-    def reset(self) -> None:
-        """Remove every source and vector (keeps the configuration)."""
-        self.engine.reset()
 
     # ------------------------------------------------------------------ reading
     @property
     def embeddings(self) -> Embeddings:
         """The query embedding (LangChain ``VectorStore.embeddings``)."""
-        return self.vectors.embedding
-
-    def count(self, level: str | None = "small") -> int:
-        """Small chunks (``"small"``), derived medium chunks (``"medium"``) or vectors held
-        (``None``; ``-1`` if unknown): :meth:`~.engine.IndexEngine.count`."""
-        return self.engine.count(level)
-
-    def source_ids(self, *, include_incomplete: bool = False) -> list[str]:
-        """Ids of the (complete) sources, sorted."""
-        return self.engine.source_ids(include_incomplete=include_incomplete)
-
-    def source_text(self, source_id: str) -> str:
-        """The exact text of a source (``LookupError`` if unknown)."""
-        return self.engine.source_text(source_id)
-
-    def chunk_metadata(self, source_id: str) -> list[dict[str, Any]]:
-        """Metadata of all small chunks of a source (chunk order)."""
-        return self.engine.chunk_metadata(source_id)
+        return self.engine.vectors.embedding
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """LangChain ``VectorStore.get_by_ids``: the documents as they were added (whole
         text, their own metadata), under the ids asked for; unknown ids are left out."""
         from swrag_integrations.langchain.plain import source_document
 
-        sids = self._resolve_ids(list(ids))
-        records = self.store.get_many(sids)
+        sids = self.engine.resolve_ids(list(ids))
+        records = self.engine.store.get_many(sids)
         out = []
         for given, sid in zip(ids, sids):
             rec = records.get(sid)
@@ -475,76 +319,7 @@ class SlidingWindowIndex(VectorStore):
                 out.append(doc)
         return out
 
-    def get_chunks(self, ids: Sequence[str]) -> list[Document]:
-        """Small/medium chunks by chunk id (``<sid>:s:<i>`` / ``<sid>:m:<j>``), as Documents
-        (order of ``ids``; unknown ids and incomplete sources are left out)."""
-        return [Document(page_content=c.page_content, metadata=c.metadata, id=c.id)
-                for c in self.engine.get_chunks(ids)]
-
-    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
-        """Rows of chunk ranges ``(source_id, lower, upper)`` (see :class:`~.protocols.ChunkIndex`)."""
-        return self.engine.chunk_rows(ranges)
-
-    def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
-        """Chunk and character range of the medium chunks whose windows cover a small chunk."""
-        return self.engine.medium_range(source_id, chunk_index)
-
-    def span_text(self, source_id: str, start: int, end: int) -> str:
-        """Exact source text ``[start, end)``."""
-        return self.engine.span_text(source_id, start, end)
-
-    # ------------------------------------------------------------------ search
-    def bm25_search(self, query: str, k: int = 20, *, filter: Any = None) -> list[tuple[str, float]]:
-        """``(chunk_id, score)`` of the ``k`` best BM25 chunks (:meth:`~.engine.IndexEngine.bm25_search`)."""
-        return self.engine.bm25_search(query, k, filter=filter)
-
-    def dense_ids(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
-                  lambda_mult: float = 0.5, filter: Any = None) -> list[str]:
-        """Chunk ids of the ``k`` nearest small chunks (:meth:`~.engine.IndexEngine.dense_ids`)."""
-        return self.engine.dense_ids(query, k, search_type=search_type, fetch_k=fetch_k, lambda_mult=lambda_mult,
-                                     filter=filter)
-
-    def dense_search(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
-                     lambda_mult: float = 0.5, filter: Any = None) -> list[Document]:
-        """The ``k`` nearest small chunks as Documents (``metadata["dense_rank"]``)."""
-        docs = self.get_chunks(self.dense_ids(query, k, search_type=search_type, fetch_k=fetch_k,
-                                              lambda_mult=lambda_mult, filter=filter))
-        for rank, doc in enumerate(docs, start=1):
-            doc.metadata["dense_rank"] = rank
-        return docs
-
-    def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE,
-                        weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
-                        filter: Any = None) -> list[ChildHit]:
-        """Stage 1 of the windowed parent retriever (:meth:`~.engine.IndexEngine.search_children`)."""
-        return self.engine.search_children(query, k, search_type=search_type, weights=weights, rrf_c=rrf_c,
-                                           filter=filter)
-
-    # --------------------------------------------------------- LangChain faces
-    def bm25_retriever(self, k: int = 20):
-        """LangChain retriever over the BM25 side index (small chunks)."""
-        from swrag_integrations.langchain.search import CJKBM25Retriever
-
-        return CJKBM25Retriever(index=_EngineKeywords(self.engine), fetch=self.get_chunks, k=k)
-
-    def dense_retriever(self, k: int = 20, search_type: str = "mmr", *, fetch_k: int | None = None,
-                        lambda_mult: float = 0.5):
-        """LangChain retriever over the chunk vectors (hydrated small chunks)."""
-        from swrag_integrations.langchain.search import DenseChunkRetriever
-
-        if search_type not in ("mmr", "similarity"):
-            raise ValueError(f"search_type must be 'mmr' or 'similarity', got {search_type!r}")
-        return DenseChunkRetriever(index=self, k=k, search_type=search_type, fetch_k=fetch_k,
-                                   lambda_mult=lambda_mult)
-
-    def hybrid_retriever(self, k: int = 20, *, search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5),
-                         c: float = 60.0):
-        """BM25 + dense small-chunk retriever fused by weighted RRF."""
-        from swrag_integrations.langchain.search import HybridRetriever
-
-        return HybridRetriever(retrievers=[self.bm25_retriever(k), self.dense_retriever(k, search_type)],
-                               weights=list(weights), c=c, k=k, names=["bm25", "dense"])
-
+    # --------------------------------------------------------- retrievers
     def as_retriever(self, **kwargs: Any):
         """The package's retriever on this index: a :class:`~.retriever.WindowedParentRetriever`.
 
@@ -559,30 +334,23 @@ class SlidingWindowIndex(VectorStore):
         ``search_kwargs={...}`` and ``search_type``: ``"similarity"``/``"mmr"`` choose the
         dense part of the windowed retriever; ``"similarity_score_threshold"`` (with
         ``search_kwargs={"score_threshold": ...}``) returns LangChain's plain
-        ``VectorStoreRetriever`` over the added documents, as :meth:`as_document_retriever`
-        does for every search type. Unknown keywords raise ``TypeError``. An index built
-        with a tuned configuration (:attr:`tuned_config`) starts from its retriever
-        settings; keywords given here win.
+        ``VectorStoreRetriever`` over the added documents (build one yourself,
+        ``VectorStoreRetriever(vectorstore=index, ...)``, for the other search types).
+        Unknown keywords raise ``TypeError``. An index built with a tuned configuration
+        (``index.engine.tuned_config``) starts from its retriever settings; keywords given
+        here win.
         """
         from swrag_integrations.langchain.retriever import WindowedParentRetriever
 
         if kwargs.get("search_type") == "similarity_score_threshold":
-            return self.as_document_retriever(**kwargs)
-        tuned = self.tuned_config
+            return VectorStore.as_retriever(self, **kwargs)
+        tuned = self.engine.tuned_config
         options = {k: v for k, v in tuned.retriever_kwargs.items() if v is not None} if tuned is not None else {}
         options.update(kwargs.pop("search_kwargs", None) or {})
         if "search_type" in kwargs:
             options["search_type"] = kwargs.pop("search_type")
         options.update(kwargs)
-        return WindowedParentRetriever(index=self, **options)
-
-    def explain(self, query: str, **options: Any) -> Any:
-        """An HTML view of a query against this index (hits with their ranks, the windows
-        they widen to, the spans kept under the budget, what was cut; shows itself in
-        Jupyter; needs ``import swrag_integrations.view`` first, which registers the view)."""
-        from swrag_integrations.core.display import make_view
-
-        return make_view("index", self, query, **options)
+        return WindowedParentRetriever(index=self.engine, **options)
 
     # ----------------------------------------- the plain VectorStore contract (documents as added)
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
@@ -601,7 +369,8 @@ class SlidingWindowIndex(VectorStore):
         chunk's; higher is better), in rank order."""
         from swrag_integrations.engine.parents import check_query
 
-        return self.similarity_search_with_score_by_vector(self.vectors.embed_query(check_query(query)), k, **kwargs)
+        return self.similarity_search_with_score_by_vector(self.engine.vectors.embed_query(check_query(query)), k,
+                                                           **kwargs)
 
     def similarity_search_with_score_by_vector(self, embedding: list[float], k: int = 4,
                                                **kwargs: Any) -> list[tuple[Document, float]]:
@@ -624,8 +393,8 @@ class SlidingWindowIndex(VectorStore):
         (``fetch_k`` candidates, ``lambda_mult`` 1 = relevance only), each source once."""
         from swrag_integrations.engine.parents import check_query
 
-        return self.max_marginal_relevance_search_by_vector(self.vectors.embed_query(check_query(query)), k, fetch_k,
-                                                            lambda_mult, **kwargs)
+        return self.max_marginal_relevance_search_by_vector(self.engine.vectors.embed_query(check_query(query)), k,
+                                                            fetch_k, lambda_mult, **kwargs)
 
     def max_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
                                                 lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
@@ -636,12 +405,7 @@ class SlidingWindowIndex(VectorStore):
         return [doc for doc, _ in search_documents(self.engine, embedding, k, mmr=True, fetch_k=fetch_k,
                                                    lambda_mult=lambda_mult, filter=kwargs.get("filter"))]
 
-    def as_document_retriever(self, **kwargs: Any) -> Any:
-        """LangChain's plain ``VectorStoreRetriever`` on this index: ``k`` (default 4) added
-        documents per query (``search_type``: ``"similarity"``, ``"mmr"`` or
-        ``"similarity_score_threshold"``, with ``search_kwargs``), no windows, no budget."""
-        return VectorStore.as_retriever(self, **kwargs)
-
+    # ------------------------------------------------------------------ building
     @classmethod
     def from_vectorstore(cls, vectorstore: VectorStore, *, documents: Sequence[Document] | None = None,
                          **kwargs: Any) -> "SlidingWindowIndex":
@@ -694,24 +458,89 @@ class SlidingWindowIndex(VectorStore):
             index.add_texts(texts, metadatas, ids=ids)
         return index
 
-    def disk_size(self) -> int:
-        """Bytes used on disk by a local index (vectors, sources, keyword index)."""
-        return self.engine.disk_size()
-
     def __repr__(self) -> str:
-        return (f"SlidingWindowIndex({self.engine.server or str(self.persist_directory or self.store)!r}, "
-                f"collection_name={self.collection_name!r}, vectors={self.vectors.kind}, config={self.config})")
+        engine = self.engine
+        return (f"SlidingWindowIndex({engine.server or str(engine.persist_directory or engine.store)!r}, "
+                f"collection_name={engine.collection_name!r}, vectors={engine.vectors.kind}, config={engine.config})")
 
 
-class _EngineKeywords:
-    """The engine's keyword search as ``search(query, k)`` for :class:`~.search.CJKBM25Retriever`:
-    through :meth:`~.engine.IndexEngine.bm25_search`, so ``k`` is checked and clipped there."""
+class _ChromaFactory:
+    """The default vectors of a face (``IndexEngine.open(storage_factory=...)``): a
+    ``langchain_chroma.Chroma`` over the engine's collection, embedding through
+    :class:`~.vectors.PrecomputedEmbeddings`, so vectors computed by worker processes or
+    Ray actors are written as they are. It keeps the chromadb client, which it renews
+    when another process wrote to an embedded Chroma."""
 
-    def __init__(self, engine: IndexEngine) -> None:
-        self.engine = engine
+    def __init__(self, collection_name: str) -> None:
+        self.collection_name = collection_name
+        self.client: Any = None
 
-    def search(self, query: str, k: int) -> list[tuple[str, float]]:
-        return self.engine.bm25_search(query, k)
+    def __call__(self, client: Any, root: Path | None, embedding: Any, index_text: Any,
+                 lock_timeout: float) -> VectorBackend:
+        from swrag_integrations.stores.chroma import copy_collection, fresh_client
+
+        self.client = client
+        name = self.collection_name
+        store_embedding = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, index_text) if index_text
+                                                else embedding)
+
+        def reopen() -> Any:  # see chroma.fresh_client: an embedded Chroma another process wrote to
+            self.client = fresh_client(self.client, root, lock_timeout)
+            return default_chroma(self.client, name, store_embedding)
+
+        def rebuild(fence: Any) -> Any:  # see chroma.copy_collection: no re-embedding
+            copy_collection(self.client, name, fence)
+            return default_chroma(self.client, name, store_embedding)
+
+        return VectorBackend(default_chroma(client, name, store_embedding), embedding,
+                             reopen=reopen if root is not None else None, rebuild=rebuild)
+
+
+def _engine_attribute(name: str) -> Callable[[SlidingWindowIndex], Any]:
+    return lambda index: getattr(index.engine, name)
+
+
+def _from_search(name: str) -> Callable[[SlidingWindowIndex], Any]:
+    """A function of :mod:`.search` with the index's engine as its first argument."""
+    def serve(index: SlidingWindowIndex) -> Any:
+        from swrag_integrations.langchain import search
+
+        return functools.partial(getattr(search, name), index.engine)
+    return serve
+
+
+def _retriever_from_index(cls_name: str) -> Callable[[SlidingWindowIndex], Any]:
+    def serve(index: SlidingWindowIndex) -> Any:
+        from swrag_integrations.langchain import search
+
+        return functools.partial(getattr(search, cls_name).from_index, index)
+    return serve
+
+
+_ENGINE_NAMES = ("store", "vectors", "keyword", "manifest", "index_id", "config", "persist_directory", "server",
+                 "batch_size", "show_progress", "lock_timeout", "index_text", "encoding_name", "collection_name",
+                 "tuned_config", "status", "repair", "reset", "count", "source_ids", "source_text",
+                 "chunk_metadata", "chunk_rows", "medium_range", "span_text", "bm25_search", "dense_ids",
+                 "search_children", "disk_size", "delete_source", "index_documents", "check_embedding", "explain")
+
+DEPRECATED: dict[str, tuple[str, Callable[[SlidingWindowIndex], Any]]] = {
+    **{name: (f"index.engine.{name}", _engine_attribute(name)) for name in _ENGINE_NAMES},
+    "vectorstore": ("index.engine.vectors.store", lambda index: index.engine.vectors.store),
+    "get_chunks": ("swrag_integrations.langchain.search.chunk_documents(index.engine, ids)",
+                   _from_search("chunk_documents")),
+    "dense_search": ("DenseChunkRetriever.from_index(index, k=..., ...).invoke(query) or "
+                     "swrag_integrations.langchain.search.dense_documents(index.engine, query, k, ...)",
+                     _from_search("dense_documents")),
+    "bm25_retriever": ("CJKBM25Retriever.from_index(index, k=...)", _retriever_from_index("CJKBM25Retriever")),
+    "dense_retriever": ("DenseChunkRetriever.from_index(index, k=..., search_type=...)",
+                        _retriever_from_index("DenseChunkRetriever")),
+    "hybrid_retriever": ("HybridRetriever.from_index(index, k=..., search_type=...)",
+                         _retriever_from_index("HybridRetriever")),
+    "as_document_retriever": ("langchain_core.vectorstores.VectorStoreRetriever(vectorstore=index, ...)",
+                              lambda index: functools.partial(VectorStore.as_retriever, index)),
+}
+"""Names :class:`SlidingWindowIndex` forwarded before 0.3 (removed in 0.4): name ->
+(the new spelling, a function of the index that serves it)."""
 
 
 def _stored_documents(vectorstore: Any) -> list[Document]:

@@ -16,6 +16,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator, model_validator
 
+from swrag_integrations.engine.engine import IndexEngine
 from swrag_integrations.engine.parents import spans_for
 from swrag_integrations.engine.protocols import ChunkIndex
 from swrag_integrations.langchain.convert import spans_to_documents
@@ -28,10 +29,12 @@ __all__ = ["WindowedParentRetriever", "check_relevance"]
 
 
 class WindowedParentRetriever(BaseRetriever):
-    """LangChain retriever over a :class:`~.protocols.ChunkIndex` (a :class:`~.index.SlidingWindowIndex`).
+    """LangChain retriever over a :class:`~.protocols.ChunkIndex` (an :class:`~.engine.IndexEngine`).
 
     Args:
-        index: the index.
+        index: the index: an engine, any other ``ChunkIndex``, or a face over an engine (a
+            :class:`~.index.SlidingWindowIndex`), which stands for its engine
+            (``retriever.index`` is then ``face.engine``).
         k: at most this many documents (merged windows) are returned, also under a
             budget; ``None`` (default): the budget decides how many fit (a fixed
             ``k=4`` left the budget a third empty on short sources, e.g. HotpotQA
@@ -123,9 +126,13 @@ class WindowedParentRetriever(BaseRetriever):
 
         return parse_filter(value)
 
-    @field_validator("index")
+    @field_validator("index", mode="before")
     @classmethod
     def _index(cls, value: Any) -> Any:
+        """A face over an engine (a :class:`~.index.SlidingWindowIndex`) stands for its engine."""
+        engine = getattr(value, "engine", None)
+        if isinstance(engine, IndexEngine):
+            return engine
         if not isinstance(value, ChunkIndex):
             raise TypeError(f"index must provide search_children/chunk_rows/medium_range/encoding_name "
                             f"(a SlidingWindowIndex), got {type(value).__name__}")

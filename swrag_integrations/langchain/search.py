@@ -6,8 +6,11 @@ fields), as LangChain's standard retriever tests expect.
 
 * :class:`CJKBM25Retriever` -- BM25 with jieba segmentation for Chinese and ``bm25s``
   scoring, over documents in memory or over an index's keyword side.
-* :class:`DenseChunkRetriever` -- nearest small chunks of a
-  :class:`~.index.SlidingWindowIndex` (hydrated from its source store).
+* :class:`DenseChunkRetriever` -- nearest small chunks of an index (hydrated from its
+  source store).
+
+Over an index (a :class:`~.index.SlidingWindowIndex` or its engine) each is built by its
+``from_index``: ``HybridRetriever.from_index(index, k=20)``.
 * :class:`HybridRetriever` -- several retrievers fused by weighted reciprocal rank
   (:func:`~.fusion.reciprocal_rank_fusion`). LangChain's ``EnsembleRetriever`` can keep
   distinct documents apart with its ``id_key`` option, but it still merges metadata by
@@ -19,7 +22,8 @@ fields), as LangChain's standard retriever tests expect.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Iterable
+import functools
+from typing import Any, Callable, Iterable, Sequence
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -29,9 +33,11 @@ from pydantic import ConfigDict, field_validator, model_validator
 from swrag_integrations.keyword.bm25 import BM25Index
 from swrag_integrations.langchain.fusion import reciprocal_rank_fusion
 from swrag_integrations.engine.parents import check_query
+from swrag_integrations.engine.protocols import as_engine
 from swrag_integrations.engine.settings import positive_int
 
-__all__ = ["CJKBM25Retriever", "DenseChunkRetriever", "HybridRetriever", "call_options"]
+__all__ = ["CJKBM25Retriever", "DenseChunkRetriever", "HybridRetriever", "call_options", "chunk_documents",
+           "dense_documents"]
 
 _PASSED_BY_LANGCHAIN = {"verbose"}  # invoke() forwards these itself
 
@@ -56,6 +62,37 @@ def call_options(kwargs: dict[str, Any], allowed: dict[str, Any], where: str, *,
             else:
                 out[name] = value if value is None else positive_int(name, value)
     return out
+
+
+def chunk_documents(engine: Any, ids: Sequence[str]) -> list[Document]:
+    """Small/medium chunks of an index by chunk id (``<sid>:s:<i>`` / ``<sid>:m:<j>``) as
+    LangChain Documents (order of ``ids``; unknown ids and incomplete sources are left out):
+    :meth:`~.engine.IndexEngine.get_chunks` (``engine``: an engine or a face over one)."""
+    return [Document(page_content=c.page_content, metadata=c.metadata, id=c.id)
+            for c in as_engine(engine).get_chunks(ids)]
+
+
+def dense_documents(engine: Any, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
+                    lambda_mult: float = 0.5, filter: Any = None) -> list[Document]:
+    """The ``k`` nearest small chunks of an index as Documents, ``metadata["dense_rank"]``
+    set (:meth:`~.engine.IndexEngine.dense_ids`; ``engine``: an engine or a face over one)."""
+    engine = as_engine(engine)
+    docs = chunk_documents(engine, engine.dense_ids(query, k, search_type=search_type, fetch_k=fetch_k,
+                                                    lambda_mult=lambda_mult, filter=filter))
+    for rank, doc in enumerate(docs, start=1):
+        doc.metadata["dense_rank"] = rank
+    return docs
+
+
+class _EngineKeywords:
+    """An index's keyword search as ``search(query, k)`` for :class:`CJKBM25Retriever`:
+    through :meth:`~.engine.IndexEngine.bm25_search`, so ``k`` is checked and clipped there."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        return self.engine.bm25_search(query, k)
 
 
 class CJKBM25Retriever(BaseRetriever):
@@ -104,6 +141,13 @@ class CJKBM25Retriever(BaseRetriever):
         docs = [Document(page_content=t, metadata=m, id=i) for t, m, i in zip(texts, metas, id_list)]
         return cls.from_documents(docs, k=k, **bm25_kwargs)
 
+    @classmethod
+    def from_index(cls, index: Any, k: int = 20) -> "CJKBM25Retriever":
+        """BM25 over an index's small chunks (``index``: a :class:`~.index.SlidingWindowIndex`
+        or an :class:`~.engine.IndexEngine`), hydrated from its source store."""
+        engine = as_engine(index)
+        return cls(index=_EngineKeywords(engine), fetch=functools.partial(chunk_documents, engine), k=k)
+
     def search(self, query: str, k: int | None = None) -> list[Document]:
         check_query(query)
         hits = self.index.search(query, k or self.k)
@@ -132,7 +176,11 @@ class CJKBM25Retriever(BaseRetriever):
 
 
 class DenseChunkRetriever(BaseRetriever):
-    """Nearest small chunks of a :class:`~.index.SlidingWindowIndex` (``dense_rank`` set)."""
+    """Nearest small chunks of an index (``dense_rank`` set; :func:`dense_documents`).
+
+    ``index``: an :class:`~.engine.IndexEngine` or a face over one (a
+    :class:`~.index.SlidingWindowIndex`: its engine is kept).
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
@@ -147,12 +195,30 @@ class DenseChunkRetriever(BaseRetriever):
     def _check_k(cls, value: int) -> int:
         return positive_int("k", value)
 
+    @field_validator("index")
+    @classmethod
+    def _engine(cls, value: Any) -> Any:
+        return as_engine(value)
+
+    @field_validator("search_type")
+    @classmethod
+    def _search_type(cls, value: Any) -> str:
+        if value not in ("mmr", "similarity"):
+            raise ValueError(f"search_type must be 'mmr' or 'similarity', got {value!r}")
+        return value
+
+    @classmethod
+    def from_index(cls, index: Any, k: int = 20, search_type: str = "mmr", *, fetch_k: int | None = None,
+                   lambda_mult: float = 0.5) -> "DenseChunkRetriever":
+        """Dense small-chunk retriever over ``index`` (a face or an engine)."""
+        return cls(index=index, k=k, search_type=search_type, fetch_k=fetch_k, lambda_mult=lambda_mult)
+
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 **kwargs: Any) -> list[Document]:
         k = call_options(kwargs, {"k": self.k}, "DenseChunkRetriever.invoke()")["k"]
         check_query(query)
-        return self.index.dense_search(query, k, search_type=self.search_type, fetch_k=self.fetch_k,
-                                       lambda_mult=self.lambda_mult)
+        return dense_documents(self.index, query, k, search_type=self.search_type, fetch_k=self.fetch_k,
+                               lambda_mult=self.lambda_mult)
 
 
 class HybridRetriever(BaseRetriever):
@@ -188,6 +254,14 @@ class HybridRetriever(BaseRetriever):
         if self.names is not None and len(self.names) != len(self.retrievers):
             raise ValueError("names must match retrievers")
         return self
+
+    @classmethod
+    def from_index(cls, index: Any, k: int = 20, *, search_type: str = "mmr",
+                   weights: Sequence[float] = (0.5, 0.5), c: float = 60.0) -> "HybridRetriever":
+        """BM25 + dense small-chunk retriever over ``index`` (a face or an engine), fused by
+        weighted RRF (``<name>_rank`` metadata: ``bm25_rank``, ``dense_rank``)."""
+        return cls(retrievers=[CJKBM25Retriever.from_index(index, k), DenseChunkRetriever.from_index(index, k, search_type)],
+                   weights=list(weights), c=c, k=k, names=["bm25", "dense"])
 
     def _names(self) -> list[str]:
         return self.names or [f"retriever{i}" for i in range(len(self.retrievers))]

@@ -38,6 +38,7 @@ from pydantic import PrivateAttr
 
 from swrag_integrations.llama_index.convert import document_to_node, span_to_node
 from swrag_integrations.core.windows import DEFAULT_ENCODING, count_units
+from swrag_integrations.engine.engine import IndexEngine
 from swrag_integrations.engine.parents import check_query, spans_for
 from swrag_integrations.engine.settings import DEFAULT_SETTINGS as _D
 from swrag_integrations.engine.settings import RetrieverSettings, positive_int
@@ -251,6 +252,8 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
             raise ValueError("filters= applies to index=, not to a LangChain retriever= (give that retriever its own "
                              "filter, e.g. index.as_retriever(search_kwargs={'filter': ...}))")
         positive_int("k_child", k_child, optional=True)
+        if isinstance(getattr(index, "engine", None), IndexEngine):  # a face (either framework's) stands for its engine
+            index = index.engine
         if hit_source is not None or (index is not None and not isinstance(index, ChunkIndex)):
             if hit_source is not None:  # the neighbouring nodes come from its index's docstore, when it has one
                 index = getattr(hit_source, "_index", None)
@@ -565,8 +568,6 @@ class SlidingWindowLlamaIndex:
 
     def __init__(self, persist_dir: str | os.PathLike | None = None, *, embed_model: Any = None,
                  engine: Any = None, **engine_options: Any) -> None:
-        from swrag_integrations.engine.engine import IndexEngine
-
         if engine is not None:
             if persist_dir is not None or embed_model is not None or engine_options:
                 raise ValueError("give engine= alone (it is open already), or persist_dir/embed_model/options")
@@ -635,26 +636,16 @@ class SlidingWindowLlamaIndex:
         documents = with_stable_ids(documents)
         refreshed = []
         for doc in documents:
-            before = self._held(doc)
+            before = self.engine.held(doc.doc_id)
             self.insert_documents([doc])
-            refreshed.append(before != self._held(doc))
+            refreshed.append(before != self.engine.held(doc.doc_id))
         return refreshed
-
-    def _held(self, doc: Any) -> tuple[str, str] | None:
-        """What the index holds under ``doc``'s identity: ``(content hash, metadata)``, or ``None``."""
-        import json
-
-        record = self.engine.record(self.engine.resolve_ids([str(doc.doc_id)])[0])
-        if record is None:
-            return None
-        return record.content_hash, json.dumps(record.metadata, sort_keys=True, default=str)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
         """Remove a document by its ``doc_id``, with the nodes inserted for it (their
         ``ref_doc_id``: the origin of the source they were joined into); unknown ids are
         ignored."""
-        self.engine.delete_sources(self.engine.resolve_ids([ref_doc_id]))
-        self.engine.index_documents([], remove_origins=[str(ref_doc_id)])
+        self.engine.delete_document(ref_doc_id)
 
     @property
     def ref_doc_ids(self) -> list[str]:

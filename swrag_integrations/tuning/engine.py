@@ -118,7 +118,7 @@ class Evaluator:
     def _close(built: dict[str, Any]) -> None:
         for index, _ in built.values():
             try:
-                index.store.close()
+                index.engine.store.close()
             except Exception:  # noqa: BLE001 - an in-memory store has nothing to release
                 pass
 

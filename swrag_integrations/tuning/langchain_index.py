@@ -41,5 +41,5 @@ def memory_index(documents: Sequence[Any], embeddings: Any, index_kwargs: Mappin
     index = SlidingWindowIndex(vectorstore=store, source_store=InMemoryByteStore(), embedding=embeddings,
                                show_progress=False, encoding_name=encoding_name, **dict(index_kwargs))
     if documents:
-        index.index_documents(documents)
+        index.engine.index_documents(documents)
     return index

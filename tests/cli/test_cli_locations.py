@@ -37,9 +37,9 @@ def home(tmp_path, monkeypatch) -> Path:
 def _index(path: Path) -> None:
     """A one-source index with 384-dimensional (MiniLM-sized) fake vectors."""
     idx = SlidingWindowIndex(path, embedding=DeterministicFakeEmbedding(size=384), show_progress=False)
-    idx.index_documents([Document(page_content="The lighthouse was first lit in 1874. " * 6,
+    idx.engine.index_documents([Document(page_content="The lighthouse was first lit in 1874. " * 6,
                                   metadata={"source": "a.txt"})])
-    idx.store.close()
+    idx.engine.store.close()
 
 
 def test_version(capsys):
@@ -83,7 +83,7 @@ def test_default_locations_follow_xdg_and_overrides(home, tmp_path, monkeypatch)
 
 def test_index_and_status_use_one_location_from_any_directory(home, tmp_path, monkeypatch, capsys):
     default = home / ".local" / "share" / "swrag" / "index"
-    assert SlidingWindowIndex(default, embedding=DeterministicFakeEmbedding(size=384)).persist_directory == default
+    assert SlidingWindowIndex(default, embedding=DeterministicFakeEmbedding(size=384)).engine.persist_directory == default
     _index(default)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

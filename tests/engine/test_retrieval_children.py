@@ -74,7 +74,7 @@ def index(tmp_path):
     other = "".join(f"Another harbour note {i} about tin prices. " for i in range(30)) + "Copper was cheap. "
     idx.add_texts([text, other], [{"source": "mine.txt"}, {"source": "harbour.txt"}])
     yield idx, text
-    idx.store.close()
+    idx.engine.store.close()
 
 
 def test_default_retriever_returns_the_whole_matching_sentence(index):
@@ -84,9 +84,9 @@ def test_default_retriever_returns_the_whole_matching_sentence(index):
     sentence = "The copper mine reopened in 1902 after the flood. "
     assert any(sentence in d.page_content for d in docs)
     for d in docs:  # exact offsets, spans on child (= sentence) boundaries
-        src = idx.source_text(d.metadata["source_id"])
+        src = idx.engine.source_text(d.metadata["source_id"])
         assert d.page_content == src[d.metadata["start_index"]:d.metadata["end_index"]]
-    rec = idx.store.get_many(idx.source_ids())
+    rec = idx.engine.store.get_many(idx.engine.source_ids())
     starts = {sid: set(r.arrays[START].tolist()) | {len(r.text)} for sid, r in rec.items()}
     for d in docs:
         assert d.metadata["start_index"] in starts[d.metadata["source_id"]]

@@ -103,12 +103,12 @@ def test_engine_and_langchain_face_share_one_index(tmp_path: Path) -> None:
     engine = IndexEngine.open(tmp_path / "a", embedding=emb, show_progress=False)
     ids = engine.index_texts(TEXTS, METAS)
     face = SlidingWindowIndex(tmp_path / "a", embedding=emb, show_progress=False)
-    assert face.source_ids() == sorted(ids) and face.index_id == engine.index_id
+    assert face.engine.source_ids() == sorted(ids) and face.engine.index_id == engine.index_id
     for query in ("yeast and flour", "the harbour at night", "tails of comets"):
         for search_type in ("similarity", "mmr"):
-            assert face.dense_ids(query, 5, search_type=search_type) == engine.dense_ids(
+            assert face.engine.dense_ids(query, 5, search_type=search_type) == engine.dense_ids(
                 query, 5, search_type=search_type), (query, search_type)
-    assert face.status().healthy
+    assert face.engine.status().healthy
     face.add_texts(["A fourth text about volcanoes erupting lava and ash into the sky."], [{"topic": "earth"}])
     engine.sync_vectors()
     assert engine.search_children("volcanoes lava", k=1, filter={"topic": "earth"})[0].metadata["topic"] == "earth"

@@ -93,7 +93,7 @@ def default_retrieval(documents: list[dict[str, str]], questions: list[str], fol
             }
             for doc in retriever.invoke(question)
         ])
-    return {"chunks": index.count("small"), "results": results}
+    return {"chunks": index.engine.count("small"), "results": results}
 
 
 def test_default_retriever_returns_the_recorded_spans(tmp_path):

@@ -44,7 +44,7 @@ def index(tmp_path_factory):
 
 def _hits(index, sid, chunks_scores):
     """Stage-1 style hits (small chunks with fused scores, ranked as given)."""
-    metas = index.chunk_metadata(sid)
+    metas = index.engine.chunk_metadata(sid)
     out = []
     for rank, (c, score) in enumerate(chunks_scores, start=1):
         m = {**metas[c], "rrf_score": score}
@@ -64,7 +64,7 @@ def expand(retriever, per_query):
 
 
 def _boundaries(index, sid):
-    metas = index.chunk_metadata(sid)
+    metas = index.engine.chunk_metadata(sid)
     return {m["start_index"] for m in metas} | {m["end_index"] for m in metas}
 
 
@@ -78,7 +78,7 @@ def _check_exact(docs, budget=None):
 
 def test_tight_multi_query_budget_keeps_every_hit_chunk(index):
     retriever = WindowedParentRetriever(index=index, k=4, budget_tokens=200)
-    metas = index.chunk_metadata(SID_EN)
+    metas = index.engine.chunk_metadata(SID_EN)
     # query 0: one parent with two hits (chunk 6 holds the answer, scored lower);
     # query 1: another part of the same source. Hits: 3 x 50 tokens, budget 200.
     per_query = [
@@ -111,7 +111,7 @@ def test_unused_share_goes_to_other_groups(index):
 
 def test_merged_span_metadata_matches_its_offsets(index):
     retriever = WindowedParentRetriever(index=index, k=4, budget_tokens=None)
-    metas = index.chunk_metadata(SID_EN)
+    metas = index.engine.chunk_metadata(SID_EN)
     per_query = [
         rank(retriever, _hits(index, SID_EN, [(7, 0.05)]), 0),  # window 3..11
         rank(retriever, _hits(index, SID_EN, [(1, 0.02)]), 1),  # window 0..5
@@ -145,7 +145,7 @@ def test_spans_start_and_end_on_chunk_boundaries(index, budget):
         m = d.metadata
         assert m["start_index"] in bounds[m["source_id"]], f"span starts mid-chunk: {d.page_content[:20]!r}"
         assert m["end_index"] in bounds[m["source_id"]]
-        chunk_metas = index.chunk_metadata(m["source_id"])
+        chunk_metas = index.engine.chunk_metadata(m["source_id"])
         assert chunk_metas[m["chunk_lower_bound"]]["start_index"] == m["start_index"]
         assert chunk_metas[m["chunk_upper_bound"]]["end_index"] == m["end_index"]
 
@@ -154,7 +154,7 @@ def test_budget_below_one_chunk_still_returns_the_hit(index):
     retriever = WindowedParentRetriever(index=index, k=2, budget_tokens=20)
     docs = expand(retriever, [rank(retriever, _hits(index, SID_EN, [(6, 0.05)]), 0)])
     assert len(docs) == 1 and 0 < count_tokens(docs[0].page_content) <= 20
-    m = index.chunk_metadata(SID_EN)[6]
+    m = index.engine.chunk_metadata(SID_EN)[6]
     assert m["start_index"] <= docs[0].metadata["start_index"] < docs[0].metadata["end_index"] <= m["end_index"]
 
 
@@ -217,7 +217,7 @@ def test_weak_sources_do_not_starve_the_best_one(index):
     _check_exact(docs, 400)
     by_source = {d.metadata["source_id"]: d for d in docs}
     assert set(by_source) == {SID_EN, SID_ZH, SID_NOTE}
-    zh_chunk = index.chunk_metadata(SID_ZH)[40]
+    zh_chunk = index.engine.chunk_metadata(SID_ZH)[40]
     assert (by_source[SID_ZH].metadata["start_index"], by_source[SID_ZH].metadata["end_index"]) == (
         zh_chunk["start_index"], zh_chunk["end_index"])
     assert count_tokens(by_source[SID_EN].page_content) > 250

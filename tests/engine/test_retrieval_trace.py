@@ -25,7 +25,7 @@ def index(tmp_path_factory):
                              show_progress=False)
     idx.add_documents([Document(page_content=t, metadata={"source": n, "topic": n[:-3]}) for n, t in TEXTS.items()])
     yield idx
-    idx.store.close()
+    idx.engine.store.close()
 
 
 @pytest.mark.parametrize("budget", [40, 150, None])
@@ -92,10 +92,10 @@ def test_the_llama_index_retriever_traces_too(index):
     assert [(s.start, s.end) for s in traced.spans] == [(n.node.start_char_idx, n.node.end_char_idx) for n in nodes]
 
 
-def test_the_face_reads_the_engine_state_and_cannot_shadow_it(index):
-    """The LangChain face keeps no copy of the engine's state: its attributes are the
-    engine's, and assigning one is refused instead of silently diverging."""
+def test_the_face_keeps_no_engine_state(index):
+    """The LangChain face keeps no copy of the engine's state: its only state is the
+    engine, and the engine's attributes it used to show (deprecated) are the engine's own."""
+    assert set(vars(index)) == {"engine"}
     for name in ("store", "keyword", "manifest", "config", "encoding_name", "persist_directory", "index_id"):
-        assert getattr(index, name) is getattr(index.engine, name)
-    with pytest.raises(AttributeError, match="read-only"):
-        index.config = None
+        with pytest.warns(DeprecationWarning, match=f"use index.engine.{name}"):
+            assert getattr(index, name) is getattr(index.engine, name)

@@ -41,9 +41,9 @@ def test_a_write_does_not_list_every_source(tmp_path, monkeypatch):
     first = idx.add_documents([Document(page_content=f"Document {i} about harbours. " * 10,
                                         metadata={"source": f"{i}.txt"}) for i in range(5)])
     listed = []
-    real = idx.store.heads
-    monkeypatch.setattr(idx.store, "heads", lambda sids=None: listed.append(sids) or real(sids))
+    real = idx.engine.store.heads
+    monkeypatch.setattr(idx.engine.store, "heads", lambda sids=None: listed.append(sids) or real(sids))
     new = idx.add_documents([Document(page_content="A new one about lighthouses. " * 10, metadata={"source": "new.txt"})])
     idx.delete(first[:1])
     assert None not in listed, "a write listed every source of the index"
-    assert sorted(idx.source_ids()) == sorted(first[1:] + new)
+    assert sorted(idx.engine.source_ids()) == sorted(first[1:] + new)

@@ -60,7 +60,7 @@ def test_split_chunks_come_back_in_source_coordinates(index, tmp_path, splitter)
     ids = index.add_documents(chunks)
     assert [(d.page_content, d.metadata) for d in index.get_by_ids(ids)] == [(c.page_content, c.metadata)
                                                                               for c in chunks]
-    assert index.index_documents(chunks)["chunks"] == 0  # re-adding writes nothing
+    assert index.engine.index_documents(chunks)["chunks"] == 0  # re-adding writes nothing
 
 
 def test_gaps_between_chunks_are_not_filled(index):
@@ -69,7 +69,7 @@ def test_gaps_between_chunks_are_not_filled(index):
               Document(page_content=text[50:150], metadata={"source": "a.txt", "start_index": 50}),
               Document(page_content=text[200:300], metadata={"source": "a.txt", "start_index": 200})]
     index.add_documents(chunks)
-    assert sorted(index.source_text(s) for s in index.source_ids()) == sorted([text[0:150], text[200:300]])
+    assert sorted(index.engine.source_text(s) for s in index.engine.source_ids()) == sorted([text[0:150], text[200:300]])
     docs = index.as_retriever(budget_tokens=None).invoke("gamma")
     _check_exact_and_disjoint(docs, {"a.txt": text})
     assert {(d.metadata["start_index"], d.metadata["end_index"]) for d in docs} <= {(0, 150), (200, 300)}
@@ -83,7 +83,7 @@ def test_chunks_that_disagree_are_refused_before_anything_is_written(index):
     with pytest.raises(ValueError, match="end_index"):
         index.add_documents([Document(page_content="abc", metadata={"source": "t.md", "start_index": 0,
                                                                     "end_index": 5})])
-    assert index.source_ids() == []
+    assert index.engine.source_ids() == []
 
 
 def test_deleting_one_chunk_keeps_the_others(index):
@@ -94,7 +94,7 @@ def test_deleting_one_chunk_keeps_the_others(index):
     index.delete([ids[-1]])
     assert index.get_by_ids([ids[-1]]) == []
     assert [d.page_content for d in index.get_by_ids(ids[:2])] == [c.page_content for c in chunks[:2]]
-    records = [index.engine.record(s) for s in index.source_ids()]
+    records = [index.engine.record(s) for s in index.engine.source_ids()]
     assert max(r.base + len(r.text) for r in records) == max(c.metadata["end_index"] for c in chunks[:-1])
 
 
@@ -144,7 +144,7 @@ def test_chunks_of_one_source_added_in_several_calls_never_overlap(index):
     chunks = FixedWindowTextSplitter(window_size=400, step=150, unit="char").create_documents(
         [text], metadatas=[{"source": "s.md"}])
     ids = [i for lo in range(0, len(chunks), 4) for i in index.add_documents(chunks[lo:lo + 4])]
-    assert len(index.source_ids()) == 1 and index.source_text(index.source_ids()[0]) == text
+    assert len(index.engine.source_ids()) == 1 and index.engine.source_text(index.engine.source_ids()[0]) == text
     for question in QUESTIONS:
         _check_exact_and_disjoint(index.as_retriever(budget_tokens=None).invoke(question), {"s.md": text})
     assert [d.page_content for d in index.get_by_ids(ids)] == [c.page_content for c in chunks]
@@ -153,4 +153,4 @@ def test_chunks_of_one_source_added_in_several_calls_never_overlap(index):
     again = FixedWindowTextSplitter(window_size=400, step=150, unit="char").create_documents(
         [new], metadatas=[{"source": "s.md"}])
     index.add_documents(again)
-    assert [index.source_text(s) for s in index.source_ids()] == [new]
+    assert [index.engine.source_text(s) for s in index.engine.source_ids()] == [new]

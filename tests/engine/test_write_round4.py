@@ -22,15 +22,15 @@ def index(tmp_path):
 def test_adding_under_the_id_add_texts_returned_replaces_the_source(index):
     """Issue 42 item 4: the id add_texts returned is the source's id for updates too."""
     [sid] = index.add_texts(["The old keeper logged the fog."])
-    report = index.index_documents([Document(id=sid, page_content="The new keeper logged the storm.")])
+    report = index.engine.index_documents([Document(id=sid, page_content="The new keeper logged the storm.")])
     assert report["replaced"] == 1 and report["added"] == 0
-    assert index.source_ids() == [sid]
+    assert index.engine.source_ids() == [sid]
     assert [d.page_content for d in index.get_by_ids([sid])] == ["The new keeper logged the storm."]
     found = index.similarity_search("keeper", k=4)
     assert [d.page_content for d in found] == ["The new keeper logged the storm."]
     # an id that names no source is still a new source of its own
     index.add_documents([Document(id="mine", page_content="Another text entirely.")])
-    assert len(index.source_ids()) == 2 and index.get_by_ids(["mine"])[0].page_content == "Another text entirely."
+    assert len(index.engine.source_ids()) == 2 and index.get_by_ids(["mine"])[0].page_content == "Another text entirely."
 
 
 def test_an_index_without_a_location_is_in_memory(tmp_path, monkeypatch):
@@ -40,7 +40,7 @@ def test_an_index_without_a_location_is_in_memory(tmp_path, monkeypatch):
     first = SlidingWindowIndex(embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
     first.add_texts(["The keeper logged the fog."])
     second = SlidingWindowIndex(embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
-    assert first.persist_directory is None and second.source_ids() == []  # nothing shared
+    assert first.engine.persist_directory is None and second.engine.source_ids() == []  # nothing shared
     assert [d.page_content for d in first.similarity_search("keeper", k=1)] == ["The keeper logged the fog."]
     assert first.as_retriever().invoke("keeper fog")[0].page_content == "The keeper logged the fog."
     assert not (tmp_path / "home").exists() and not (tmp_path / "xdg").exists()
@@ -72,7 +72,7 @@ def test_many_small_sources_are_written_in_batches(tmp_path, where, calls):
     lines = [f"Line {i}: the keeper logged the weather and the ships." for i in range(400)]
     ids = index.add_texts(lines)
     assert writes == [128, 128, 128, 16] and embedding.calls == calls  # ceil(400 / batch_size) writes
-    assert len(set(ids)) == 400 and index.count("small") == 400
+    assert len(set(ids)) == 400 and index.engine.count("small") == 400
     assert [d.page_content for d in index.get_by_ids(ids[::97])] == lines[::97]
     assert index.similarity_search(lines[123], k=1)[0].page_content == lines[123]  # each vector under its chunk
     index.close()
@@ -95,7 +95,7 @@ def test_a_vector_store_holding_documents_can_be_taken_over():
                                                 show_progress=False)
     assert [(d.page_content, d.metadata, d.id) for d in index.get_by_ids(["doc0", "doc1"])] == \
         [(t, {"n": i}, f"doc{i}") for i, t in enumerate(texts)]
-    assert "doc0" not in store.store and len(store.store) == index.count("small")  # only the index's chunks
+    assert "doc0" not in store.store and len(store.store) == index.engine.count("small")  # only the index's chunks
     assert index.as_retriever().invoke("keeper fog")[0].page_content == texts[0]
     with pytest.raises(TypeError, match="documents="):
         SlidingWindowIndex.from_vectorstore(object(), source_store=InMemoryByteStore())
@@ -112,13 +112,13 @@ def test_plain_repair_fixes_the_stale_vectors_status_reports(tmp_path):
     v1 = Document(page_content="Version one says the keeper feeds ravens. " * 12, metadata={"source": "d.txt"})
     v2 = Document(page_content="Version two says the master counts pelicans. " * 12, metadata={"source": "d.txt"})
     [sid] = idx.add_documents([v2])
-    old = plan_source(v1, idx.config, sid)
-    n = min(old.n_chunks, idx.store.heads()[sid].n_chunks)
-    current = vector_ids(idx.manifest, sid, idx.store.heads()[sid].content_hash, 0, n)  # v1's vectors under v2's ids
-    idx.vectors.add(chunk_documents(old, idx.index_id, 0, n), current)
-    assert not idx.status().healthy
-    report = idx.repair()
-    assert report.repaired == 1 and idx.status().healthy
-    got = idx.vectorstore._collection.get(where={"source_id": sid}, include=["metadatas"])
-    assert {m["content_hash"] for m in got["metadatas"]} == {idx.store.heads()[sid].content_hash}
+    old = plan_source(v1, idx.engine.config, sid)
+    n = min(old.n_chunks, idx.engine.store.heads()[sid].n_chunks)
+    current = vector_ids(idx.engine.manifest, sid, idx.engine.store.heads()[sid].content_hash, 0, n)  # v1's vectors under v2's ids
+    idx.engine.vectors.add(chunk_documents(old, idx.engine.index_id, 0, n), current)
+    assert not idx.engine.status().healthy
+    report = idx.engine.repair()
+    assert report.repaired == 1 and idx.engine.status().healthy
+    got = idx.engine.vectors.store._collection.get(where={"source_id": sid}, include=["metadatas"])
+    assert {m["content_hash"] for m in got["metadatas"]} == {idx.engine.store.heads()[sid].content_hash}
     idx.close()

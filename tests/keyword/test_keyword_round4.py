@@ -34,7 +34,7 @@ def test_files_of_a_commit_that_never_replaced_meta_json_do_not_block_the_replay
     path = tmp_path / "idx"
     idx = mk(path)
     ids = idx.add_documents(docs(5))
-    folder = idx.keyword.bm25.path
+    folder = idx.engine.keyword.bm25.path
     before = tmp_path / "before"
     shutil.copytree(folder, before)  # the keyword index as the last commit left it
     idx.delete([ids[0]])  # a commit that writes a delete file
@@ -50,15 +50,15 @@ def test_files_of_a_commit_that_never_replaced_meta_json_do_not_block_the_replay
         (folder / "segments" / name).write_bytes(b"left by a killed writer")
 
     again = mk(path)
-    assert again.keyword.bm25.generation == again.store.generation()
-    assert {cid.split(":")[0] for cid in again.keyword.bm25.ids} == set(again.source_ids())
-    assert ids[0] not in again.source_ids()
-    assert again.status().healthy
-    assert again.keyword.check() == []
-    assert again.bm25_search("Marker1", 1)[0][0].startswith(ids[1])
+    assert again.engine.keyword.bm25.generation == again.engine.store.generation()
+    assert {cid.split(":")[0] for cid in again.engine.keyword.bm25.ids} == set(again.engine.source_ids())
+    assert ids[0] not in again.engine.source_ids()
+    assert again.engine.status().healthy
+    assert again.engine.keyword.check() == []
+    assert again.engine.bm25_search("Marker1", 1)[0][0].startswith(ids[1])
     again.add_documents(docs(1, start=50))  # and it keeps writing
-    assert again.bm25_search("Marker50", 1)
-    assert again.repair() is not None and again.status().healthy
+    assert again.engine.bm25_search("Marker50", 1)
+    assert again.engine.repair() is not None and again.engine.status().healthy
 
 
 # ------------------------------------------------------------------ possessives and elisions
@@ -113,11 +113,11 @@ def test_an_index_tokenised_by_the_older_tokenizer_is_rebuilt_with_the_current_o
 
     idx = mk(tmp_path / "i")
     idx.add_texts(APOSTROPHES)
-    bm25 = idx.keyword.bm25
+    bm25 = idx.engine.keyword.bm25
     with bm25.transaction():  # the same chunks with the previous version's tokens
         ids = bm25.ids
         bm25.clear()
-        bm25._add((cid, [t for t in re.findall(r"\w+(?:['’]\w+)*", idx.source_text(cid.split(":")[0]).lower())
+        bm25._add((cid, [t for t in re.findall(r"\w+(?:['’]\w+)*", idx.engine.source_text(cid.split(":")[0]).lower())
                          if t not in ENGLISH_STOPWORDS]) for cid in ids)
     assert len(bm25.search("walrus", 5)) == 1  # "walrus's" is one token there
     state = json.loads((bm25.path / "state.json").read_text())
@@ -125,8 +125,8 @@ def test_an_index_tokenised_by_the_older_tokenizer_is_rebuilt_with_the_current_o
     (bm25.path / "state.json").write_text(json.dumps(state))
     del idx, bm25
     again = mk(tmp_path / "i")
-    assert len(again.bm25_search("walrus", 5)) == 2
-    assert len(again.keyword) == len(ids)
+    assert len(again.engine.bm25_search("walrus", 5)) == 2
+    assert len(again.engine.keyword) == len(ids)
 
 
 # ------------------------------------------------------------------ parts of the wrong type
@@ -137,7 +137,7 @@ def test_a_keyword_part_of_the_wrong_type_is_rebuilt(tmp_path, part):
     path = tmp_path / "i"
     idx = mk(path)
     ids = idx.add_documents(docs(4))
-    folder = idx.keyword.bm25.path
+    folder = idx.engine.keyword.bm25.path
     del idx
     target = {"keyword folder": folder, "segments": folder / "segments", "writer.lock": folder / "writer.lock",
               "state.json": folder / "state.json"}[part]
@@ -150,10 +150,10 @@ def test_a_keyword_part_of_the_wrong_type_is_rebuilt(tmp_path, part):
         (target / "x").write_text("not a file")
 
     again = mk(path)  # opens (it failed with FileExistsError / IsADirectoryError before)
-    assert again.bm25_search("Marker2", 1)[0][0].startswith(ids[2])
-    again.repair()
-    assert again.status().healthy
-    assert again.keyword.check() == []
+    assert again.engine.bm25_search("Marker2", 1)[0][0].startswith(ids[2])
+    again.engine.repair()
+    assert again.engine.status().healthy
+    assert again.engine.keyword.check() == []
     again.add_documents(docs(1, start=60))
-    assert again.bm25_search("Marker60", 1)
+    assert again.engine.bm25_search("Marker60", 1)
     assert folder.is_dir() and (folder / "segments").is_dir() and (folder / "state.json").is_file()

@@ -50,7 +50,7 @@ def sample_chunks(lang):
 
 def keyword_files(idx):
     """``{file: (size, mtime)}`` of the keyword index's directory."""
-    root = idx.keyword.bm25.path
+    root = idx.engine.keyword.bm25.path
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
 
@@ -76,13 +76,13 @@ def _write_cost(tmp_path, name, n_sources):
 def test_adding_or_deleting_one_source_writes_in_proportion_to_that_source(tmp_path):
     small_add, small_del, small = _write_cost(tmp_path, "small", 4)
     big_add, big_del, big = _write_cost(tmp_path, "big", 120)
-    assert len(big.keyword) > 20 * len(small.keyword) / 2
+    assert len(big.engine.keyword) > 20 * len(small.engine.keyword) / 2
     # the same one-source change costs about the same at 4 and at 120 sources (the bm25s
     # snapshot rewrote the whole keyword index, ~30x more at 120 sources)
     print("bytes written: add", small_add, big_add, "delete", small_del, big_del)
     assert 0 < big_add <= 1.5 * small_add + 4096, (small_add, big_add)
     assert 0 < big_del <= 1.5 * small_del + 4096, (small_del, big_del)
-    assert big.keyword.incremental and big.store.get_blob(BLOB_NAME) is None
+    assert big.engine.keyword.incremental and big.engine.store.get_blob(BLOB_NAME) is None
 
 
 def test_an_add_leaves_the_earlier_segments_untouched(tmp_path):
@@ -97,7 +97,7 @@ def test_an_add_leaves_the_earlier_segments_untouched(tmp_path):
     # the new files are one new segment's (and the commit's meta.json and state.json)
     fresh = {name.split("/")[1].split(".")[0] for name in set(after) - set(before) if name.startswith("segments/")}
     assert len(fresh) == 1, sorted(set(after) - set(before))
-    assert len(idx.keyword) == idx.count("small")
+    assert len(idx.engine.keyword) == idx.engine.count("small")
 
 
 # ------------------------------------------------------------------ ranking
@@ -196,17 +196,17 @@ def test_bm25_parameters_tantivy_does_not_take_are_refused(tmp_path):
     idx = mk(tmp_path / "i")
     from swrag_integrations.keyword.index import KeywordIndex
 
-    assert not KeywordIndex(idx.store, k1=1.5).incremental and KeywordIndex(idx.store).incremental
+    assert not KeywordIndex(idx.engine.store, k1=1.5).incremental and KeywordIndex(idx.engine.store).incremental
 
 
 def test_another_handle_sees_a_commit_on_its_next_query(tmp_path):
     a, b = mk(tmp_path / "h"), mk(tmp_path / "h")
     a.add_documents(source_docs(3))
-    assert b.bm25_search("Marker2", 1)[0][0].startswith(a.bm25_search("Marker2", 1)[0][0].split(":")[0])
+    assert b.engine.bm25_search("Marker2", 1)[0][0].startswith(a.engine.bm25_search("Marker2", 1)[0][0].split(":")[0])
     a.add_documents(source_docs(1, start=55))
     # b's store is at a's generation already, and the keyword index too: b reloads its searcher
-    assert b.keyword.bm25.generation == b.store.generation()
-    assert b.bm25_search("Marker55", 1)[0][0].split(":")[0] in a.source_ids()
+    assert b.engine.keyword.bm25.generation == b.engine.store.generation()
+    assert b.engine.bm25_search("Marker55", 1)[0][0].split(":")[0] in a.engine.source_ids()
 
 
 # ------------------------------------------------------------------ filters, reopen
@@ -215,14 +215,14 @@ def test_another_handle_sees_a_commit_on_its_next_query(tmp_path):
 def test_filters_still_apply_to_keyword_hits(tmp_path):
     idx = mk(tmp_path / "f")
     idx.add_documents(source_docs(12))
-    hits = idx.bm25_search("lighthouse granite keeper", 10, filter={"topic": "odd"})
+    hits = idx.engine.bm25_search("lighthouse granite keeper", 10, filter={"topic": "odd"})
     assert hits
     for cid, _ in hits:
-        meta = idx.store.get_many([cid.split(":")[0]])[cid.split(":")[0]].metadata
+        meta = idx.engine.store.get_many([cid.split(":")[0]])[cid.split(":")[0]].metadata
         assert meta["topic"] == "odd"
     # the filtered top k is the best k among the allowed chunks
-    every = idx.bm25_search("lighthouse granite keeper", 1000)
-    allowed = [(c, s) for c, s in every if idx.store.get_many([c.split(":")[0]])[c.split(":")[0]].metadata["topic"] == "odd"]
+    every = idx.engine.bm25_search("lighthouse granite keeper", 1000)
+    allowed = [(c, s) for c, s in every if idx.engine.store.get_many([c.split(":")[0]])[c.split(":")[0]].metadata["topic"] == "odd"]
     assert [round(s, 6) for _, s in hits] == [round(s, 6) for _, s in allowed[:10]]
 
 
@@ -230,15 +230,15 @@ def test_reopen_serves_the_same_and_keeps_writing(tmp_path):
     path = tmp_path / "r"
     idx = mk(path)
     idx.add_documents(source_docs(6))
-    first = idx.bm25_search("Marker3 lighthouse", 5)
+    first = idx.engine.bm25_search("Marker3 lighthouse", 5)
     del idx
     again = mk(path)
-    assert again.keyword.incremental and not again.keyword.rebuilt
-    assert again.bm25_search("Marker3 lighthouse", 5) == first
+    assert again.engine.keyword.incremental and not again.engine.keyword.rebuilt
+    assert again.engine.bm25_search("Marker3 lighthouse", 5) == first
     again.add_documents(source_docs(1, start=77))
-    assert again.bm25_search("Marker77", 1)[0][0].split(":")[0] in again.source_ids()
-    assert len(again.keyword) == again.count("small") and again.status().healthy
-    assert again.keyword.check() == []
+    assert again.engine.bm25_search("Marker77", 1)[0][0].split(":")[0] in again.engine.source_ids()
+    assert len(again.engine.keyword) == again.engine.count("small") and again.engine.status().healthy
+    assert again.engine.keyword.check() == []
 
 
 def test_a_keyword_directory_beside_another_store_is_rebuilt(tmp_path):
@@ -248,14 +248,14 @@ def test_a_keyword_directory_beside_another_store_is_rebuilt(tmp_path):
     first, second = mk(tmp_path / "one"), mk(tmp_path / "two")
     first.add_documents(source_docs(3))
     second.add_documents(source_docs(3, start=100))
-    assert first.store.generation() == second.store.generation()
-    target = second.keyword.bm25.path
+    assert first.engine.store.generation() == second.engine.store.generation()
+    target = second.engine.keyword.bm25.path
     del second
     shutil.rmtree(target)
-    shutil.copytree(first.keyword.bm25.path, target)
+    shutil.copytree(first.engine.keyword.bm25.path, target)
     again = mk(tmp_path / "two")
-    assert {cid.split(":")[0] for cid in again.keyword.bm25.ids} == set(again.source_ids())
-    assert again.bm25_search("Marker101", 1)[0][0].split(":")[0] in again.source_ids()
+    assert {cid.split(":")[0] for cid in again.engine.keyword.bm25.ids} == set(again.engine.source_ids())
+    assert again.engine.bm25_search("Marker101", 1)[0][0].split(":")[0] in again.engine.source_ids()
 
 
 # ------------------------------------------------------------------ crash
@@ -296,7 +296,7 @@ def test_a_crash_inside_a_keyword_write_is_recovered(tmp_path, where):
     path = tmp_path / "c"
     idx = mk(path)
     idx.add_documents(source_docs(5))
-    generation = idx.keyword.bm25.generation
+    generation = idx.engine.keyword.bm25.generation
     del idx
     proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), str(Path(__file__).resolve().parent), where],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -304,18 +304,18 @@ def test_a_crash_inside_a_keyword_write_is_recovered(tmp_path, where):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == -signal.SIGKILL, err[-2000:]
     survivor = mk(path)
-    store_generation = survivor.store.generation()
+    store_generation = survivor.engine.store.generation()
     assert store_generation > generation
-    assert survivor.keyword.bm25.generation == store_generation  # caught up from the change log on open
-    assert not survivor.keyword.rebuilt
-    complete = {s for s, h in survivor.store.heads().items() if h.state == "complete"}
-    ids = survivor.keyword.bm25.ids
+    assert survivor.engine.keyword.bm25.generation == store_generation  # caught up from the change log on open
+    assert not survivor.engine.keyword.rebuilt
+    complete = {s for s, h in survivor.engine.store.heads().items() if h.state == "complete"}
+    ids = survivor.engine.keyword.bm25.ids
     assert {cid.split(":")[0] for cid in ids} == complete
-    assert len(ids) == len(set(ids)) == len(survivor.keyword) == survivor.count("small")  # replayed, not doubled
-    assert survivor.keyword.check() == []
+    assert len(ids) == len(set(ids)) == len(survivor.engine.keyword) == survivor.engine.count("small")  # replayed, not doubled
+    assert survivor.engine.keyword.check() == []
     survivor.add_documents(source_docs(2, start=900))
-    assert survivor.bm25_search("Marker901", 1)[0][0].split(":")[0] in survivor.source_ids()
-    assert survivor.status().healthy
+    assert survivor.engine.bm25_search("Marker901", 1)[0][0].split(":")[0] in survivor.engine.source_ids()
+    assert survivor.engine.status().healthy
 
 
 # ------------------------------------------------------------------ migration
@@ -325,26 +325,26 @@ def test_an_older_snapshot_is_migrated_on_first_open(tmp_path, caplog):
     path = tmp_path / "m"
     idx = mk(path)
     idx.add_documents(source_docs(8))
-    expected = {q: idx.bm25_search(q, 6) for q in ("lighthouse keeper", "Marker5 granite", "灯塔")}
-    ids = sorted(idx.keyword.bm25.ids)
+    expected = {q: idx.engine.bm25_search(q, 6) for q in ("lighthouse keeper", "Marker5 granite", "灯塔")}
+    ids = sorted(idx.engine.keyword.bm25.ids)
     # make it an index of the previous version: the bm25s snapshot blob, no tantivy index
-    kw = idx.keyword
+    kw = idx.engine.keyword
     directory = kw.bm25.path
     kw.bm25, kw.generation = BM25Index(), -1  # the snapshot backend (incremental follows the type)
     kw.refresh()
     kw.save()
-    assert idx.store.get_blob(BLOB_NAME) is not None
+    assert idx.engine.store.get_blob(BLOB_NAME) is not None
     del idx, kw
     assert directory == keyword_directory(SqliteSourceStore(path / "sources" / "swrag.sqlite3"))
     shutil.rmtree(directory)
     with caplog.at_level(logging.WARNING, logger="swrag_integrations.keyword.index"):
         again = mk(path)
     assert any("migrating the keyword index" in r.getMessage() for r in caplog.records)
-    assert again.keyword.incremental and not again.keyword.rebuilt
-    assert sorted(again.keyword.bm25.ids) == ids
-    assert again.keyword.bm25.generation == again.store.generation()
+    assert again.engine.keyword.incremental and not again.engine.keyword.rebuilt
+    assert sorted(again.engine.keyword.bm25.ids) == ids
+    assert again.engine.keyword.bm25.generation == again.engine.store.generation()
     for query, hits in expected.items():  # the same documents as before
-        assert [(c, round(s, 4)) for c, s in again.bm25_search(query, 6)] == [(c, round(s, 4)) for c, s in hits]
+        assert [(c, round(s, 4)) for c, s in again.engine.bm25_search(query, 6)] == [(c, round(s, 4)) for c, s in hits]
     again.add_documents(source_docs(1, start=40))  # the next write drops the migrated snapshot
-    assert again.store.get_blob(BLOB_NAME) is None
-    assert again.status().healthy
+    assert again.engine.store.get_blob(BLOB_NAME) is None
+    assert again.engine.status().healthy

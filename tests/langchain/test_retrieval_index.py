@@ -19,6 +19,8 @@ from swrag_integrations.engine.assemble import count_tokens
 from swrag_integrations.ingest.files import load_files
 from swrag_integrations.engine.ids import source_id_for
 from swrag_integrations.engine.ids import vector_ids as ids_of
+from swrag_integrations.langchain.search import CJKBM25Retriever
+from swrag_integrations.langchain.search import chunk_documents
 
 EN = " ".join(
     f"Paragraph {i}: the harbour town of Port{i} exports {['wool', 'tea', 'salt', 'copper'][i % 4]} "
@@ -56,23 +58,23 @@ def _texts():
 
 
 def _all_chunks(idx):
-    ids = [f"{sid}:s:{i}" for sid in idx.source_ids() for i in range(len(idx.chunk_metadata(sid)))]
-    docs = idx.get_chunks(ids)
+    ids = [f"{sid}:s:{i}" for sid in idx.engine.source_ids() for i in range(len(idx.engine.chunk_metadata(sid)))]
+    docs = chunk_documents(idx, ids)
     return {"ids": [d.id for d in docs], "documents": [d.page_content for d in docs], "metadatas": [d.metadata for d in docs]}
 
 
 def test_chunks_and_window_metadata(index):
     got = _all_chunks(index)
-    assert len(got["ids"]) == index.count("small") == index.count(None) == index.vectorstore._collection.count()
+    assert len(got["ids"]) == index.engine.count("small") == index.engine.count(None) == index.engine.vectors.store._collection.count()
     # the vector store is a normal LangChain store: each small chunk's exact text + offsets, under a UUID id
-    raw = index.vectorstore._collection.get(include=["documents", "metadatas"])
+    raw = index.engine.vectors.store._collection.get(include=["documents", "metadatas"])
     assert sorted(raw["ids"]) == referenced_vector_ids(index)
     by_chunk = {m["chunk_id"]: (d, m) for d, m in zip(raw["documents"], raw["metadatas"])}
     for cid, text in zip(got["ids"], got["documents"]):
         doc, meta = by_chunk[cid]
-        assert doc == text and meta["swrag_index"] == index.index_id
+        assert doc == text and meta["swrag_index"] == index.engine.index_id
         assert {"source_id", "chunk_index", "start_index", "end_index", "content_hash"} <= set(meta)
-    assert index.vectorstore.similarity_search("Port7 wool", k=1)[0].page_content  # texts are there
+    assert index.engine.vectors.store.similarity_search("Port7 wool", k=1)[0].page_content  # texts are there
     texts = _texts()
     for rid, text, meta in zip(got["ids"], got["documents"], got["metadatas"]):
         source = texts[meta["source_id"]]
@@ -85,14 +87,14 @@ def test_chunks_and_window_metadata(index):
         assert meta["medium_index"] == i // 3
     assert got["metadatas"][0].get("title") in ("Ports", None)
     sid0 = source_id_for(DOCS[0])
-    n_med = -(-len(index.chunk_metadata(sid0)) // 3)
-    mediums = index.get_chunks([f"{sid0}:m:{j}" for j in range(n_med)])
-    assert len(mediums) == n_med and index.count("medium") == n_med + -(-len(index.chunk_metadata(source_id_for(DOCS[1]))) // 3)
+    n_med = -(-len(index.engine.chunk_metadata(sid0)) // 3)
+    mediums = chunk_documents(index, [f"{sid0}:m:{j}" for j in range(n_med)])
+    assert len(mediums) == n_med and index.engine.count("medium") == n_med + -(-len(index.engine.chunk_metadata(source_id_for(DOCS[1]))) // 3)
     for doc in mediums:  # derived, not stored: text = the span of its small chunks
         meta = doc.metadata
         assert meta["last_chunk"] - meta["first_chunk"] <= 2
         assert doc.page_content == EN[meta["start_index"]:meta["end_index"]]
-    lower, upper, start, end = index.medium_range(sid0, 4)
+    lower, upper, start, end = index.engine.medium_range(sid0, 4)
     assert lower <= 4 <= upper and EN[start:end]
     # the chunk windows match the W=6, S=3 definition
     meta = {m["chunk_index"]: m for m in got["metadatas"] if m["source_id"] == source_id_for(DOCS[0])}
@@ -103,22 +105,22 @@ def test_chunks_and_window_metadata(index):
 def test_idempotent_re_add_and_changed_document(any_index):
     index = any_index
     ids_before = vector_ids(index)
-    stats = index.index_documents(DOCS)
+    stats = index.engine.index_documents(DOCS)
     assert stats["unchanged"] == 2 and stats["chunks"] == 0
     assert vector_ids(index) == ids_before
-    n_before = len(index.chunk_metadata(source_id_for(DOCS[0])))
+    n_before = len(index.engine.chunk_metadata(source_id_for(DOCS[0])))
     shorter = Document(page_content=EN[: len(EN) // 3] + " NEWWORD appears here.", metadata={"source": "en.txt", "title": "Ports"})
-    stats = index.index_documents([shorter])
+    stats = index.engine.index_documents([shorter])
     assert stats["replaced"] == 1
     sid = source_id_for(shorter)
-    n = len(index.chunk_metadata(sid))
+    n = len(index.engine.chunk_metadata(sid))
     assert n < n_before
     assert vector_ids(index) == referenced_vector_ids(index)  # no stale vectors left
-    assert index.source_text(sid) == shorter.page_content
-    assert len(index.keyword) == index.count("small")
-    hits = index.bm25_retriever(3).invoke("NEWWORD")
+    assert index.engine.source_text(sid) == shorter.page_content
+    assert len(index.engine.keyword) == index.engine.count("small")
+    hits = CJKBM25Retriever.from_index(index, 3).invoke("NEWWORD")
     assert hits and hits[0].metadata["source_id"] == sid
-    assert index.bm25_retriever(3).invoke("Port150") == []  # old text gone from BM25
+    assert CJKBM25Retriever.from_index(index, 3).invoke("Port150") == []  # old text gone from BM25
 
 
 def test_window_expansion_returns_exact_spans(any_index):
@@ -174,20 +176,20 @@ def test_reopen_gives_same_results(tmp_path, store):
     first = [(d.page_content, d.metadata["start_index"]) for d in idx.as_retriever(k=3).invoke(query)]
     idx.close()
     again = SlidingWindowIndex(path, embedding=fake(), show_progress=False, **store_kwargs(store))
-    assert again.config.chunk_size == 50
+    assert again.engine.config.chunk_size == 50
     assert [(d.page_content, d.metadata["start_index"]) for d in again.as_retriever(k=3).invoke(query)] == first
-    assert again.index_documents(DOCS)["unchanged"] == 2
+    assert again.engine.index_documents(DOCS)["unchanged"] == 2
     if store != "chroma":
         return  # the rest is about the in-process keyword index
     # a damaged keyword index (a file of it lost) is detected and rebuilt from the source store
-    assert again.keyword.incremental and again.store.get_blob("bm25") is None
-    ids = sorted(again.keyword.bm25.ids)
-    lost = sorted((again.keyword.bm25.path / "segments").glob("*.idx"))
+    assert again.engine.keyword.incremental and again.engine.store.get_blob("bm25") is None
+    ids = sorted(again.engine.keyword.bm25.ids)
+    lost = sorted((again.engine.keyword.bm25.path / "segments").glob("*.idx"))
     assert lost
     lost[0].unlink()
     rebuilt = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
-    assert sorted(rebuilt.keyword.bm25.ids) == ids
-    assert rebuilt.keyword.rebuilt and not rebuilt.status().healthy
+    assert sorted(rebuilt.engine.keyword.bm25.ids) == ids
+    assert rebuilt.engine.keyword.rebuilt and not rebuilt.engine.status().healthy
     with pytest.raises(ValueError, match="chunking parameters"):
         SlidingWindowIndex(path, embedding=fake(), chunk_size=80)
 
@@ -209,15 +211,15 @@ def test_failed_add_is_resumable(tmp_path):
     idx = SlidingWindowIndex(path, embedding=flaky, show_progress=False, batch_size=32)
     with pytest.raises(RuntimeError, match="went away"):
         idx.add_documents(DOCS)
-    assert len(idx.keyword) == idx.count("small")  # BM25 holds exactly the complete sources
-    stats = idx.index_documents(DOCS)  # resume
+    assert len(idx.engine.keyword) == idx.engine.count("small")  # BM25 holds exactly the complete sources
+    stats = idx.engine.index_documents(DOCS)  # resume
     assert stats["added"] + stats["replaced"] + stats["repaired"] >= 1
     clean = SlidingWindowIndex(tmp_path / "clean", embedding=fake(), show_progress=False)
     clean.add_documents(DOCS)
-    assert sorted(idx.vectorstore._collection.get(include=[])["ids"]) == sorted(
-        clean.vectorstore._collection.get(include=[])["ids"])
+    assert sorted(idx.engine.vectors.store._collection.get(include=[])["ids"]) == sorted(
+        clean.engine.vectors.store._collection.get(include=[])["ids"])
     reopened = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
-    assert len(reopened.keyword) == reopened.count("small")
+    assert len(reopened.engine.keyword) == reopened.engine.count("small")
 
 
 @pytest.mark.parametrize("strategy", ["FFS", "DFS", "DDS"])
@@ -231,7 +233,7 @@ def test_strategy_windows(tmp_path, strategy):
     docs = idx.as_retriever(k=2, budget_tokens=None).invoke("Name87 mayor")
     for d in docs:
         assert d.page_content == EN[d.metadata["start_index"]:d.metadata["end_index"]]
-    text = idx.span_text(got["metadatas"][5]["source_id"], 100, 900)
+    text = idx.engine.span_text(got["metadatas"][5]["source_id"], 100, 900)
     assert text == EN[100:900]
 
 
@@ -249,7 +251,7 @@ def test_bad_input_errors(tmp_path, index):
     with pytest.raises(ValueError, match="no documents"):
         index.add_documents([])
     with pytest.warns(UserWarning, match="empty"):
-        assert index.index_documents([Document(page_content="  \n")]).skipped_empty == 1
+        assert index.engine.index_documents([Document(page_content="  \n")]).skipped_empty == 1
     with pytest.warns(UserWarning, match="empty"):
         index.add_documents([Document(page_content=""), DOCS[0]])
     retriever = index.as_retriever()
@@ -312,7 +314,7 @@ def test_files(tmp_path):
         load_files(tmp_path / "d.docx")
     with pytest.raises(FileNotFoundError):
         load_files(tmp_path / "missing.txt")
-    assert idx.delete_source(source_id_for(docs[0])) > 0
+    assert idx.engine.delete_source(source_id_for(docs[0])) > 0
 
 
 def _minimal_pdf(pages: list[str]) -> bytes:
@@ -382,17 +384,17 @@ def test_progress_bars_know_their_totals(tmp_path, monkeypatch):
     monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
     idx = SlidingWindowIndex(tmp_path / "store", embedding=fake(), show_progress=True, batch_size=16)
     idx.add_documents(DOCS)
-    first = idx.count("small")
+    first = idx.engine.count("small")
     assert bars == [("Embedding chunks", first, first)]
     changed = Document(page_content=EN + " One more sentence.", metadata=DOCS[0].metadata)
     bars.clear()
     idx.add_documents([changed, DOCS[1]])  # zh.txt unchanged: not written, not in the total
-    n_en = len(idx.chunk_metadata(source_id_for(changed)))
+    n_en = len(idx.engine.chunk_metadata(source_id_for(changed)))
     assert bars == [("Embedding chunks", n_en, n_en)]
     zh = source_id_for(DOCS[1])
-    n_zh = len(idx.chunk_metadata(zh))
-    lost = ids_of(idx.manifest, zh, idx.store.heads()[zh].content_hash, n_zh - 1, n_zh)
-    idx.vectorstore.delete(ids=lost)  # one of zh.txt's vectors lost
+    n_zh = len(idx.engine.chunk_metadata(zh))
+    lost = ids_of(idx.engine.manifest, zh, idx.engine.store.heads()[zh].content_hash, n_zh - 1, n_zh)
+    idx.engine.vectors.store.delete(ids=lost)  # one of zh.txt's vectors lost
     bars.clear()
-    idx.repair(deep=True)  # writes zh.txt's vectors again
+    idx.engine.repair(deep=True)  # writes zh.txt's vectors again
     assert bars == [("Writing missing vectors", n_zh, n_zh)]

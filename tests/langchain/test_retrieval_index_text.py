@@ -5,6 +5,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.methods.context import text_to_index
 from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.langchain.search import CJKBM25Retriever
 
 
 class Recording(DeterministicFakeEmbedding):
@@ -25,7 +26,7 @@ def test_headers_are_indexed_but_chunks_stay_exact(tmp_path):
     embedder = Recording(size=16, seen=[])
     index = SlidingWindowIndex(tmp_path / "s", embedding=embedder, show_progress=False, index_text=index_text)
     index.add_documents([Document(page_content=text, metadata={"source": "report.txt"})])
-    hits = index.bm25_retriever(k=3).invoke("Zebrafield")
+    hits = CJKBM25Retriever.from_index(index, k=3).invoke("Zebrafield")
     assert hits, "the header word is searchable"
     for hit in hits:
         start, end = hit.metadata["start_index"], hit.metadata["end_index"]
@@ -33,4 +34,4 @@ def test_headers_are_indexed_but_chunks_stay_exact(tmp_path):
     assert embedder.seen and all(t.startswith("Maintenance report of the Zebrafield plant\n\n") for t in embedder.seen)
     plain = SlidingWindowIndex(tmp_path / "p", embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
     plain.add_documents([Document(page_content=text, metadata={"source": "report.txt"})])
-    assert plain.bm25_retriever(k=3).invoke("Zebrafield") == []
+    assert CJKBM25Retriever.from_index(plain, k=3).invoke("Zebrafield") == []

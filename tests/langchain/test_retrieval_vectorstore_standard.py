@@ -14,6 +14,7 @@ from langchain_tests.integration_tests.vectorstores import VectorStoreIntegratio
 
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.langchain.retriever import WindowedParentRetriever
+from langchain_core.vectorstores import VectorStoreRetriever
 
 
 class TestIndexOverChroma(VectorStoreIntegrationTests):
@@ -23,7 +24,7 @@ class TestIndexOverChroma(VectorStoreIntegrationTests):
         try:
             yield index
         finally:
-            index.store.close()
+            index.engine.store.close()
 
 
 class TestIndexOverInMemory(VectorStoreIntegrationTests):
@@ -46,7 +47,7 @@ def notes_index(tmp_path):
     index = SlidingWindowIndex(tmp_path / "idx", embedding=TestIndexOverChroma.get_embeddings(), show_progress=False)
     index.add_documents(NOTES)
     yield index
-    index.store.close()
+    index.engine.store.close()
 
 
 def test_scores_are_relevances_in_rank_order(notes_index):
@@ -84,5 +85,5 @@ def test_as_retriever_is_the_windowed_retriever_and_k_caps_it(notes_index):
     retriever = notes_index.as_retriever(search_kwargs={"k": 2})
     assert isinstance(retriever, WindowedParentRetriever) and retriever.budget_tokens == 1500
     assert len(retriever.invoke("harbour fog")) <= 2
-    plain = notes_index.as_document_retriever(search_kwargs={"k": 4}).invoke("harbour fog")
+    plain = VectorStoreRetriever(vectorstore=notes_index, search_kwargs={"k": 4}).invoke("harbour fog")
     assert len(plain) == 4 and all(d in NOTES for d in plain)

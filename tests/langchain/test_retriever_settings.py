@@ -29,7 +29,7 @@ def index(tmp_path_factory):
                              show_progress=False)
     idx.add_texts(["The lighthouse was lit in 1890. Ships passed safely after that."], metadatas=[{"source": "a"}])
     yield idx
-    idx.store.close()
+    idx.engine.store.close()
 
 
 def test_langchain_retriever_defaults_are_the_settings(index):

@@ -10,6 +10,8 @@ from langchain_core.documents import Document
 
 from swrag_integrations.methods.context import RSE_PRESETS, RelevantSegmentExtractor, RSEParams, best_segment, chunk_values
 from swrag_integrations.engine.assemble import count_tokens
+from swrag_integrations.langchain.search import HybridRetriever
+from swrag_integrations.langchain.search import chunk_documents
 
 # A source of 10 chunks of different lengths that tile it exactly.
 CHUNKS = [f"chunk {i} says {'x' * (i + 3)}. " for i in range(10)]
@@ -193,8 +195,8 @@ def test_with_a_sliding_window_index(tmp_path):
     index = SlidingWindowIndex(tmp_path / "idx", embedding=DeterministicFakeEmbedding(size=16), chunk_size=20,
                                show_progress=False)
     index.add_texts([text], [{"source": "t.txt"}])
-    sid = index.source_ids()[0]
-    ranked = index.get_chunks([f"{sid}:s:4", f"{sid}:s:6", f"{sid}:s:20"])
+    sid = index.engine.source_ids()[0]
+    ranked = chunk_documents(index, [f"{sid}:s:4", f"{sid}:s:6", f"{sid}:s:20"])
     rse = RelevantSegmentExtractor(chunks=index, budget_tokens=400)
     segs = rse.extract(ranked)
     assert (segs[0].first_chunk, segs[0].last_chunk) == (4, 6)
@@ -215,13 +217,13 @@ def test_compression_retriever_over_the_hybrid_chunk_retriever(tmp_path):
     index.add_texts([text])
     retriever = ContextualCompressionRetriever(
         base_compressor=RelevantSegmentExtractor(chunks=index, budget_tokens=200),
-        base_retriever=index.hybrid_retriever(k=6, search_type="similarity"),
+        base_retriever=HybridRetriever.from_index(index, k=6, search_type="similarity"),
     )
     docs = retriever.invoke("falcon")
     assert docs and sum(d.metadata["n_tokens"] for d in docs) <= 200
     for d in docs:
         assert d.page_content == text[d.metadata["start_index"]:d.metadata["end_index"]]
     assert "falcon" in docs[0].page_content
-    segs = RelevantSegmentExtractor(chunks=index).extract(index.hybrid_retriever(k=6).invoke("falcon"))
+    segs = RelevantSegmentExtractor(chunks=index).extract(HybridRetriever.from_index(index, k=6).invoke("falcon"))
     assembled = assemble_context([s.to_span() for s in segs], budget_tokens=None)
     assert abs(assembled.n_tokens - sum(s.n_tokens for s in segs)) <= len(segs)  # joins may merge tokens

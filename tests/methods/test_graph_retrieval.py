@@ -48,7 +48,7 @@ def corpus(shared_dir):
 def make_index(path, sources):
     index = SlidingWindowIndex(path, embedding=DeterministicFakeEmbedding(size=16), show_progress=False,
                                strategy="DDS", window_size=128, step=2)
-    index.index_documents([Document(page_content=s.text, id=s.source_id, metadata={"title": s.title})
+    index.engine.index_documents([Document(page_content=s.text, id=s.source_id, metadata={"title": s.title})
                            for s in sources])
     return index
 
@@ -62,7 +62,7 @@ def built(corpus, tmp_path_factory):
 
 
 def sid_of(index, title_map, title):
-    return index._resolve_ids([title_map[title].source_id])[0]
+    return index.engine.resolve_ids([title_map[title].source_id])[0]
 
 
 def test_build_over_index_exact_passages(built):
@@ -71,8 +71,8 @@ def test_build_over_index_exact_passages(built):
     assert report.stats["phrases"] > 100 and report.stats["passages"] == report.passages
     assert report.extraction["passages"] == report.passages
     for p in graph.passages.values():  # passages keep exact offsets into their sources
-        text = index.source_text(p.source_id)
-        rows = index.chunk_rows([(p.source_id, p.lower, p.upper)])[p.source_id]
+        text = index.engine.source_text(p.source_id)
+        rows = index.engine.chunk_rows([(p.source_id, p.lower, p.upper)])[p.source_id]
         assert (rows[0].start, rows[-1].end) == (p.start, p.end) and text[p.start:p.end] == "".join(r.text for r in rows)
     assert "shirley temple" in graph.live_phrases() and "corliss archer" in graph.live_phrases()
 
@@ -84,7 +84,7 @@ def test_incremental_build_and_store(corpus, tmp_path):
     again, second = build_graph(index, graph=graph)
     assert second.added == [] and second.unchanged == 10 and again == graph
     # a new source and a removed one: only they are touched
-    index.index_documents([Document(page_content=s.text, id=s.source_id) for s in sources[10:12]])
+    index.engine.index_documents([Document(page_content=s.text, id=s.source_id) for s in sources[10:12]])
     index.delete([sources[0].source_id])
     graph, third = build_graph(index, graph=graph)
     assert len(third.added) == 2 and len(third.removed) == 1 and third.unchanged == 9
@@ -114,7 +114,7 @@ def test_incremental_build_and_store(corpus, tmp_path):
 def test_hipporag_reaches_the_second_hop(built):
     index, graph, _, titles = built
     temple = sid_of(index, titles, "Shirley Temple")
-    assert "corliss" not in index.source_text(temple).lower()  # the hop passage shares no query phrase
+    assert "corliss" not in index.engine.source_text(temple).lower()  # the hop passage shares no query phrase
     hippo = HippoRAG(index, graph, graph_weight=1.0, passage_seed_weight=0.0)
     ranking = hippo.rank(QUESTION)
     assert {s.name for s in ranking.seeds} >= {"Corliss Archer", "Kiss and Tell"}
@@ -139,7 +139,7 @@ def test_langchain_retrievers_budget_offsets_options(built, kind):
     assert count_tokens("\n\n".join(d.page_content for d in docs)) <= 300
     for d in docs:
         m = d.metadata
-        assert index.source_text(m["source_id"])[m["start_index"]:m["end_index"]] == d.page_content
+        assert index.engine.source_text(m["source_id"])[m["start_index"]:m["end_index"]] == d.page_content
         assert d.id == f"{m['source_id']}:{m['start_index']}-{m['end_index']}"
         assert "graph_passage" in m and "Corliss Archer" in m["linked_phrases"]
     assert len(retriever.invoke(QUESTION, k=1)) == 1
@@ -165,7 +165,7 @@ def test_llamaindex_retrievers_are_native(built):
         assert nodes and all(isinstance(n, NodeWithScore) for n in nodes)
         for n in nodes:
             sid = n.node.metadata["source_id"]
-            assert index.source_text(sid)[n.node.start_char_idx:n.node.end_char_idx] == n.node.get_content()
+            assert index.engine.source_text(sid)[n.node.start_char_idx:n.node.end_char_idx] == n.node.get_content()
         assert count_tokens("\n\n".join(n.node.get_content() for n in nodes)) <= 400
     assert len(nodes) <= 2
     with pytest.raises(TypeError):
@@ -187,7 +187,7 @@ def test_local_search_with_community_reports(built):
     assert count_tokens("\n\n".join(d.page_content for d in docs)) <= 800 + 2 * len(reports)
     assert sum(count_tokens(d.page_content) for d in reports) <= 0.3 * 800
     for sid, start, end in json.loads(reports[0].metadata["report_passages"]):
-        assert 0 <= start < end <= len(index.source_text(sid))
+        assert 0 <= start < end <= len(index.engine.source_text(sid))
 
 
 def test_llm_reports_and_global_search_with_scripted_llms(built):
@@ -264,18 +264,18 @@ def test_passage_hits_focus_chunk(built):
     assert multi, "the test needs a passage of several chunks"
     pid = multi[0]
     p = graph.passages[pid]
-    whole = passage_hits(index, graph, [(pid, 0.6)], focus=False)
+    whole = passage_hits(index.engine, graph, [(pid, 0.6)], focus=False)
     assert [h.chunk_index for h in whole] == list(range(p.lower, p.upper + 1))
     assert sum(h.score for h in whole) == pytest.approx(0.6)  # the passage's score, divided among its chunks
     # focus: the hybrid search's chunk when there is one ...
-    got = passage_hits(index, graph, [(pid, 0.6)], best_chunks={pid: p.upper})
+    got = passage_hits(index.engine, graph, [(pid, 0.6)], best_chunks={pid: p.upper})
     assert [(h.chunk_index, h.score) for h in got] == [(p.upper, 0.6)]
     # ... else the chunk holding the most phrase weight (the first one without any)
-    last_text = index.chunk_rows([(p.source_id, p.upper, p.upper)])[p.source_id][0].text
+    last_text = index.engine.chunk_rows([(p.source_id, p.upper, p.upper)])[p.source_id][0].text
     key = next(k for k in graph.mentions[pid] if k in last_text.lower() and k not in
-               index.chunk_rows([(p.source_id, p.lower, p.lower)])[p.source_id][0].text.lower())
-    assert [h.chunk_index for h in passage_hits(index, graph, [(pid, 1.0)], phrase_weights={key: 1.0})] == [p.upper]
-    assert [h.chunk_index for h in passage_hits(index, graph, [(pid, 1.0)])] == [p.lower]
+               index.engine.chunk_rows([(p.source_id, p.lower, p.lower)])[p.source_id][0].text.lower())
+    assert [h.chunk_index for h in passage_hits(index.engine, graph, [(pid, 1.0)], phrase_weights={key: 1.0})] == [p.upper]
+    assert [h.chunk_index for h in passage_hits(index.engine, graph, [(pid, 1.0)])] == [p.lower]
     for h in got:  # the hit keeps its own window and exact offsets
-        rows = index.chunk_rows([(h.source_id, h.chunk_index, h.chunk_index)])[h.source_id]
+        rows = index.engine.chunk_rows([(h.source_id, h.chunk_index, h.chunk_index)])[h.source_id]
         assert (rows[0].start, rows[0].end) == (h.start, h.end) and h.lower <= h.chunk_index <= h.upper

@@ -158,16 +158,16 @@ def test_trees_over_a_sliding_window_index(tmp_path):
     emb = DeterministicFakeEmbedding(size=16)
     index = SlidingWindowIndex(tmp_path / "idx", embedding=emb, show_progress=False)
     texts = _texts(2, 70)
-    index.index_documents([Document(page_content=t, id=k, metadata={"source": k}) for k, t in texts.items()])
+    index.engine.index_documents([Document(page_content=t, id=k, metadata={"source": k}) for k, t in texts.items()])
     small = leaves_from_index(index)
-    assert len(small) == index.count("small")
+    assert len(small) == index.engine.count("small")
     for leaf in small:
-        assert index.source_text(leaf.source_id)[leaf.start:leaf.end] == leaf.text
+        assert index.engine.source_text(leaf.source_id)[leaf.start:leaf.end] == leaf.text
     windows = leaves_from_index(index, level="window")
-    assert windows and all(index.source_text(w.source_id)[w.start:w.end] == w.text for w in windows)
+    assert windows and all(index.engine.source_text(w.source_id)[w.start:w.end] == w.text for w in windows)
     raptor = RaptorIndex(index, config=PCA, show_progress=False)
     report = raptor.build()
     assert report.trees == 2 and report.leaves == len(small)
     reopened = RaptorIndex(index, config=PCA, show_progress=False)  # trees live in the index's source store
-    assert reopened.keys() == sorted(index.source_ids()) and reopened.build().trees == 0
-    index.store.close()
+    assert reopened.keys() == sorted(index.engine.source_ids()) and reopened.build().trees == 0
+    index.engine.store.close()

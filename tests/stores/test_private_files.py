@@ -57,7 +57,7 @@ def assert_private_index(root: Path, open_db: bool = True) -> None:
 
 
 def _add_one(index) -> None:
-    index.index_documents([Document(page_content="The lighthouse was first lit in 1874. " * 6,
+    index.engine.index_documents([Document(page_content="The lighthouse was first lit in 1874. " * 6,
                                     metadata={"source": "a.txt"})])
 
 
@@ -91,12 +91,12 @@ def test_a_fresh_default_index_is_private(home, umask022):
                                show_progress=False)
     _add_one(index)
     root = home / ".local" / "share" / "swrag" / "index"
-    assert Path(index.persist_directory) == root
+    assert Path(index.engine.persist_directory) == root
     assert_private_index(root)
     # the XDG folders created on the way are private too (the spec asks 0700 for them)
     for folder in (home / ".local", home / ".local" / "share", home / ".local" / "share" / "swrag"):
         assert mode(folder) == 0o700, folder
-    index.store.close()
+    index.engine.store.close()
 
 
 def test_an_existing_user_folder_keeps_its_mode_and_the_index_inside_is_private(tmp_path, umask022):
@@ -110,7 +110,7 @@ def test_an_existing_user_folder_keeps_its_mode_and_the_index_inside_is_private(
     for folder in (mine / "sources", mine / "sources" / "swrag.keyword", mine / "chroma"):
         assert mode(folder) == 0o700, folder
     assert mode(mine / "sources" / "swrag.sqlite3") == 0o600
-    index.store.close()
+    index.engine.store.close()
 
 
 def test_caches_are_private(tmp_path, umask022):

@@ -20,6 +20,8 @@ from stores import STORES, store_kwargs
 from swrag_integrations.engine.assemble import ContextSpan, assemble_context, count_tokens
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.stores import chroma as chroma_module
+from swrag_integrations.langchain.search import CJKBM25Retriever
+from swrag_integrations.langchain.search import chunk_documents
 
 STORY = " ".join(f"Sentence {i} tells how keeper {i % 7} of the lighthouse logged fog at dawn." for i in range(300))
 
@@ -49,21 +51,21 @@ def story(tmp_path_factory):
 
 @pytest.mark.parametrize("k", [10**12, sys.maxsize])
 def test_huge_k_is_clipped_to_the_index_size_before_any_backend(story, k):
-    size = story.count("small")
+    size = story.engine.count("small")
     assert 100 < size < 10**6
-    hits = story.bm25_search("keeper fog", k)
+    hits = story.engine.bm25_search("keeper fog", k)
     assert 0 < len(hits) <= size
-    assert len(story.dense_ids("keeper fog", k, search_type="similarity")) == size
-    assert len(story.search_children("keeper fog", k)) <= size
+    assert len(story.engine.dense_ids("keeper fog", k, search_type="similarity")) == size
+    assert len(story.engine.search_children("keeper fog", k)) <= size
     assert [d.metadata["source"] for d in story.similarity_search("keeper fog", k)] == ["story.txt"]
-    assert len(story.bm25_retriever(k).invoke("keeper fog")) == len(hits)
+    assert len(CJKBM25Retriever.from_index(story, k).invoke("keeper fog")) == len(hits)
     assert len(story.as_retriever(k_child=k, budget_tokens=200).invoke("keeper fog")) >= 1
 
 
 @pytest.mark.parametrize("k", [0, -3, True, 2.5, "3", None])
 def test_bad_k_is_refused_with_a_one_line_value_error(story, k):
-    for call in (lambda: story.bm25_search("fog", k), lambda: story.dense_ids("fog", k),
-                 lambda: story.search_children("fog", k), lambda: story.similarity_search("fog", k),
+    for call in (lambda: story.engine.bm25_search("fog", k), lambda: story.engine.dense_ids("fog", k),
+                 lambda: story.engine.search_children("fog", k), lambda: story.similarity_search("fog", k),
                  lambda: story.max_marginal_relevance_search("fog", k)):
         with pytest.raises(ValueError, match=r"^k must be a positive int, got "):
             call()
@@ -73,15 +75,15 @@ def test_bad_k_is_refused_with_a_one_line_value_error(story, k):
 
 def test_huge_k_reaches_the_keyword_backend_clipped(story, monkeypatch):
     asked = []
-    search = type(story.keyword).search
+    search = type(story.engine.keyword).search
 
     def spy(self, query, k, **kw):
         asked.append(k)
         return search(self, query, k, **kw)
 
-    monkeypatch.setattr(type(story.keyword), "search", spy)
-    story.search_children("keeper fog", 10**12)
-    assert asked == [story.count("small")]
+    monkeypatch.setattr(type(story.engine.keyword), "search", spy)
+    story.engine.search_children("keeper fog", 10**12)
+    assert asked == [story.engine.count("small")]
 
 
 # ----------------------------------------------------------------- item 4: MMR work
@@ -115,13 +117,13 @@ def _mmr_reference(query, cands, k, lam):
 @pytest.mark.parametrize("filtered", [False, True])
 def test_mmr_on_a_one_document_index_searches_once(story, monkeypatch, filtered):
     calls = []
-    search = type(story.vectors).search
+    search = type(story.engine.vectors).search
 
     def spy(self, vector, k, **kw):
         calls.append((k, kw.get("fetch_k")))
         return search(self, vector, k, **kw)
 
-    monkeypatch.setattr(type(story.vectors), "search", spy)
+    monkeypatch.setattr(type(story.engine.vectors), "search", spy)
     extra = {"filter": {"source": "story.txt"}} if filtered else {}
     docs = story.max_marginal_relevance_search("keeper fog dawn", k=3, **extra)
     assert [d.metadata["source"] for d in docs] == ["story.txt"]
@@ -192,8 +194,8 @@ def _everywhere(idx, spec):
     q = "keeper fog boats tide logbook"
     plain = {d.metadata["source"] for d in idx.similarity_search(q, k=20, filter=spec)}
     mmr = {d.metadata["source"] for d in idx.max_marginal_relevance_search(q, k=20, filter=spec)}
-    bm25 = {idx.get_chunks([cid])[0].metadata["source"] for cid, _ in idx.bm25_search(q, 200, filter=spec)}
-    dense = {idx.get_chunks([cid])[0].metadata["source"] for cid in idx.dense_ids(q, 200, filter=spec)}
+    bm25 = {chunk_documents(idx, [cid])[0].metadata["source"] for cid, _ in idx.engine.bm25_search(q, 200, filter=spec)}
+    dense = {chunk_documents(idx, [cid])[0].metadata["source"] for cid in idx.engine.dense_ids(q, 200, filter=spec)}
     windows = {d.metadata["source"] for d in idx.as_retriever(budget_tokens=None, k_child=200, filter=spec).invoke(q)}
     return {"plain": plain, "mmr": mmr, "bm25": bm25, "dense": dense, "windows": windows}
 
@@ -301,9 +303,9 @@ def test_windows_carry_the_best_cosine_of_their_hits_as_relevance(topics):
     for doc in docs:
         rel = doc.metadata["relevance"]
         assert 0.0 <= rel <= 1.0
-        src = topics.source_text(doc.metadata["source_id"])
+        src = topics.engine.source_text(doc.metadata["source_id"])
         hit_cos = [max(0.0, _cos(qvec, emb.embed_query(row.text)))
-                   for row in topics.chunk_rows([(doc.metadata["source_id"], i, i)
+                   for row in topics.engine.chunk_rows([(doc.metadata["source_id"], i, i)
                                                  for i in doc.metadata["hit_chunk_indices"]])[doc.metadata["source_id"]]]
         assert rel == pytest.approx(max(hit_cos), abs=1e-5), (doc.metadata, src[:40])
     best = max(docs, key=lambda d: d.metadata["relevance"])

@@ -14,6 +14,7 @@ from swrag_integrations.engine.engine import IndexMismatchError
 from swrag_integrations.stores.sources import KVSourceStore
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.engine.ids import source_id_for
+from swrag_integrations.langchain.search import CJKBM25Retriever
 
 DIM = 16
 EN = " ".join(f"Paragraph {i}: the harbour town of Port{i} exports {['wool', 'tea', 'salt', 'copper'][i % 4]} "
@@ -82,10 +83,10 @@ def test_index_lifecycle_on_each_store(tmp_path, kind):
     backend = Backend(kind, tmp_path)
     idx = backend.open()
     ids = idx.add_documents(DOCS)
-    n = idx.count("small")
-    held = idx.count(None)
+    n = idx.engine.count("small")
+    held = idx.engine.count(None)
     assert held in (n, -1) and len(ids) == 2
-    assert idx.index_documents(DOCS)["unchanged"] == 2  # idempotent
+    assert idx.engine.index_documents(DOCS)["unchanged"] == 2  # idempotent
     retriever = idx.as_retriever(k=2, weights=(1.0, 0.0))
     docs = retriever.invoke("mayor Name47")
     assert "Name47" in docs[0].page_content
@@ -94,24 +95,24 @@ def test_index_lifecycle_on_each_store(tmp_path, kind):
         assert d.page_content == texts[d.metadata["source_id"]][d.metadata["start_index"]:d.metadata["end_index"]]
     assert idx.as_retriever().invoke("mayor Name47")  # hybrid (dense half through the store)
     # the store is a normal LangChain store: its documents are the exact chunk texts
-    found = idx.vectorstore.similarity_search("Port3", k=3)
+    found = idx.engine.vectors.store.similarity_search("Port3", k=3)
     assert found and all(d.page_content in texts[d.metadata["source_id"]] for d in found)
     # replace: a shorter version leaves no stale vectors or keyword entries
     shorter = Document(page_content=EN[:len(EN) // 4] + " NEWWORD.", metadata={"source": "en.txt"})
-    assert idx.index_documents([shorter])["replaced"] == 1
-    assert idx.bm25_retriever(2).invoke("Name70") == []
-    if idx.count(None) != -1:
-        assert idx.count(None) == idx.count("small") < n
-    assert idx.status(deep=True).healthy
+    assert idx.engine.index_documents([shorter])["replaced"] == 1
+    assert CJKBM25Retriever.from_index(idx, 2).invoke("Name70") == []
+    if idx.engine.count(None) != -1:
+        assert idx.engine.count(None) == idx.engine.count("small") < n
+    assert idx.engine.status(deep=True).healthy
     # delete by the id add_documents returned
     idx.delete([ids[1]])
-    assert idx.bm25_retriever(2).invoke("张42") == []
-    assert idx.status(deep=True).healthy
+    assert CJKBM25Retriever.from_index(idx, 2).invoke("张42") == []
+    assert idx.engine.status(deep=True).healthy
     # reopen (a new index object over the same stores)
     again = backend.open()
-    assert again.index_id == idx.index_id and again.count("small") == idx.count("small")
+    assert again.engine.index_id == idx.engine.index_id and again.engine.count("small") == idx.engine.count("small")
     assert "NEWWORD" in again.as_retriever(k=1, weights=(1.0, 0.0)).invoke("NEWWORD")[0].page_content
-    assert again.status().healthy
+    assert again.engine.status().healthy
 
 
 def test_chroma_collection_as_source_store_over_a_client(tmp_path):
@@ -120,11 +121,11 @@ def test_chroma_collection_as_source_store_over_a_client(tmp_path):
 
     client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
     idx = SlidingWindowIndex(client=client, collection_name="kv-test", embedding=emb(), show_progress=False)
-    assert isinstance(idx.store, KVSourceStore)
+    assert isinstance(idx.engine.store, KVSourceStore)
     idx.add_documents(DOCS)
     assert "Name12" in idx.as_retriever(k=1, weights=(1.0, 0.0)).invoke("Name12")[0].page_content
     again = SlidingWindowIndex(client=client, collection_name="kv-test", embedding=emb(), show_progress=False)
-    assert again.count("small") == idx.count("small") and again.status().healthy
+    assert again.engine.count("small") == idx.engine.count("small") and again.engine.status().healthy
 
 
 def test_langchain_indexing_api(tmp_path):
@@ -139,7 +140,7 @@ def test_langchain_indexing_api(tmp_path):
     changed = [Document(page_content=EN + " A new closing line.", metadata={"source": "en.txt"})]
     result = index(changed, manager, idx, cleanup="full", source_id_key="source")
     assert result["num_added"] == 1 and result["num_deleted"] == 2
-    assert len(idx.source_ids()) == 1 and "closing line" in idx.source_text(idx.source_ids()[0])
+    assert len(idx.engine.source_ids()) == 1 and "closing line" in idx.engine.source_text(idx.engine.source_ids()[0])
 
 
 def test_as_retriever_search_kwargs_and_unknown_keywords(tmp_path):
@@ -158,7 +159,7 @@ def test_as_retriever_search_kwargs_and_unknown_keywords(tmp_path):
     with pytest.raises(TypeError):
         idx.add_documents(DOCS, foo=1)
     assert len(idx.similarity_search("Port3 wool", k=2)) == 2
-    assert idx.get_by_ids([idx.source_ids()[0]])[0].page_content in (EN, ZH)
+    assert idx.get_by_ids([idx.engine.source_ids()[0]])[0].page_content in (EN, ZH)
 
 
 def test_bad_stores_get_clear_errors(tmp_path):

@@ -11,6 +11,8 @@ from test_retrieval_backends import KINDS, Backend
 
 from swrag_integrations.langchain.retriever import WindowedParentRetriever
 from swrag_integrations.engine.filters import filter_from_pairs, parse_filter
+from swrag_integrations.langchain.search import chunk_documents
+from swrag_integrations.langchain.search import dense_documents
 
 # three sources per topic; every text shares the query's words, so unfiltered results mix topics
 TOPICS = ["sea", "town", "farm"]
@@ -78,11 +80,11 @@ def test_every_face_honours_the_filter(index, spec, passes):
     assert windows and all(BY_SOURCE[d.metadata["source"]] == {k: d.metadata[k] for k in ("source", "topic", "year")}
                            and passes(d.metadata) for d in windows)
     for doc in windows:  # the window is the exact text of a passing source
-        assert doc.page_content == index.source_text(doc.metadata["source_id"])[
+        assert doc.page_content == index.engine.source_text(doc.metadata["source_id"])[
             doc.metadata["start_index"]:doc.metadata["end_index"]]
-    bm25 = index.bm25_search(QUERY, k=10, filter=spec)
-    assert len(bm25) == 10 and {index.get_chunks([c])[0].metadata["source"] for c, _ in bm25} <= want
-    dense = index.dense_search(QUERY, k=10, search_type="similarity", filter=spec)
+    bm25 = index.engine.bm25_search(QUERY, k=10, filter=spec)
+    assert len(bm25) == 10 and {chunk_documents(index, [c])[0].metadata["source"] for c, _ in bm25} <= want
+    dense = dense_documents(index, QUERY, k=10, search_type="similarity", filter=spec)
     assert len(dense) == 10 and all(passes(d.metadata) for d in dense)
 
 
@@ -130,7 +132,7 @@ def test_each_store_gets_the_filter_pushed_down(index):
     from swrag_integrations.engine.filters import native_filter
 
     for spec, _ in FILTERS:
-        assert native_filter(parse_filter(spec), index.vectorstore) is not None, type(index.vectorstore).__name__
+        assert native_filter(parse_filter(spec), index.engine.vectors.store) is not None, type(index.engine.vectors.store).__name__
 
 
 def test_llama_index_retriever_over_the_index_takes_metadata_filters(index):

@@ -74,7 +74,7 @@ def test_http_index_survives_restart(tmp_path):
         proc = _start(data, port, log)
         idx = SlidingWindowIndex(host="127.0.0.1", port=port, collection_name="stations", embedding=embedding,
                                  show_progress=False)
-        assert idx.index_documents([doc])["added"] == 1
+        assert idx.engine.index_documents([doc])["added"] == 1
         query = "Which station serves Vill77?"
         before = [(d.page_content, d.metadata["start_index"]) for d in idx.as_retriever(k=2, weights=(1.0, 0.0)).invoke(query)]
         assert "Vill77" in before[0][0]
@@ -86,13 +86,13 @@ def test_http_index_survives_restart(tmp_path):
         proc = _start(data, port, log)
         again = SlidingWindowIndex(host="127.0.0.1", port=port, collection_name="stations", embedding=embedding,
                                    show_progress=False)
-        assert again.count("small") == idx.count("small") > 0
+        assert again.engine.count("small") == idx.engine.count("small") > 0
         after = [(d.page_content, d.metadata["start_index"]) for d in again.as_retriever(k=2, weights=(1.0, 0.0)).invoke(query)]
         assert after == before
-        assert again.index_documents([doc])["unchanged"] == 1
+        assert again.engine.index_documents([doc])["unchanged"] == 1
         # sources and the BM25 snapshot live on the server too (a Chroma collection as a byte store)
-        assert again.keyword.generation == again.store.generation() and not again.keyword.rebuilt
-        assert len(again.keyword) == again.count("small")
-        assert again.status().healthy
+        assert again.engine.keyword.generation == again.engine.store.generation() and not again.engine.keyword.rebuilt
+        assert len(again.engine.keyword) == again.engine.count("small")
+        assert again.engine.status().healthy
     finally:
         _stop(proc)

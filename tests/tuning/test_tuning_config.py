@@ -83,17 +83,17 @@ def test_round_trip_into_index_and_retriever(tmp_path):
     index = SlidingWindowIndex(tmp_path / "store", embedding=emb, show_progress=False, **loaded.index_kwargs)
     index.add_documents([Document(page_content="The lighthouse was first lit in 1871. " * 40, metadata={"source": "a"})])
     for key, value in loaded.index_kwargs.items():
-        assert getattr(index.config, key) == value
+        assert getattr(index.engine.config, key) == value
     retriever = index.as_retriever(**loaded.retriever_kwargs)
     assert isinstance(retriever, WindowedParentRetriever)
     for key, value in loaded.retriever_kwargs.items():
         assert getattr(retriever, key) == value
     assert retriever.invoke("When was the lighthouse lit?")
-    index.store.close()
+    index.engine.store.close()
     # reopening the index with the same configuration is accepted, another one is refused
     again = SlidingWindowIndex(tmp_path / "store", config=loaded, embedding=emb, show_progress=False)
-    assert again.config == index.config
-    again.store.close()
+    assert again.engine.config == index.engine.config
+    again.engine.store.close()
     with pytest.raises(ValueError, match="other chunking parameters"):
         SlidingWindowIndex(tmp_path / "store", config=TunedConfig.from_candidate(Candidate.make({"child": "fixed"})), embedding=emb)
     with pytest.raises(ValueError, match="chunk_size=20 contradicts the tuned configuration"):

@@ -47,12 +47,12 @@ def test_index_records_the_configuration_and_reports_it_after_reopening(tmp_path
     emb = DeterministicFakeEmbedding(size=16)
     index = SlidingWindowIndex(tmp_path / "store", embedding=emb, show_progress=False, config=tmp_path / "cfg.json")
     index.add_documents([Document(page_content=TEXT, metadata={"source": "a"})])
-    assert index.config == tuned.index_config
-    assert index.config.child == "fixed" and index.config.strategy == "DDS" and index.config.window_size == 256
-    index.store.close()
+    assert index.engine.config == tuned.index_config
+    assert index.engine.config.child == "fixed" and index.engine.config.strategy == "DDS" and index.engine.config.window_size == 256
+    index.engine.store.close()
 
     reopened = SlidingWindowIndex(tmp_path / "store", embedding=emb, show_progress=False)  # no config given
-    recorded = reopened.tuned_config
+    recorded = reopened.engine.tuned_config
     assert recorded is not None
     assert recorded.index_kwargs == tuned.index_kwargs and recorded.retriever_kwargs == tuned.retriever_kwargs
     assert recorded.evidence == {"best": {"mean": 0.9, "n": 3}}  # the summary, not every candidate
@@ -63,19 +63,19 @@ def test_index_records_the_configuration_and_reports_it_after_reopening(tmp_path
     assert reopened.as_retriever(k_child=5, budget_tokens=300).k_child == 5  # explicit keywords win
     docs = retriever.invoke("Who opened the bridge?")
     assert docs and sum(len(d.page_content) for d in docs) > 0
-    reopened.store.close()
+    reopened.engine.store.close()
 
     # another retriever part on the same chunking is recorded in place of the first
     other = TunedConfig(tuned.index_kwargs, {**tuned.retriever_kwargs, "k_child": 15})
     again = SlidingWindowIndex(tmp_path / "store", embedding=emb, show_progress=False, config=other.to_dict())
-    assert again.tuned_config.retriever_kwargs["k_child"] == 15
-    again.store.close()
-    assert SlidingWindowIndex(tmp_path / "store", embedding=emb).tuned_config.retriever_kwargs["k_child"] == 15
+    assert again.engine.tuned_config.retriever_kwargs["k_child"] == 15
+    again.engine.store.close()
+    assert SlidingWindowIndex(tmp_path / "store", embedding=emb).engine.tuned_config.retriever_kwargs["k_child"] == 15
 
 
 def test_an_index_without_a_configuration_keeps_the_defaults(tmp_path):
     index = SlidingWindowIndex(tmp_path / "plain", embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
-    assert index.tuned_config is None
+    assert index.engine.tuned_config is None
     retriever = index.as_retriever()
     assert retriever.k_child == 30 and retriever.budget_tokens == 1500
 
@@ -84,7 +84,7 @@ def test_index_config_errors(tmp_path, tuned):
     emb = DeterministicFakeEmbedding(size=16)
     with pytest.raises(ValueError, match="strategy='FFS' contradicts the tuned configuration"):
         SlidingWindowIndex(tmp_path / "a", embedding=emb, config=tuned, strategy="FFS")
-    SlidingWindowIndex(tmp_path / "b", embedding=emb, config=tuned, strategy="dds").store.close()  # same value
+    SlidingWindowIndex(tmp_path / "b", embedding=emb, config=tuned, strategy="dds").engine.store.close()  # same value
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(ValueError, match="not a JSON configuration"):
         SlidingWindowIndex(tmp_path / "c", embedding=emb, config=tmp_path / "bad.json")
@@ -93,7 +93,7 @@ def test_index_config_errors(tmp_path, tuned):
     with pytest.raises(TypeError, match="config must be"):
         SlidingWindowIndex(tmp_path / "c", embedding=emb, config=42)
     # an index built with other chunking refuses the configuration
-    SlidingWindowIndex(tmp_path / "d", embedding=emb).store.close()
+    SlidingWindowIndex(tmp_path / "d", embedding=emb).engine.store.close()
     with pytest.raises(ValueError, match="other chunking parameters"):
         SlidingWindowIndex(tmp_path / "d", embedding=emb, config=tuned)
 

@@ -60,7 +60,7 @@ def test_context_and_cuts_are_marked_where_the_planner_put_them(index, budget):
     question = "Did the ships see the beam of the lamp?"
     view = RetrievalView.from_index(index, question, k_child=15, budget_tokens=budget)
     # the view runs the retriever's planner: same spans as the planner on the same hits
-    again = spans_for([index.search_children(question, 15)], index, budget_tokens=budget)
+    again = spans_for([index.engine.search_children(question, 15)], index.engine, budget_tokens=budget)
     assert [(s.source_id, s.start, s.end) for s in view.spans] == [(s.source_id, s.start, s.end) for s in again]
     document = view.to_html()
     segs = [r for r in marked_regions(document) if "s" in r.classes]
@@ -87,7 +87,7 @@ def test_context_and_cuts_are_marked_where_the_planner_put_them(index, budget):
 
 def test_rankers_ranks_are_shown(index):
     # k_child = every chunk: the dense list holds them all, so each BM25 hit is in both lists
-    view = RetrievalView.from_index(index, "Did the ships see the beam of the lamp?", k_child=index.count("small"))
+    view = RetrievalView.from_index(index, "Did the ships see the beam of the lamp?", k_child=index.engine.count("small"))
     document = view.to_html()
     both = [h for h in view.hits if "bm25_rank" in h.metadata and "dense_rank" in h.metadata]
     assert both

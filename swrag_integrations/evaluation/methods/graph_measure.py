@@ -243,7 +243,7 @@ def run_global_cmd(argv: list[str]) -> int:
                        "top_points": [p[:2] for p in result.points[:3]]}
                 rows.append(row)
                 print(json.dumps(row, ensure_ascii=False), flush=True)
-        index.store.close()
+        index.engine.store.close()
     (out / "global_cost.json").write_text(json.dumps({"setup": setup, "rows": rows}, indent=2, ensure_ascii=False),
                                           encoding="utf-8")
     return 0

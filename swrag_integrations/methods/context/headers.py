@@ -203,7 +203,7 @@ class ChunkHeaderWriter:
         self.max_new_tokens = max_new_tokens or max_header_tokens + 28
         self.max_document_tokens = max_document_tokens
         self.chunk_size = chunk_size
-        self.index = index
+        self.index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
         self.use_kv_cache = use_kv_cache
         self._model_name = model_name
         self.show_progress = show_progress

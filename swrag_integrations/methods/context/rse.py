@@ -293,7 +293,8 @@ class SegmentExtractor:
         if self.order not in ("value", "document"):
             raise ValueError(f"order must be 'value' or 'document', got {self.order!r}")
         self.params  # validates the preset and the overrides
-        if self.chunks is not None and not (hasattr(self.chunks, "chunk_rows") or callable(self.chunks)):
+        chunks = getattr(self.chunks, "engine", self.chunks)  # a face (SlidingWindowIndex) stands for its engine
+        if chunks is not None and not (hasattr(chunks, "chunk_rows") or callable(chunks)):
             raise TypeError("chunks must be an index with chunk_rows (a SlidingWindowIndex) or a "
                             "callable(source_id, lo, hi)")
 
@@ -368,10 +369,11 @@ class SegmentExtractor:
                     f"segment {lo}..{hi} of source {source_id!r} needs chunks that were not retrieved "
                     "(or lack start_index/end_index); pass chunks=<SlidingWindowIndex or callable>"
                 )
-            if hasattr(self.chunks, "chunk_rows"):
-                got = [(r.index, r.start, r.end, r.text) for r in self.chunks.chunk_rows([(source_id, lo, hi)])[source_id]]
+            chunks = getattr(self.chunks, "engine", self.chunks)  # a face (SlidingWindowIndex) stands for its engine
+            if hasattr(chunks, "chunk_rows"):
+                got = [(r.index, r.start, r.end, r.text) for r in chunks.chunk_rows([(source_id, lo, hi)])[source_id]]
             else:
-                got = self.chunks(source_id, lo, hi)
+                got = chunks(source_id, lo, hi)
             for row in _normalise_rows(got):
                 if lo <= row[0] <= hi:
                     rows.setdefault(row[0], row)

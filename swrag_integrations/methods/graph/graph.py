@@ -90,6 +90,7 @@ def passages_from_index(index: Any, unit: str = "medium", source_ids: Sequence[s
     """
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+    index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     sids = list(source_ids) if source_ids is not None else index.source_ids()
     records = records if records is not None else index.store.get_many(sids)
     m = index.config.medium_size
@@ -486,11 +487,13 @@ class PassageGraph:
 
 def save_graph(graph: PassageGraph, index: Any, name: str = GRAPH_BLOB) -> None:
     """Store ``graph`` in the index's source store (a blob; no pickle)."""
+    index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     index.store.put_blob(name, graph.to_bytes())
 
 
 def load_graph(index: Any, name: str = GRAPH_BLOB) -> PassageGraph | None:
     """The graph stored in the index's source store, or ``None``."""
+    index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     raw = index.store.get_blob(name)
     return None if raw is None else PassageGraph.from_bytes(raw)
 
@@ -539,6 +542,7 @@ def build_graph(index: Any, extractor: Any = None, *, graph: PassageGraph | None
         if graph.meta.get(key) not in (None, value):
             raise ValueError(f"the graph was built with {key}={graph.meta[key]!r}, not {value!r}: build a new graph")
     graph.meta.update(unit=unit, extractor=fingerprint)
+    index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     report = BuildReport()
     heads = {sid: h for sid, h in index.store.heads().items() if h.state == "complete"}
     gone = [sid for sid in graph.source_hashes if sid not in heads]
@@ -565,7 +569,7 @@ def build_graph(index: Any, extractor: Any = None, *, graph: PassageGraph | None
         bar.update(len(sids))
     bar.close()
     if synonyms:
-        emb = embeddings if embeddings is not None else getattr(index, "embeddings", None)
+        emb = embeddings if embeddings is not None else getattr(getattr(index, "vectors", None), "embedding", None)
         if emb is not None:
             report.synonym_edges = graph.link_synonyms(emb, show_progress=show_progress)
             graph.meta.setdefault("embedding", type(emb).__name__)

@@ -76,6 +76,7 @@ class GraphRAG:
                  search_type: str = "mmr", weights: Sequence[float] = (0.5, 0.5), focus: bool = True) -> None:
         if not isinstance(graph, PassageGraph):
             raise TypeError(f"graph must be a PassageGraph, got {type(graph).__name__}")
+        index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
         for name in ("search_children", "chunk_rows", "store", "config"):
             if not hasattr(index, name):
                 raise TypeError(f"index must be a SlidingWindowIndex (needs {name}), got {type(index).__name__}")
@@ -95,7 +96,7 @@ class GraphRAG:
         self.focus = bool(focus)
         self.search_type = search_type
         self.weights = tuple(weights)
-        emb = embeddings if embeddings is not None else getattr(index, "embeddings", None)
+        emb = embeddings if embeddings is not None else getattr(getattr(index, "vectors", None), "embedding", None)
         self.linker = QueryLinker(graph, extractor=extractor, embeddings=emb, link_top_k=link_top_k,
                                   link_threshold=link_threshold)
         self.communities: list[Community] | None = None

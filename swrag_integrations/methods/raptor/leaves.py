@@ -66,6 +66,7 @@ def leaves_from_index(index: Any, source_ids: Sequence[str] | None = None, *, le
     """
     if level not in INDEX_LEVELS:
         raise ValueError(f"level must be one of {INDEX_LEVELS}, got {level!r}")
+    index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     sids = list(source_ids) if source_ids is not None else index.source_ids()
     records = index.store.get_many(sids)
     out: list[Leaf] = []

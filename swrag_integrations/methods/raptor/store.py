@@ -74,6 +74,7 @@ class RaptorIndex:
             raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
         if not name or any(c in name for c in "/\\ "):
             raise ValueError(f"name must be non-empty without '/', '\\' or spaces, got {name!r}")
+        index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
         self.index = index
         self.store = store if store is not None else getattr(index, "store", None)
         if self.store is not None and not (callable(getattr(self.store, "get_blob", None))
@@ -90,7 +91,7 @@ class RaptorIndex:
         self.leaves = leaves
         if embeddings is None:
             if index is not None:
-                embeddings = index.embeddings
+                embeddings = index.vectors.embedding
             else:
                 from swrag_integrations.embeddings.minilm import default_embeddings
 
