@@ -302,7 +302,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     store = getattr(args, "store", None)
     own_index = args.persist_dir is None and not args.host and not (store or "").startswith("chroma://")
     if args.persist_dir is None:
-        from swrag_integrations.llm import default_cache_dir
+        from swrag_integrations.llm.loader import default_cache_dir
 
         # a folder per kind of store: an index's sources belong to the store its vectors are in
         args.persist_dir = str(default_cache_dir() / ("demo-index" if store in (None, "chroma") else "demo-index-milvus"))

@@ -296,7 +296,7 @@ def _question_record(
     t2 = time.perf_counter()
     grounding = None
     if run.generate:
-        from swrag_integrations.methods.grounding import groundedness
+        from swrag_integrations.methods.grounding.align import groundedness
 
         grounding = groundedness(prediction, ctx.spans, question=example.question)
     split = run.split

@@ -13,7 +13,8 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from swrag_integrations.evaluation import EvalConfig, count_tokens
+from swrag_integrations.evaluation.context import count_tokens
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.evaluation.peers.anchors import (
     LangChainEnsemblePipeline,
     LangChainParentDocumentPipeline,

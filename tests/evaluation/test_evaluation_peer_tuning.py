@@ -8,7 +8,7 @@ import re
 import pytest
 from fake_embeddings import TrigramEmbedder
 
-from swrag_integrations.evaluation import EvalConfig
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.evaluation.peers.anchors import (
     LangChainEnsemblePipeline,
     LangChainParentDocumentPipeline,

@@ -18,79 +18,53 @@ lazily from here, e.g. ``from swrag_integrations.methods.context import Relevant
 
 from __future__ import annotations
 
-from typing import Any
+from swrag_integrations.core._lazy import lazy_exports
 
-from swrag_integrations.methods.context.headers import (
-    AUTO_CONTEXT_PROMPT,
-    CONTEXT_CHUNK_PROMPT,
-    CONTEXT_DOCUMENT_PROMPT,
-    ContextualChunkHeaders,
-    ContextualEmbeddings,
-    HeaderCache,
-    HeaderReport,
-    clean_header,
-    text_to_index,
-)
-from swrag_integrations.methods.context.ordering import (
-    DiversityReranker,
-    LostInTheMiddleReorder,
-    apply_budget,
-    context_diversity,
-    greedy_diversity_order,
-    litm_order,
-    mean_pairwise_cosine_distance,
-    mmr_order,
-)
-from swrag_integrations.methods.context.rerank import JUDGE_PROMPT, BaseReranker, CompressorReranker, EmbeddingReranker, LLMJudgeReranker, Reranker
-from swrag_integrations.methods.context.rse import RSE_PRESETS, RelevantSegmentExtractor, RSEParams, Segment, best_segment, chunk_values
-
-__all__ = [
-    "AUTO_CONTEXT_PROMPT",
-    "BaseReranker",
-    "CONTEXT_CHUNK_PROMPT",
-    "CONTEXT_DOCUMENT_PROMPT",
-    "CompressorNodePostprocessor",
-    "CompressorReranker",
-    "ContextualChunkHeaders",
-    "ContextualEmbeddings",
-    "ContextualHeaderTransform",
-    "DiversityPostprocessor",
-    "DiversityReranker",
-    "EmbeddingReranker",
-    "HeaderCache",
-    "HeaderReport",
-    "JUDGE_PROMPT",
-    "LLMJudgeReranker",
-    "LostInTheMiddlePostprocessor",
-    "LostInTheMiddleReorder",
-    "RSEParams",
-    "RSE_PRESETS",
-    "RelevantSegmentExtractor",
-    "RelevantSegmentPostprocessor",
-    "RerankPostprocessor",
-    "Reranker",
-    "Segment",
-    "apply_budget",
-    "best_segment",
-    "chunk_values",
-    "clean_header",
-    "context_diversity",
-    "greedy_diversity_order",
-    "litm_order",
-    "mean_pairwise_cosine_distance",
-    "mmr_order",
-    "text_to_index",
-]
-
+# Imported on first use (the LlamaIndex wrappers import LlamaIndex).
 _LAZY = {
-    "CompressorNodePostprocessor", "ContextualHeaderTransform", "DiversityPostprocessor",
-    "LostInTheMiddlePostprocessor", "RelevantSegmentPostprocessor", "RerankPostprocessor",
+    "CompressorNodePostprocessor": "llama_index",
+    "CompressorReranker": "rerank",
+    "ContextualChunkHeaders": "headers",
+    "ContextualHeaderTransform": "llama_index",
+    "DiversityPostprocessor": "llama_index",
+    "DiversityReranker": "ordering",
+    "EmbeddingReranker": "rerank",
+    "LLMJudgeReranker": "rerank",
+    "LostInTheMiddlePostprocessor": "llama_index",
+    "LostInTheMiddleReorder": "ordering",
+    "RelevantSegmentExtractor": "rse",
+    "RelevantSegmentPostprocessor": "llama_index",
+    "RerankPostprocessor": "llama_index",
 }
 
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "AUTO_CONTEXT_PROMPT": "headers",
+    "BaseReranker": "rerank",
+    "CONTEXT_CHUNK_PROMPT": "headers",
+    "CONTEXT_DOCUMENT_PROMPT": "headers",
+    "ContextualEmbeddings": "headers",
+    "HeaderCache": "headers",
+    "HeaderReport": "headers",
+    "JUDGE_PROMPT": "rerank",
+    "RSEParams": "rse",
+    "RSE_PRESETS": "rse",
+    "Reranker": "rerank",
+    "Segment": "rse",
+    "apply_budget": "ordering",
+    "best_segment": "rse",
+    "chunk_values": "rse",
+    "clean_header": "headers",
+    "context_diversity": "ordering",
+    "greedy_diversity_order": "ordering",
+    "litm_order": "ordering",
+    "mean_pairwise_cosine_distance": "ordering",
+    "mmr_order": "ordering",
+    "text_to_index": "headers",
+}
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from swrag_integrations.methods.context import llama_index as llama_index
+__all__ = sorted(_LAZY)
 
-        return getattr(llama_index, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)
