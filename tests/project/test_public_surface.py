@@ -119,3 +119,25 @@ def test_the_project_imports_no_deprecated_name_from_a_package() -> None:
                  if (package, name) in deprecated]
     assert not offenders, "\n".join(offenders)
 
+
+
+def test_api_reference_reads_a_lazy_table_with_deprecated_names(tmp_path: Path) -> None:
+    """docs/_hooks.py locates a lazy name through the table given to ``lazy_exports`` even when a
+    deprecated table follows it, and gives the deprecated names no entry."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import _hooks
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    package = tmp_path / _hooks.PACKAGE
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text('__all__ = []\n')
+    (package / "sub" / "__init__.py").write_text(
+        "from x import lazy_exports\n_LAZY = {'main': 'app'}\n_DEPRECATED = {'old': 'app'}\n__all__ = sorted(_LAZY)\n"
+        "__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)\n")
+    for module in ("app", "other"):  # ``main`` is defined twice: only the lazy table says which is public
+        (package / "sub" / f"{module}.py").write_text('def main():\n    """Run."""\n\ndef old():\n    """Old."""\n')
+    pages = {page.module: page for page in _hooks.api_pages(tmp_path)}
+    assert pages[f"{_hooks.PACKAGE}.sub"].names == {"main": f"{_hooks.PACKAGE}.sub.app.main"}
