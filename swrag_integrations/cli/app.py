@@ -591,6 +591,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Exit codes: 0 ok, 2 bad usage or input, 3 missing file/index, server down, damaged
     or locked index, a full disk, 4 ``status``/``repair``: the index needs a repair, 1 an unexpected
     error (``SWRAG_DEBUG=1`` prints its traceback).
+
+    Args:
+        argv: The arguments after ``swrag``; ``None`` reads ``sys.argv``.
     """
     import sqlite3
     import warnings

@@ -217,11 +217,11 @@ _default_lock = threading.Lock()
 
 
 def default_embeddings(backend: str | None = None) -> MiniLMEmbeddings:
-    """A process-wide shared :class:`MiniLMEmbeddings` per backend (loaded on first use).
+    """A process-wide shared `MiniLMEmbeddings` per backend (loaded on first use).
 
     Args:
         backend: ``sentence-transformers``, ``onnx`` or ``onnx-int8``; ``None`` takes
-            ``$SWRAG_EMBEDDINGS_BACKEND`` or else the :data:`DEFAULT_BACKEND` (``onnx-int8``).
+            ``$SWRAG_EMBEDDINGS_BACKEND`` or else the `DEFAULT_BACKEND` (``onnx-int8``).
 
     Raises:
         ValueError: ``backend`` or ``$SWRAG_EMBEDDINGS_BACKEND`` names no backend.

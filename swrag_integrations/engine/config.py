@@ -31,7 +31,7 @@ class IndexConfig:
         medium_size: small chunks per derived medium chunk.
         strategy: ``"chunks"`` (windows of ``window_size`` small chunks moving by
             ``step`` chunks) or ``"FFS"``/``"DFS"``/``"DDS"`` (windows from
-            :func:`~swrag_integrations.core.windows.iter_windows`, sizes in ``unit``).
+            `iter_windows`, sizes in ``unit``).
         window_size, step: the windows' size and step (see ``strategy``).
         unit: ``"token"`` or ``"char"``.
         delimiters: DFS/DDS delimiters (``None``: the method's set).
@@ -84,7 +84,7 @@ class IndexConfig:
                             delimiters=self.delimiters, encoding_name=self.encoding_name)
 
     def window_config(self) -> WindowConfig:
-        """The :class:`~swrag_integrations.core.windows.WindowConfig` of FFS/DFS/DDS windows."""
+        """The `WindowConfig` of FFS/DFS/DDS windows."""
         if self.strategy == "chunks":
             raise ValueError("strategy 'chunks' has no window configuration")
         return WindowConfig(strategy=self.strategy, window_size=self.window_size, step=self.step, unit=self.unit,

@@ -147,7 +147,7 @@ def check_writable(path: str | os.PathLike) -> Path:
 
 @dataclass
 class TunedConfig:
-    """A configuration for :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` and
+    """A configuration for `SlidingWindowIndex` and
     its retriever, with the evidence that chose it.
 
     Attributes:
@@ -158,7 +158,7 @@ class TunedConfig:
             ``index.as_retriever(**retriever_kwargs)``.
         chosen: ``"tuned"`` (the search's winner) or ``"default"`` (the winner did not
             beat today's defaults on the synthetic questions, so they are kept).
-        evidence: what the search measured (see :func:`~.tune.tune`).
+        evidence: what the search measured (see `tune`).
     """
 
     index_kwargs: dict[str, Any]
@@ -243,7 +243,7 @@ class TunedConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TunedConfig":
-        """Read a file written by :meth:`save`.
+        """Read a file written by `save`.
 
         Raises:
             FileNotFoundError: no such file.
@@ -282,5 +282,5 @@ class TunedConfig:
 
 
 def load_config(path: str | os.PathLike) -> TunedConfig:
-    """:meth:`TunedConfig.load`."""
+    """`TunedConfig.load`."""
     return TunedConfig.load(path)

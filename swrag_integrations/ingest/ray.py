@@ -200,12 +200,12 @@ def index_with_ray(index: "EngineState | Any", paths: Any, *, address: str = "lo
                    runtime_env: dict[str, Any] | None = None, node_ip_address: str | None = None) -> "IndexReport":
     """Index the files under ``paths`` with a Ray Data pipeline; the driver writes.
 
-    Same semantics and report as :meth:`~.index.SlidingWindowIndex.add_files` (with
+    Same semantics and report as `add_files` (with
     ``prune`` the index mirrors the files). See the module docstring for the stages.
 
     Args:
         address: ``"local"``, ``"auto"``, ``"HOST:PORT"`` or ``"ray://HOST:PORT"``
-            (:func:`connect_ray`); an unreachable one raises ``ConnectionError`` and
+            (`connect_ray`); an unreachable one raises ``ConnectionError`` and
             nothing is written. If this process is already connected to Ray, that
             connection is used (and kept).
         actors: embedding actors (each loads the model once).

@@ -397,8 +397,8 @@ def index_in_parallel(index: "EngineState | Any", documents: Iterable[Any] | Non
                       embedding_factory: Callable[[], Any] | None = None, threads_per_worker: int = 1) -> "IndexReport":
     """Index ``documents`` (or the files under ``paths``) with ``workers`` processes.
 
-    Same semantics and report as :meth:`~.index.SlidingWindowIndex.index_documents` /
-    :meth:`~.index.SlidingWindowIndex.add_files` (``paths``: with ``prune`` the index
+    Same semantics and report as `index_documents` /
+    `add_files` (``paths``: with ``prune`` the index
     mirrors the files, as ``add_files`` does); see the module docstring for how the
     work is split.
 

@@ -128,8 +128,8 @@ class BM25Index:
 
     Args:
         k1, b, method: BM25 parameters passed to ``bm25s.BM25``.
-        stopwords: as in :func:`tokenize`.
-        tokenizer: custom ``str -> list[str]``; replaces :func:`tokenize`.
+        stopwords: as in `tokenize`.
+        tokenizer: custom ``str -> list[str]``; replaces `tokenize`.
     """
 
     FORMAT_VERSION = 1
@@ -321,7 +321,7 @@ class BM25Index:
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, tokenizer: Callable[[str], list[str]] | None = None) -> "BM25Index":
-        """Load an index written by :meth:`to_bytes` (``allow_pickle=False``)."""
+        """Load an index written by `to_bytes` (``allow_pickle=False``)."""
         import io
 
         with np.load(io.BytesIO(raw), allow_pickle=False) as data:
@@ -358,7 +358,7 @@ class BM25Index:
         return index
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write :meth:`to_bytes` to the file ``path`` atomically (temp file + rename)."""
+        """Write `to_bytes` to the file ``path`` atomically (temp file + rename)."""
         path = Path(path)
         private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
@@ -372,7 +372,7 @@ class BM25Index:
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, tokenizer: Callable[[str], list[str]] | None = None) -> "BM25Index":
-        """Load a file written by :meth:`save`."""
+        """Load a file written by `save`."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no BM25 index at {path}")

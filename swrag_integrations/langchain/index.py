@@ -120,7 +120,7 @@ class SlidingWindowIndex(VectorStore):
     indexes documents (each cut into small chunks), ``delete``/``get_by_ids`` take the
     ids it returned, ``similarity_search`` (with scores, MMR, by vector) returns the
     added documents as they were added, ranked by their best chunk; windows come from
-    the retrievers: ``as_retriever`` gives a :class:`~.retriever.WindowedParentRetriever`
+    the retrievers: ``as_retriever`` gives a `WindowedParentRetriever`
     (merged windows under a token budget). It passes LangChain's
     ``VectorStoreIntegrationTests`` and works with its indexing API
     (``langchain_core.indexing.index``).
@@ -132,39 +132,39 @@ class SlidingWindowIndex(VectorStore):
             ``source_store``, ``host`` or ``client``) the index lives in memory, like
             LangChain's ``Chroma()``: an ``InMemoryVectorStore`` and an
             ``InMemoryByteStore``, gone with the object. The CLI's index is
-            :func:`~swrag_integrations.core.paths.default_index_dir` (``$SWRAG_HOME/index``, else
+            `default_index_dir` (``$SWRAG_HOME/index``, else
             ``$XDG_DATA_HOME/swrag/index``): pass it to share that one.
         vectorstore: any LangChain ``VectorStore`` for the chunk vectors (it embeds
             the chunk texts with its own embedding; ``embedding`` defaults to it).
             Needs ``source_store`` or ``persist_directory`` for the sources.
-        storage: the vector store by URI (:mod:`.store_uri`): ``"milvus:PATH.db"``
+        storage: the vector store by URI (`.store_uri`): ``"milvus:PATH.db"``
             (Milvus Lite), ``"milvus"`` (``<persist_directory>/milvus.db``),
             ``"milvus://HOST:19530"``, ``"chroma://HOST:8000"`` or ``"chroma"`` (the
-            default); or a :class:`~.storage.VectorStorage` object (e.g. a
-            :class:`~.milvus.MilvusStorage`). With Milvus, keyword search runs in the store.
-        source_store: where the sources live: a :class:`~.sources.SourceStore`, a path
+            default); or a `VectorStorage` object (e.g. a
+            `MilvusStorage`). With Milvus, keyword search runs in the store.
+        source_store: where the sources live: a `SourceStore`, a path
             to a SQLite file, or any LangChain byte store (``LocalFileStore``...).
         embedding: LangChain ``Embeddings`` for queries (and for the default Chroma);
             default the bundled MiniLM.
         collection_name: Chroma collection of the default vector store.
         host, port, ssl, headers: use a running Chroma server for vectors and sources.
         client: an existing chromadb client for the default vector store.
-        chunk_size, child, medium_size, strategy, window_size, step, unit, delimiters, encoding_name: the chunking (:class:`~.config.IndexConfig`); ``None`` takes
+        chunk_size, child, medium_size, strategy, window_size, step, unit, delimiters, encoding_name: the chunking (`IndexConfig`); ``None`` takes
             the stored value of an existing index (different values raise).
         batch_size: chunks embedded and written per batch.
         show_progress: tqdm progress bars while indexing (default off: quiet in a library call).
         index_text: optional ``chunk text -> text to index`` for BM25 and the default
             store's embeddings (e.g. contextual headers); stored chunks stay exact.
         lock_timeout: seconds a writer waits for another one.
-        config: a tuned configuration (a :class:`~swrag_integrations.tuning.TunedConfig`,
+        config: a tuned configuration (a `TunedConfig`,
             the path of a file written by ``swrag tune``, or its dict): its index part
             sets the chunking (an explicit chunking keyword that disagrees raises
             ``ValueError``), and the whole configuration is recorded in the index
-            (:attr:`tuned_config`, kept across reopening), so :meth:`as_retriever`
+            (`tuned_config`, kept across reopening), so `as_retriever`
             starts from its retriever settings.
         keyword_search: ``"auto"`` (the store's own keyword search where it has one),
             ``"store"`` or ``"local"`` (the in-process BM25), see
-            :class:`~.engine.IndexEngine`.
+            `IndexEngine`.
     """
 
     def __init__(
@@ -293,7 +293,7 @@ class SlidingWindowIndex(VectorStore):
         return self._collection_name
 
     def check_embedding(self) -> None:
-        """Raise :class:`IndexMismatchError` when the embedding's dimension differs from
+        """Raise `IndexMismatchError` when the embedding's dimension differs from
         the one the index was built with."""
         self.engine.check_embedding()
 
@@ -330,14 +330,14 @@ class SlidingWindowIndex(VectorStore):
     def index_documents(self, documents: Iterable[Document], *, ids: Sequence[str] | None = None,
                         prune: bool | str = False, remove_origins: Iterable[str] | None = None,
                         workers: int | None = None) -> Any:
-        """Index documents; returns an :class:`~.writer.IndexReport`.
+        """Index documents; returns an `IndexReport`.
 
         Re-adding an unchanged document writes nothing (unless its vectors are
-        missing); a changed one (same :func:`~.ids.source_key`) replaces its record and
+        missing); a changed one (same `source_key`) replaces its record and
         vectors; an empty one removes the previous version of that source. ``ids`` gives
         each document's identity (as ``Document.id``). Text or metadata with a lone
         surrogate (not valid Unicode) is refused with a ``ValueError`` naming the
-        document, before anything is written (:func:`~.records.check_storable`).
+        document, before anything is written (`check_storable`).
 
         Args:
             prune: ``"origins"`` (or ``True``): for every file (``metadata["source"]``)
@@ -347,7 +347,7 @@ class SlidingWindowIndex(VectorStore):
             remove_origins: also remove the sources of these files (``metadata["source"]``
                 values) that are not in the batch, e.g. files deleted from a re-indexed folder.
             workers: cut and embed in this many worker processes, one writer
-                (:func:`~.parallel.index_in_parallel`); ``None``: in this process.
+                (`index_in_parallel`); ``None``: in this process.
         """
         return self.engine.index_documents(documents, ids=ids, prune=prune, remove_origins=remove_origins,
                                            workers=workers)
@@ -355,7 +355,7 @@ class SlidingWindowIndex(VectorStore):
     def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
                   encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
         """Load files and index them, the index then mirroring them: see
-        :meth:`~.engine.IndexEngine.add_files` (the one implementation, which this calls)."""
+        `add_files` (the one implementation, which this calls)."""
         return self.engine.add_files(paths, prune=prune, encoding=encoding, errors=errors, workers=workers)
 
     def add_documents(self, documents: list[Document], ids: list[str] | None = None, **kwargs: Any) -> list[str]:
@@ -364,11 +364,11 @@ class SlidingWindowIndex(VectorStore):
         The id of a document is ``ids[i]`` or ``Document.id`` if given (and then
         ``delete``/``get_by_ids`` take it), else its source id; an id that is a source id
         of the index (what ``add_texts`` returned) replaces that source. Every document is
-        kept, also several of one source (see :func:`~.ids.batch_source_ids`). Chunks that
+        kept, also several of one source (see `batch_source_ids`). Chunks that
         carry their offsets in a source (``source`` and ``start_index``, no id) are joined
-        into that source's text (:func:`~.records.join_offset_chunks`), so windows come
+        into that source's text (`join_offset_chunks`), so windows come
         back in the source's coordinates; each chunk's id is ``"<source id>@<start>:<end>"``
-        (:func:`~.ids.member_id`). Deleting a chunk joins the rest of its piece again: the
+        (`member_id`). Deleting a chunk joins the rest of its piece again: the
         ids of chunks after a gap it leaves, or of a piece whose first chunk it was, change
         with the piece's source id.
         ``batch_size`` is accepted (the index batches by itself); other keywords raise
@@ -396,8 +396,8 @@ class SlidingWindowIndex(VectorStore):
         return self.engine.resolve_ids(ids)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
-        """LangChain ``VectorStore.delete``: remove sources (by the ids :meth:`add_documents`
-        returned, or source ids). ``ids=None`` raises (use :meth:`reset`)."""
+        """LangChain ``VectorStore.delete``: remove sources (by the ids `add_documents`
+        returned, or source ids). ``ids=None`` raises (use `reset`)."""
         _only(kwargs, set(), "delete")
         if ids is None:
             raise ValueError("ids must be given (SlidingWindowIndex.reset() removes everything)")
@@ -417,11 +417,11 @@ class SlidingWindowIndex(VectorStore):
     def repair(self, *, deep: bool = False) -> Any:
         """Complete or remove unfinished sources, write missing vectors, rebuild a damaged
         vector collection and the keyword index from the source store; returns an
-        :class:`~.writer.IndexReport`."""
+        `IndexReport`."""
         return self.engine.repair(deep=deep)
 
     def status(self, *, deep: bool = False, probe: bool = True) -> Any:
-        """Health of every part (:class:`~.health.IndexStatus`); ``deep`` checks every
+        """Health of every part (`IndexStatus`); ``deep`` checks every
         vector id and the source store's integrity too; ``probe=False`` skips the checks
         that need the embedding model (it is then not loaded)."""
         return self.engine.status(deep=deep, probe=probe)
@@ -438,7 +438,7 @@ class SlidingWindowIndex(VectorStore):
 
     def count(self, level: str | None = "small") -> int:
         """Small chunks (``"small"``), derived medium chunks (``"medium"``) or vectors held
-        (``None``; ``-1`` if unknown): :meth:`~.engine.IndexEngine.count`."""
+        (``None``; ``-1`` if unknown): `count`."""
         return self.engine.count(level)
 
     def source_ids(self, *, include_incomplete: bool = False) -> list[str]:
@@ -482,7 +482,7 @@ class SlidingWindowIndex(VectorStore):
                 for c in self.engine.get_chunks(ids)]
 
     def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
-        """Rows of chunk ranges ``(source_id, lower, upper)`` (see :class:`~.protocols.ChunkIndex`)."""
+        """Rows of chunk ranges ``(source_id, lower, upper)`` (see `ChunkIndex`)."""
         return self.engine.chunk_rows(ranges)
 
     def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
@@ -495,12 +495,12 @@ class SlidingWindowIndex(VectorStore):
 
     # ------------------------------------------------------------------ search
     def bm25_search(self, query: str, k: int = 20, *, filter: Any = None) -> list[tuple[str, float]]:
-        """``(chunk_id, score)`` of the ``k`` best BM25 chunks (:meth:`~.engine.IndexEngine.bm25_search`)."""
+        """``(chunk_id, score)`` of the ``k`` best BM25 chunks (`bm25_search`)."""
         return self.engine.bm25_search(query, k, filter=filter)
 
     def dense_ids(self, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
                   lambda_mult: float = 0.5, filter: Any = None) -> list[str]:
-        """Chunk ids of the ``k`` nearest small chunks (:meth:`~.engine.IndexEngine.dense_ids`)."""
+        """Chunk ids of the ``k`` nearest small chunks (`dense_ids`)."""
         return self.engine.dense_ids(query, k, search_type=search_type, fetch_k=fetch_k, lambda_mult=lambda_mult,
                                      filter=filter)
 
@@ -516,7 +516,7 @@ class SlidingWindowIndex(VectorStore):
     def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE,
                         weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
                         filter: Any = None) -> list[ChildHit]:
-        """Stage 1 of the windowed parent retriever (:meth:`~.engine.IndexEngine.search_children`)."""
+        """Stage 1 of the windowed parent retriever (`search_children`)."""
         return self.engine.search_children(query, k, search_type=search_type, weights=weights, rrf_c=rrf_c,
                                            filter=filter)
 
@@ -546,7 +546,7 @@ class SlidingWindowIndex(VectorStore):
                                weights=list(weights), c=c, k=k, names=["bm25", "dense"])
 
     def as_retriever(self, **kwargs: Any):
-        """The package's retriever on this index: a :class:`~.retriever.WindowedParentRetriever`.
+        """The package's retriever on this index: a `WindowedParentRetriever`.
 
         It does not return a fixed ``k=4``: it returns as many merged windows (exact
         ``text[start_index:end_index]``) as fit its token budget, ``budget_tokens=1500``
@@ -559,9 +559,9 @@ class SlidingWindowIndex(VectorStore):
         ``search_kwargs={...}`` and ``search_type``: ``"similarity"``/``"mmr"`` choose the
         dense part of the windowed retriever; ``"similarity_score_threshold"`` (with
         ``search_kwargs={"score_threshold": ...}``) returns LangChain's plain
-        ``VectorStoreRetriever`` over the added documents, as :meth:`as_document_retriever`
+        ``VectorStoreRetriever`` over the added documents, as `as_document_retriever`
         does for every search type. Unknown keywords raise ``TypeError``. An index built
-        with a tuned configuration (:attr:`tuned_config`) starts from its retriever
+        with a tuned configuration (`tuned_config`) starts from its retriever
         settings; keywords given here win.
         """
         from swrag_integrations.langchain.retriever import WindowedParentRetriever
@@ -589,15 +589,15 @@ class SlidingWindowIndex(VectorStore):
         """LangChain ``VectorStore.similarity_search``: the ``k`` added documents most similar
         to ``query`` (whole text, their own metadata and id), ranked by their best small chunk.
         ``filter=`` takes a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/
-        $gte/$lt/$lte/$and/$or``; :mod:`.filters`), also on the other search methods.
+        $gte/$lt/$lte/$and/$or``; `.filters`), also on the other search methods.
 
-        Windows are the retrievers' part: :meth:`as_retriever` returns merged windows
+        Windows are the retrievers' part: `as_retriever` returns merged windows
         under a token budget.
         """
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        """:meth:`similarity_search` with each document's relevance in [0, 1] (its best
+        """`similarity_search` with each document's relevance in [0, 1] (its best
         chunk's; higher is better), in rank order."""
         from swrag_integrations.engine.parents import check_query
 
@@ -605,14 +605,14 @@ class SlidingWindowIndex(VectorStore):
 
     def similarity_search_with_score_by_vector(self, embedding: list[float], k: int = 4,
                                                **kwargs: Any) -> list[tuple[Document, float]]:
-        """:meth:`similarity_search_with_score` for a query vector."""
+        """`similarity_search_with_score` for a query vector."""
         from swrag_integrations.langchain.plain import search_documents
 
         _only(kwargs, {"filter"}, "similarity_search")
         return search_documents(self.engine, embedding, k, filter=kwargs.get("filter"))  # type: ignore[return-value]
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
-        """:meth:`similarity_search` for a query vector."""
+        """`similarity_search` for a query vector."""
         return [doc for doc, _ in self.similarity_search_with_score_by_vector(embedding, k, **kwargs)]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
@@ -629,7 +629,7 @@ class SlidingWindowIndex(VectorStore):
 
     def max_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
                                                 lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
-        """:meth:`max_marginal_relevance_search` for a query vector."""
+        """`max_marginal_relevance_search` for a query vector."""
         from swrag_integrations.langchain.plain import search_documents
 
         _only(kwargs, {"filter"}, "max_marginal_relevance_search")

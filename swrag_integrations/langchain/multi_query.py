@@ -181,7 +181,7 @@ class MultiQueryFusionRetriever(BaseRetriever):
 
     Args:
         retriever: any LangChain retriever. A
-            :class:`~swrag_integrations.langchain.retriever.WindowedParentRetriever` gets all
+            `WindowedParentRetriever` gets all
             queries at once (``retrieve_many``), so its token budget is shared among
             them and the windows are merged by offset.
         llm: any LangChain LLM or chat model (``invoke``/``ainvoke``).

@@ -27,7 +27,7 @@ __all__ = ["WindowedParentRetriever", "check_relevance"]
 
 
 class WindowedParentRetriever(BaseRetriever):
-    """LangChain retriever over a :class:`~.protocols.ChunkIndex` (a :class:`~.index.SlidingWindowIndex`).
+    """LangChain retriever over a `ChunkIndex` (a `SlidingWindowIndex`).
 
     Args:
         index: the index.
@@ -62,12 +62,12 @@ class WindowedParentRetriever(BaseRetriever):
             so a question about one source does not fill the budget with unrelated ones.
             Every returned document carries ``metadata["relevance"]``: the best cosine
             similarity of the query and a hit chunk inside it, clipped to [0, 1]
-            (:meth:`~.engine.IndexEngine.search_children`; comparable across queries,
+            (`search_children`; comparable across queries,
             unlike ``score``, the summed RRF values of about 0.01-0.15). It does not change
             the ranking. Also a call-time keyword, as are ``k``, ``k_child``,
             ``budget_tokens`` and ``filter`` (which replaces the retriever's).
         filter: a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/$gte/
-            $lt/$lte/$and/$or``; :mod:`.filters`): only sources whose metadata passes
+            $lt/$lte/$and/$or``; `.filters`): only sources whose metadata passes
             it are searched (BM25 and dense) and widened into windows.
 
     ``k``, ``k_child`` and ``budget_tokens`` can also be given per call
@@ -142,7 +142,7 @@ class WindowedParentRetriever(BaseRetriever):
                             checks={"filter": parse_filter, "min_relevance": check_relevance})
 
     def find_chunks(self, query: str, k_child: int | None = None, *, filter: Any = None):
-        """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`);
+        """Stage 1: fused small-chunk hits for one query (`ChildHit`);
         ``filter``: this call's filter (default: the retriever's)."""
         flt = self.filter if filter is None else filter
         extra = {"filter": flt} if flt is not None else {}
@@ -164,9 +164,9 @@ class WindowedParentRetriever(BaseRetriever):
 
     def trace(self, query: str, **overrides: Any) -> Any:
         """Every step of retrieving ``query`` as a framework-free
-        :class:`~.trace.RetrievalTrace` (hits, parents, kept spans, what each hit lost to
+        `RetrievalTrace` (hits, parents, kept spans, what each hit lost to
         the budget, the settings and filter used); keywords override this retriever's
-        settings (e.g. ``budget_tokens=800``). Views render it (:meth:`explain`)."""
+        settings (e.g. ``budget_tokens=800``). Views render it (`explain`)."""
         from swrag_integrations.engine.trace import trace
 
         floor = check_relevance(overrides.pop("min_relevance", self.min_relevance))

@@ -369,13 +369,13 @@ class PrecomputedEmbeddings(EmbeddingsBase):
 
     A LangChain vector store embeds texts itself in ``add_documents``. To write vectors
     computed elsewhere (worker processes, Ray actors) through *any* store, give the store
-    this object as its embedding: the writer calls :meth:`prime` with a batch's chunk
+    this object as its embedding: the writer calls `prime` with a batch's chunk
     texts and their vectors right before it adds that batch, and the store's call to
-    :meth:`embed_documents` returns them (each primed text is served once, then
+    `embed_documents` returns them (each primed text is served once, then
     forgotten, so memory stays bounded). Texts that were not primed, and every query,
     go to ``base``, so the store behaves exactly as with ``base`` alone.
 
-    The default Chroma store of :class:`~.index.SlidingWindowIndex` is built with it;
+    The default Chroma store of `SlidingWindowIndex` is built with it;
     for your own store::
 
         store = FAISS(embedding_function=PrecomputedEmbeddings(embeddings), ...)

@@ -29,7 +29,7 @@ __all__ = ["LlamaIndexLLM"]
 
 
 class LlamaIndexLLM(CustomLLM):
-    """LlamaIndex ``CustomLLM`` over a :class:`LocalLLM`.
+    """LlamaIndex ``CustomLLM`` over a `LocalLLM`.
 
     ``complete(prompt)`` wraps the prompt in the chat template; ``complete(prompt,
     formatted=True)`` sends it verbatim. ``chat`` passes the messages to the template.

@@ -153,7 +153,7 @@ class WindowsView(View):
 
     Args:
         text: the document.
-        *layouts: :class:`WindowConfig` s, the package's splitters or node parsers
+        *layouts: `WindowConfig` s, the package's splitters or node parsers
             (``DynamicStepTextSplitter(...)``), and/or split results (lists of LangChain
             Documents with ``start_index``/``end_index``, LlamaIndex nodes, ``Span`` s
             or ``(start, end)`` pairs); default: ``WindowConfig()``.

@@ -101,7 +101,7 @@ class CompressorNodePostprocessor(BaseNodePostprocessor):
 
 
 class DiversityPostprocessor(CompressorNodePostprocessor):
-    """:class:`~.ordering.DiversityReranker` for LlamaIndex (keywords go to it).
+    """`DiversityReranker` for LlamaIndex (keywords go to it).
 
     ``embeddings`` may be a LlamaIndex embedding model; left out, ``Settings.embed_model``
     is used when one is set.
@@ -123,7 +123,7 @@ class DiversityPostprocessor(CompressorNodePostprocessor):
 
 
 class LostInTheMiddlePostprocessor(CompressorNodePostprocessor):
-    """:class:`~.ordering.LostInTheMiddleReorder` for LlamaIndex (no query needed)."""
+    """`LostInTheMiddleReorder` for LlamaIndex (no query needed)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(compressor=LostInTheMiddleReorder(**kwargs))
@@ -134,7 +134,7 @@ class LostInTheMiddlePostprocessor(CompressorNodePostprocessor):
 
 
 class RelevantSegmentPostprocessor(CompressorNodePostprocessor):
-    """:class:`~.rse.RelevantSegmentExtractor` for LlamaIndex (chunk nodes in, segments out).
+    """`RelevantSegmentExtractor` for LlamaIndex (chunk nodes in, segments out).
 
     Nodes from the package's node parsers work as they are (their source is their
     ``ref_doc_id``, their position ``chunk_index``; overlapping windows are merged by
@@ -173,7 +173,7 @@ def _docstore_rows(docstore: Any) -> Any:
 
 
 class RerankPostprocessor(CompressorNodePostprocessor):
-    """Any :class:`~.rerank.BaseReranker` (or LangChain compressor) for LlamaIndex."""
+    """Any `BaseReranker` (or LangChain compressor) for LlamaIndex."""
 
     def __init__(self, reranker: BaseReranker | BaseDocumentCompressor, **kwargs: Any) -> None:
         super().__init__(compressor=reranker, require_query=True, **kwargs)
@@ -187,7 +187,7 @@ class ContextualHeaderTransform(TransformComponent):
     """LlamaIndex ``TransformComponent``: documents → chunk nodes with context headers.
 
     Each input node's text is treated as a whole document and cut by
-    :meth:`~.headers.ContextualChunkHeaders.split`; the returned ``TextNode`` s carry the
+    `split`; the returned ``TextNode`` s carry the
     exact chunk text and offsets, with ``context_header`` in their metadata and
     included in the embedding text (``MetadataMode.EMBED``), other metadata excluded.
     """

@@ -173,7 +173,7 @@ _NO = ("no", " no", "No", " No", "NO")
 class LLMJudgeReranker(BaseReranker):
     """Relevance = P(yes) from an LLM asked whether the passage answers the question.
 
-    With the local model (a :class:`~swrag_integrations.llm.LocalLLM` or its LangChain
+    With the local model (a `LocalLLM` or its LangChain
     adapter) this is one forward pass per document, no generation: the chat-templated
     prompt is run and the next-token logits of the single-token spellings of "yes" and
     "no" (``yes``, `` yes``, ``Yes``...) are soft-maxed against each other:
@@ -184,7 +184,7 @@ class LLMJudgeReranker(BaseReranker):
     (``unparsed`` counts those). A call that raises also scores 0.5 (``failed``).
 
     Args:
-        llm: the model (default: :func:`~swrag_integrations.llm.load_llama3`, loaded on
+        llm: the model (default: `load_llama3`, loaded on
             first use).
         prompt: template with ``{document}`` and ``{query}``.
         max_document_tokens: documents longer than this (model tokens for the local
@@ -272,7 +272,7 @@ class LLMJudgeReranker(BaseReranker):
 
 
 class CompressorReranker:
-    """Any LangChain ``BaseDocumentCompressor`` as a :class:`Reranker`.
+    """Any LangChain ``BaseDocumentCompressor`` as a `Reranker`.
 
     The compressor's output order is the ranking; its ``relevance_score`` metadata is
     kept when present, otherwise ``1 / rank`` is written.

@@ -243,7 +243,7 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
     Args:
         preset: ``"balanced"`` (dsRAG's values), ``"precise"`` or ``"expansive"``.
         chunks: where chunks that were not retrieved are read from: a
-            :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` (its
+            `SlidingWindowIndex` (its
             ``chunk_range(source_id, lo, hi)``) or a callable with that signature
             returning ``(chunk_index, start_index, end_index, text)`` rows or chunk
             ``Document`` s. Without it, segments may only contain retrieved chunks (a

@@ -554,7 +554,7 @@ class LLMExtractor:
 
     Args:
         llm: a LangChain LLM, chat model or Runnable (``invoke(str)`` -> ``str`` or a
-            message), or a :class:`~swrag_integrations.llm.LocalLLM` (its
+            message), or a `LocalLLM` (its
             ``as_langchain()`` is used).
         prompt: template with ``{passage}``.
         fallback: extractor used for a passage whose answer gives nothing usable (or
@@ -564,7 +564,7 @@ class LLMExtractor:
             rest are still found by the fallback when the answer fails).
         cache_path: SQLite file of answers (keyed by model, prompt and passage); ``None``
             keeps nothing.
-        query_llm: use the LLM for questions too (:meth:`query_entities`); default the
+        query_llm: use the LLM for questions too (`query_entities`); default the
             rule extractor (an LLM call per question is slow with a local model).
     """
 

@@ -485,12 +485,23 @@ class PassageGraph:
 
 
 def save_graph(graph: PassageGraph, index: Any, name: str = GRAPH_BLOB) -> None:
-    """Store ``graph`` in the index's source store (a blob; no pickle)."""
+    """Store ``graph`` in the index's source store (a blob; no pickle).
+
+    Args:
+        graph: The `PassageGraph` to store.
+        index: The `SlidingWindowIndex` whose source store holds it.
+        name: The name to store it under (`load_graph` reads it back).
+    """
     index.store.put_blob(name, graph.to_bytes())
 
 
 def load_graph(index: Any, name: str = GRAPH_BLOB) -> PassageGraph | None:
-    """The graph stored in the index's source store, or ``None``."""
+    """The graph stored in the index's source store, or ``None``.
+
+    Args:
+        index: The `SlidingWindowIndex` the graph was saved beside.
+        name: The name it was saved under.
+    """
     raw = index.store.get_blob(name)
     return None if raw is None else PassageGraph.from_bytes(raw)
 
@@ -521,8 +532,8 @@ def build_graph(index: Any, extractor: Any = None, *, graph: PassageGraph | None
     """Bring ``graph`` (a new one by default) up to date with ``index``'s complete sources.
 
     New and changed sources (by content hash) are cut into passages
-    (:func:`passages_from_index`) and extracted with ``extractor`` (default
-    :class:`~.extraction.RuleExtractor`); sources no longer in the index are removed.
+    (`passages_from_index`) and extracted with ``extractor`` (default
+    `RuleExtractor`); sources no longer in the index are removed.
     Synonym edges are added for the new phrases with ``embeddings`` (default the
     index's) unless ``synonyms=False``. A graph built with another ``unit`` or
     extractor raises ``ValueError`` (build a new one).

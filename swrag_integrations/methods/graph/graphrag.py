@@ -58,16 +58,16 @@ class GraphRAG:
     """GraphRAG's structures and local search over an index and its graph.
 
     Args:
-        index: the :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`.
-        graph: its :class:`~.graph.PassageGraph`.
+        index: the `SlidingWindowIndex`.
+        graph: its `PassageGraph`.
         extractor, embeddings, link_top_k, link_threshold: question linking (see
-            :class:`~.common.QueryLinker`; embeddings default to the index's).
+            `QueryLinker`; embeddings default to the index's).
         graph_weight: weight of the local ranking against the hybrid one (RRF).
         neighbour_weight: share of a seed's weight its graph neighbours get.
         community_weight: share spread over the other members of a seed's community.
         k_neighbours: neighbours taken per seed (strongest edges).
         k_child, search_type, weights: the hybrid search.
-        focus: one hit chunk per passage (see :func:`~.common.passage_hits`).
+        focus: one hit chunk per passage (see `passage_hits`).
     """
 
     def __init__(self, index: Any, graph: PassageGraph, *, extractor: Any = None, embeddings: Any = None,
@@ -109,7 +109,7 @@ class GraphRAG:
 
     # ------------------------------------------------------------ structures
     def build_communities(self, **options: Any) -> list[Community]:
-        """Detect the hierarchy (options of :func:`~.communities.detect_communities`)."""
+        """Detect the hierarchy (options of `detect_communities`)."""
         self.communities = detect_communities(self.graph, **options)
         self.reports = {}
         self._deepest = {}
@@ -274,7 +274,7 @@ class GraphRAG:
 
     def global_search(self, llm: Any, *, level: int | None = None, max_reports: int | None = None,
                       **options: Any) -> "GlobalSearch":
-        """A :class:`GlobalSearch` over the reports of ``level`` (default: the leaves),
+        """A `GlobalSearch` over the reports of ``level`` (default: the leaves),
         the ``max_reports`` largest ones if given (reports are built when missing)."""
         chosen = sorted(self.level_communities(level), key=lambda c: (-len(c.phrases), c.id))
         if max_reports is not None:

@@ -184,7 +184,7 @@ class GroundedAnswer:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "GroundedAnswer":
-        """The inverse of :meth:`to_dict` (e.g. for a chain output's ``"grounding"``).
+        """The inverse of `to_dict` (e.g. for a chain output's ``"grounding"``).
 
         Raises:
             ValueError: ``data`` lacks ``answer``/``sentences``/``citations``.
@@ -213,7 +213,7 @@ class GroundedAnswer:
                    judge_failures=data.get("judge_failures", 0), seconds=data.get("seconds", 0.0))
 
     def to_json(self, **kwargs: Any) -> str:
-        """:meth:`to_dict` as JSON (``ensure_ascii=False`` unless given)."""
+        """`to_dict` as JSON (``ensure_ascii=False`` unless given)."""
         kwargs.setdefault("ensure_ascii", False)
         return json.dumps(self.to_dict(), **kwargs)
 

@@ -50,7 +50,7 @@ class RaptorRetriever(BaseRetriever):
     """RAPTOR as a LangChain retriever (collapsed tree by default, 2000-token budget).
 
     Args:
-        raptor: a :class:`~.store.RaptorIndex` or a :class:`~.tree.RaptorTree`.
+        raptor: a `RaptorIndex` or a `RaptorTree`.
         embeddings: query embedding (default: the ``RaptorIndex``'s).
         mode: ``"collapsed"`` or ``"traverse"``.
         ranking: the collapsed tree's ranking, ``"hybrid"`` (default: BM25 fused with cosine)
@@ -93,7 +93,7 @@ class RaptorRetriever(BaseRetriever):
         return self._core
 
     def search(self, query: str, **kwargs: Any) -> RaptorContext:
-        """The :class:`~.search.RaptorContext` (call-time ``k``, ``top_k``, ``budget_tokens``)."""
+        """The `RaptorContext` (call-time ``k``, ``top_k``, ``budget_tokens``)."""
         o = call_options(kwargs, {"k": self.k, "top_k": self.top_k, "budget_tokens": self.budget_tokens},
                          "RaptorRetriever.invoke()")
         return self._core.search(query, mode=self.mode, budget_tokens=o["budget_tokens"], top_k=o["top_k"], k=o["k"])

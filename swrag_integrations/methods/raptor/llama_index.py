@@ -38,7 +38,7 @@ class RaptorLlamaIndexRetriever(BaseRetriever):
     """RAPTOR trees as a LlamaIndex retriever.
 
     Args:
-        raptor: a :class:`~.store.RaptorIndex` or a :class:`~.tree.RaptorTree`.
+        raptor: a `RaptorIndex` or a `RaptorTree`.
         embeddings: query embedding: LangChain ``Embeddings`` or a LlamaIndex embedding
             model (default: the ``RaptorIndex``'s); the model that built the tree.
         mode: ``"collapsed"`` (default) or ``"traverse"``.
