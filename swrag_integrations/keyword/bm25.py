@@ -127,7 +127,9 @@ class BM25Index:
     """A mutable BM25 index over string ids, persisted without pickle.
 
     Args:
-        k1, b, method: BM25 parameters passed to ``bm25s.BM25``.
+        k1: BM25's term-frequency saturation, passed to ``bm25s.BM25``.
+        b: BM25's length normalisation, passed to ``bm25s.BM25``.
+        method: the BM25 variant, passed to ``bm25s.BM25``.
         stopwords: as in `tokenize`.
         tokenizer: custom ``str -> list[str]``; replaces `tokenize`.
     """
@@ -159,6 +161,7 @@ class BM25Index:
 
     # ------------------------------------------------------------------ editing
     def tokenize(self, text: str) -> list[str]:
+        """The index's tokens of ``text``: its own tokenizer's, else `tokenize` with the index's ``stopwords``."""
         if self._tokenizer is not None:
             return list(self._tokenizer(text))
         return tokenize(text, stopwords=self.stopwords)
@@ -214,6 +217,7 @@ class BM25Index:
             return len(drop)
 
     def clear(self) -> None:
+        """Drop every document (the index is empty afterwards)."""
         with self._lock:
             self.ids, self._row, self._tokens, self.vocab, self._bm25, self._saved = [], {}, [], {}, None, None
 

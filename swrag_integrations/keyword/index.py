@@ -327,6 +327,7 @@ class KeywordIndex:
         return len(self.bm25)
 
     def sources(self) -> set[str]:
+        """The ids of the sources that have keyword documents."""
         if isinstance(self.bm25, TantivyBM25Index):
             return self.bm25.groups()
         return set(self._by_source)

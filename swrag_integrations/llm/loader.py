@@ -549,8 +549,9 @@ def load_llama3(
             reload it with ``load_low_bit`` next time. The first load already serves the
             model read back from the new entry, so every load gives the same outputs.
         trust_remote_code: passed to transformers; off by default.
-        max_new_tokens, temperature, repetition_penalty: decoding defaults (greedy when
-            ``temperature`` is 0).
+        max_new_tokens: the decoding default of new tokens per call.
+        temperature: the decoding default temperature (greedy when 0).
+        repetition_penalty: the decoding default repetition penalty.
         system_prompt: system message added to chat-templated prompts.
         stop: stop strings applied to every call (besides eos / ``<|eot_id|>`` tokens).
         **model_kwargs: extra ``from_pretrained`` keyword arguments (part of the cache key
@@ -559,6 +560,11 @@ def load_llama3(
 
     Returns:
         A `LocalLLM`; ``.as_langchain()`` / ``.as_llamaindex()`` give framework LLMs.
+
+    Raises:
+        ValueError: ``backend`` or ``low_bit`` is not one of the known ones, or
+            ``max_new_tokens`` < 1.
+        ImportError: ``backend="ipex"`` and IPEX-LLM cannot be imported.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

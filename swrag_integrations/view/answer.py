@@ -485,6 +485,7 @@ class AnswerView(View):
         return "".join(blocks) or '<p class="meta">No sources.</p>'
 
     def to_html(self) -> str:
+        """The view as one self-contained HTML page (styles and script inline)."""
         keys = list(self._pieces)
         doc_of = {key: str(i) for i, key in enumerate(keys)}
         names = self._names()

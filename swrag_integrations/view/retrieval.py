@@ -310,6 +310,7 @@ class RetrievalView(View):
                 '<div class="tbl spans">' + "".join(rows) + "</div>")
 
     def to_html(self) -> str:
+        """The view as one self-contained HTML page (styles and script inline)."""
         names = self._names()
         order = self._source_order()
         doc_of = {sid: str(i) for i, sid in enumerate(order)}

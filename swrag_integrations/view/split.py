@@ -263,6 +263,7 @@ class WindowsView(View):
                 '</div></section>')
 
     def to_html(self) -> str:
+        """The view as one self-contained HTML page (styles and script inline)."""
         masks_used: set[int] = set()
         tables: dict[str, Any] = {}
         panels = [self._panel(i, lay, masks_used, tables) for i, lay in enumerate(self.layouts)]

@@ -535,8 +535,24 @@ def build_graph(index: Any, extractor: Any = None, *, graph: PassageGraph | None
     (`passages_from_index`) and extracted with ``extractor`` (default
     `RuleExtractor`); sources no longer in the index are removed.
     Synonym edges are added for the new phrases with ``embeddings`` (default the
-    index's) unless ``synonyms=False``. A graph built with another ``unit`` or
-    extractor raises ``ValueError`` (build a new one).
+    index's) unless ``synonyms=False``.
+
+    Args:
+        index: The `SlidingWindowIndex` whose sources the graph covers.
+        extractor: Gives each passage's phrases and triples (default `RuleExtractor`).
+        graph: The graph to update; ``None`` builds a new one.
+        unit: The passages, as in `passages_from_index` (``"chunks"``, ``"medium"``, ``"windows"``
+            or ``"sources"``).
+        embeddings: For the synonym edges (default the index's).
+        synonyms: Add synonym edges between similar phrases.
+        show_progress: Show progress bars.
+        batch: Passages extracted per batch.
+
+    Returns:
+        The graph and a `BuildReport` of what changed.
+
+    Raises:
+        ValueError: ``graph`` was built with another ``unit`` or extractor (build a new one).
     """
     from tqdm.auto import tqdm
 

@@ -60,14 +60,23 @@ class GraphRAG:
     Args:
         index: the `SlidingWindowIndex`.
         graph: its `PassageGraph`.
-        extractor, embeddings, link_top_k, link_threshold: question linking (see
-            `QueryLinker`; embeddings default to the index's).
+        extractor: gives the question's entities (default the rule extractor).
+        embeddings: for linking entities to phrases (default the index's).
+        link_top_k: seeds kept (see `QueryLinker`).
+        link_threshold: lowest cosine of an embedding link (see `QueryLinker`).
         graph_weight: weight of the local ranking against the hybrid one (RRF).
         neighbour_weight: share of a seed's weight its graph neighbours get.
         community_weight: share spread over the other members of a seed's community.
         k_neighbours: neighbours taken per seed (strongest edges).
-        k_child, search_type, weights: the hybrid search.
+        k_child: small chunks the hybrid search fetches.
+        search_type: the hybrid search's dense mode.
+        weights: the hybrid search's (BM25, dense) weights.
         focus: one hit chunk per passage (see `passage_hits`).
+
+    Raises:
+        TypeError: ``graph`` is not a `PassageGraph`, or ``index`` lacks what a
+            `SlidingWindowIndex` has.
+        ValueError: a weight is outside [0, 1], or ``k_neighbours`` is negative.
     """
 
     def __init__(self, index: Any, graph: PassageGraph, *, extractor: Any = None, embeddings: Any = None,
@@ -119,12 +128,14 @@ class GraphRAG:
         return self.communities
 
     def community(self, cid: str) -> Community:
+        """The community with id ``cid``; raises ``KeyError`` if there is none."""
         for community in self.communities or ():
             if community.id == cid:
                 return community
         raise KeyError(f"no community {cid!r}")
 
     def levels(self) -> list[int]:
+        """The hierarchy levels that hold communities, ascending."""
         return sorted({c.level for c in self.communities or ()})
 
     def level_communities(self, level: int | None = None) -> list[Community]:
@@ -226,6 +237,7 @@ class GraphRAG:
                             dict(top_entities), best_chunks)
 
     def hits(self, query: str, k_passages: int = 30) -> list:
+        """The local search's passages for ``query`` as child hits (at most ``k_passages``), each naming its communities."""
         ranking = self.rank(query, k_passages)
         extra = {pid: {"local_communities": ", ".join(ranking.communities)} for pid, _ in ranking.passages}
         hits = passage_hits(self.index, self.graph, ranking.passages, extra, focus=self.focus,

@@ -66,11 +66,18 @@ class HippoRAG:
         graph_weight: weight of the PPR ranking against the hybrid one (RRF).
         passage_seed_weight: reset weight of the hybrid ranking's passages (0: phrases only).
         k_child: small chunks the hybrid search fetches.
-        link_top_k, link_threshold: see `QueryLinker`.
-        search_type, weights: the hybrid search's dense mode and (BM25, dense) weights.
+        link_top_k: seeds kept (see `QueryLinker`).
+        link_threshold: lowest cosine of an embedding link (see `QueryLinker`).
+        search_type: the hybrid search's dense mode.
+        weights: the hybrid search's (BM25, dense) weights.
         focus: a passage gives one hit chunk (the hybrid search's, else the one holding
             most PageRank mass of phrases) instead of all its chunks (see
             `passage_hits`).
+
+    Raises:
+        TypeError: ``graph`` is not a `PassageGraph`, or ``index`` lacks what a
+            `SlidingWindowIndex` has.
+        ValueError: ``k_child`` is not a positive int, or ``passage_seed_weight`` is negative.
     """
 
     def __init__(self, index: Any, graph: PassageGraph, *, extractor: Any = None, embeddings: Any = None,

@@ -66,6 +66,7 @@ class TreeConfig:
         return self.min_nodes if self.min_nodes is not None else self.cluster.dim + 1
 
     def to_json(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict (the clustering's included, ``min_nodes`` resolved)."""
         out = asdict(self)
         out["cluster"] = self.cluster.to_json()
         out["min_nodes"] = self.stop_at

@@ -48,6 +48,9 @@ class RaptorLlamaIndexRetriever(BaseRetriever):
         top_k: nodes per layer in traversal.
         k: at most this many tree nodes.
         callback_manager: LlamaIndex callbacks.
+
+    Raises:
+        ValueError: ``mode`` is not ``"collapsed"`` or ``"traverse"``.
     """
 
     def __init__(self, raptor: Any, embeddings: Any = None, *, mode: str = "collapsed", ranking: str = "hybrid",

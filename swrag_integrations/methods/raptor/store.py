@@ -65,6 +65,11 @@ class RaptorIndex:
             `leaves_from_text` options (default ``{"strategy": "chunks",
             "size": 100}``, RAPTOR's 100-token leaves).
         show_progress: progress bars.
+
+    Raises:
+        ValueError: ``scope``, ``name`` or ``leaves`` is not one the index accepts (the
+            message names it).
+        TypeError: ``store`` has no ``get_blob``/``put_blob``.
     """
 
     def __init__(self, index: Any = None, *, store: Any = None, name: str = "raptor", embeddings: Any = None,

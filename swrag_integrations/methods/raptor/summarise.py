@@ -449,6 +449,7 @@ class LLMSummarizer:
         return f"llm:{self.model_name}:{digest}:{self.max_tokens}:{self.max_input_tokens}"
 
     def input_text(self, cluster: Cluster) -> str:
+        """The members' texts, blank-line separated, cut to ``max_input_tokens``: what the prompt's ``{context}`` gets."""
         from swrag_integrations.engine.assemble import trim_to_tokens
 
         text = "\n\n".join(m.text.strip() for m in cluster.members if m.text.strip())
