@@ -403,11 +403,23 @@ def index_in_parallel(index: "EngineState | Any", documents: Iterable[Any] | Non
     work is split.
 
     Args:
+        index: the index to write to (a `SlidingWindowIndex` or its engine).
+        documents: the documents to index (``page_content``, ``metadata``); or give ``paths``.
+        paths: files or folders to load and index instead of ``documents``.
         workers: worker processes (>= 1).
+        prune: which sources not given to remove, as in `index_documents` (with ``paths``,
+            any true value makes the index mirror the files).
+        remove_origins: origins whose sources are removed as well.
+        encoding: the encoding of files that are not UTF-8 (see `load_files`).
+        errors: how undecodable bytes are handled (as in ``bytes.decode``).
         embed_batch: chunk texts per embedding task (default: the index's ``batch_size``).
         embedding_factory: a picklable zero-argument callable returning the embedding
             workers should use (it must give the vectors the index's embedding gives).
         threads_per_worker: math threads per worker (torch/OpenMP).
+
+    Raises:
+        ValueError: ``workers`` or ``embed_batch`` is not a positive int, or both (or neither
+            of) ``documents`` and ``paths`` are given.
     """
     from swrag_integrations.engine.protocols import as_engine
     from swrag_integrations.ingest.writer import dedupe_documents, write_planned
