@@ -154,14 +154,19 @@ class SlidingWindowTextSplitter(TextSplitter):
             chunks reproduce the source exactly.
         tokenizer: a Hugging Face fast tokenizer counting the tokens instead of tiktoken
             (see `from_huggingface_tokenizer`).
-        chunk_size, chunk_overlap: LangChain's names, mapped by
-            `window_and_step`.
+        chunk_size: LangChain's name of the window size, mapped by `window_and_step`.
+        chunk_overlap: LangChain's overlap, mapped to a step by `window_and_step`.
         length_function: LangChain's measure of the windows: ``len`` (characters) or
             `TokenLength` (tiktoken tokens); it sets ``unit`` (other callables
             raise ``TypeError``: windows are cut at unit boundaries, which a counting
             function does not give).
         add_start_index: accepted for compatibility; offsets are always added.
         **kwargs: other ``TextSplitter`` keywords.
+
+    Raises:
+        ValueError: ``length_function`` counts another unit or encoding than ``unit`` /
+            ``encoding_name`` say, or a window setting is invalid (the message names it).
+        TypeError: ``length_function`` is neither ``len`` nor a `TokenLength`.
     """
 
     strategy: ClassVar[str] = ""

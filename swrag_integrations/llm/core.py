@@ -192,6 +192,18 @@ class LocalLLM:
 
     Use `generate` / `stream` directly, or get framework objects with
     `as_langchain` and `as_llamaindex` (thin wrappers around this object).
+    `load_llama3` builds one; construct it directly only around a model already loaded.
+
+    Args:
+        model: A loaded transformers (or IPEX-LLM) causal LM.
+        tokenizer: Its tokenizer.
+        device: Where the model runs (``"cpu"`` or ``"xpu"``).
+        max_new_tokens: Default number of new tokens per call.
+        temperature: Default sampling temperature (0: greedy).
+        repetition_penalty: Default repetition penalty.
+        system_prompt: System message added to chat-templated prompts.
+        stop: Stop strings applied to every call (besides the end-of-turn tokens).
+        info: How the model was loaded (`LoadInfo`); ``None`` when unknown.
     """
 
     def __init__(

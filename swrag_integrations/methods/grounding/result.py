@@ -122,7 +122,21 @@ class SentenceGrounding:
 
 @dataclass
 class GroundedAnswer:
-    """An answer tied to its sources (see the module docstring)."""
+    """An answer tied to its sources (see the module docstring).
+
+    Attributes:
+        answer: The answer text.
+        sentences: Each answer sentence with its supports, score and claims.
+        citations: The distinct numbered citations the sentences point to.
+        threshold: The lowest score of a supported sentence.
+        method: How sentences were scored: ``"lexical"``, with ``"+embeddings"`` and/or
+            ``"+llm-judge"`` when those were used.
+        warnings: What limited the check (an empty answer, no context, sources without
+            offsets).
+        judge_calls: Calls made to the LLM judge.
+        judge_failures: Judge calls that failed or gave no readable verdict.
+        seconds: Time the check took.
+    """
 
     answer: str
     sentences: list[SentenceGrounding]

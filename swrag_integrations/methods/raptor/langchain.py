@@ -86,6 +86,7 @@ class RaptorRetriever(BaseRetriever):
         return positive_int("top_k", value)
 
     def model_post_init(self, __context: Any) -> None:
+        """Build the framework-free `RaptorSearcher` the retriever delegates to (pydantic hook)."""
         self._core = RaptorSearcher(self.raptor, self.embeddings, ranking=self.ranking)
 
     @property
