@@ -24,10 +24,9 @@ class IndexConfig:
         child: the shape of the small chunks: ``"fixed"`` (FFS pieces of ``chunk_size``
             units, step == size) or ``"sentence"`` (runs of whole delimiter units --
             sentences, clauses -- packed up to ``chunk_size`` units; a longer unit is cut
-            at ``chunk_size``). Default ``"sentence"``: on the six dev sets it raised
-            context recall on four (cmrc2018 corpus +1.1, minilongbench +3.4, qasper +1.7,
-            squad corpus +0.7) and lowered it on two (hotpotqa -1.9, multifieldqa_zh
-            -1.2; docs/eval/ranking.md). Indexes built with ``"fixed"`` keep it.
+            at ``chunk_size``). Default ``"sentence"``: it raised context recall on four
+            of the six dev sets and lowered it on two (docs/eval/ranking.md). Indexes
+            built with ``"fixed"`` keep it.
         medium_size: small chunks per derived medium chunk.
         strategy: ``"chunks"`` (windows of ``window_size`` small chunks moving by
             ``step`` chunks) or ``"FFS"``/``"DFS"``/``"DDS"`` (windows from

@@ -47,12 +47,12 @@ class WindowedParentRetriever(BaseRetriever):
             ones), unused shares go to the other parents in rank order, and hit chunks
             are kept before any other chunk.
         search_type: ``"similarity"`` (default) or ``"mmr"`` for the dense part (with
-            sentence children the two are within noise of each other on every dev set;
-            similarity is 2-6x faster per query, docs/eval/ranking.md).
+            sentence children the two are within noise of each other on every dev set and
+            similarity is faster per query: docs/eval/ranking.md).
         weights: RRF weights of (BM25, dense). The equal default is kept for Chinese
             queries too: although all-MiniLM-L6-v2 is an English model, dropping its
-            half (``(1.0, 0.0)``) lowered multifieldqa_zh context recall (87.3 -> 85.6
-            on 100 questions).
+            half (``(1.0, 0.0)``) lowered multifieldqa_zh context recall (the BM25-only
+            row of docs/eval/ranking.md).
         rrf_c: the RRF constant.
         expand: ``"window"`` (the window(s) around each hit, default), ``"medium"``
             (the medium chunks whose windows cover the hit) or ``"chunk"`` (no

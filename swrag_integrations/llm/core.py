@@ -561,10 +561,9 @@ class LocalLLM:
         in suffixes]`` (same prompt ids, stop strings, eos / end-of-turn tokens, repetition
         penalty and options), but the shared prefix is computed once and its KV cache copied
         for every suffix. With IPEX-LLM low-bit weights the logits of a prompt computed in
-        two passes differ from one pass (its kernels are not batch-invariant: max
-        |Δlogit| 1.47 measured for a 396 + 14 token split with SmolLM2 sym_int8, 4e-5 with
-        fp32 transformers), so answers may differ in wording; with plain transformers the
-        greedy answers are identical.
+        two passes differ from one pass (its kernels are not batch-invariant; the measured
+        difference is in docs/how-to/local-llm.md), so answers may differ in wording; with
+        plain transformers the greedy answers are identical.
         """
         cache = self.prefix_cache(prefix, chat=chat)
         return [cache.generate(suffix, stop=stop, **options) for suffix in suffixes]
