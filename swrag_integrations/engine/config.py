@@ -31,7 +31,8 @@ class IndexConfig:
         strategy: ``"chunks"`` (windows of ``window_size`` small chunks moving by
             ``step`` chunks) or ``"FFS"``/``"DFS"``/``"DDS"`` (windows from
             `iter_windows`, sizes in ``unit``).
-        window_size, step: the windows' size and step (see ``strategy``).
+        window_size: the windows' size (see ``strategy``).
+        step: the windows' step (see ``strategy``).
         unit: ``"token"`` or ``"char"``.
         delimiters: DFS/DDS delimiters (``None``: the method's set).
         encoding_name: tiktoken encoding for token counts.
@@ -120,12 +121,14 @@ class IndexConfig:
         return {k: (v, getattr(self, k)) for k, v in given.items() if getattr(self, k) != v}
 
     def to_json(self) -> str:
+        """The settings as JSON (sorted keys); `from_json` reads it back."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["delimiters"] = list(self.delimiters) if self.delimiters is not None else None
         return json.dumps(data, sort_keys=True, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> "IndexConfig":
+        """The settings `to_json` wrote (an index from before sentence children reads as ``child="fixed"``)."""
         data = json.loads(text)
         data.setdefault("child", "fixed")
         if data.get("delimiters") is not None:

@@ -189,6 +189,8 @@ class TunedConfig:
     @classmethod
     def from_candidate(cls, candidate: Candidate, *, budget_tokens: int | None = 1500, chosen: str = "tuned",
                        evidence: Mapping[str, Any] | None = None) -> "TunedConfig":
+        """The configuration of a searched ``candidate``, with its retriever's ``budget_tokens``,
+        how it was ``chosen`` and the ``evidence`` that chose it."""
         return cls(candidate.index_kwargs, {**candidate.retriever_kwargs, "budget_tokens": budget_tokens}, chosen,
                    dict(evidence or {}))
 
@@ -205,6 +207,7 @@ class TunedConfig:
 
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict[str, Any]:
+        """The configuration as the JSON-ready dict `from_dict` reads (with its format version)."""
         retriever = dict(self.retriever_kwargs)
         if "weights" in retriever:
             retriever["weights"] = list(retriever["weights"])
@@ -212,6 +215,7 @@ class TunedConfig:
                 "chosen": self.chosen, "evidence": self.evidence}
 
     def to_json(self) -> str:
+        """`to_dict` as JSON text (what `save` writes)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=1)
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -233,6 +237,7 @@ class TunedConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "configuration") -> "TunedConfig":
+        """The configuration `to_dict` wrote; raises ``ValueError`` (naming ``where``) for anything else."""
         if not isinstance(data, Mapping) or data.get("swrag_tuned_config") != FORMAT_VERSION:
             raise ValueError(f"{where} is not a tuned configuration (format {FORMAT_VERSION}, written by `swrag tune`)")
         for part in ("index", "retriever"):
@@ -282,5 +287,13 @@ class TunedConfig:
 
 
 def load_config(path: str | os.PathLike) -> TunedConfig:
-    """`TunedConfig.load`."""
+    """The tuned configuration in the JSON file at ``path`` (`TunedConfig.load`).
+
+    Args:
+        path: A file written by ``swrag tune`` or `TunedConfig.save`.
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        ValueError: The file is not JSON, or not a tuned configuration.
+    """
     return TunedConfig.load(path)

@@ -193,6 +193,7 @@ class WindowedParentRetriever(BaseRetriever):
                                options)
 
     async def aretrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
+        """`retrieve_many`, asynchronously."""
         options = self._options(kwargs)
         queries = list(queries)  # each checked once, by the engine's search (search_children)
         if not queries:
