@@ -708,13 +708,9 @@ from pathlib import Path
 
 import torch
 
-from swrag_integrations.llm import (
-    LOW_BIT_FORMATS,
-    bundled_gguf_path,
-    default_cache_dir,
-    ensure_hf_checkpoint,
-    load_llama3,
-)
+from swrag_integrations.llm import LOW_BIT_FORMATS, load_llama3
+from swrag_integrations.llm.gguf_convert import bundled_gguf_path, ensure_hf_checkpoint
+from swrag_integrations.llm.loader import default_cache_dir
 
 logging.getLogger("ipex_llm").setLevel(logging.ERROR)
 # ipex-llm pins transformers 4.37 and numpy < 2, so it lives in its own environment
@@ -909,7 +905,7 @@ if HAVE_DATA:
     (ten questions per set, so the intervals are wide: this is a smoke run, not a result).
     """),
     code('''
-from swrag_integrations.evaluation import markdown_table
+from swrag_integrations.evaluation.report import markdown_table
 
 if HAVE_DATA:
     table = markdown_table(rows, "context_recall")

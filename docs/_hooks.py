@@ -91,12 +91,13 @@ def _evaluate(expr: ast.expr, assigned: dict[str, ast.expr], path: Path) -> list
 
 
 def _lazy_table(path: Path, package: str) -> dict[str, str]:
-    """Name -> submodule of a package's lazy exports (the dict it passes to ``lazy_exports``)."""
+    """Name -> submodule of a package's lazy exports (the dict it passes to ``lazy_exports``; its
+    deprecated names, the third argument, are not public and get no page entry)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     dicts = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
              for target in node.targets if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict)}
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports" and len(node.args) == 2
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports" and len(node.args) >= 2
                 and isinstance(node.args[1], ast.Name) and node.args[1].id in dicts):
             table = dicts[node.args[1].id]
             return {key.value: resolve_name(value.value if value.value.startswith(".") else f".{value.value}", package)

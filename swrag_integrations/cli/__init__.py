@@ -11,18 +11,23 @@ from swrag_integrations.core._lazy import lazy_exports
 
 _LAZY = {
     "main": "app",
-    "build_parser": "app",
     "sample_path": "app",
-    "DEMO_QUESTIONS": "app",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
     "COMMANDS": "app",
+    "DEMO_QUESTIONS": "app",
     "DiskFullError": "app",
-    "disk_full_message": "app",
-    "EXIT_USAGE": "app",
     "EXIT_INPUT": "app",
     "EXIT_UNHEALTHY": "app",
+    "EXIT_USAGE": "app",
+    "build_parser": "app",
+    "disk_full_message": "app",
 }
 
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

@@ -303,7 +303,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     store = getattr(args, "store", None)
     own_index = args.persist_dir is None and not args.host and not (store or "").startswith("chroma://")
     if args.persist_dir is None:
-        from swrag_integrations.llm import default_cache_dir
+        from swrag_integrations.llm.loader import default_cache_dir
 
         # a folder per kind of store: an index's sources belong to the store its vectors are in
         args.persist_dir = str(default_cache_dir() / ("demo-index" if store in (None, "chroma") else "demo-index-milvus"))
@@ -592,6 +592,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Exit codes: 0 ok, 2 bad usage or input, 3 missing file/index, server down, damaged
     or locked index, a full disk, 4 ``status``/``repair``: the index needs a repair, 1 an unexpected
     error (``SWRAG_DEBUG=1`` prints its traceback).
+
+    Args:
+        argv: The arguments after ``swrag``; ``None`` reads ``sys.argv``.
     """
     import sqlite3
     import warnings

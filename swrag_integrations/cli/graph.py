@@ -43,7 +43,8 @@ def update_graph(index: Any, args: argparse.Namespace, *, llm: Any = None) -> An
     extractor: Any
     if getattr(args, "graph_llm", False):
         if llm is None:
-            from swrag_integrations.llm import default_cache_dir, load_llama3
+            from swrag_integrations.llm import load_llama3
+            from swrag_integrations.llm.loader import default_cache_dir
 
             print("loading the LLM for triple extraction...", file=sys.stderr)
             llm = load_llama3(max_new_tokens=160).as_langchain()

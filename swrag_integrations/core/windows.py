@@ -466,27 +466,28 @@ def window_and_step(
 
 @dataclass(frozen=True)
 class WindowConfig:
-    """A validated window specification; :meth:`spans` applies it to a text.
+    """A validated window specification; `spans` applies it to a text.
 
     Args:
         strategy: ``"FFS"``, ``"DFS"`` or ``"DDS"`` (case-insensitive).
-        window_size: ``w``, in ``unit``: an ``int`` from 1 to :data:`MAX_UNITS`.
+        window_size: ``w``, in ``unit``: an ``int`` from 1 to `MAX_UNITS`.
         step: ``s``; in ``unit`` for FFS/DFS, in delimiters (units of text) for DDS:
-            an ``int`` from 1 to :data:`MAX_UNITS`.
+            an ``int`` from 1 to `MAX_UNITS`.
         unit: ``"token"`` (tiktoken) or ``"char"``.
         delimiters: a string or a list/tuple of strings (regular expressions with
             ``is_delimiter_regex``, each consuming at least one character), or a
-            compiled ``str`` pattern. Defaults to :data:`DEFAULT_DELIMITERS`.
+            compiled ``str`` pattern. Defaults to `DEFAULT_DELIMITERS`.
         is_delimiter_regex: treat ``delimiters`` as regular expressions.
         encoding_name: tiktoken encoding for ``unit="token"``.
         allow_gaps: permit FFS/DFS ``step > window_size`` (text between windows is
             then not in any window) and the literal DDS step.
         tokenizer: a Hugging Face fast tokenizer whose tokens are the units instead of
             tiktoken's (``unit="token"`` only; offsets from its offset mapping, see
-            :func:`hf_token_boundaries`).
+            `hf_token_boundaries`).
 
     Raises:
-        ValueError / TypeError naming the offending parameter (see :func:`check_parameter`).
+        ValueError: A value out of range, naming the parameter (see `check_parameter`).
+        TypeError: A value of the wrong type, naming the parameter.
     """
 
     strategy: str = "DDS"
@@ -533,7 +534,7 @@ class WindowConfig:
         return count_units(text, "token", self.encoding_name)
 
     def spans(self, text: str) -> Iterator[Span]:
-        """Yield the windows of ``text`` as :class:`Span` s, in order."""
+        """Yield the windows of ``text`` as `Span` s, in order."""
         for starts, ends in self.span_batches(text):
             yield from map(Span, starts.tolist(), ends.tolist())
 
@@ -606,11 +607,26 @@ def iter_windows(
     encoding_name: str = DEFAULT_ENCODING,
     allow_gaps: bool = False,
 ) -> Iterator[Span]:
-    """Yield the sliding windows of ``text`` as character :class:`Span` s.
+    """Yield the sliding windows of ``text`` as character `Span`s.
 
-    See the module docstring for the three strategies and :class:`WindowConfig` for
-    the parameters. ``"".join(text[a:b] for a, b in spans)`` covers the text: every
-    character is in at least one window (unless ``allow_gaps``).
+    See the module docstring for the three strategies. ``"".join(text[a:b] for a, b in spans)``
+    covers the text: every character is in at least one window (unless ``allow_gaps``).
+
+    Args:
+        text: The text to cut.
+        strategy: ``"FFS"``, ``"DFS"`` or ``"DDS"`` (case-insensitive).
+        window_size: The window length in ``unit`` s (FFS, DFS) or the length a DDS window
+            grows to.
+        step: The step: ``unit`` s (FFS, DFS) or delimiters (DDS).
+        unit: ``"token"`` (tiktoken ``encoding_name``) or ``"char"``.
+        delimiters: The sentence delimiters (strings, or a compiled pattern); ``None`` for
+            `DEFAULT_DELIMITERS`.
+        is_delimiter_regex: Read the ``delimiters`` strings as regular expressions.
+        encoding_name: The tiktoken encoding counting tokens.
+        allow_gaps: Let FFS/DFS windows skip text when ``step`` exceeds the window.
+
+    Raises:
+        ValueError: If a setting is invalid (raised by `WindowConfig`, naming it).
 
     Example:
         >>> [text[a:b] for a, b in iter_windows("Hi. Yes. No.", "DDS", 4, 1, unit="char")]

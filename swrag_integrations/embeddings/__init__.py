@@ -9,8 +9,13 @@ from swrag_integrations.core._lazy import lazy_exports
 
 _LAZY = {
     "MiniLMEmbeddings": "minilm",
-    "OnnxSentenceEncoder": "onnx",
     "default_embeddings": "minilm",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "OnnxSentenceEncoder": "onnx",
     "ensure_onnx_model": "onnx",
     "minilm_model_path": "minilm",
 }
@@ -18,4 +23,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

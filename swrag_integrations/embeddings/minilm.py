@@ -58,10 +58,11 @@ class MiniLMEmbeddings(EmbeddingsBase):
     Args:
         model_path: a sentence-transformers folder (default: the bundled MiniLM).
         backend: ``"sentence-transformers"`` (reference, PyTorch; the only one with
-            ``device``), ``"onnx"`` (ONNX Runtime fp32: the same vectors, cosine 1.0000)
-            or ``"onnx-int8"`` (dynamic int8 weights: the fastest, mean cosine about 0.99
-            to the reference; the vector of a text depends slightly on the other texts
-            of its batch, as activations are quantized per batch).
+            ``device``), ``"onnx"`` (ONNX Runtime fp32: the same vectors) or
+            ``"onnx-int8"`` (dynamic int8 weights: the fastest, close to the reference but
+            not equal; the vector of a text depends slightly on the other texts of its
+            batch, as activations are quantized per batch). Speed and agreement are
+            measured in docs/scaling.md.
         batch_size: texts per forward pass (default 64 for sentence-transformers, 16 for
             ONNX). Texts are sorted by length before batching in every backend (by
             sentence-transformers' ``encode`` itself, by token count for ONNX) and
@@ -217,11 +218,11 @@ _default_lock = threading.Lock()
 
 
 def default_embeddings(backend: str | None = None) -> MiniLMEmbeddings:
-    """A process-wide shared :class:`MiniLMEmbeddings` per backend (loaded on first use).
+    """A process-wide shared `MiniLMEmbeddings` per backend (loaded on first use).
 
     Args:
         backend: ``sentence-transformers``, ``onnx`` or ``onnx-int8``; ``None`` takes
-            ``$SWRAG_EMBEDDINGS_BACKEND`` or else the :data:`DEFAULT_BACKEND` (``onnx-int8``).
+            ``$SWRAG_EMBEDDINGS_BACKEND`` or else the `DEFAULT_BACKEND` (``onnx-int8``).
 
     Raises:
         ValueError: ``backend`` or ``$SWRAG_EMBEDDINGS_BACKEND`` names no backend.

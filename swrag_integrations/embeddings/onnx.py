@@ -96,7 +96,7 @@ def _cpu_count() -> int:
 
 
 def _default_cache_dir() -> Path:
-    from swrag_integrations.llm import default_cache_dir
+    from swrag_integrations.llm.loader import default_cache_dir
 
     return default_cache_dir()
 

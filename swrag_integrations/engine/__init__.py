@@ -9,18 +9,23 @@ from swrag_integrations.core._lazy import lazy_exports
 
 _LAZY = {
     "AssembledContext": "assemble",
-    "Candidate": "parents",
-    "ChildHit": "protocols",
-    "ChunkId": "ids",
-    "ChunkIndex": "protocols",
-    "ChunkRow": "protocols",
-    "ContextSpan": "assemble",
     "IndexConfig": "config",
     "IndexDamagedError": "engine",
     "IndexEngine": "engine",
     "IndexMismatchError": "engine",
     "IndexStatus": "health",
     "MetadataFilter": "filters",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "Candidate": "parents",
+    "ChildHit": "protocols",
+    "ChunkId": "ids",
+    "ChunkIndex": "protocols",
+    "ChunkRow": "protocols",
+    "ContextSpan": "assemble",
     "SourceRecord": "records",
     "assemble_context": "assemble",
     "batch_source_ids": "ids",
@@ -44,4 +49,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

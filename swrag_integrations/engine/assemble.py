@@ -109,10 +109,10 @@ class ContextSpan:
 
 @dataclass
 class AssembledContext:
-    """The result of :func:`assemble_context`.
+    """The result of `assemble_context`.
 
     ``n_tokens`` is the sum of the spans' own token counts; ``text_tokens`` counts
-    :attr:`text` (spans *and* separators), which never exceeds ``budget_tokens``.
+    `text` (spans *and* separators), which never exceeds ``budget_tokens``.
     """
 
     spans: list[ContextSpan]

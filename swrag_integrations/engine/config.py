@@ -24,15 +24,15 @@ class IndexConfig:
         child: the shape of the small chunks: ``"fixed"`` (FFS pieces of ``chunk_size``
             units, step == size) or ``"sentence"`` (runs of whole delimiter units --
             sentences, clauses -- packed up to ``chunk_size`` units; a longer unit is cut
-            at ``chunk_size``). Default ``"sentence"``: on the six dev sets it raised
-            context recall on four (cmrc2018 corpus +1.1, minilongbench +3.4, qasper +1.7,
-            squad corpus +0.7) and lowered it on two (hotpotqa -1.9, multifieldqa_zh
-            -1.2; docs/eval/ranking.md). Indexes built with ``"fixed"`` keep it.
+            at ``chunk_size``). Default ``"sentence"``: it raised context recall on four
+            of the six dev sets and lowered it on two (docs/eval/ranking.md). Indexes
+            built with ``"fixed"`` keep it.
         medium_size: small chunks per derived medium chunk.
         strategy: ``"chunks"`` (windows of ``window_size`` small chunks moving by
             ``step`` chunks) or ``"FFS"``/``"DFS"``/``"DDS"`` (windows from
-            :func:`~swrag_integrations.core.windows.iter_windows`, sizes in ``unit``).
-        window_size, step: the windows' size and step (see ``strategy``).
+            `iter_windows`, sizes in ``unit``).
+        window_size: the windows' size (see ``strategy``).
+        step: the windows' step (see ``strategy``).
         unit: ``"token"`` or ``"char"``.
         delimiters: DFS/DDS delimiters (``None``: the method's set).
         encoding_name: tiktoken encoding for token counts.
@@ -84,7 +84,7 @@ class IndexConfig:
                             delimiters=self.delimiters, encoding_name=self.encoding_name)
 
     def window_config(self) -> WindowConfig:
-        """The :class:`~swrag_integrations.core.windows.WindowConfig` of FFS/DFS/DDS windows."""
+        """The `WindowConfig` of FFS/DFS/DDS windows."""
         if self.strategy == "chunks":
             raise ValueError("strategy 'chunks' has no window configuration")
         return WindowConfig(strategy=self.strategy, window_size=self.window_size, step=self.step, unit=self.unit,
@@ -121,12 +121,14 @@ class IndexConfig:
         return {k: (v, getattr(self, k)) for k, v in given.items() if getattr(self, k) != v}
 
     def to_json(self) -> str:
+        """The settings as JSON (sorted keys); `from_json` reads it back."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["delimiters"] = list(self.delimiters) if self.delimiters is not None else None
         return json.dumps(data, sort_keys=True, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> "IndexConfig":
+        """The settings `to_json` wrote (an index from before sentence children reads as ``child="fixed"``)."""
         data = json.loads(text)
         data.setdefault("child", "fixed")
         if data.get("delimiters") is not None:

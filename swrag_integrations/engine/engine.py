@@ -107,15 +107,15 @@ def chroma_storage(client: Any, root: Path | None, embedding: Any, index_text: C
 class IndexEngine:
     """A sliding-window index without a framework (see the module docstring).
 
-    Build one with :meth:`open`; the constructor takes parts already opened.
+    Build one with `open`; the constructor takes parts already opened.
 
     Args:
         store: the source store (the one truth of the index).
-        vectors: the vector storage (:class:`~.storage.VectorStorage`).
+        vectors: the vector storage (`VectorStorage`).
         collection_name: the name recorded in the manifest.
         persist_directory: the folder of a local index (``None`` otherwise).
         server: the URL of a Chroma server the parts live on (for messages).
-        chunking: chunking keywords (:class:`~.config.IndexConfig`; ``None`` values take
+        chunking: chunking keywords (`IndexConfig`; ``None`` values take
             the stored ones of an existing index).
         batch_size: chunks embedded and written per batch.
         show_progress: tqdm progress bars while indexing (default off: a library call is
@@ -124,10 +124,10 @@ class IndexEngine:
             what it embeds).
         lock_timeout: seconds a writer waits for another one.
         keyword_search: where keyword (BM25) search runs: ``"auto"`` (default) in the
-            storage when it offers ``keyword_search`` (:class:`~.milvus.MilvusStorage`),
+            storage when it offers ``keyword_search`` (`MilvusStorage`),
             else in process; ``"store"`` requires the storage's; ``"local"`` always the
-            in-process :class:`~.keyword.KeywordIndex`. Either way its hits are checked
-            and fused with the dense ones alike (:meth:`search_children`).
+            in-process `KeywordIndex`. Either way its hits are checked
+            and fused with the dense ones alike (`search_children`).
     """
 
     def __init__(self, store: SourceStore, vectors: VectorStorage, *, collection_name: str = "swrag",
@@ -176,23 +176,23 @@ class IndexEngine:
         Args:
             persist_directory: a local folder (Chroma in ``<dir>/chroma``, sources in
                 ``<dir>/sources/<collection>.sqlite3``); default
-                :func:`~swrag_integrations.core.paths.default_index_dir` when no ``storage``,
+                `default_index_dir` when no ``storage``,
                 ``host``, ``client`` or ``source_store`` is given.
             embedding: any object with ``embed_documents``/``embed_query``
-                (:class:`~.storage.Embedder`); default the bundled MiniLM.
+                (`Embedder`); default the bundled MiniLM.
             storage: a vector storage of your own (then give ``source_store`` or
                 ``persist_directory`` for the sources), or a store URI
-                (:mod:`.store_uri`): ``"milvus:PATH.db"`` (Milvus Lite), ``"milvus"``
+                (`.store_uri`): ``"milvus:PATH.db"`` (Milvus Lite), ``"milvus"``
                 (``<persist_directory>/milvus.db``), ``"milvus://HOST:19530"``,
                 ``"chroma://HOST:8000"`` (as ``host``/``port``) or ``"chroma"`` (the
                 default). With Milvus the sources stay in ``persist_directory``.
-            source_store: a :class:`~.sources.SourceStore`, a SQLite path or a key-value
+            source_store: a `SourceStore`, a SQLite path or a key-value
                 byte store.
             host, port, ssl, headers: a Chroma server for vectors and sources.
             client: an existing chromadb client.
             storage_factory: ``(client, root, embedding, index_text, lock_timeout) ->
-                storage`` for the Chroma collection (default :func:`chroma_storage`).
-            keyword_search: ``"auto"``, ``"store"`` or ``"local"`` (see :class:`IndexEngine`).
+                storage`` for the Chroma collection (default `chroma_storage`).
+            keyword_search: ``"auto"``, ``"store"`` or ``"local"`` (see `IndexEngine`).
             chunking: ``chunk_size``, ``child``, ``medium_size``, ``strategy``,
                 ``window_size``, ``step``, ``unit``, ``delimiters``, ``encoding_name``.
         """
@@ -362,23 +362,23 @@ class IndexEngine:
     # ------------------------------------------------------------------ files
     def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
                   encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
-        """Load files (:func:`~.files.load_files`) and index them.
+        """Load files (`load_files`) and index them.
 
         A file's identity (``metadata["source"]``) is the absolute path it was reached
         by: a symlinked file is read through its link but indexed under the link's path.
         With ``prune`` (default) the index then mirrors the given paths
-        (:meth:`~.files.LoadResult.stale`): sources of files that were deleted, emptied
+        (`stale`): sources of files that were deleted, emptied
         (a CSV down to its header or 0 bytes too), or can no longer be read faithfully
         (skipped, with a warning) are removed, as are CSV rows and PDF pages that
         disappeared, sources stored under another path to a file indexed now (the
         resolved path earlier versions stored), and sources of files elsewhere that no
         longer exist while their folder does; files the walk does not look at (hidden
-        or symlinked folders) keep their sources while they exist. Returns an :class:`~.writer.IndexReport`
+        or symlinked folders) keep their sources while they exist. Returns an `IndexReport`
         (``skipped_files`` lists what was not loaded and why). ``workers``: load, cut and embed in this many
-        worker processes, one writer (:func:`~.parallel.index_in_parallel`). ``swrag index``
+        worker processes, one writer (`index_in_parallel`). ``swrag index``
         and both faces (``SlidingWindowIndex.add_files``) run this; Ray ingestion
-        (:func:`~.ray_ingest.index_with_ray`) prunes with the same
-        :func:`~.files.indexed_origins` and :meth:`~.files.LoadResult.stale`.
+        (`index_with_ray`) prunes with the same
+        `indexed_origins` and `stale`.
 
         Raises:
             ValueError: no indexable file under ``paths``.
@@ -412,7 +412,7 @@ class IndexEngine:
 
     def close(self) -> None:
         """Close the source store, and the vector storage where it can be closed
-        (:meth:`~.milvus.MilvusStorage.close` releases a Milvus Lite file)."""
+        (`close` releases a Milvus Lite file)."""
         self.store.close()
         if callable(getattr(self.vectors, "close", None)):
             self.vectors.close()
@@ -439,9 +439,9 @@ class IndexEngine:
         An embedded Chroma collection keeps its HNSW index in this process and does not
         read what another process added later; the source store's generation tells when
         anything was written since this handle last wrote or looked, and then the
-        storage is reopened (:meth:`~.storage.VectorStorage.reopen`). A server or a
+        storage is reopened (`reopen`). A server or a
         caller's own store is left alone. ``generation``: the store's generation as this
-        search read it (:meth:`read_generation`; ``None``: read it here).
+        search read it (`read_generation`; ``None``: read it here).
         """
         if not self.vectors.reopenable or self.persist_directory is None:
             return
@@ -459,12 +459,12 @@ class IndexEngine:
         return self._embedding_checked
 
     def check_embedding(self, dim: int | None = None) -> None:
-        """Raise :class:`IndexMismatchError` when the embedding's dimension differs from
+        """Raise `IndexMismatchError` when the embedding's dimension differs from
         the one the index was built with (recorded on the first write).
 
         Args:
             dim: the embedding's dimension when it was measured elsewhere with the same
-                embedding (:func:`embedding_dimension` in a worker process of a parallel
+                embedding (`embedding_dimension` in a worker process of a parallel
                 build), so that this process does not load the model just to learn it;
                 ``None``: one query is embedded here.
         """
@@ -513,15 +513,15 @@ class IndexEngine:
                         prune: bool | str = False, remove_origins: Iterable[str] | None = None,
                         workers: int | None = None) -> Any:
         """Index documents (anything with ``page_content``, ``metadata`` and optionally
-        ``id``: a :class:`~.storage.PlainDocument`, a LangChain ``Document``); returns an
-        :class:`~.writer.IndexReport`.
+        ``id``: a `PlainDocument`, a LangChain ``Document``); returns an
+        `IndexReport`.
 
         Re-adding an unchanged document writes nothing (unless its vectors are
-        missing); a changed one (same :func:`~.ids.source_key`) replaces its record and
+        missing); a changed one (same `source_key`) replaces its record and
         vectors; an empty one removes the previous version of that source. ``ids`` gives
         each document's identity (as ``Document.id``). Text or metadata with a lone
         surrogate (not valid Unicode) is refused with a ``ValueError`` naming the
-        document, before anything is written (:func:`~.records.check_storable`).
+        document, before anything is written (`check_storable`).
 
         Args:
             prune: ``"origins"`` (or ``True``): for every file (``metadata["source"]``)
@@ -531,7 +531,7 @@ class IndexEngine:
             remove_origins: also remove the sources of these files (``metadata["source"]``
                 values) that are not in the batch, e.g. files deleted from a re-indexed folder.
             workers: cut and embed in this many worker processes, one writer
-                (:func:`~.parallel.index_in_parallel`); ``None``: in this process.
+                (`index_in_parallel`); ``None``: in this process.
         """
         from swrag_integrations.engine.records import check_storable
         from swrag_integrations.ingest.writer import write_documents
@@ -566,7 +566,7 @@ class IndexEngine:
 
     def resolve_ids(self, ids: Sequence[str]) -> list[str]:
         """Source ids for ids given at add time (user ids), source ids, or the ids of offset
-        chunks (:func:`~.ids.member_id`: their segment's source id)."""
+        chunks (`member_id`: their segment's source id)."""
         members = [parse_member_id(v) for v in ids]
         heads = self.store.heads(sorted({str(v) for v in ids} | {m[0] for m in members if m is not None}))
         return [m[0] if m is not None and m[0] in heads else source_id_of_id(v, heads) for v, m in zip(ids, members)]
@@ -575,9 +575,9 @@ class IndexEngine:
         """Remove what ``ids`` name (ids returned at add time, or source ids; unknown ones
         are ignored); returns how many sources went.
 
-        The id of an offset chunk (:func:`~.ids.member_id`) removes that chunk only: the
+        The id of an offset chunk (`member_id`) removes that chunk only: the
         rest of its segment is joined again from the remaining chunks
-        (:func:`~.records.join_offset_chunks`) and written in its place.
+        (`join_offset_chunks`) and written in its place.
         """
         from swrag_integrations.ingest.writer import write_documents
 
@@ -605,13 +605,13 @@ class IndexEngine:
 
     def repair(self, *, deep: bool = False) -> Any:
         """Complete or remove unfinished sources, write missing vectors, rebuild a damaged
-        vector collection and the keyword index (:func:`~.writer.repair`)."""
+        vector collection and the keyword index (`repair`)."""
         from swrag_integrations.ingest.writer import repair
 
         return repair(self, deep=deep)
 
     def status(self, *, deep: bool = False, probe: bool = True) -> Any:
-        """Health of every part (:class:`~.health.IndexStatus`)."""
+        """Health of every part (`IndexStatus`)."""
         from swrag_integrations.engine.health import index_status
 
         return index_status(self, deep=deep, probe=probe)
@@ -685,7 +685,7 @@ class IndexEngine:
         return out
 
     def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
-        """Rows of chunk ranges ``(source_id, lower, upper)`` (see :class:`~.protocols.ChunkIndex`)."""
+        """Rows of chunk ranges ``(source_id, lower, upper)`` (see `ChunkIndex`)."""
         records = self.store.get_many([r[0] for r in ranges])
         wanted: dict[str, set[int]] = {}
         for sid, lower, upper in ranges:
@@ -719,7 +719,7 @@ class IndexEngine:
 
     def span_text(self, source_id: str, start: int, end: int) -> str:
         """Exact source text ``[start, end)`` (source coordinates: a segment of offset
-        chunks starts at its :attr:`~.records.SourceRecord.base`)."""
+        chunks starts at its `base`)."""
         if end <= start:
             return ""
         rec = self.record(source_id)
@@ -735,7 +735,7 @@ class IndexEngine:
 
     def sizes(self, generation: int | None = None) -> tuple[int, int]:
         """``(small chunks, sources)`` of the complete sources, read once per store generation
-        (``generation``: the search's snapshot, :meth:`read_generation`)."""
+        (``generation``: the search's snapshot, `read_generation`)."""
         if generation is None:
             generation = self.read_generation()
         if self._size is None or self._size[0] != generation:
@@ -753,17 +753,17 @@ class IndexEngine:
 
     def search_k(self, k: Any, name: str = "k", *, generation: int | None = None) -> int:
         """``k`` checked and clipped for a search: a positive int (not a bool), else a
-        ``ValueError`` naming ``name``; then at most :meth:`size` (and at least 1), so no
+        ``ValueError`` naming ``name``; then at most `size` (and at least 1), so no
         backend is ever asked for more results than the index holds (tantivy allocates
         ``k`` slots up front: ``k=10**12`` aborted the process). ``generation``: the
-        search's snapshot (:meth:`read_generation`)."""
+        search's snapshot (`read_generation`)."""
         from swrag_integrations.engine.settings import positive_int
 
         return max(1, min(positive_int(name, k), self.sizes(generation)[0]))
 
     def bm25_search(self, query: str, k: int = 20, *, filter: Any = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` of the ``k`` best BM25 chunks (complete sources only;
-        ``filter``: only sources whose metadata passes it, see :mod:`.filters`), from the
+        ``filter``: only sources whose metadata passes it, see `.filters`), from the
         storage's keyword search or the in-process index (``keyword_search``)."""
         from swrag_integrations.engine.filters import SourceMatcher, parse_filter
 
@@ -773,9 +773,9 @@ class IndexEngine:
     def keyword_hits(self, query: str, k: int, flt: Any = None, matcher: Any = None, *,
                      generation: int | None = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` of the ``k`` best keyword chunks for a checked filter
-        ``flt`` (:class:`~.filters.MetadataFilter`) and its :class:`~.filters.SourceMatcher`
-        (``k``: see :meth:`search_k`; ``generation``: the search's snapshot,
-        :meth:`read_generation`)."""
+        ``flt`` (`MetadataFilter`) and its `SourceMatcher`
+        (``k``: see `search_k`; ``generation``: the search's snapshot,
+        `read_generation`)."""
         if generation is None:
             generation = self.read_generation()
         k = self.search_k(k, generation=generation)
@@ -806,10 +806,10 @@ class IndexEngine:
                              generation: int | None = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` of the ``k`` best chunks by the storage's own keyword
         search (``vectors.keyword_search``), best first: only servable chunks
-        (:meth:`_served`) that ``allow`` (a chunk-id predicate, e.g. a filter's) passes;
+        (`_served`) that ``allow`` (a chunk-id predicate, e.g. a filter's) passes;
         ``native``: the storage's filter arguments. More chunks are fetched while fewer
-        than ``k`` passed and the storage had more (up to :data:`MAX_FETCH`); ``generation``:
-        the search's snapshot (:meth:`read_generation`)."""
+        than ``k`` passed and the storage had more (up to `MAX_FETCH`); ``generation``:
+        the search's snapshot (`read_generation`)."""
         if generation is None:
             generation = self.read_generation()
         self.sync_vectors(generation)
@@ -831,10 +831,10 @@ class IndexEngine:
         """Chunk ids of the ``k`` nearest small chunks (optionally MMR), best first,
         only chunks whose vector matches a complete source's current text.
 
-        ``filter``: a metadata filter (:mod:`.filters`), pushed down to the storage where
+        ``filter``: a metadata filter (`.filters`), pushed down to the storage where
         it can filter, and checked against each source's record; more chunks are
         fetched while fewer than ``k`` passed and the storage had more. ``k`` and
-        ``fetch_k`` are checked and clipped to the index size (:meth:`search_k`).
+        ``fetch_k`` are checked and clipped to the index size (`search_k`).
         """
         from swrag_integrations.engine.filters import SourceMatcher, parse_filter
 
@@ -886,7 +886,7 @@ class IndexEngine:
         (the score the dense search reports on Chroma, Milvus and ``InMemoryVectorStore``).
 
         The vectors the storage holds are read back where it can
-        (``vectors.stored_vectors(vector_ids)``, e.g. :class:`~.chroma.ChromaStorage`): the
+        (``vectors.stored_vectors(vector_ids)``, e.g. `ChromaStorage`): the
         very vectors the dense search compares, kept when written for the source's current
         text; the other chunks are embedded again. ``records``: the sources' records as
         this search already fetched them (``store.get_many``), so they are not fetched again.
@@ -928,17 +928,17 @@ class IndexEngine:
     def search_children(self, query: str, k: int, *, search_type: str = DEFAULT_SEARCH_TYPE,
                         weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0,
                         filter: Any = None) -> list[ChildHit]:
-        """Stage 1 of the windowed parent retriever (see :class:`~.protocols.ChunkIndex`).
+        """Stage 1 of the windowed parent retriever (see `ChunkIndex`).
 
         The ``k`` best small chunks, BM25 and dense fused by weighted RRF (``weights``:
         ``(bm25, dense)``; ``(1, 0)`` is BM25 only, ``(0, 1)`` dense only). (Ranking whole
         windows from their chunks' BM25 statistics was measured and dropped: lower context
         recall on every dev set, see docs/eval/ranking.md.) ``filter``: only chunks of
-        sources whose metadata passes it (:mod:`.filters`), in both rankings, so no
+        sources whose metadata passes it (`.filters`), in both rankings, so no
         window is built from (or around) a source the filter excludes.
 
         Each hit's metadata carries ``relevance``: the cosine similarity of the query and
-        the chunk, clipped to [0, 1] (:meth:`relevances`; the dense search's own score
+        the chunk, clipped to [0, 1] (`relevances`; the dense search's own score
         where it measured one). Unlike the RRF score it does not depend on the ranks, so
         it compares across queries; it does not change the ranking.
         """

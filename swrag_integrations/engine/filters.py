@@ -124,8 +124,8 @@ class MetadataFilter:
     # ---------------------------------------------------------- translations
     def to_chroma(self) -> dict[str, Any] | None:
         """A Chroma ``where`` clause that every document passing this filter passes
-        (``None``: no clause). Chroma compares values as :func:`values_equal` does, so
-        it is exact, except that ``$in``/``$nin`` lists beyond :data:`MAX_PUSHED_VALUES`
+        (``None``: no clause). Chroma compares values as `values_equal` does, so
+        it is exact, except that ``$in``/``$nin`` lists beyond `MAX_PUSHED_VALUES`
         values in all are left out (an ``$or`` holding one: the whole ``$or``); the
         caller checks every hit against the filter itself."""
         return self._chroma([MAX_PUSHED_VALUES])
@@ -154,7 +154,7 @@ class MetadataFilter:
         """A ``qdrant_client.models.Filter`` over the payload under ``payload_key`` that
         every document passing this filter passes, or ``None`` (no condition): the caller
         checks every hit against the filter itself. Numbers are matched by range
-        (``gte=lte=value``: integer and float payloads alike, as :func:`values_equal`),
+        (``gte=lte=value``: integer and float payloads alike, as `values_equal`),
         booleans and strings by value; parts Qdrant cannot do exactly are left out (an
         ``$or`` holding one: the whole ``$or``)."""
         from qdrant_client import models

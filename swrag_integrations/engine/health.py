@@ -103,7 +103,28 @@ def garbage_vectors(index: "EngineState", *, force: bool = False) -> list[str]:
 
 @dataclass
 class IndexStatus:
-    """What ``swrag status`` prints; ``healthy`` is False when anything needs a repair."""
+    """What ``swrag status`` prints; ``healthy`` is False when anything needs a repair.
+
+    Attributes:
+        location: The index's folder, server or store.
+        index_id: The index's id.
+        config: The index's settings (`IndexConfig` as a dict).
+        vector_store: The kind of vector store.
+        sources: Sources the index records.
+        complete: Sources completely written.
+        incomplete: The other sources (``source_id``, ``state``, ``origin``): a repair finishes
+            or removes them.
+        chunks: Small chunks of the complete sources.
+        vectors: Vectors the store holds (``None`` if it cannot count them).
+        vector_problems: Missing, unreferenced or stale vectors.
+        keyword_documents: Documents of the keyword index.
+        keyword_generation: The write generation the keyword index reflects.
+        store_generation: The source store's write generation.
+        keyword_problems: Where the keyword index disagrees with the sources.
+        store_problems: Problems of the source store itself.
+        embedding: The embedding the index was built with (from its manifest).
+        vectors_probed: Whether stored vectors were compared with fresh embeddings.
+    """
 
     location: str
     index_id: str
@@ -128,11 +149,13 @@ class IndexStatus:
         return not (self.incomplete or self.vector_problems or self.keyword_problems or self.store_problems)
 
     def to_dict(self) -> dict[str, Any]:
+        """The status as a JSON-ready dict (``healthy`` included)."""
         out = asdict(self)
         out["healthy"] = self.healthy
         return out
 
     def lines(self) -> list[str]:
+        """The lines ``swrag status`` prints."""
         ok = "ok" if self.healthy else "NEEDS REPAIR (run `swrag repair`)"
         out = [f"index {self.location} ({self.index_id[:8]}): {ok}",
                f"  sources: {self.sources} ({self.complete} complete), small chunks: {self.chunks}",

@@ -147,7 +147,7 @@ def check_writable(path: str | os.PathLike) -> Path:
 
 @dataclass
 class TunedConfig:
-    """A configuration for :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` and
+    """A configuration for `SlidingWindowIndex` and
     its retriever, with the evidence that chose it.
 
     Attributes:
@@ -158,7 +158,7 @@ class TunedConfig:
             ``index.as_retriever(**retriever_kwargs)``.
         chosen: ``"tuned"`` (the search's winner) or ``"default"`` (the winner did not
             beat today's defaults on the synthetic questions, so they are kept).
-        evidence: what the search measured (see :func:`~.tune.tune`).
+        evidence: what the search measured (see `tune`).
     """
 
     index_kwargs: dict[str, Any]
@@ -189,6 +189,8 @@ class TunedConfig:
     @classmethod
     def from_candidate(cls, candidate: Candidate, *, budget_tokens: int | None = 1500, chosen: str = "tuned",
                        evidence: Mapping[str, Any] | None = None) -> "TunedConfig":
+        """The configuration of a searched ``candidate``, with its retriever's ``budget_tokens``,
+        how it was ``chosen`` and the ``evidence`` that chose it."""
         return cls(candidate.index_kwargs, {**candidate.retriever_kwargs, "budget_tokens": budget_tokens}, chosen,
                    dict(evidence or {}))
 
@@ -205,6 +207,7 @@ class TunedConfig:
 
     # ------------------------------------------------------------------ I/O
     def to_dict(self) -> dict[str, Any]:
+        """The configuration as the JSON-ready dict `from_dict` reads (with its format version)."""
         retriever = dict(self.retriever_kwargs)
         if "weights" in retriever:
             retriever["weights"] = list(retriever["weights"])
@@ -212,6 +215,7 @@ class TunedConfig:
                 "chosen": self.chosen, "evidence": self.evidence}
 
     def to_json(self) -> str:
+        """`to_dict` as JSON text (what `save` writes)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=1)
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -233,6 +237,7 @@ class TunedConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "configuration") -> "TunedConfig":
+        """The configuration `to_dict` wrote; raises ``ValueError`` (naming ``where``) for anything else."""
         if not isinstance(data, Mapping) or data.get("swrag_tuned_config") != FORMAT_VERSION:
             raise ValueError(f"{where} is not a tuned configuration (format {FORMAT_VERSION}, written by `swrag tune`)")
         for part in ("index", "retriever"):
@@ -243,7 +248,7 @@ class TunedConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TunedConfig":
-        """Read a file written by :meth:`save`.
+        """Read a file written by `save`.
 
         Raises:
             FileNotFoundError: no such file.
@@ -282,5 +287,13 @@ class TunedConfig:
 
 
 def load_config(path: str | os.PathLike) -> TunedConfig:
-    """:meth:`TunedConfig.load`."""
+    """The tuned configuration in the JSON file at ``path`` (`TunedConfig.load`).
+
+    Args:
+        path: A file written by ``swrag tune`` or `TunedConfig.save`.
+
+    Raises:
+        FileNotFoundError: There is no such file.
+        ValueError: The file is not JSON, or not a tuned configuration.
+    """
     return TunedConfig.load(path)

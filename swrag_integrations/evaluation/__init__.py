@@ -10,105 +10,73 @@ Command line: ``swrag eval ...`` or ``python -m swrag_integrations.evaluation ..
 (see :mod:`swrag_integrations.cli.eval`).
 """
 
+from __future__ import annotations
+
 from swrag_integrations.core._lazy import lazy_exports
-from swrag_integrations.evaluation.context import DEFAULT_BUDGET, AssembledContext, assemble_by_offset, assemble_by_text, count_tokens
-from swrag_integrations.evaluation.datasets import (
-    Example,
-    Passage,
-    Source,
-    build_corpus,
-    example_sources,
-    gold_sources,
-    gold_spans,
-    half_of,
-    load_examples,
-    select_half,
-    split_passages,
-)
-from swrag_integrations.evaluation.embeddings import CachedEmbeddings, default_embeddings
-from swrag_integrations.evaluation.metrics import (
-    answer_tokens,
-    bootstrap_ci,
-    context_recall,
-    normalize_answer,
-    paired_bootstrap,
-    qa_f1,
-    source_recall,
-    span_hit,
-)
-from swrag_integrations.evaluation.pipelines import PIPELINES, EvalConfig, Pipeline, PipelineSpec, build_pipeline, register_pipeline
-from swrag_integrations.evaluation.report import markdown_table, plot_heatmaps, plot_multi_query, significance_table, write_reports
-from swrag_integrations.evaluation.runner import (
-    PROMPT_EN,
-    PROMPT_ZH,
-    QueryCache,
-    generate_answer,
-    load_llm,
-    make_grid,
-    parse_steps,
-    run_eval,
-    summarize,
-)
-
-__all__ = [
-    "AssembledContext",
-    "CachedEmbeddings",
-    "DEFAULT_BUDGET",
-    "PIPELINES",
-    "PipelineSpec",
-    "register_pipeline",
-    "EvalConfig",
-    "Example",
-    "PROMPT_EN",
-    "PROMPT_ZH",
-    "Passage",
-    "Pipeline",
-    "QueryCache",
-    "Source",
-    "add_arguments",
-    "answer_tokens",
-    "assemble_by_offset",
-    "assemble_by_text",
-    "bootstrap_ci",
-    "build_corpus",
-    "build_parser",
-    "build_pipeline",
-    "context_recall",
-    "count_tokens",
-    "default_embeddings",
-    "example_sources",
-    "generate_answer",
-    "gold_sources",
-    "gold_spans",
-    "load_examples",
-    "half_of",
-    "select_half",
-    "load_llm",
-    "main",
-    "make_grid",
-    "markdown_table",
-    "normalize_answer",
-    "paired_bootstrap",
-    "parse_steps",
-    "plot_heatmaps",
-    "plot_multi_query",
-    "qa_f1",
-    "run_eval",
-    "run_from_args",
-    "significance_table",
-    "source_recall",
-    "span_hit",
-    "split_passages",
-    "summarize",
-    "write_reports",
-]
-
-
 
 # Every strategy module registers its pipelines when imported (evaluation/strategies.py lists them).
 from swrag_integrations.evaluation import strategies as _strategies  # noqa: E402,F401
 
 # The command line lives in cli/eval.py, which imports this package: its names load on first use.
-_CLI = {"add_arguments": "..cli.eval", "build_parser": "..cli.eval", "main": "..cli.eval", "run_from_args": "..cli.eval"}
+_LAZY = {
+    "main": "..cli.eval",
+    "make_grid": "runner",
+    "run_eval": "runner",
+}
 
-__getattr__, __dir__ = lazy_exports(__name__, _CLI)
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "AssembledContext": "context",
+    "CachedEmbeddings": "embeddings",
+    "DEFAULT_BUDGET": "context",
+    "EvalConfig": "pipelines",
+    "Example": "datasets",
+    "PIPELINES": "pipelines",
+    "PROMPT_EN": "runner",
+    "PROMPT_ZH": "runner",
+    "Passage": "datasets",
+    "Pipeline": "pipelines",
+    "PipelineSpec": "pipelines",
+    "QueryCache": "runner",
+    "Source": "datasets",
+    "add_arguments": "..cli.eval",
+    "answer_tokens": "metrics",
+    "assemble_by_offset": "context",
+    "assemble_by_text": "context",
+    "bootstrap_ci": "metrics",
+    "build_corpus": "datasets",
+    "build_parser": "..cli.eval",
+    "build_pipeline": "pipelines",
+    "context_recall": "metrics",
+    "count_tokens": "context",
+    "default_embeddings": "embeddings",
+    "example_sources": "datasets",
+    "generate_answer": "runner",
+    "gold_sources": "datasets",
+    "gold_spans": "datasets",
+    "half_of": "datasets",
+    "load_examples": "datasets",
+    "load_llm": "runner",
+    "markdown_table": "report",
+    "normalize_answer": "metrics",
+    "paired_bootstrap": "metrics",
+    "parse_steps": "runner",
+    "plot_heatmaps": "report",
+    "plot_multi_query": "report",
+    "qa_f1": "metrics",
+    "register_pipeline": "pipelines",
+    "run_from_args": "..cli.eval",
+    "select_half": "datasets",
+    "significance_table": "report",
+    "source_recall": "metrics",
+    "span_hit": "metrics",
+    "split_passages": "datasets",
+    "summarize": "runner",
+    "write_reports": "report",
+}
+
+__all__ = sorted(_LAZY)
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

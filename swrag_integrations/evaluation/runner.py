@@ -128,9 +128,9 @@ def make_grid(
     """All configurations of the grid.
 
     Args:
-        strategies: names from :data:`~.pipelines.PIPELINES`.
+        strategies: names from `PIPELINES`.
         windows: window sizes.
-        steps: step labels (see :func:`parse_steps`); a strategy that gets none of
+        steps: step labels (see `parse_steps`); a strategy that gets none of
             its kind uses the method's defaults (``PipelineSpec.default_steps``).
         unit: ``"token"`` or ``"char"``.
         multi_query: ``False``, ``True`` or e.g. ``(False, True)`` for both.
@@ -268,7 +268,7 @@ def _question_record(
     t2 = time.perf_counter()
     grounding = None
     if run.generate:
-        from swrag_integrations.methods.grounding import groundedness
+        from swrag_integrations.methods.grounding.align import groundedness
 
         grounding = groundedness(prediction, ctx.spans, question=example.question)
     split = run.split
@@ -386,7 +386,7 @@ def run_eval(
 
     Args:
         data: LongBench-format JSONL files (dataset name = file stem).
-        configs: the grid (:func:`make_grid`).
+        configs: the grid (`make_grid`).
         out_dir: output directory; existing records there are reused (resume).
         mode: ``"document"`` (each question against its own document) or
             ``"corpus"`` (all documents of a dataset in one index).
@@ -395,15 +395,15 @@ def run_eval(
         budgets: several budgets in one run (a budget curve; overrides ``budget``): every
             index is built once and asked every question under each budget, and a pipeline
             whose ranking does not depend on the budget ranks each question once
-            (:func:`~.pipelines.shared_ranking`); one record per (question, budget), keyed
+            (`shared_ranking`); one record per (question, budget), keyed
             and summarised by budget.
         k: cap on ranked chunks assembled (``None``: as many as fit the budget; the
-            stock retrievers then fetch :data:`~.pipelines.STOCK_DEFAULT_K`).
+            stock retrievers then fetch `STOCK_DEFAULT_K`).
         limit: first ``limit`` questions of each dataset (of ``half`` when given; in
             corpus mode the index still holds every document of the file).
         retrieval_only: compute context recall without generating answers.
         llm: LangChain LLM (or anything with ``as_langchain()``) for answers and
-            multi-query; loaded with :func:`load_llm` when needed and ``None``.
+            multi-query; loaded with `load_llm` when needed and ``None``.
         embeddings: LangChain ``Embeddings`` for ``langchain-stock``/``parent``; default the
             packaged MiniLM behind a text-hash cache in ``<out>/cache/embeddings.sqlite``.
         n_queries: LLM-written query variants per question (multi-query).
@@ -412,7 +412,7 @@ def run_eval(
         reports: write tables and plots too.
         max_questions: stop after computing this many new records (for tests of
             interrupted runs); the outputs are still written.
-        steps: the context-quality steps (:class:`~.steps.ContextSteps`); or give them
+        steps: the context-quality steps (`ContextSteps`); or give them
             one by one: ``diversity`` (``True``/``"greedy"`` or ``"mmr"``), ``litm``,
             ``rse``, ``rerank`` (``"embedding"`` / ``"llm"``), ``contextual`` /
             ``autocontext`` (index-time chunk headers) and ``step_pool`` (candidates
@@ -426,7 +426,7 @@ def run_eval(
         header_document_tokens: document tokens the header LLM sees (AutoContext: the
             document's head; contextual: the section holding the chunk).
         half: ``"tune"`` or ``"test"``: ask only that fixed half's questions
-            (:func:`~.datasets.half_of`; in corpus mode the index still holds every
+            (`half_of`; in corpus mode the index still holds every
             document of the file); ``None``: every question (reported as the whole set,
             halves mixed). Every summary row and record says which (``half``:
             ``"tune"``/``"test"``/``"all"``; a record's ``half`` is its question's own).

@@ -204,7 +204,7 @@ def piece_vectors(texts: Sequence[str], embeddings, piece_tokens: int = PIECE_TO
 
 def piece_diversity(texts: Sequence[str], embeddings, encoding_name: str = DEFAULT_ENCODING) -> float | None:
     """Mean pairwise cosine distance of ``texts`` (context pieces); ``None`` for < 2 pieces."""
-    from swrag_integrations.methods.context import mean_pairwise_cosine_distance
+    from swrag_integrations.methods.context.ordering import mean_pairwise_cosine_distance
 
     texts = [t for t in texts if t and t.strip()]
     if len(texts) < 2:
@@ -239,7 +239,7 @@ def apply_diversity(question: str, ranked: Sequence[Span], texts: Mapping[str, s
                     mode: str = "greedy", lambda_mult: float = 0.5,
                     encoding_name: str = DEFAULT_ENCODING) -> list[Span]:
     """Top ``pool`` in greedy-diversity (or MMR) order; the rest follow."""
-    from swrag_integrations.methods.context import greedy_diversity_order, mmr_order
+    from swrag_integrations.methods.context.ordering import greedy_diversity_order, mmr_order
     from swrag_integrations.methods.context._common import unit_normalize
 
     head, tail = list(ranked[:pool]), list(ranked[pool:])
@@ -333,7 +333,7 @@ def apply_rse(question: str, ranked: Sequence[Span], pipeline, pool: int, budget
 def litm_context(ctx: AssembledContext, texts: Mapping[str, str], separator: str = SEPARATOR,
                  encoding_name: str = DEFAULT_ENCODING) -> AssembledContext:
     """The assembled pieces in lost-in-the-middle order (same pieces, same text)."""
-    from swrag_integrations.methods.context import litm_order
+    from swrag_integrations.methods.context.ordering import litm_order
 
     if len(ctx.spans) < 3:
         return ctx
@@ -403,7 +403,7 @@ def add_headers(pipeline, headerer) -> dict:
     document in ``auto`` mode; cached). Offsets are unchanged. Returns the header
     report as a dict (chunks, with_header, llm_calls, cached, failed, seconds...).
     """
-    from swrag_integrations.methods.context import text_to_index
+    from swrag_integrations.methods.context.headers import text_to_index
     from swrag_integrations.evaluation.pipelines import _bm25_bytes, _bm25_index
 
     spans = getattr(pipeline, "spans", None)

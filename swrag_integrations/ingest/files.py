@@ -687,7 +687,7 @@ def load_files(
       ``"<header>: <value>"`` line per field, in column order. Every field is kept:
       duplicate header names each keep their own line (``"a: 1\\na: 2"``), a short
       row gives empty values (``"b: "``), and fields beyond the header are labelled
-      ``"column <n>"`` (:data:`CSV_EXTRA_LABEL`, ``n`` = 1-based column number). A
+      ``"column <n>"`` (`CSV_EXTRA_LABEL`, ``n`` = 1-based column number). A
       CSV with only a header gives no documents (and no error).
 
     Every document has metadata ``source``: the file's identity, the absolute path
@@ -697,7 +697,7 @@ def load_files(
     Empty or whitespace-only text files are *not* skipped: each gives a document
     with empty ``page_content``, so a caller can drop the previous version of that
     file from an index. (An empty CSV simply gives no rows; use
-    :attr:`LoadResult.files` to tell it still exists.)
+    `LoadResult.files` to tell it still exists.)
 
     Text decoding follows the rules of this module's docstring: UTF-8 (BOM
     stripped), UTF-16/32 by BOM, ``encoding`` for files that are not UTF-8, else
@@ -718,13 +718,13 @@ def load_files(
     aborts a folder.
     A file reached twice (given twice, or through a symlink) is loaded once, under
     the path that is the file itself if one is, else the first path
-    (:attr:`LoadResult.duplicates` lists the others). Paths
+    (`LoadResult.duplicates` lists the others). Paths
     given explicitly are read even when hidden or a symlinked folder; a given file
     that exists but cannot be read (binary, unreadable, a FIFO...) is skipped like
     one found in a folder, not raised.
 
-    Each skipped file gives one :class:`LoadWarning` naming the file and the reason,
-    is listed in :attr:`LoadResult.skipped`, and is passed to ``on_skip``.
+    Each skipped file gives one `LoadWarning` naming the file and the reason,
+    is listed in `LoadResult.skipped`, and is passed to ``on_skip``.
 
     Args:
         paths: a file or folder, or several.
@@ -733,14 +733,14 @@ def load_files(
             mark or valid UTF-8 are read as such whatever it says.
         errors: ``"strict"`` (skip undecodable files) or ``"replace"`` (the explicit
             opt-in to lossy decoding: undecodable bytes become U+FFFD, with one
-            :class:`LoadWarning` per file saying how many were replaced). Binary files
+            `LoadWarning` per file saying how many were replaced). Binary files
             are skipped either way.
         recursive: walk sub-folders of the given folders.
-        on_skip: called with each :class:`SkippedFile` after its warning (an exception
+        on_skip: called with each `SkippedFile` after its warning (an exception
             it raises propagates, so it can also abort the load).
 
     Returns:
-        A :class:`LoadResult` with the documents, the skipped files, every file
+        A `LoadResult` with the documents, the skipped files, every file
         considered, the roots and the duplicates.
 
     Raises:

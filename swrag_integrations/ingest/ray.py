@@ -200,24 +200,33 @@ def index_with_ray(index: "EngineState | Any", paths: Any, *, address: str = "lo
                    runtime_env: dict[str, Any] | None = None, node_ip_address: str | None = None) -> "IndexReport":
     """Index the files under ``paths`` with a Ray Data pipeline; the driver writes.
 
-    Same semantics and report as :meth:`~.index.SlidingWindowIndex.add_files` (with
+    Same semantics and report as `add_files` (with
     ``prune`` the index mirrors the files). See the module docstring for the stages.
 
     Args:
         address: ``"local"``, ``"auto"``, ``"HOST:PORT"`` or ``"ray://HOST:PORT"``
-            (:func:`connect_ray`); an unreachable one raises ``ConnectionError`` and
+            (`connect_ray`); an unreachable one raises ``ConnectionError`` and
             nothing is written. If this process is already connected to Ray, that
             connection is used (and kept).
         actors: embedding actors (each loads the model once).
         embed_batch: chunk texts per batch (default: the index's ``batch_size``).
         embedding_factory: a picklable zero-argument callable giving the embedding
             the actors use (default: rebuilt from the index's).
-        actor_cpus, plan_cpus: Ray CPUs reserved per actor and per load+plan task.
+        actor_cpus: Ray CPUs reserved per actor.
+        plan_cpus: Ray CPUs reserved per load+plan task.
         threads_per_actor: math threads per actor.
-        num_cpus, object_store_memory: for ``"local"`` (default CPUs:
-            ``actors * actor_cpus + 1``).
+        num_cpus: CPUs of a ``"local"`` Ray (default ``actors * actor_cpus + 1``).
+        object_store_memory: object store bytes of a ``"local"`` Ray.
         runtime_env: passed to ``ray.init`` (e.g. ``{"py_modules": [...]}``).
         node_ip_address: this node's IP for Ray (``ray.init(_node_ip_address=)``).
+        index: the index to write to (a `SlidingWindowIndex` or its engine).
+        paths: files or folders to index.
+        prune: make the index mirror the files (remove the sources of files gone).
+        encoding: the encoding of files that are not UTF-8 (see `load_files`).
+        errors: how undecodable bytes are handled (as in ``bytes.decode``).
+
+    Raises:
+        ValueError: ``actors`` is not a positive int, or no indexable file is under ``paths``.
     """
     from swrag_integrations.engine.protocols import as_engine
     from swrag_integrations.ingest.files import list_files

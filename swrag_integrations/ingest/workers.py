@@ -397,17 +397,29 @@ def index_in_parallel(index: "EngineState | Any", documents: Iterable[Any] | Non
                       embedding_factory: Callable[[], Any] | None = None, threads_per_worker: int = 1) -> "IndexReport":
     """Index ``documents`` (or the files under ``paths``) with ``workers`` processes.
 
-    Same semantics and report as :meth:`~.engine.IndexEngine.index_documents` /
-    :meth:`~.index.SlidingWindowIndex.add_files` (``paths``: with ``prune`` the index
+    Same semantics and report as `index_documents` /
+    `add_files` (``paths``: with ``prune`` the index
     mirrors the files, as ``add_files`` does); see the module docstring for how the
     work is split.
 
     Args:
+        index: the index to write to (a `SlidingWindowIndex` or its engine).
+        documents: the documents to index (``page_content``, ``metadata``); or give ``paths``.
+        paths: files or folders to load and index instead of ``documents``.
         workers: worker processes (>= 1).
+        prune: which sources not given to remove, as in `index_documents` (with ``paths``,
+            any true value makes the index mirror the files).
+        remove_origins: origins whose sources are removed as well.
+        encoding: the encoding of files that are not UTF-8 (see `load_files`).
+        errors: how undecodable bytes are handled (as in ``bytes.decode``).
         embed_batch: chunk texts per embedding task (default: the index's ``batch_size``).
         embedding_factory: a picklable zero-argument callable returning the embedding
             workers should use (it must give the vectors the index's embedding gives).
         threads_per_worker: math threads per worker (torch/OpenMP).
+
+    Raises:
+        ValueError: ``workers`` or ``embed_batch`` is not a positive int, or both (or neither
+            of) ``documents`` and ``paths`` are given.
     """
     from swrag_integrations.engine.protocols import as_engine
     from swrag_integrations.ingest.writer import dedupe_documents, write_planned

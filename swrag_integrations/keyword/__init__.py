@@ -10,6 +10,11 @@ from swrag_integrations.core._lazy import lazy_exports
 _LAZY = {
     "BM25Index": "bm25",
     "KeywordIndex": "index",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
     "contains_cjk": "bm25",
     "tokenize": "bm25",
 }
@@ -17,4 +22,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

@@ -127,9 +127,11 @@ class BM25Index:
     """A mutable BM25 index over string ids, persisted without pickle.
 
     Args:
-        k1, b, method: BM25 parameters passed to ``bm25s.BM25``.
-        stopwords: as in :func:`tokenize`.
-        tokenizer: custom ``str -> list[str]``; replaces :func:`tokenize`.
+        k1: BM25's term-frequency saturation, passed to ``bm25s.BM25``.
+        b: BM25's length normalisation, passed to ``bm25s.BM25``.
+        method: the BM25 variant, passed to ``bm25s.BM25``.
+        stopwords: as in `tokenize`.
+        tokenizer: custom ``str -> list[str]``; replaces `tokenize`.
     """
 
     FORMAT_VERSION = 1
@@ -159,6 +161,7 @@ class BM25Index:
 
     # ------------------------------------------------------------------ editing
     def tokenize(self, text: str) -> list[str]:
+        """The index's tokens of ``text``: its own tokenizer's, else `tokenize` with the index's ``stopwords``."""
         if self._tokenizer is not None:
             return list(self._tokenizer(text))
         return tokenize(text, stopwords=self.stopwords)
@@ -214,6 +217,7 @@ class BM25Index:
             return len(drop)
 
     def clear(self) -> None:
+        """Drop every document (the index is empty afterwards)."""
         with self._lock:
             self.ids, self._row, self._tokens, self.vocab, self._bm25, self._saved = [], {}, [], {}, None, None
 
@@ -321,7 +325,7 @@ class BM25Index:
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, tokenizer: Callable[[str], list[str]] | None = None) -> "BM25Index":
-        """Load an index written by :meth:`to_bytes` (``allow_pickle=False``)."""
+        """Load an index written by `to_bytes` (``allow_pickle=False``)."""
         import io
 
         with np.load(io.BytesIO(raw), allow_pickle=False) as data:
@@ -358,7 +362,7 @@ class BM25Index:
         return index
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write :meth:`to_bytes` to the file ``path`` atomically (temp file + rename)."""
+        """Write `to_bytes` to the file ``path`` atomically (temp file + rename)."""
         path = Path(path)
         private_dir(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
@@ -372,7 +376,7 @@ class BM25Index:
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, tokenizer: Callable[[str], list[str]] | None = None) -> "BM25Index":
-        """Load a file written by :meth:`save`."""
+        """Load a file written by `save`."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"no BM25 index at {path}")

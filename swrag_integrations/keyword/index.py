@@ -79,10 +79,10 @@ class KeywordIndex:
     """BM25 over chunk ids ``<source_id>:s:<i>``, kept in step with a source store.
 
     Args:
-        store: the :class:`~.sources.SourceStore`.
+        store: the `SourceStore`.
         index_text: ``chunk text -> text to index`` (identity by default).
-        bm25_kwargs: passed to :class:`~.bm25.BM25Index` (on a rebuild) or
-            :class:`~.bm25_tantivy.TantivyBM25Index` (``k1``, ``b`` or ``method``, which tantivy
+        bm25_kwargs: passed to `BM25Index` (on a rebuild) or
+            `TantivyBM25Index` (``k1``, ``b`` or ``method``, which tantivy
             does not take, select the snapshot backend).
 
     ``incremental`` tells which backend this handle uses.
@@ -294,7 +294,7 @@ class KeywordIndex:
 
     # ----------------------------------------------------------------- saving
     def save(self) -> None:
-        """Store the snapshot (call while holding the writer lock, after :meth:`refresh`).
+        """Store the snapshot (call while holding the writer lock, after `refresh`).
 
         Incremental backend: every refresh commits already, so this only catches up
         (and removes a migrated snapshot that a crash left behind)."""
@@ -318,8 +318,8 @@ class KeywordIndex:
     def search(self, query: str, k: int, *, allow: Callable[..., Any] | None = None,
                generation: int | None = None) -> list[tuple[str, float]]:
         """``(chunk_id, score)`` best first (after catching up with the store); ``allow``:
-        see :meth:`~.bm25.BM25Index.search` (a metadata filter's chunk predicate);
-        ``generation``: the search's snapshot of the store's (see :meth:`refresh`)."""
+        see `search` (a metadata filter's chunk predicate);
+        ``generation``: the search's snapshot of the store's (see `refresh`)."""
         self.refresh(generation)
         return self.bm25.search(query, k, allow=allow)
 
@@ -327,6 +327,7 @@ class KeywordIndex:
         return len(self.bm25)
 
     def sources(self) -> set[str]:
+        """The ids of the sources that have keyword documents."""
         if isinstance(self.bm25, TantivyBM25Index):
             return self.bm25.groups()
         return set(self._by_source)

@@ -8,24 +8,29 @@ from __future__ import annotations
 from swrag_integrations.core._lazy import lazy_exports
 
 _LAZY = {
-    "CJKBM25Retriever": "search",
-    "DDSTextSplitter": "splitters",
-    "DFSTextSplitter": "splitters",
-    "DenseChunkRetriever": "search",
     "DynamicStepTextSplitter": "splitters",
     "DynamicWindowTextSplitter": "splitters",
-    "FFSTextSplitter": "splitters",
     "FixedWindowTextSplitter": "splitters",
-    "HybridRetriever": "search",
-    "IndexTextEmbeddings": "vectorstore",
     "MultiQueryFusionRetriever": "multi_query",
     "PrecomputedEmbeddings": "vectorstore",
     "SlidingWindowIndex": "index",
     "SlidingWindowTextSplitter": "splitters",
-    "TokenLength": "splitters",
-    "VectorBackend": "vectorstore",
     "VectorStoreError": "vectorstore",
     "WindowedParentRetriever": "retriever",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "CJKBM25Retriever": "search",
+    "DDSTextSplitter": "splitters",
+    "DFSTextSplitter": "splitters",
+    "DenseChunkRetriever": "search",
+    "FFSTextSplitter": "splitters",
+    "HybridRetriever": "search",
+    "IndexTextEmbeddings": "vectorstore",
+    "TokenLength": "splitters",
+    "VectorBackend": "vectorstore",
     "generate_queries": "multi_query",
     "load_files": "files",
     "offline_encodings": "splitters",
@@ -36,4 +41,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

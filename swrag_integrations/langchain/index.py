@@ -101,7 +101,7 @@ class SlidingWindowIndex(VectorStore):
     indexes documents (each cut into small chunks), ``delete``/``get_by_ids`` take the
     ids it returned, ``similarity_search`` (with scores, MMR, by vector) returns the
     added documents as they were added, ranked by their best chunk; windows come from
-    the retrievers: ``as_retriever`` gives a :class:`~.retriever.WindowedParentRetriever`
+    the retrievers: ``as_retriever`` gives a `WindowedParentRetriever`
     (merged windows under a token budget). It passes LangChain's
     ``VectorStoreIntegrationTests`` and works with its indexing API
     (``langchain_core.indexing.index``).
@@ -123,42 +123,42 @@ class SlidingWindowIndex(VectorStore):
             ``source_store``, ``host`` or ``client``) the index lives in memory, like
             LangChain's ``Chroma()``: an ``InMemoryVectorStore`` and an
             ``InMemoryByteStore``, gone with the object. The CLI's index is
-            :func:`~swrag_integrations.core.paths.default_index_dir` (``$SWRAG_HOME/index``, else
+            `default_index_dir` (``$SWRAG_HOME/index``, else
             ``$XDG_DATA_HOME/swrag/index``): pass it to share that one.
         vectorstore: any LangChain ``VectorStore`` for the chunk vectors (it embeds
             the chunk texts with its own embedding; ``embedding`` defaults to it).
             Needs ``source_store`` or ``persist_directory`` for the sources.
-        storage: the vector store by URI (:mod:`.store_uri`): ``"milvus:PATH.db"``
+        storage: the vector store by URI (`.store_uri`): ``"milvus:PATH.db"``
             (Milvus Lite), ``"milvus"`` (``<persist_directory>/milvus.db``),
             ``"milvus://HOST:19530"``, ``"chroma://HOST:8000"`` or ``"chroma"`` (the
-            default); or a :class:`~.storage.VectorStorage` object (e.g. a
-            :class:`~.milvus.MilvusStorage`). With Milvus, keyword search runs in the store.
-        source_store: where the sources live: a :class:`~.sources.SourceStore`, a path
+            default); or a `VectorStorage` object (e.g. a
+            `MilvusStorage`). With Milvus, keyword search runs in the store.
+        source_store: where the sources live: a `SourceStore`, a path
             to a SQLite file, or any LangChain byte store (``LocalFileStore``...).
         embedding: LangChain ``Embeddings`` for queries (and for the default Chroma);
             default the bundled MiniLM.
         collection_name: Chroma collection of the default vector store.
         host, port, ssl, headers: use a running Chroma server for vectors and sources.
         client: an existing chromadb client for the default vector store.
-        chunk_size, child, medium_size, strategy, window_size, step, unit, delimiters, encoding_name: the chunking (:class:`~.config.IndexConfig`); ``None`` takes
+        chunk_size, child, medium_size, strategy, window_size, step, unit, delimiters, encoding_name: the chunking (`IndexConfig`); ``None`` takes
             the stored value of an existing index (different values raise).
         batch_size: chunks embedded and written per batch.
         show_progress: tqdm progress bars while indexing (default off: quiet in a library call).
         index_text: optional ``chunk text -> text to index`` for BM25 and the default
             store's embeddings (e.g. contextual headers); stored chunks stay exact.
         lock_timeout: seconds a writer waits for another one.
-        config: a tuned configuration (a :class:`~swrag_integrations.tuning.TunedConfig`,
+        config: a tuned configuration (a `TunedConfig`,
             the path of a file written by ``swrag tune``, or its dict): its index part
             sets the chunking (an explicit chunking keyword that disagrees raises
             ``ValueError``), and the whole configuration is recorded in the index
-            (``index.engine.tuned_config``, kept across reopening), so :meth:`as_retriever`
+            (``index.engine.tuned_config``, kept across reopening), so `as_retriever`
             starts from its retriever settings.
         keyword_search: ``"auto"`` (the store's own keyword search where it has one),
             ``"store"`` or ``"local"`` (the in-process BM25), see
-            :class:`~.engine.IndexEngine`.
+            `IndexEngine`.
 
     Attributes:
-        engine: the framework-free :class:`~.engine.IndexEngine` this face sits on: all
+        engine: the framework-free `IndexEngine` this face sits on: all
             that is not LangChain's contract (``status()``, ``repair()``, ``count()``,
             ``source_text(sid)``, ``store``, ``config``, ``tuned_config``...).
     """
@@ -231,7 +231,7 @@ class SlidingWindowIndex(VectorStore):
 
     def __getattr__(self, name: str) -> Any:
         """The names this face forwarded to the engine before 0.3, served from their new
-        home with a ``DeprecationWarning`` (:data:`DEPRECATED`); any other name raises
+        home with a ``DeprecationWarning`` (`DEPRECATED`); any other name raises
         ``AttributeError`` (Python calls this only for names the class does not define)."""
         moved = DEPRECATED.get(name)
         if moved is None or "engine" not in self.__dict__:
@@ -245,7 +245,7 @@ class SlidingWindowIndex(VectorStore):
     def add_files(self, paths: str | os.PathLike | Iterable[str | os.PathLike], *, prune: bool = True,
                   encoding: str | None = None, errors: str = "strict", workers: int | None = None) -> Any:
         """Load files and index them, the index then mirroring them: see
-        :meth:`~.engine.IndexEngine.add_files` (the one implementation, which this calls)."""
+        `add_files` (the one implementation, which this calls)."""
         return self.engine.add_files(paths, prune=prune, encoding=encoding, errors=errors, workers=workers)
 
     def add_documents(self, documents: list[Document], ids: list[str] | None = None, **kwargs: Any) -> list[str]:
@@ -254,11 +254,11 @@ class SlidingWindowIndex(VectorStore):
         The id of a document is ``ids[i]`` or ``Document.id`` if given (and then
         ``delete``/``get_by_ids`` take it), else its source id; an id that is a source id
         of the index (what ``add_texts`` returned) replaces that source. Every document is
-        kept, also several of one source (see :func:`~.ids.batch_source_ids`). Chunks that
+        kept, also several of one source (see `batch_source_ids`). Chunks that
         carry their offsets in a source (``source`` and ``start_index``, no id) are joined
-        into that source's text (:func:`~.records.join_offset_chunks`), so windows come
+        into that source's text (`join_offset_chunks`), so windows come
         back in the source's coordinates; each chunk's id is ``"<source id>@<start>:<end>"``
-        (:func:`~.ids.member_id`). Deleting a chunk joins the rest of its piece again: the
+        (`member_id`). Deleting a chunk joins the rest of its piece again: the
         ids of chunks after a gap it leaves, or of a piece whose first chunk it was, change
         with the piece's source id. What the write did (an :class:`~.writer.IndexReport`;
         pruning, ``workers``) is :meth:`~.engine.IndexEngine.index_documents`'s.
@@ -283,7 +283,7 @@ class SlidingWindowIndex(VectorStore):
                                   ids=ids, **kwargs)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
-        """LangChain ``VectorStore.delete``: remove sources (by the ids :meth:`add_documents`
+        """LangChain ``VectorStore.delete``: remove sources (by the ids `add_documents`
         returned, or source ids). ``ids=None`` raises (use ``index.engine.reset()``)."""
         _only(kwargs, set(), "delete")
         if ids is None:
@@ -321,7 +321,7 @@ class SlidingWindowIndex(VectorStore):
 
     # --------------------------------------------------------- retrievers
     def as_retriever(self, **kwargs: Any):
-        """The package's retriever on this index: a :class:`~.retriever.WindowedParentRetriever`.
+        """The package's retriever on this index: a `WindowedParentRetriever`.
 
         It does not return a fixed ``k=4``: it returns as many merged windows (exact
         ``text[start_index:end_index]``) as fit its token budget, ``budget_tokens=1500``
@@ -357,15 +357,15 @@ class SlidingWindowIndex(VectorStore):
         """LangChain ``VectorStore.similarity_search``: the ``k`` added documents most similar
         to ``query`` (whole text, their own metadata and id), ranked by their best small chunk.
         ``filter=`` takes a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/
-        $gte/$lt/$lte/$and/$or``; :mod:`.filters`), also on the other search methods.
+        $gte/$lt/$lte/$and/$or``; `.filters`), also on the other search methods.
 
-        Windows are the retrievers' part: :meth:`as_retriever` returns merged windows
+        Windows are the retrievers' part: `as_retriever` returns merged windows
         under a token budget.
         """
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        """:meth:`similarity_search` with each document's relevance in [0, 1] (its best
+        """`similarity_search` with each document's relevance in [0, 1] (its best
         chunk's; higher is better), in rank order."""
         from swrag_integrations.engine.parents import check_query
 
@@ -374,14 +374,14 @@ class SlidingWindowIndex(VectorStore):
 
     def similarity_search_with_score_by_vector(self, embedding: list[float], k: int = 4,
                                                **kwargs: Any) -> list[tuple[Document, float]]:
-        """:meth:`similarity_search_with_score` for a query vector."""
+        """`similarity_search_with_score` for a query vector."""
         from swrag_integrations.langchain.plain import search_documents
 
         _only(kwargs, {"filter"}, "similarity_search")
         return search_documents(self.engine, embedding, k, filter=kwargs.get("filter"))  # type: ignore[return-value]
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
-        """:meth:`similarity_search` for a query vector."""
+        """`similarity_search` for a query vector."""
         return [doc for doc, _ in self.similarity_search_with_score_by_vector(embedding, k, **kwargs)]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
@@ -398,7 +398,7 @@ class SlidingWindowIndex(VectorStore):
 
     def max_marginal_relevance_search_by_vector(self, embedding: list[float], k: int = 4, fetch_k: int = 20,
                                                 lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
-        """:meth:`max_marginal_relevance_search` for a query vector."""
+        """`max_marginal_relevance_search` for a query vector."""
         from swrag_integrations.langchain.plain import search_documents
 
         _only(kwargs, {"filter"}, "max_marginal_relevance_search")

@@ -181,7 +181,7 @@ class MultiQueryFusionRetriever(BaseRetriever):
 
     Args:
         retriever: any LangChain retriever. A
-            :class:`~swrag_integrations.langchain.retriever.WindowedParentRetriever` gets all
+            `WindowedParentRetriever` gets all
             queries at once (``retrieve_many``), so its token budget is shared among
             them and the windows are merged by offset.
         llm: any LangChain LLM or chat model (``invoke``/``ainvoke``).
@@ -219,6 +219,7 @@ class MultiQueryFusionRetriever(BaseRetriever):
         return value
 
     def generate_queries(self, question: str) -> list[str]:
+        """``question`` and the LLM's variants of it (`generate_queries` with this retriever's settings)."""
         return generate_queries(self.llm, question, self.n_variants, prompt=self.prompt)
 
     def _fuse(self, queries: Sequence[str], lists: Sequence[Sequence[Document]], k: int | None) -> list[Document]:

@@ -29,7 +29,7 @@ __all__ = ["WindowedParentRetriever", "check_relevance"]
 
 
 class WindowedParentRetriever(BaseRetriever):
-    """LangChain retriever over a :class:`~.protocols.ChunkIndex` (an :class:`~.engine.IndexEngine`).
+    """LangChain retriever over a `ChunkIndex` (an `IndexEngine`).
 
     Args:
         index: the index: an engine, any other ``ChunkIndex``, or a face over an engine (a
@@ -51,12 +51,12 @@ class WindowedParentRetriever(BaseRetriever):
             ones), unused shares go to the other parents in rank order, and hit chunks
             are kept before any other chunk.
         search_type: ``"similarity"`` (default) or ``"mmr"`` for the dense part (with
-            sentence children the two are within noise of each other on every dev set;
-            similarity is 2-6x faster per query, docs/eval/ranking.md).
+            sentence children the two are within noise of each other on every dev set and
+            similarity is faster per query: docs/eval/ranking.md).
         weights: RRF weights of (BM25, dense). The equal default is kept for Chinese
             queries too: although all-MiniLM-L6-v2 is an English model, dropping its
-            half (``(1.0, 0.0)``) lowered multifieldqa_zh context recall (87.3 -> 85.6
-            on 100 questions).
+            half (``(1.0, 0.0)``) lowered multifieldqa_zh context recall (the BM25-only
+            row of docs/eval/ranking.md).
         rrf_c: the RRF constant.
         expand: ``"window"`` (the window(s) around each hit, default), ``"medium"``
             (the medium chunks whose windows cover the hit) or ``"chunk"`` (no
@@ -66,12 +66,12 @@ class WindowedParentRetriever(BaseRetriever):
             so a question about one source does not fill the budget with unrelated ones.
             Every returned document carries ``metadata["relevance"]``: the best cosine
             similarity of the query and a hit chunk inside it, clipped to [0, 1]
-            (:meth:`~.engine.IndexEngine.search_children`; comparable across queries,
+            (`search_children`; comparable across queries,
             unlike ``score``, the summed RRF values of about 0.01-0.15). It does not change
             the ranking. Also a call-time keyword, as are ``k``, ``k_child``,
             ``budget_tokens`` and ``filter`` (which replaces the retriever's).
         filter: a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/$gte/
-            $lt/$lte/$and/$or``; :mod:`.filters`): only sources whose metadata passes
+            $lt/$lte/$and/$or``; `.filters`): only sources whose metadata passes
             it are searched (BM25 and dense) and widened into windows.
 
     ``k``, ``k_child`` and ``budget_tokens`` can also be given per call
@@ -150,7 +150,7 @@ class WindowedParentRetriever(BaseRetriever):
                             checks={"filter": parse_filter, "min_relevance": check_relevance})
 
     def find_chunks(self, query: str, k_child: int | None = None, *, filter: Any = None):
-        """Stage 1: fused small-chunk hits for one query (:class:`~.protocols.ChildHit`);
+        """Stage 1: fused small-chunk hits for one query (`ChildHit`);
         ``filter``: this call's filter (default: the retriever's)."""
         flt = self.filter if filter is None else filter
         extra = {"filter": flt} if flt is not None else {}
@@ -167,9 +167,9 @@ class WindowedParentRetriever(BaseRetriever):
 
     def trace(self, query: str, **overrides: Any) -> Any:
         """Every step of retrieving ``query`` as a framework-free
-        :class:`~.trace.RetrievalTrace` (hits, parents, kept spans, what each hit lost to
+        `RetrievalTrace` (hits, parents, kept spans, what each hit lost to
         the budget, the settings and filter used); keywords override this retriever's
-        settings (e.g. ``budget_tokens=800``). Views render it (:meth:`explain`)."""
+        settings (e.g. ``budget_tokens=800``). Views render it (`explain`)."""
         from swrag_integrations.engine.trace import trace
 
         floor = check_relevance(overrides.pop("min_relevance", self.min_relevance))
@@ -196,6 +196,7 @@ class WindowedParentRetriever(BaseRetriever):
                                options)
 
     async def aretrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
+        """`retrieve_many`, asynchronously."""
         options = self._options(kwargs)
         queries = list(queries)  # each checked once, by the engine's search (search_children)
         if not queries:

@@ -153,15 +153,20 @@ class SlidingWindowTextSplitter(TextSplitter):
         strip_whitespace: strip chunks (offsets follow). Default ``False`` so that the
             chunks reproduce the source exactly.
         tokenizer: a Hugging Face fast tokenizer counting the tokens instead of tiktoken
-            (see :meth:`from_huggingface_tokenizer`).
-        chunk_size, chunk_overlap: LangChain's names, mapped by
-            :func:`~swrag_integrations.core.windows.window_and_step`.
+            (see `from_huggingface_tokenizer`).
+        chunk_size: LangChain's name of the window size, mapped by `window_and_step`.
+        chunk_overlap: LangChain's overlap, mapped to a step by `window_and_step`.
         length_function: LangChain's measure of the windows: ``len`` (characters) or
-            :class:`TokenLength` (tiktoken tokens); it sets ``unit`` (other callables
+            `TokenLength` (tiktoken tokens); it sets ``unit`` (other callables
             raise ``TypeError``: windows are cut at unit boundaries, which a counting
             function does not give).
         add_start_index: accepted for compatibility; offsets are always added.
         **kwargs: other ``TextSplitter`` keywords.
+
+    Raises:
+        ValueError: ``length_function`` counts another unit or encoding than ``unit`` /
+            ``encoding_name`` say, or a window setting is invalid (the message names it).
+        TypeError: ``length_function`` is neither ``len`` nor a `TokenLength`.
     """
 
     strategy: ClassVar[str] = ""
@@ -249,7 +254,7 @@ class SlidingWindowTextSplitter(TextSplitter):
         ``"cl100k_base"`` (or a ``model_name`` that uses it, such as ``"gpt-4"``) is mapped
         to it: the same file, so the same tokens, and never a download. An encoding that
         is not bundled (``"gpt2"``, ``"o200k_base"`` for ``"gpt-4o"``) raises
-        ``ValueError`` naming the offline ones (:func:`offline_encodings`). Special-token
+        ``ValueError`` naming the offline ones (`offline_encodings`). Special-token
         text is counted as ordinary text (windows must cover all of the text), so
         ``allowed_special`` must stay empty; ``disallowed_special`` is accepted and has no
         effect. Other keywords go to the constructor (``chunk_size``, ``chunk_overlap``,
@@ -336,7 +341,7 @@ class SlidingWindowTextSplitter(TextSplitter):
         return list(self.lazy_split_documents(documents))
 
     def lazy_split_documents(self, documents: Iterable[Document]) -> Iterator[Document]:
-        """Like :meth:`split_documents`, but yields chunks one by one (large inputs)."""
+        """Like `split_documents`, but yields chunks one by one (large inputs)."""
         for document in documents:
             yield from self._documents_for(document.page_content, document.metadata)
 

@@ -11,14 +11,19 @@ _LAZY = {
     "DynamicStepNodeParser": "parsers",
     "DynamicWindowNodeParser": "parsers",
     "FixedWindowNodeParser": "parsers",
-    "MiniLMLlamaIndexEmbedding": "index",
-    "NodeChunkIndex": "index",
     "SlidingWindowLlamaIndex": "index",
     "SlidingWindowNodeParser": "parsers",
     "WindowedLlamaIndexRetriever": "index",
 }
 
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "MiniLMLlamaIndexEmbedding": "index",
+    "NodeChunkIndex": "index",
+}
+
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

@@ -208,24 +208,24 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
     """Windowed parent retrieval as a LlamaIndex retriever.
 
     Args:
-        index: a :class:`~.index.SlidingWindowIndex`, a ``VectorStoreIndex`` built with
-            the package's node parsers (wrapped in :class:`NodeChunkIndex`), or any
-            :class:`~.protocols.ChunkIndex`.
+        index: a `SlidingWindowIndex`, a ``VectorStoreIndex`` built with
+            the package's node parsers (wrapped in `NodeChunkIndex`), or any
+            `ChunkIndex`.
         retriever: instead of ``index``, a LlamaIndex retriever (``BaseRetriever``, e.g.
             ``VectorStoreIndex.as_retriever()``, a ``QueryFusionRetriever``) whose nodes are
-            the hits widened into windows (:class:`NodeChunkIndex`; its index's docstore,
+            the hits widened into windows (`NodeChunkIndex`; its index's docstore,
             when it has one, supplies the neighbouring nodes), or any LangChain retriever
             (its documents are converted to nodes), e.g. a ``MultiQueryFusionRetriever``.
         similarity_top_k: LlamaIndex's name of ``k`` (the number of results); pass one.
         k, k_child, budget_tokens, search_type, weights, rrf_c, expand: as in
-            :class:`~.retriever.WindowedParentRetriever` (``k_child``: nodes fetched
+            `WindowedParentRetriever` (``k_child``: nodes fetched
             from a ``VectorStoreIndex``, default 10).
         neighbors: for a ``VectorStoreIndex``: neighbouring nodes added to each hit's window.
         filters: a metadata filter, LlamaIndex ``MetadataFilters`` or a LangChain-style
-            dict (:mod:`.filters`): only sources/nodes whose metadata passes it are
+            dict (`.filters`): only sources/nodes whose metadata passes it are
             searched and widened into windows (not with a LangChain ``retriever=``).
         min_relevance: a relevance floor in [0, 1] (``None``, default: none): the hits
-            below it are left out, as in :class:`~.retriever.WindowedParentRetriever`.
+            below it are left out, as in `WindowedParentRetriever`.
     """
 
     def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = _D.k, k_child: int | None = None,
@@ -279,7 +279,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         return self._settings
 
     def trace(self, query: str) -> Any:
-        """Every step of retrieving ``query`` (:class:`~.trace.RetrievalTrace`: hits, parents,
+        """Every step of retrieving ``query`` (`RetrievalTrace`: hits, parents,
         kept spans, cuts, settings); not for a retriever built on a LangChain ``retriever=``."""
         from swrag_integrations.engine.trace import trace
 
@@ -544,12 +544,12 @@ class SlidingWindowLlamaIndex:
             garbage-collected or the interpreter exits), as LlamaIndex's
             ``VectorStoreIndex`` keeps its data in memory until you persist it; give a
             folder to keep it (the CLI's own index is
-            :func:`~swrag_integrations.core.paths.default_index_dir`).
+            `default_index_dir`).
         embed_model: a LlamaIndex embedding (``BaseEmbedding``), any object with
             ``embed_documents``/``embed_query``, or ``None``: the bundled MiniLM
-            (:class:`MiniLMLlamaIndexEmbedding` shares its model).
-        engine: an :class:`~.engine.IndexEngine` already open (instead of the above).
-        engine_options: for :meth:`~.engine.IndexEngine.open` (``collection_name``,
+            (`MiniLMLlamaIndexEmbedding` shares its model).
+        engine: an `IndexEngine` already open (instead of the above).
+        engine_options: for `open` (``collection_name``,
             chunking such as ``chunk_size``, ``show_progress``, ``host``/``port``...).
 
     Example::
@@ -592,9 +592,9 @@ class SlidingWindowLlamaIndex:
 
         ``transformations``: LlamaIndex transformations (e.g. ``[DynamicStepNodeParser(...)]``)
         run over the documents, as in ``VectorStoreIndex.from_documents``; their nodes are
-        inserted (:meth:`insert_nodes`), each a piece of its ``ref_doc_id`` at
+        inserted (`insert_nodes`), each a piece of its ``ref_doc_id`` at
         ``start_char_idx``..``end_char_idx``. The documents get their stable identity
-        (:func:`with_stable_ids`) first, so the nodes' ``ref_doc_id`` is stable too.
+        (`with_stable_ids`) first, so the nodes' ``ref_doc_id`` is stable too.
         """
         index = cls(persist_dir, embed_model=embed_model, **engine_options)
         if transformations is None:
@@ -606,9 +606,9 @@ class SlidingWindowLlamaIndex:
         return index
 
     def insert_documents(self, documents: Sequence[Any]) -> Any:
-        """Index LlamaIndex ``Document`` s or nodes (:func:`as_plain_document`; a document's
+        """Index LlamaIndex ``Document`` s or nodes (`as_plain_document`; a document's
         identity: ``doc_id``, or the file path of a document read from a file,
-        :func:`with_stable_ids`); returns the :class:`~.writer.IndexReport`."""
+        `with_stable_ids`); returns the `IndexReport`."""
         return self.engine.index_documents([as_plain_document(doc) for doc in with_stable_ids(documents)])
 
     def insert(self, document: Any) -> None:
@@ -618,7 +618,7 @@ class SlidingWindowLlamaIndex:
     def insert_nodes(self, nodes: Sequence[Any]) -> Any:
         """Index LlamaIndex nodes (as ``VectorStoreIndex.insert_nodes``), e.g. from the
         package's node parsers: each node is a piece of its ``ref_doc_id`` at
-        ``start_char_idx``; returns the :class:`~.writer.IndexReport`."""
+        ``start_char_idx``; returns the `IndexReport`."""
         nodes = list(nodes)
         for node in nodes:
             if not hasattr(node, "get_content") or not hasattr(node, "node_id"):
@@ -631,7 +631,7 @@ class SlidingWindowLlamaIndex:
         Returns one ``bool`` per document: ``True`` if it was inserted or updated because
         the index did not hold it, or held another text or metadata (LlamaIndex compares
         ``Document.hash``, of text and metadata; here the index's own record is compared),
-        ``False`` if it was unchanged. Identity as in :meth:`insert_documents`.
+        ``False`` if it was unchanged. Identity as in `insert_documents`.
         """
         documents = with_stable_ids(documents)
         refreshed = []
@@ -655,14 +655,14 @@ class SlidingWindowLlamaIndex:
         return sorted(document_id(sid, rec) for sid, rec in records.items())
 
     def as_retriever(self, **kwargs: Any) -> WindowedLlamaIndexRetriever:
-        """A :class:`WindowedLlamaIndexRetriever` over this index: merged windows as
+        """A `WindowedLlamaIndexRetriever` over this index: merged windows as
         ``NodeWithScore`` (``k`` or LlamaIndex's ``similarity_top_k``, ``budget_tokens``,
         ``filters`` -- ``MetadataFilters`` or a dict --, ``search_type``, ``weights``,
         ``min_relevance``...)."""
         return WindowedLlamaIndexRetriever(self.engine, **kwargs)
 
     def as_query_engine(self, llm: Any = None, **kwargs: Any) -> Any:
-        """A LlamaIndex ``RetrieverQueryEngine`` over :meth:`as_retriever`. Keywords of
+        """A LlamaIndex ``RetrieverQueryEngine`` over `as_retriever`. Keywords of
         the retriever (``k``, ``similarity_top_k``, ``filters``...) go to it; the rest to
         ``RetrieverQueryEngine.from_args`` (``response_mode``...). ``llm``: default
         LlamaIndex's ``Settings.llm``."""
@@ -672,12 +672,12 @@ class SlidingWindowLlamaIndex:
         return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
 
     def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None, **kwargs: Any) -> Any:
-        """A LlamaIndex chat engine over :meth:`as_retriever` (as ``VectorStoreIndex.as_chat_engine``).
+        """A LlamaIndex chat engine over `as_retriever` (as ``VectorStoreIndex.as_chat_engine``).
 
         ``chat_mode``: ``"condense_plus_context"`` (default: the question is condensed with
         the history, then answered from the retrieved windows), ``"context"`` (the windows
         of each message go into the system prompt) or ``"condense_question"`` (the
-        condensed question goes to :meth:`as_query_engine`). Keywords of the retriever
+        condensed question goes to `as_query_engine`). Keywords of the retriever
         (``k``, ``similarity_top_k``, ``filters``...) go to it; the rest to the engine's
         ``from_defaults`` (``memory``, ``system_prompt``...). ``llm``: default LlamaIndex's
         ``Settings.llm``.

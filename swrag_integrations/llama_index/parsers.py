@@ -95,7 +95,17 @@ def _checked(data: Dict[str, Any], strategy: str, default_step: int) -> Dict[str
 
 
 class SlidingWindowNodeParser(TextSplitter):
-    """Base node parser: one ``TextNode`` per sliding window (see subclasses)."""
+    """Base node parser: one ``TextNode`` per sliding window (see subclasses).
+
+    Args:
+        **data: The fields below (``window_size``, ``step``, ``unit``, ``delimiters``,
+            ``is_delimiter_regex``, ``encoding_name``, ``allow_gaps``), LlamaIndex's
+            ``chunk_size``/``chunk_overlap`` (mapped as in the core), and the other
+            ``NodeParser`` fields.
+
+    Raises:
+        ValueError: A window setting is invalid (raised by `WindowConfig`, naming it).
+    """
 
     strategy: ClassVar[str] = ""
 
@@ -134,9 +144,11 @@ class SlidingWindowNodeParser(TextSplitter):
 
     @classmethod
     def class_name(cls) -> str:
+        """LlamaIndex's name of this class (the class's own name)."""
         return cls.__name__
 
     def split_text(self, text: str) -> List[str]:
+        """The texts of ``text``'s windows, in order (without the nodes' offsets)."""
         texts: List[str] = []
         for batch in chunk_batches(self._config, text):
             texts += batch.texts

@@ -10,43 +10,37 @@ importing only its own framework, and are imported lazily so that loading needs 
 content-keyed entries (:mod:`.cache`).
 """
 
-from swrag_integrations.llm.cache import CacheRebuildWarning
-from swrag_integrations.llm.core import END_OF_TURN_TOKENS, Generation, GenerationStream, LoadInfo, LocalLLM, PrefixCache
-from swrag_integrations.llm.gguf_convert import bundled_gguf_path, convert_gguf_to_hf, ensure_hf_checkpoint
-from swrag_integrations.llm.loader import LLMFallbackWarning, LOW_BIT_FORMATS, default_cache_dir, load_llama3
+from __future__ import annotations
 
-__all__ = [
-    "CacheRebuildWarning",
-    "END_OF_TURN_TOKENS",
-    "Generation",
-    "GenerationStream",
-    "LLMFallbackWarning",
-    "LOW_BIT_FORMATS",
-    "LangChainLLM",
-    "LlamaIndexLLM",
-    "LoadInfo",
-    "LocalChatModel",
-    "LocalLLM",
-    "PrefixCache",
-    "bundled_gguf_path",
-    "convert_gguf_to_hf",
-    "default_cache_dir",
-    "ensure_hf_checkpoint",
-    "load_llama3",
-]
+from swrag_integrations.core._lazy import lazy_exports
+
+# Imported on first use: the framework wrappers each import only their own framework.
+_LAZY = {
+    "CacheRebuildWarning": "cache",
+    "LLMFallbackWarning": "loader",
+    "LOW_BIT_FORMATS": "loader",
+    "LangChainLLM": "langchain_llm",
+    "LlamaIndexLLM": "llamaindex_llm",
+    "LocalChatModel": "langchain_chat",
+    "LocalLLM": "core",
+    "load_llama3": "loader",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "END_OF_TURN_TOKENS": "core",
+    "Generation": "core",
+    "GenerationStream": "core",
+    "LoadInfo": "core",
+    "PrefixCache": "core",
+    "bundled_gguf_path": "gguf_convert",
+    "convert_gguf_to_hf": "gguf_convert",
+    "default_cache_dir": "loader",
+    "ensure_hf_checkpoint": "gguf_convert",
+}
+
+__all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):  # lazy: langchain / llama-index are imported only when asked for
-    if name == "LangChainLLM":  # each adapter imports only its own framework
-        from swrag_integrations.llm.langchain_llm import LangChainLLM
-
-        return LangChainLLM
-    if name == "LlamaIndexLLM":
-        from swrag_integrations.llm.llamaindex_llm import LlamaIndexLLM
-
-        return LlamaIndexLLM
-    if name == "LocalChatModel":
-        from swrag_integrations.llm.langchain_chat import LocalChatModel
-
-        return LocalChatModel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

@@ -190,8 +190,20 @@ class _QueueStreamer:
 class LocalLLM:
     """A loaded local causal LM with greedy-by-default, stop-aware generation.
 
-    Use :meth:`generate` / :meth:`stream` directly, or get framework objects with
-    :meth:`as_langchain` and :meth:`as_llamaindex` (thin wrappers around this object).
+    Use `generate` / `stream` directly, or get framework objects with
+    `as_langchain` and `as_llamaindex` (thin wrappers around this object).
+    `load_llama3` builds one; construct it directly only around a model already loaded.
+
+    Args:
+        model: A loaded transformers (or IPEX-LLM) causal LM.
+        tokenizer: Its tokenizer.
+        device: Where the model runs (``"cpu"`` or ``"xpu"``).
+        max_new_tokens: Default number of new tokens per call.
+        temperature: Default sampling temperature (0: greedy).
+        repetition_penalty: Default repetition penalty.
+        system_prompt: System message added to chat-templated prompts.
+        stop: Stop strings applied to every call (besides the end-of-turn tokens).
+        info: How the model was loaded (`LoadInfo`); ``None`` when unknown.
     """
 
     def __init__(
@@ -302,9 +314,9 @@ class LocalLLM:
         template, messages are rendered as ``role: content`` lines.
 
         With a chat template that has no system role (it raises on one or drops it), the
-        system text opens the first user turn instead (:func:`merge_system_into_user`);
+        system text opens the first user turn instead (`merge_system_into_user`);
         a template that rejects consecutive turns of one role (strict alternation) gets
-        them joined (:func:`merge_consecutive_roles`). ``tools`` (OpenAI-style function
+        them joined (`merge_consecutive_roles`). ``tools`` (OpenAI-style function
         definitions) are passed to templates that render them.
         """
         if chat is None:
@@ -331,7 +343,7 @@ class LocalLLM:
     def encode(
         self, prompt: Prompt, *, chat: bool | None = None, tools: Sequence[Mapping[str, Any]] | None = None
     ) -> list[int]:
-        """Token ids for ``prompt`` (rendered as :meth:`render` says)."""
+        """Token ids for ``prompt`` (rendered as `render` says)."""
         text, special = self.render(prompt, chat=chat, tools=tools)
         return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
 
@@ -342,7 +354,7 @@ class LocalLLM:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        """Text of generated ids: whole characters only (:func:`whole_chars`), special
+        """Text of generated ids: whole characters only (`whole_chars`), special
         tokens dropped, spacing left untouched."""
         return whole_chars(self.tokenizer.decode(
             list(token_ids), skip_special_tokens=True, clean_up_tokenization_spaces=False
@@ -491,7 +503,7 @@ class LocalLLM:
 
         ``options``: ``max_new_tokens``, ``temperature`` (0 = greedy), ``repetition_penalty``.
         ``json_schema``: constrain the output to JSON valid for this schema (see
-        :meth:`generate_result`).
+        `generate_result`).
         """
         return self.generate_result(prompt, stop=stop, chat=chat, json_schema=json_schema, **options).text
 
@@ -505,14 +517,14 @@ class LocalLLM:
         tools: Sequence[Mapping[str, Any]] | None = None,
         **options: Any,
     ) -> Generation:
-        """As :meth:`generate`, with the prompt / completion token counts and finish reason.
+        """As `generate`, with the prompt / completion token counts and finish reason.
 
         ``json_schema`` (a JSON schema dict; ``{"type": "object"}`` for any object) makes
         decoding constrained by lm-format-enforcer: at every step only tokens that keep
         the text a prefix of a valid JSON value are allowed, so the output is valid JSON
         for the schema unless ``max_new_tokens`` cuts it (``finish_reason == "length"``).
         ``tools``: OpenAI-style function definitions rendered by a template that supports
-        them (:attr:`supports_tools`).
+        them (`supports_tools`).
         """
         kwargs, stops = self._generate_kwargs(prompt, stop, chat, options, json_schema=json_schema, tools=tools)
         ids = self._run_generate(kwargs, stops)
@@ -530,7 +542,7 @@ class LocalLLM:
 
         ``cache.generate(suffix)`` then equals ``self.generate(prefix + suffix)`` (for chat
         messages: the suffix extends the last message's content) while only the suffix part
-        of the prompt goes through the model. See :class:`PrefixCache`.
+        of the prompt goes through the model. See `PrefixCache`.
         """
         return PrefixCache(self, prefix, chat=chat)
 
@@ -549,10 +561,9 @@ class LocalLLM:
         in suffixes]`` (same prompt ids, stop strings, eos / end-of-turn tokens, repetition
         penalty and options), but the shared prefix is computed once and its KV cache copied
         for every suffix. With IPEX-LLM low-bit weights the logits of a prompt computed in
-        two passes differ from one pass (its kernels are not batch-invariant: max
-        |Δlogit| 1.47 measured for a 396 + 14 token split with SmolLM2 sym_int8, 4e-5 with
-        fp32 transformers), so answers may differ in wording; with plain transformers the
-        greedy answers are identical.
+        two passes differ from one pass (its kernels are not batch-invariant; the measured
+        difference is in docs/how-to/local-llm.md), so answers may differ in wording; with
+        plain transformers the greedy answers are identical.
         """
         cache = self.prefix_cache(prefix, chat=chat)
         return [cache.generate(suffix, stop=stop, **options) for suffix in suffixes]
@@ -570,10 +581,10 @@ class LocalLLM:
         """Yield the generated text piece by piece as tokens arrive.
 
         Text that might be the start of a stop string, or an incomplete UTF-8 character,
-        is held back until it is resolved, so the pieces join exactly to :meth:`generate`.
+        is held back until it is resolved, so the pieces join exactly to `generate`.
         Bad options raise here, before iteration starts. The returned
-        :class:`GenerationStream` carries the token counts and finish reason in
-        ``.result`` once exhausted; ``json_schema`` / ``tools`` as in :meth:`generate_result`.
+        `GenerationStream` carries the token counts and finish reason in
+        ``.result`` once exhausted; ``json_schema`` / ``tools`` as in `generate_result`.
         """
         kwargs, stops = self._generate_kwargs(prompt, stop, chat, options, json_schema=json_schema, tools=tools)
         result = Generation(prompt_tokens=int(kwargs["input_ids"].shape[1]))
@@ -625,9 +636,9 @@ class LocalLLM:
 
     # ----------------------------------------------------------------- framework wrappers
     def as_langchain(self, *, chat: bool = False, **kwargs: Any) -> Any:
-        """A LangChain ``LLM`` (see :class:`swrag_integrations.llm.langchain_llm.LangChainLLM`;
+        """A LangChain ``LLM`` (see `swrag_integrations.llm.langchain_llm.LangChainLLM`;
         needs LangChain only),
-        or with ``chat=True`` the chat model (:meth:`as_chat_model`)."""
+        or with ``chat=True`` the chat model (`as_chat_model`)."""
         if chat:
             return self.as_chat_model(**kwargs)
         from swrag_integrations.llm.langchain_llm import LangChainLLM
@@ -635,7 +646,7 @@ class LocalLLM:
         return LangChainLLM(core=self, **kwargs)
 
     def as_chat_model(self, **kwargs: Any) -> Any:
-        """A LangChain chat model (see :class:`swrag_integrations.llm.langchain_chat.LocalChatModel`):
+        """A LangChain chat model (see `swrag_integrations.llm.langchain_chat.LocalChatModel`):
         messages through the model's chat template, streaming, usage metadata, token
         counting with the model's tokenizer and ``with_structured_output``."""
         from swrag_integrations.llm.langchain_chat import LocalChatModel
@@ -643,7 +654,7 @@ class LocalLLM:
         return LocalChatModel(core=self, **kwargs)
 
     def as_llamaindex(self, **kwargs: Any) -> Any:
-        """A LlamaIndex ``CustomLLM`` (see :class:`swrag_integrations.llm.llamaindex_llm.LlamaIndexLLM`;
+        """A LlamaIndex ``CustomLLM`` (see `swrag_integrations.llm.llamaindex_llm.LlamaIndexLLM`;
         needs LlamaIndex only)."""
         from swrag_integrations.llm.llamaindex_llm import LlamaIndexLLM
 

@@ -168,7 +168,7 @@ def _schema_instruction(schema: Mapping[str, Any]) -> str:
 
 
 class LocalChatModel(BaseChatModel):
-    """LangChain chat model over a loaded :class:`~swrag_integrations.llm.LocalLLM`.
+    """LangChain chat model over a loaded `LocalLLM`.
 
     Made by ``LocalLLM.as_chat_model(**fields)`` or ``LocalChatModel(core=llm, ...)``;
     one loaded model can back any number of chat models with different settings. See
@@ -187,7 +187,7 @@ class LocalChatModel(BaseChatModel):
         stop: stop strings for every call (besides the end-of-turn tokens).
         streaming: ``invoke`` streams internally (callbacks get tokens).
         structured_output_retries: extra attempts of the parse-and-retry fallback of
-            :meth:`with_structured_output` (used without lm-format-enforcer).
+            `with_structured_output` (used without lm-format-enforcer).
         constrained_decoding: ``None`` uses lm-format-enforcer when installed, ``True``
             requires it, ``False`` always uses parse-and-retry.
 
@@ -200,7 +200,7 @@ class LocalChatModel(BaseChatModel):
     chat-model standard suite, which this class passes, calls ``ainvoke``/``astream``);
     ``HuggingFacePipeline.from_model_id(backend="ipex")`` is no longer supported (it falls
     back to plain transformers), while the method runs Llama-3 through IPEX-LLM low-bit;
-    and it has no shared-prefix KV cache (:meth:`LocalLLM.generate_with_prefix`, used by the
+    and it has no shared-prefix KV cache (`LocalLLM.generate_with_prefix`, used by the
     contextual headers), no GGUF read cached across loads, and no whole-character streaming
     guarantee for CJK text and emoji.
     """
@@ -450,7 +450,7 @@ class LocalChatModel(BaseChatModel):
         """Tools for models whose chat template renders them; otherwise ``NotImplementedError``.
 
         The tools are rendered by the template and calls are parsed from the reply
-        (:func:`parse_tool_calls`). ``tool_choice``: ``None`` / ``"auto"`` lets the model
+        (`parse_tool_calls`). ``tool_choice``: ``None`` / ``"auto"`` lets the model
         decide, ``"none"`` sends no tools; forcing a call (``"any"``, ``"required"``, a
         name) is not implemented and raises ``NotImplementedError``.
         """

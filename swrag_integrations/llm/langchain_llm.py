@@ -21,10 +21,10 @@ __all__ = ["LangChainLLM"]
 
 
 class LangChainLLM(LLM):
-    """LangChain ``LLM`` over a :class:`LocalLLM` (prompts go through the chat template).
+    """LangChain ``LLM`` over a `LocalLLM` (prompts go through the chat template).
 
     Kept beside ``langchain_huggingface.HuggingFacePipeline`` for the reasons given in
-    :class:`~.chat.LocalChatModel` (IPEX-LLM low-bit, the GGUF cache, whole characters):
+    `LocalChatModel` (IPEX-LLM low-bit, the GGUF cache, whole characters):
     it is the same loaded model as a plain ``LLM``, for chains that take one."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

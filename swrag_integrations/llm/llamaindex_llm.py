@@ -29,7 +29,7 @@ __all__ = ["LlamaIndexLLM"]
 
 
 class LlamaIndexLLM(CustomLLM):
-    """LlamaIndex ``CustomLLM`` over a :class:`LocalLLM`.
+    """LlamaIndex ``CustomLLM`` over a `LocalLLM`.
 
     ``complete(prompt)`` wraps the prompt in the chat template; ``complete(prompt,
     formatted=True)`` sends it verbatim. ``chat`` passes the messages to the template.
@@ -47,6 +47,7 @@ class LlamaIndexLLM(CustomLLM):
 
     @classmethod
     def class_name(cls) -> str:
+        """LlamaIndex's name of this class."""
         return "swrag_local_llm"
 
     @property
@@ -74,11 +75,13 @@ class LlamaIndexLLM(CustomLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        """Generate the completion of ``prompt`` (``formatted``: already in the chat template); ``kwargs`` override the decoding settings."""
         chat = False if formatted else None
         return CompletionResponse(text=self.core.generate(prompt, chat=chat, **self._kwargs(kwargs)))
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        """`complete`, streamed: each response holds the text so far and its new ``delta``."""
         pieces = self.core.stream(prompt, chat=False if formatted else None, **self._kwargs(kwargs))
 
         def gen() -> CompletionResponseGen:
@@ -91,11 +94,13 @@ class LlamaIndexLLM(CustomLLM):
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        """The assistant's reply to ``messages`` (through the model's chat template); ``kwargs`` override the decoding settings."""
         text = self.core.generate(self._messages(messages), chat=True, **self._kwargs(kwargs))
         return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        """`chat`, streamed: each response holds the reply so far and its new ``delta``."""
         pieces = self.core.stream(self._messages(messages), chat=True, **self._kwargs(kwargs))
 
         def gen() -> ChatResponseGen:

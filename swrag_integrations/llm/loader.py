@@ -532,25 +532,26 @@ def load_llama3(
             are read by transformers (>= 4.41, ``gguf_file=``); under transformers 4.37 (the
             ipex-llm environment) they are converted once to a checkpoint under ``cache_dir``.
         device: ``"cpu"``, ``"xpu"`` (Intel GPU) or ``"auto"`` (xpu when present). A missing
-            xpu falls back to the CPU with a :class:`LLMFallbackWarning`.
+            xpu falls back to the CPU with a `LLMFallbackWarning`.
         low_bit: IPEX-LLM weight format (``"sym_int8"`` default; ``"sym_int4"`` visibly
             degrades the answers of the 135M default model); ignored by the transformers backend.
         cache_dir: root of the GGUF-conversion and low-bit caches; defaults to
             ``$SWRAG_CACHE`` or ``~/.cache/swrag``. Entries are keyed by the source's
             contents (file hashes / hub commit), the options and the library versions, and
             checked on every load (see the module docstring); a stale, corrupted or
-            half-written entry is rebuilt with a :class:`~.cache.CacheRebuildWarning`.
+            half-written entry is rebuilt with a `CacheRebuildWarning`.
         backend: ``"transformers"`` (default: plain transformers, fp32 on CPU, fp16 on a
             PyTorch XPU device), ``"ipex"`` (IPEX-LLM low-bit, installed with the ``[ipex]``
             extra in its own environment, or an error) or ``"auto"`` (IPEX-LLM when it is
-            installed, else transformers; a :class:`LLMFallbackWarning` only when it is
+            installed, else transformers; a `LLMFallbackWarning` only when it is
             installed but cannot be imported).
         use_low_bit_cache: save the converted low-bit model with ``save_low_bit`` and
             reload it with ``load_low_bit`` next time. The first load already serves the
             model read back from the new entry, so every load gives the same outputs.
         trust_remote_code: passed to transformers; off by default.
-        max_new_tokens, temperature, repetition_penalty: decoding defaults (greedy when
-            ``temperature`` is 0).
+        max_new_tokens: the decoding default of new tokens per call.
+        temperature: the decoding default temperature (greedy when 0).
+        repetition_penalty: the decoding default repetition penalty.
         system_prompt: system message added to chat-templated prompts.
         stop: stop strings applied to every call (besides eos / ``<|eot_id|>`` tokens).
         **model_kwargs: extra ``from_pretrained`` keyword arguments (part of the cache key
@@ -558,7 +559,12 @@ def load_llama3(
             ``torch_dtype=torch.float32`` unless ``torch_dtype`` is given.
 
     Returns:
-        A :class:`LocalLLM`; ``.as_langchain()`` / ``.as_llamaindex()`` give framework LLMs.
+        A `LocalLLM`; ``.as_langchain()`` / ``.as_llamaindex()`` give framework LLMs.
+
+    Raises:
+        ValueError: ``backend`` or ``low_bit`` is not one of the known ones, or
+            ``max_new_tokens`` < 1.
+        ImportError: ``backend="ipex"`` and IPEX-LLM cannot be imported.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

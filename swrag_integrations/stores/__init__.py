@@ -8,21 +8,26 @@ from __future__ import annotations
 from swrag_integrations.core._lazy import lazy_exports
 
 _LAZY = {
-    "ChromaByteStore": "sources",
     "ChromaStorage": "chroma",
+    "MilvusStorage": "milvus",
+    "SourceStore": "sources",
+    "VectorStorage": "storage",
+    "parse_store_uri": "store_uri",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "ChromaByteStore": "sources",
     "Embedder": "storage",
     "KVSourceStore": "sources",
     "LockTimeout": "sources",
-    "MilvusStorage": "milvus",
     "PlainDocument": "storage",
-    "SourceStore": "sources",
     "SourceStoreError": "sources",
     "SqliteSourceStore": "sources",
-    "VectorStorage": "storage",
-    "parse_store_uri": "store_uri",
 }
 
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

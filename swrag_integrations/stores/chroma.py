@@ -188,17 +188,17 @@ def mmr_select(query: Any, candidates: Any, k: int, lambda_mult: float) -> list[
 
 
 class ChromaStorage:
-    """A :class:`~.storage.VectorStorage` over a Chroma collection, through ``chromadb``.
+    """A `VectorStorage` over a Chroma collection, through ``chromadb``.
 
     Args:
-        client: a chromadb client (:func:`open_client`).
+        client: a chromadb client (`open_client`).
         collection_name: the vector collection.
-        embedding: embeds queries, and chunk texts at :meth:`add` (wrapped in a
-            :class:`~swrag_integrations.embeddings.wrappers.PrecomputedEmbeddings`, so vectors computed elsewhere are
+        embedding: embeds queries, and chunk texts at `add` (wrapped in a
+            `PrecomputedEmbeddings`, so vectors computed elsewhere are
             written as they are).
         index_text: ``chunk text -> text to embed`` for the chunks (e.g. with a header).
         root: the folder of an embedded client (``None`` for a server): enables
-            :meth:`reopen`.
+            `reopen`.
         lock_timeout: for reopening the embedded database.
     """
 
@@ -246,7 +246,7 @@ class ChromaStorage:
 
     def stored_vectors(self, ids: Sequence[str]) -> dict[str, tuple[list[float], dict[str, Any]]]:
         """``{vector id: (vector, metadata)}`` of the ids the collection holds (the
-        vectors its search compares; :meth:`~.engine.IndexEngine.relevances` reads them
+        vectors its search compares; `relevances` reads them
         instead of embedding those chunks again)."""
         out: dict[str, tuple[list[float], dict[str, Any]]] = {}
         ids = list(ids)
@@ -324,7 +324,7 @@ class ChromaStorage:
         self.collection = vector_collection(self.client, self.collection_name)
 
     def rebuild(self, fence: Any = None) -> bool:
-        """Copy the stored vectors into a new collection (:func:`copy_collection`);
+        """Copy the stored vectors into a new collection (`copy_collection`);
         ``False``, changing nothing, when the collection holds none: the engine then
         embeds every chunk again from the source store."""
         if not self.count():

@@ -348,17 +348,17 @@ def milvus_filter(flt: Any) -> str | None:
 
 
 class MilvusStorage:
-    """A :class:`~.storage.VectorStorage` over a Milvus collection, with BM25 in the store.
+    """A `VectorStorage` over a Milvus collection, with BM25 in the store.
 
     Args:
-        client: a ``MilvusClient`` (:func:`open_milvus`).
-        collection_name: the index's collection (mapped by :func:`milvus_collection_name`).
-        embedding: embeds queries, and chunk texts at :meth:`add` (wrapped in a
-            :class:`~swrag_integrations.embeddings.wrappers.PrecomputedEmbeddings`, so vectors computed elsewhere are
+        client: a ``MilvusClient`` (`open_milvus`).
+        collection_name: the index's collection (mapped by `milvus_collection_name`).
+        embedding: embeds queries, and chunk texts at `add` (wrapped in a
+            `PrecomputedEmbeddings`, so vectors computed elsewhere are
             written as they are).
         index_text: ``chunk text -> text to embed and to index for BM25`` (the stored
             text stays exact).
-        lite_path: the Milvus Lite file, if it is one (for :meth:`close`).
+        lite_path: the Milvus Lite file, if it is one (for `close`).
         server: the server URL, if it is one (for messages).
     """
 
@@ -390,7 +390,7 @@ class MilvusStorage:
     @classmethod
     def open(cls, uri: Any, collection_name: str, embedding: Any, *, root: Path | None = None,
              index_text: Any = None, token: str | None = None) -> "MilvusStorage":
-        """The storage a ``milvus...`` store URI names (:mod:`.store_uri`); ``root``: the
+        """The storage a ``milvus...`` store URI names (`.store_uri`); ``root``: the
         index folder (for ``milvus`` alone: ``<root>/milvus.db``)."""
         from swrag_integrations.stores.store_uri import parse_store_uri
 
@@ -512,8 +512,8 @@ class MilvusStorage:
     def search(self, vector: Sequence[float], k: int, *, mmr: bool = False, fetch_k: int | None = None,
                lambda_mult: float = 0.5, native: dict[str, Any] | None = None) -> list[Any]:
         """The ``k`` nearest chunks, best first; with ``mmr`` the ones
-        :func:`~.chroma.mmr_select` picks among ``fetch_k``, in similarity order (as
-        :class:`~.chroma.ChromaStorage` returns them)."""
+        `mmr_select` picks among ``fetch_k``, in similarity order (as
+        `ChromaStorage` returns them)."""
         query = [float(x) for x in vector]
         if not mmr:
             return [self._chunk(h) for h in self._search(query, "vector", k, native, ["text", "metadata"])]

@@ -81,7 +81,7 @@ class RecordHead(NamedTuple):
 
 @runtime_checkable
 class SourceStore(Protocol):
-    """What :class:`~.index.SlidingWindowIndex` needs from a source store."""
+    """What `SlidingWindowIndex` needs from a source store."""
 
     def get_many(self, sids: Sequence[str]) -> dict[str, SourceRecord]: ...
     def heads(self, sids: Sequence[str] | None = None) -> dict[str, RecordHead]: ...

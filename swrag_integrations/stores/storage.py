@@ -65,17 +65,17 @@ class PlainDocument:
 
 @runtime_checkable
 class VectorStorage(Protocol):
-    """What :class:`~.engine.IndexEngine` needs from a vector store.
+    """What `IndexEngine` needs from a vector store.
 
     Attributes:
         kind: a name for messages (``"Chroma"``, ``"FAISS"``...).
-        embedding: the query embedding (an :class:`Embedder`).
-        can_get: :meth:`present` works (else vector checks are skipped).
-        can_delete: :meth:`delete` works (else sources cannot be replaced or removed).
-        precomputed: the :class:`~swrag_integrations.embeddings.wrappers.PrecomputedEmbeddings` the storage embeds
+        embedding: the query embedding (an `Embedder`).
+        can_get: `present` works (else vector checks are skipped).
+        can_delete: `delete` works (else sources cannot be replaced or removed).
+        precomputed: the `PrecomputedEmbeddings` the storage embeds
             chunks with, or ``None``: then vectors computed elsewhere (worker
             processes, Ray) cannot be written as they are and the storage embeds.
-        reopenable: :meth:`reopen` re-reads a local collection other processes wrote to.
+        reopenable: `reopen` re-reads a local collection other processes wrote to.
     """
 
     kind: str
@@ -112,7 +112,7 @@ class VectorStorage(Protocol):
         ...
 
     def native_filter(self, flt: Any) -> dict[str, Any] | None:
-        """The storage's own filter arguments for a :class:`~.filters.MetadataFilter`
+        """The storage's own filter arguments for a `MetadataFilter`
         (passed back as ``native=``), or ``None`` when it cannot filter."""
         ...
 
@@ -121,7 +121,7 @@ class VectorStorage(Protocol):
         ...
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Vectors of chunk texts, as :meth:`add` would compute them."""
+        """Vectors of chunk texts, as `add` would compute them."""
         ...
 
     def reopen(self) -> None:

@@ -13,17 +13,31 @@ from __future__ import annotations
 from swrag_integrations.core._lazy import lazy_exports
 
 _LAZY = {
-    "tune": "tune", "load_sources": "tune",
-    "TunedConfig": "config", "load_config": "config",
-    "SearchSpace": "space", "Candidate": "space", "DEFAULT_CANDIDATE": "space",
-    "build_synthetic_set": "synthetic", "SyntheticQuestion": "synthetic", "SyntheticSet": "synthetic",
-    "exact_match_leak": "synthetic", "TooLittleTextError": "synthetic",
-    "successive_halving": "search", "SearchState": "search", "plan_rungs": "search",
+    "TunedConfig": "config",
+    "load_config": "config",
+    "tune": "tune",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "Candidate": "space",
+    "DEFAULT_CANDIDATE": "space",
     "Evaluator": "engine",
+    "SearchSpace": "space",
+    "SearchState": "search",
+    "SyntheticQuestion": "synthetic",
+    "SyntheticSet": "synthetic",
+    "TooLittleTextError": "synthetic",
+    "build_synthetic_set": "synthetic",
+    "exact_match_leak": "synthetic",
+    "load_sources": "tune",
+    "plan_rungs": "search",
     "register_config": "evaluation",
+    "successive_halving": "search",
 }
 
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

@@ -184,7 +184,7 @@ def tune(
     """Tune index and retriever settings to ``corpus`` on self-supervised questions.
 
     Args:
-        corpus: paths (files/folders), LangChain Documents, or Sources (see :func:`load_sources`).
+        corpus: paths (files/folders), LangChain Documents, or Sources (see `load_sources`).
         out: write the configuration JSON here (checked for writability first).
         budget_minutes: wall-clock budget for the whole call (question set, embedding,
             search); ``None``: no time limit. The final comparison runs even when the
@@ -192,14 +192,14 @@ def tune(
         max_candidates: configurations in the first rung (the budget in configurations).
         n_questions: synthetic questions (the last rung uses all of them).
         seed: question set, candidate sample, question order.
-        space: the configuration space (default :meth:`SearchSpace.default`).
+        space: the configuration space (default `SearchSpace.default`).
         scope: ``"corpus"`` (questions search the whole corpus) or ``"document"`` (each
             question searches its own document only).
         budget_tokens: the context budget the configuration is tuned for.
         embeddings: LangChain ``Embeddings`` to tune with (default: the bundled MiniLM);
             use the ones you index with.
         llm: optional LangChain chat model / LLM that writes the questions (see
-            :mod:`.synthetic`).
+            `.synthetic`).
         state_dir: folder for resumable state (default ``<out>.state`` when ``out`` is
             given, else nothing is kept).
         eta: successive halving's reduction factor.
@@ -212,11 +212,11 @@ def tune(
         progress: progress bars on stderr.
 
     Returns:
-        The :class:`~.config.TunedConfig` (also written to ``out``).
+        The `TunedConfig` (also written to ``out``).
 
     Raises:
         ValueError: bad parameters, an unwritable ``out``, or too little text
-            (:class:`~.synthetic.TooLittleTextError`).
+            (`TooLittleTextError`).
     """
     t0 = time.monotonic()
     if scope not in SCOPES:

@@ -23,12 +23,17 @@ from swrag_integrations.core._lazy import lazy_exports
 from swrag_integrations.core.display import register_view
 
 _NAMES = {
-    "WindowsView": ".split",
-    "Layout": ".split",
-    "RetrievalView": ".retrieval",
     "AnswerView": ".answer",
-    "View": ".html",
+    "RetrievalView": ".retrieval",
+    "WindowsView": ".split",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "Layout": ".split",
     "MarkedRegion": ".html",
+    "View": ".html",
     "marked_regions": ".html",
     "text_html": ".html",
 }
@@ -36,7 +41,7 @@ _NAMES = {
 __all__ = sorted(_NAMES)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES, _DEPRECATED)
 
 
 def _windows_view(text: str, *configs: Any) -> Any:

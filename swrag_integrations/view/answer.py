@@ -272,9 +272,10 @@ class AnswerView(View):
             outside the retrieved spans and carry no text.
         source_bases: ``source_id -> source offset`` where a text of ``source_texts``
             starts (0 when absent; an index's joined record:
-            :func:`~swrag_integrations.engine.trace.source_piece`).
+            `source_piece`).
 
     Raises:
+        TypeError: the answer text is not a ``str``.
         ValueError: a span lies outside its source text, texts disagree at the same
             offsets, a sentence or claim is not where it says in the answer.
     """
@@ -484,6 +485,7 @@ class AnswerView(View):
         return "".join(blocks) or '<p class="meta">No sources.</p>'
 
     def to_html(self) -> str:
+        """The view as one self-contained HTML page (styles and script inline)."""
         keys = list(self._pieces)
         doc_of = {key: str(i) for i, key in enumerate(keys)}
         names = self._names()

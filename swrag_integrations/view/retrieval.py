@@ -53,19 +53,19 @@ def _score(value: Any) -> str:
 class RetrievalView(View):
     """A question against an index: hits, windows, parents, final spans, cuts.
 
-    Build it with :meth:`from_index` (runs the retrieval the way
-    :class:`~swrag_integrations.langchain.retriever.WindowedParentRetriever` does) or
-    :meth:`from_retriever` (with that retriever's settings), or give the parts:
+    Build it with `from_index` (runs the retrieval the way
+    `WindowedParentRetriever` does) or
+    `from_retriever` (with that retriever's settings), or give the parts:
 
     Args:
         question: the question.
-        hits: stage-1 hits (:class:`~swrag_integrations.engine.protocols.ChildHit`).
-        spans: the final spans (:class:`~swrag_integrations.engine.assemble.ContextSpan`,
-            e.g. from :func:`~swrag_integrations.engine.parents.spans_for`).
+        hits: stage-1 hits (`ChildHit`).
+        spans: the final spans (`ContextSpan`,
+            e.g. from `spans_for`).
         sources: ``source_id -> full source text``; a source without one is drawn from
             the spans' own texts (excerpts only), and its hits must lie inside them.
         bases: ``source_id -> source offset`` where a text of ``sources`` starts (0 when
-            absent; an index's joined record: :func:`~swrag_integrations.engine.trace.source_piece`).
+            absent; an index's joined record: `source_piece`).
         parents: the parents of stage 2 (optional; ``rank_parents`` candidates).
         budget_tokens: the token budget (for the header).
         settings: retrieval settings shown in the header.
@@ -73,7 +73,8 @@ class RetrievalView(View):
         encoding_name: tiktoken encoding of the token counts.
 
     Raises:
-        ValueError: a hit, window or span lies outside its source text, or a span's text
+        TypeError: ``question`` is not a ``str``.
+        ValueError: ``context_chars`` is negative; a hit, window or span lies outside its source text, or a span's text
             is not ``source[start:end]``; spans of a source disagree where they overlap; a
             hit lies outside the spans of a source given without its text.
     """
@@ -104,8 +105,8 @@ class RetrievalView(View):
     # ------------------------------------------------------------------ building
     @classmethod
     def from_trace(cls, traced: RetrievalTrace, *, context_chars: int = 240) -> "RetrievalView":
-        """The view of a :class:`~swrag_integrations.engine.trace.RetrievalTrace` (what
-        :func:`~swrag_integrations.engine.trace.trace` or a retriever's ``trace`` returns)."""
+        """The view of a `RetrievalTrace` (what
+        `trace` or a retriever's ``trace`` returns)."""
         settings = {k: v for k, v in traced.settings.to_dict().items() if k != "rrf_c"}
         if traced.filter is not None:
             settings["filter"] = traced.filter
@@ -116,17 +117,17 @@ class RetrievalView(View):
     @classmethod
     def from_index(cls, index: Any, question: str, *, context_chars: int = 240, filter: Any = None,
                    **settings: Any) -> "RetrievalView":
-        """Retrieve for ``question`` from ``index`` (:func:`~swrag_integrations.engine.trace.trace`)
+        """Retrieve for ``question`` from ``index`` (`trace`)
         with the retriever's settings (``k_child``, ``budget_tokens``, ``k``, ``expand``,
-        ``search_type``, ``weights``, ``rrf_c``: :class:`~swrag_integrations.engine.settings.
-        RetrieverSettings`, its defaults where not given) and view every step."""
+        ``search_type``, ``weights``, ``rrf_c``: `RetrieverSettings`,
+        its defaults where not given) and view every step."""
         chosen = RetrieverSettings.from_kwargs(settings, where="RetrievalView.from_index()")
         return cls.from_trace(trace(index, question, chosen, filter=filter), context_chars=context_chars)
 
     @classmethod
     def from_retriever(cls, retriever: Any, question: str, *, context_chars: int = 240,
                        **overrides: Any) -> "RetrievalView":
-        """:meth:`from_trace` of a ``WindowedParentRetriever``'s ``trace`` (its index, settings and
+        """`from_trace` of a ``WindowedParentRetriever``'s ``trace`` (its index, settings and
         filter; keywords override the settings, e.g. ``budget_tokens=800``)."""
         return cls.from_trace(retriever.trace(question, **overrides), context_chars=context_chars)
 
@@ -309,6 +310,7 @@ class RetrievalView(View):
                 '<div class="tbl spans">' + "".join(rows) + "</div>")
 
     def to_html(self) -> str:
+        """The view as one self-contained HTML page (styles and script inline)."""
         names = self._names()
         order = self._source_order()
         doc_of = {sid: str(i) for i, sid in enumerate(order)}

@@ -153,7 +153,7 @@ class WindowsView(View):
 
     Args:
         text: the document.
-        *layouts: :class:`WindowConfig` s, the package's splitters or node parsers
+        *layouts: `WindowConfig` s, the package's splitters or node parsers
             (``DynamicStepTextSplitter(...)``), and/or split results (lists of LangChain
             Documents with ``start_index``/``end_index``, LlamaIndex nodes, ``Span`` s
             or ``(start, end)`` pairs); default: ``WindowConfig()``.
@@ -263,6 +263,7 @@ class WindowsView(View):
                 '</div></section>')
 
     def to_html(self) -> str:
+        """The view as one self-contained HTML page (styles and script inline)."""
         masks_used: set[int] = set()
         tables: dict[str, Any] = {}
         panels = [self._panel(i, lay, masks_used, tables) for i, lay in enumerate(self.layouts)]

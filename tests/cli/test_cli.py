@@ -144,7 +144,7 @@ def test_llm_loading_lines_name_the_low_bit_format_only_for_ipex(backend, shown,
     """The demo's loading lines say which backend served; ``--low-bit`` is shown only when
     IPEX-LLM applied it (the transformers backend ignores it)."""
     import swrag_integrations.llm as llm_module
-    from swrag_integrations.cli import build_parser
+    from swrag_integrations.cli.app import build_parser
     from swrag_integrations.cli.common import load_llm
     from swrag_integrations.llm.generation import LoadInfo
 

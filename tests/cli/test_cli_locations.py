@@ -14,7 +14,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 import swrag_integrations
 from swrag_integrations.core import paths as paths
 from swrag_integrations.cli import main as swrag
-from swrag_integrations.llm import default_cache_dir
+from swrag_integrations.llm.loader import default_cache_dir
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.embeddings import minilm as embeddings_module
 from swrag_integrations.embeddings.minilm import MiniLMEmbeddings

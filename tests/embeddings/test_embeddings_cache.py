@@ -13,8 +13,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 from langchain_tests.unit_tests import EmbeddingsUnitTests
 
-from swrag_integrations.evaluation import CachedEmbeddings
-from swrag_integrations.evaluation import default_embeddings as cached_default
+from swrag_integrations.evaluation.embeddings import CachedEmbeddings
+from swrag_integrations.evaluation.embeddings import default_embeddings as cached_default
 
 
 class _Counting(Embeddings):

@@ -13,7 +13,8 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from swrag_integrations.evaluation import EvalConfig, count_tokens
+from swrag_integrations.evaluation.context import count_tokens
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.evaluation.peers.anchors import jieba_preprocess
 from swrag_integrations.evaluation.peers.langchain_peers import LangChainEnsemblePipeline, LangChainParentDocumentPipeline
 from swrag_integrations.evaluation.peers.llama_index_peers import LlamaIndexSentenceWindowPipeline

@@ -13,7 +13,8 @@ import pytest
 from fake_embeddings import TrigramEmbedder
 from script_module import script_module
 
-from swrag_integrations.evaluation import EvalConfig, run_eval
+from swrag_integrations.evaluation import run_eval
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.cli import eval as cli_module
 from swrag_integrations.evaluation import runner as runner_module
 from swrag_integrations.evaluation.datasets import load_examples

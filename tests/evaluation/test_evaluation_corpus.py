@@ -7,7 +7,9 @@ from pathlib import Path
 
 from langchain_core.embeddings import Embeddings
 
-from swrag_integrations.evaluation import CachedEmbeddings, EvalConfig, main, run_eval
+from swrag_integrations.evaluation import main, run_eval
+from swrag_integrations.evaluation.embeddings import CachedEmbeddings
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.evaluation.datasets import example_sources, load_examples, source_id
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from ci_switch import importorskip
 
-from swrag_integrations.evaluation import EvalConfig, main, run_eval
+from swrag_integrations.evaluation import main, run_eval
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.evaluation import runner as runner_module
 from swrag_integrations.evaluation.datasets import HALF_SALT, HALVES, build_corpus, load_examples
 

@@ -11,7 +11,7 @@ import pytest
 from ci_switch import needs
 from fake_embeddings import TrigramEmbedder
 
-from swrag_integrations.evaluation import EvalConfig
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.cli import eval as eval_cli
 from swrag_integrations.evaluation.datasets import Source
 from swrag_integrations.evaluation.peers.llama_index_hybrid import CJK_TOKEN_PATTERN, LlamaIndexHybridPipeline

@@ -8,21 +8,16 @@ import random
 import numpy as np
 import pytest
 
-from swrag_integrations.evaluation import (
-    Example,
-    assemble_by_offset,
-    assemble_by_text,
+from swrag_integrations.evaluation.context import assemble_by_offset, assemble_by_text, count_tokens
+from swrag_integrations.evaluation.datasets import Example, gold_sources, gold_spans, split_passages
+from swrag_integrations.evaluation.metrics import (
     bootstrap_ci,
     context_recall,
-    count_tokens,
-    gold_sources,
-    gold_spans,
     normalize_answer,
     paired_bootstrap,
     qa_f1,
     source_recall,
     span_hit,
-    split_passages,
 )
 from swrag_integrations.evaluation.datasets import build_corpus, example_sources, source_id
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from fake_embeddings import TrigramEmbedder
 
-from swrag_integrations.evaluation import EvalConfig
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.evaluation.langchain_pipelines import rcs_splitter
 from swrag_integrations.evaluation.peers.langchain_peers import LangChainEnsemblePipeline, LangChainParentDocumentPipeline
 from swrag_integrations.evaluation.peers.llama_index_peers import LlamaIndexSentenceWindowPipeline, cjk_sentence_splitter

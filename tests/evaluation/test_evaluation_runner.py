@@ -9,14 +9,10 @@ import pytest
 from langchain_core.embeddings.fake import DeterministicFakeEmbedding
 from langchain_core.language_models.fake import FakeListLLM
 
-from swrag_integrations.evaluation import (
-    EvalConfig,
-    build_parser,
-    main,
-    make_grid,
-    parse_steps,
-    run_eval,
-)
+from swrag_integrations.cli.eval import build_parser
+from swrag_integrations.evaluation import main, make_grid, run_eval
+from swrag_integrations.evaluation.pipelines import EvalConfig
+from swrag_integrations.evaluation.runner import parse_steps
 from swrag_integrations.evaluation import runner as runner_module
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

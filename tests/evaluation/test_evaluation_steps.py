@@ -12,8 +12,9 @@ import pytest
 from langchain_core.embeddings.fake import DeterministicFakeEmbedding
 from langchain_core.language_models.fake import FakeListLLM
 
-from swrag_integrations.methods.context import litm_order
-from swrag_integrations.evaluation import EvalConfig, main, run_eval
+from swrag_integrations.methods.context.ordering import litm_order
+from swrag_integrations.evaluation import main, run_eval
+from swrag_integrations.evaluation.pipelines import EvalConfig
 from swrag_integrations.evaluation.datasets import Source
 from swrag_integrations.evaluation.pipelines import build_pipeline
 from swrag_integrations.evaluation.steps import (

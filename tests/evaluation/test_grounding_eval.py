@@ -7,7 +7,8 @@ import json
 import pytest
 from langchain_core.language_models.fake import FakeListLLM
 
-from swrag_integrations.evaluation import EvalConfig, run_eval
+from swrag_integrations.evaluation import run_eval
+from swrag_integrations.evaluation.pipelines import EvalConfig
 
 FILLER = " ".join(f"Paragraph {i} of the harbour report lists ordinary facts about weather and roads." for i in range(30))
 DOC = FILLER + " The secret code of the harbour is 4711 and it never changes. " + FILLER

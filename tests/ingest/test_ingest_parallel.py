@@ -20,7 +20,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from swrag_integrations.engine.engine import IndexMismatchError
 from swrag_integrations.langchain.index import SlidingWindowIndex
-from swrag_integrations.cli import build_parser
+from swrag_integrations.cli.app import build_parser
 from swrag_integrations.cli.common import ingest_from_args
 from swrag_integrations.ingest.workers import portable_embedding
 from swrag_integrations.langchain.vectorstore import PrecomputedEmbeddings

@@ -27,7 +27,7 @@ importorskip("ray.data", how="pip install -e '.[ray]' (the [ray] extra)")
 pytestmark = pytest.mark.ray
 
 from swrag_integrations.langchain.index import SlidingWindowIndex  # noqa: E402
-from swrag_integrations.cli import build_parser  # noqa: E402
+from swrag_integrations.cli.app import build_parser  # noqa: E402
 from swrag_integrations.cli.common import ingest_from_args  # noqa: E402
 from swrag_integrations.ingest.ray import index_with_ray  # noqa: E402
 
@@ -276,7 +276,8 @@ def test_a_bad_ray_address_is_a_clear_error_and_writes_nothing(tmp_path):
     (root / "b.txt").write_text("Ospreys fish in the bay. " * 20, encoding="utf-8")
     with pytest.raises(ConnectionError, match="no Ray cluster answers"):
         ingest_from_args(idx, build_parser().parse_args(["index", str(root), "--ray", dead]))
-    from swrag_integrations.cli import EXIT_INPUT, main
+    from swrag_integrations.cli import main
+    from swrag_integrations.cli.app import EXIT_INPUT
 
     assert main(["index", str(root), "--persist-dir", str(tmp_path / "other"), "--host", "127.0.0.1", "--port",
                  str(_free_port())]) == EXIT_INPUT  # an unreachable Chroma server: exit 3

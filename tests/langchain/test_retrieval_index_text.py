@@ -3,7 +3,7 @@
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.methods.context import text_to_index
+from swrag_integrations.methods.context.headers import text_to_index
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.langchain.search import CJKBM25Retriever
 

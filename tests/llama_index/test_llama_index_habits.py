@@ -20,10 +20,10 @@ from llama_index.core.vector_stores import MetadataFilter, MetadataFilters  # no
 
 from swrag_integrations.llama_index import (  # noqa: E402
     DynamicStepNodeParser,
-    MiniLMLlamaIndexEmbedding,
     SlidingWindowLlamaIndex,
     WindowedLlamaIndexRetriever,
 )
+from swrag_integrations.llama_index.index import MiniLMLlamaIndexEmbedding  # noqa: E402
 
 SEA = "The lighthouse keeper walked the rocky shore. He counted the ships in the harbour. " * 6
 BREAD = "Bread dough rises when yeast ferments the flour. Bake the loaf in a hot oven. " * 6

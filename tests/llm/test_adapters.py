@@ -9,15 +9,8 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import NodeRelationship
 
 import swrag_integrations
-from swrag_integrations import (
-    DDSTextSplitter,
-    DFSTextSplitter,
-    DynamicStepTextSplitter,
-    DynamicWindowTextSplitter,
-    FFSTextSplitter,
-    FixedWindowTextSplitter,
-    iter_windows,
-)
+from swrag_integrations import DynamicStepTextSplitter, DynamicWindowTextSplitter, FixedWindowTextSplitter, iter_windows
+from swrag_integrations.langchain.splitters import DDSTextSplitter, DFSTextSplitter, FFSTextSplitter
 from swrag_integrations.llama_index import DynamicStepNodeParser, DynamicWindowNodeParser, FixedWindowNodeParser
 
 # Repeated text: offsets guessed with str.find are wrong here.

@@ -17,7 +17,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from swrag_integrations.llm import CacheRebuildWarning, LLMFallbackWarning, LocalLLM, bundled_gguf_path, load_llama3  # noqa: E402
+from swrag_integrations.llm import CacheRebuildWarning, LLMFallbackWarning, LocalLLM, load_llama3  # noqa: E402
+from swrag_integrations.llm.gguf_convert import bundled_gguf_path  # noqa: E402
 from swrag_integrations.llm import loader as loader_module  # noqa: E402
 from swrag_integrations.llm.cache import MANIFEST_NAME, read_manifest  # noqa: E402
 from swrag_integrations.llm.core import _held_back, cut_at_stop  # noqa: E402

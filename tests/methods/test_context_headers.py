@@ -10,13 +10,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.language_models.llms import LLM
 
-from swrag_integrations.methods.context import (
-    ContextualChunkHeaders,
-    ContextualEmbeddings,
-    HeaderCache,
-    clean_header,
-    text_to_index,
-)
+from swrag_integrations.methods.context import ContextualChunkHeaders
+from swrag_integrations.methods.context.headers import ContextualEmbeddings, HeaderCache, clean_header, text_to_index
 from swrag_integrations.engine.assemble import count_tokens
 
 DOC = Document(

@@ -7,9 +7,8 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
-from swrag_integrations.methods.context import (
-    DiversityReranker,
-    LostInTheMiddleReorder,
+from swrag_integrations.methods.context import DiversityReranker, LostInTheMiddleReorder
+from swrag_integrations.methods.context.ordering import (
     apply_budget,
     context_diversity,
     greedy_diversity_order,

@@ -10,13 +10,12 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake import FakeListLLM
 
 from swrag_integrations.methods.context import (
-    BaseReranker,
     CompressorReranker,
     EmbeddingReranker,
     LLMJudgeReranker,
     LostInTheMiddleReorder,
-    Reranker,
 )
+from swrag_integrations.methods.context.rerank import BaseReranker, Reranker
 from swrag_integrations.methods.context._common import sentence_pieces
 
 QUERY = "Where is the Eiffel Tower?"

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 
-from swrag_integrations.methods.context import RSE_PRESETS, RelevantSegmentExtractor, RSEParams, best_segment, chunk_values
+from swrag_integrations.methods.context import RelevantSegmentExtractor
+from swrag_integrations.methods.context.rse import RSE_PRESETS, RSEParams, best_segment, chunk_values
 from swrag_integrations.engine.assemble import count_tokens
 from swrag_integrations.langchain.search import HybridRetriever
 from swrag_integrations.langchain.search import chunk_documents

@@ -26,10 +26,10 @@ from swrag_integrations.methods.graph import (  # noqa: E402
     HippoRAGLlamaIndexRetriever,
     HippoRAGRetriever,
     LLMExtractor,
-    PassageGraph,
     build_graph,
     load_graph,
 )
+from swrag_integrations.methods.graph.graph import PassageGraph  # noqa: E402
 from swrag_integrations.cli.graph import add_graph_arguments, update_graph  # noqa: E402
 from swrag_integrations.methods.graph.communities import CommunityReport  # noqa: E402
 from swrag_integrations.methods.graph.graphrag import GlobalSearch, parse_points  # noqa: E402

@@ -6,16 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swrag_integrations.methods.grounding import (
-    ContextFacts,
-    GroundedAnswer,
-    GroundingChecker,
-    extract_claims,
-    ground_answer,
-    groundedness,
-    split_sentences,
-    split_units,
-)
+from swrag_integrations.methods.grounding import GroundedAnswer, GroundingChecker, ground_answer
+from swrag_integrations.methods.grounding.align import groundedness
+from swrag_integrations.methods.grounding.claims import ContextFacts, extract_claims
+from swrag_integrations.methods.grounding.sentences import split_sentences, split_units
 from swrag_integrations.methods.grounding.claims import Claim, chinese_numeral_value, number_values
 
 # A source document; the "retrieved" spans below are exact slices of it.
@@ -409,7 +403,8 @@ def test_llm_judge_failures_are_never_fatal():
 def test_llm_judge_prompt_and_chat_model():
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-    from swrag_integrations.methods.grounding import LLMJudge, parse_verdict
+    from swrag_integrations.methods.grounding import LLMJudge
+    from swrag_integrations.methods.grounding.judge import parse_verdict
 
     seen = []
 

@@ -8,7 +8,9 @@ import re
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from swrag_integrations.methods.raptor import ClusterConfig, RaptorSearcher, TreeConfig, build_tree, leaves_from_text
+from swrag_integrations.methods.raptor import ClusterConfig, TreeConfig, build_tree
+from swrag_integrations.methods.raptor.leaves import leaves_from_text
+from swrag_integrations.methods.raptor.search import RaptorSearcher
 from swrag_integrations.methods.raptor.search import collapsed_hits, hybrid_hits, node_keyword_index
 
 PCA = TreeConfig(cluster=ClusterConfig(reduction="pca"))

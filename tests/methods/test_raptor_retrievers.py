@@ -9,8 +9,16 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.language_models.fake import FakeListLLM
 
-from swrag_integrations.methods.raptor import (ClusterConfig, LLMSummarizer, RaptorIndex, RaptorRetriever, RaptorSearcher,
-                                       TreeConfig, build_tree, leaves_from_text)
+from swrag_integrations.methods.raptor import (
+    ClusterConfig,
+    LLMSummarizer,
+    RaptorIndex,
+    RaptorRetriever,
+    TreeConfig,
+    build_tree,
+)
+from swrag_integrations.methods.raptor.leaves import leaves_from_text
+from swrag_integrations.methods.raptor.search import RaptorSearcher
 from swrag_integrations.engine.assemble import count_tokens
 
 PCA = TreeConfig(cluster=ClusterConfig(reduction="pca"))
@@ -104,7 +112,7 @@ def test_summaries_cite_their_leaves(doc, llm_tree):
 
 def test_traversal_goes_top_down_with_top_k_per_layer(doc, extractive_tree):
     _, question = doc
-    from swrag_integrations.methods.raptor import traversal_hits
+    from swrag_integrations.methods.raptor.search import traversal_hits
 
     tree = extractive_tree
     hits = traversal_hits(tree, WordEmbeddings().embed_query(question), top_k=2)

@@ -9,8 +9,10 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from swrag_integrations.methods.raptor import (ClusterConfig, ExtractiveSummarizer, Leaf, RaptorIndex, RaptorTree, TreeBuilder,
-                                       TreeConfig, build_tree, leaves_from_index, leaves_from_text)
+from swrag_integrations.methods.raptor import ClusterConfig, ExtractiveSummarizer, RaptorIndex, TreeConfig, build_tree
+from swrag_integrations.methods.raptor.build import TreeBuilder
+from swrag_integrations.methods.raptor.leaves import leaves_from_index, leaves_from_text
+from swrag_integrations.methods.raptor.tree import Leaf, RaptorTree
 from swrag_integrations.methods.raptor.tree import RaptorNode, interval_union
 
 PCA = TreeConfig(cluster=ClusterConfig(reduction="pca"))

@@ -51,7 +51,7 @@ def test_every_table_entry_resolves_to_an_existing_module():
 @pytest.mark.parametrize("package,name,new", [
     ("swrag_integrations.retrieval", "assemble_context", "swrag_integrations.engine.assemble"),
     ("swrag_integrations.retrieval", "BM25Index", "swrag_integrations.keyword.bm25"),
-    ("swrag_integrations.raptor", "RaptorTree", "swrag_integrations.methods.raptor.tree"),
+    ("swrag_integrations.raptor", "RaptorIndex", "swrag_integrations.methods.raptor.store"),
     ("swrag_integrations.grounding", "ground_answer", "swrag_integrations.methods.grounding.align"),
     ("swrag_integrations.context", "RelevantSegmentExtractor", "swrag_integrations.methods.context.rse"),
 ])

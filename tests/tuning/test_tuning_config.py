@@ -15,7 +15,8 @@ from swrag_integrations.evaluation.datasets import build_corpus, load_examples
 from swrag_integrations.evaluation.pipelines import PIPELINES, EvalConfig
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.langchain.retriever import WindowedParentRetriever
-from swrag_integrations.tuning import TooLittleTextError, TunedConfig, tune
+from swrag_integrations.tuning import TunedConfig, tune
+from swrag_integrations.tuning.synthetic import TooLittleTextError
 from swrag_integrations.cli.tune import index_options, main, retriever_options
 from swrag_integrations.tuning.evaluation import register_config
 from swrag_integrations.tuning.space import DEFAULT_CANDIDATE, Candidate, SearchSpace

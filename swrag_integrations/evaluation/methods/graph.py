@@ -32,7 +32,8 @@ __all__ = ["HippoRAGPipeline", "GraphRAGLocalPipeline", "HippoRAGLLMPipeline", "
 
 def local_extractor() -> LLMExtractor:
     """The local LLM as an extractor, with a persistent answer cache."""
-    from swrag_integrations.llm import default_cache_dir, load_llama3
+    from swrag_integrations.llm import load_llama3
+    from swrag_integrations.llm.loader import default_cache_dir
 
     llm = load_llama3(max_new_tokens=160)
     return LLMExtractor(llm.as_langchain(), cache_path=default_cache_dir() / "graph" / "extraction.sqlite")

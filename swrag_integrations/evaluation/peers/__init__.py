@@ -8,9 +8,19 @@ from __future__ import annotations
 
 from swrag_integrations.core._lazy import lazy_exports
 
-_LAZY = {"DEV_SETS": "peers", "PEERS": "peers", "report": "peers", "main": "peers"}
+_LAZY = {
+    "main": "peers",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "DEV_SETS": "peers",
+    "PEERS": "peers",
+    "report": "peers",
+}
 
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

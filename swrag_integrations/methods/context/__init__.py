@@ -1,116 +1,79 @@
 """Context construction after retrieval: ordering, segments, headers, reranking.
 
 Framework-free cores (document-like items or the engine's
-:class:`~swrag_integrations.engine.assemble.ContextSpan` s in, ``PlainDocument`` s out;
+`ContextSpan` s in, ``PlainDocument`` s out;
 each has ``apply(documents, query)``):
 
-* :class:`DiversityOrder` (Haystack greedy diversity order or MMR) and
-  :class:`LostInTheMiddle`; :func:`mean_pairwise_cosine_distance` /
-  :func:`context_diversity` measure a context's redundancy.
-* :class:`ChunkHeaderWriter` (contextual headers per chunk, or one AutoContext
+* `DiversityOrder` (Haystack greedy diversity order or MMR) and
+  `LostInTheMiddle`; `mean_pairwise_cosine_distance` /
+  `context_diversity` measure a context's redundancy.
+* `ChunkHeaderWriter` (contextual headers per chunk, or one AutoContext
   header per document; KV-cached document prefix with the local model; sqlite cache),
-  :func:`text_to_index`, :class:`HeadedEmbedder`.
-* :class:`SegmentExtractor` (RSE: best contiguous chunk runs, exact offsets).
-* :class:`Reranker` protocol, :class:`Rescorer`, :class:`EmbeddingRescorer`,
-  :class:`LLMJudgeRescorer`.
+  `text_to_index`, `HeadedEmbedder`.
+* `SegmentExtractor` (RSE: best contiguous chunk runs, exact offsets).
+* `Reranker` protocol, `Rescorer`, `EmbeddingRescorer`,
+  `LLMJudgeRescorer`.
 
 Their LangChain faces (document compressors / transformers, in
-:mod:`swrag_integrations.methods.context.langchain`): :class:`DiversityReranker`,
-:class:`LostInTheMiddleReorder`, :class:`ContextualChunkHeaders`,
-:class:`ContextualEmbeddings`, :class:`RelevantSegmentExtractor`, :class:`BaseReranker`,
-:class:`EmbeddingReranker`, :class:`LLMJudgeReranker`, :class:`CompressorReranker`.
+`swrag_integrations.methods.context.langchain`): `DiversityReranker`,
+`LostInTheMiddleReorder`, `ContextualChunkHeaders`,
+`ContextualEmbeddings`, `RelevantSegmentExtractor`, `BaseReranker`,
+`EmbeddingReranker`, `LLMJudgeReranker`, `CompressorReranker`.
 The LlamaIndex faces (node postprocessors) live in
-:mod:`swrag_integrations.methods.context.llama_index`. Both are imported lazily from here,
+`swrag_integrations.methods.context.llama_index`. Both are imported lazily from here,
 e.g. ``from swrag_integrations.methods.context import RelevantSegmentExtractor``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from swrag_integrations.core._lazy import lazy_exports
 
-from swrag_integrations.methods.context.headers import (
-    AUTO_CONTEXT_PROMPT,
-    CONTEXT_CHUNK_PROMPT,
-    CONTEXT_DOCUMENT_PROMPT,
-    ChunkHeaderWriter,
-    HeadedEmbedder,
-    HeaderCache,
-    HeaderReport,
-    clean_header,
-    text_to_index,
-)
-from swrag_integrations.methods.context.ordering import (
-    DiversityOrder,
-    LostInTheMiddle,
-    apply_budget,
-    context_diversity,
-    greedy_diversity_order,
-    litm_order,
-    mean_pairwise_cosine_distance,
-    mmr_order,
-)
-from swrag_integrations.methods.context.rerank import JUDGE_PROMPT, EmbeddingRescorer, LLMJudgeRescorer, Reranker, Rescorer
-from swrag_integrations.methods.context.rse import RSE_PRESETS, RSEParams, Segment, SegmentExtractor, best_segment, chunk_values
-
-__all__ = [
-    "AUTO_CONTEXT_PROMPT",
-    "BaseReranker",
-    "CONTEXT_CHUNK_PROMPT",
-    "CONTEXT_DOCUMENT_PROMPT",
-    "CompressorNodePostprocessor",
-    "CompressorReranker",
-    "ContextualChunkHeaders",
-    "ContextualEmbeddings",
-    "ContextualHeaderTransform",
-    "DiversityPostprocessor",
-    "DiversityReranker",
-    "EmbeddingReranker",
-    "HeaderCache",
-    "HeaderReport",
-    "JUDGE_PROMPT",
-    "LLMJudgeReranker",
-    "LostInTheMiddlePostprocessor",
-    "LostInTheMiddleReorder",
-    "RSEParams",
-    "RSE_PRESETS",
-    "RelevantSegmentExtractor",
-    "RelevantSegmentPostprocessor",
-    "RerankPostprocessor",
-    "Reranker",
-    "Segment",
-    "apply_budget",
-    "best_segment",
-    "chunk_values",
-    "clean_header",
-    "context_diversity",
-    "greedy_diversity_order",
-    "litm_order",
-    "mean_pairwise_cosine_distance",
-    "mmr_order",
-    "text_to_index",
-]
-
-# The faces, imported on first use (importing this package imports no framework).
+# The faces, imported on first use (importing this package imports no framework). The
+# framework-free cores are reached by module path (e.g. ``methods.context.rse.SegmentExtractor``).
 _LAZY = {
-    **dict.fromkeys((
-        "BaseReranker", "CompressorReranker", "ContextualChunkHeaders", "ContextualEmbeddings", "DiversityReranker",
-        "EmbeddingReranker", "LLMJudgeReranker", "LostInTheMiddleReorder", "RelevantSegmentExtractor",
-    ), "langchain"),
-    **dict.fromkeys((
-        "CompressorNodePostprocessor", "ContextualHeaderTransform", "DiversityPostprocessor",
-        "LostInTheMiddlePostprocessor", "RelevantSegmentPostprocessor", "RerankPostprocessor",
-    ), "llama_index"),
+    "CompressorNodePostprocessor": "llama_index",
+    "CompressorReranker": "langchain",
+    "ContextualChunkHeaders": "langchain",
+    "ContextualHeaderTransform": "llama_index",
+    "DiversityPostprocessor": "llama_index",
+    "DiversityReranker": "langchain",
+    "EmbeddingReranker": "langchain",
+    "LLMJudgeReranker": "langchain",
+    "LostInTheMiddlePostprocessor": "llama_index",
+    "LostInTheMiddleReorder": "langchain",
+    "RelevantSegmentExtractor": "langchain",
+    "RelevantSegmentPostprocessor": "llama_index",
+    "RerankPostprocessor": "llama_index",
 }
 
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "AUTO_CONTEXT_PROMPT": "headers",
+    "BaseReranker": "langchain",
+    "CONTEXT_CHUNK_PROMPT": "headers",
+    "CONTEXT_DOCUMENT_PROMPT": "headers",
+    "ContextualEmbeddings": "langchain",
+    "HeaderCache": "headers",
+    "HeaderReport": "headers",
+    "JUDGE_PROMPT": "rerank",
+    "RSEParams": "rse",
+    "RSE_PRESETS": "rse",
+    "Reranker": "rerank",
+    "Segment": "rse",
+    "apply_budget": "ordering",
+    "best_segment": "rse",
+    "chunk_values": "rse",
+    "clean_header": "swrag_integrations.llm.text",
+    "context_diversity": "ordering",
+    "greedy_diversity_order": "ordering",
+    "litm_order": "ordering",
+    "mean_pairwise_cosine_distance": "ordering",
+    "mmr_order": "ordering",
+    "text_to_index": "headers",
+}
 
-def __getattr__(name: str) -> Any:
-    face = _LAZY.get(name)
-    if face == "langchain":
-        from swrag_integrations.methods.context import langchain
+__all__ = sorted(_LAZY)
 
-        return getattr(langchain, name)
-    if face == "llama_index":
-        from swrag_integrations.methods.context import llama_index
 
-        return getattr(llama_index, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

@@ -148,7 +148,7 @@ class ChunkHeaderWriter:
     :class:`~.langchain.ContextualChunkHeaders` makes LangChain ``Document`` s).
 
     Args:
-        llm: any LangChain LLM / chat model, a :class:`~swrag_integrations.llm.LocalLLM`
+        llm: any LangChain LLM / chat model, a `LocalLLM`
             or ``None`` (the local default model, loaded on first use).
         mode: ``"contextual"`` (one header per chunk) or ``"auto"`` (one title+summary
             header per document, prefixed to all its chunks).
@@ -159,7 +159,7 @@ class ChunkHeaderWriter:
         max_document_tokens: longest document (cl100k tokens) given whole; longer
             ones are cut into sections of this size.
         chunk_size: chunk length in cl100k tokens when chunks are cut here (the
-            :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` default, 50).
+            `SlidingWindowIndex` default, 50).
         index: a ``SlidingWindowIndex`` whose own chunking (``index.plan``) is used
             instead, so the headers match the index's chunks exactly.
         use_kv_cache: reuse the document prefix's KV cache with the local model.
@@ -264,7 +264,7 @@ class ChunkHeaderWriter:
 
         ``chunks``: chunk documents with ``start_index``/``end_index`` (their text
         must equal ``document[start:end]``), or ``(start, end)`` tuples; ``None`` cuts
-        the document with :meth:`split`.
+        the document with `split`.
         """
         if isinstance(document, str):
             document = PlainDocument(page_content=document)
@@ -297,7 +297,7 @@ class ChunkHeaderWriter:
         return [d for d in ordered if d is not None]
 
     def header_map(self, chunks: Iterable[Any]) -> dict[str, str]:
-        """``{chunk text: header}`` for :class:`HeadedEmbedder` (``ContextualEmbeddings``)."""
+        """``{chunk text: header}`` for `HeadedEmbedder` (``ContextualEmbeddings``)."""
         return {c.page_content: c.metadata["context_header"] for c in chunks if (c.metadata or {}).get("context_header")}
 
     # ------------------------------------------------------------- internals

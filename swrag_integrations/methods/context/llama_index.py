@@ -112,7 +112,7 @@ class CompressorNodePostprocessor(BaseNodePostprocessor):
 
 
 class DiversityPostprocessor(CompressorNodePostprocessor):
-    """:class:`~.ordering.DiversityOrder` for LlamaIndex (keywords go to it).
+    """`DiversityOrder` for LlamaIndex (keywords go to it).
 
     ``embeddings`` may be a LlamaIndex embedding model; left out, ``Settings.embed_model``
     is used when one is set.
@@ -134,7 +134,7 @@ class DiversityPostprocessor(CompressorNodePostprocessor):
 
 
 class LostInTheMiddlePostprocessor(CompressorNodePostprocessor):
-    """:class:`~.ordering.LostInTheMiddle` for LlamaIndex (no query needed)."""
+    """`LostInTheMiddle` for LlamaIndex (no query needed)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(compressor=LostInTheMiddle(**kwargs))
@@ -145,7 +145,7 @@ class LostInTheMiddlePostprocessor(CompressorNodePostprocessor):
 
 
 class RelevantSegmentPostprocessor(CompressorNodePostprocessor):
-    """:class:`~.rse.SegmentExtractor` for LlamaIndex (chunk nodes in, segments out).
+    """`SegmentExtractor` for LlamaIndex (chunk nodes in, segments out).
 
     Nodes from the package's node parsers work as they are (their source is their
     ``ref_doc_id``, their position ``chunk_index``; overlapping windows are merged by
@@ -184,7 +184,7 @@ def _docstore_rows(docstore: Any) -> Any:
 
 
 class RerankPostprocessor(CompressorNodePostprocessor):
-    """Any reranker for LlamaIndex: a core :class:`~.rerank.Rescorer`, a LangChain
+    """Any reranker for LlamaIndex: a core `Rescorer`, a LangChain
     ``BaseReranker`` of this package (its core runs) or any LangChain compressor."""
 
     def __init__(self, reranker: Any, **kwargs: Any) -> None:
@@ -199,7 +199,7 @@ class ContextualHeaderTransform(TransformComponent):
     """LlamaIndex ``TransformComponent``: documents → chunk nodes with context headers.
 
     Each input node's text is treated as a whole document and cut by
-    :meth:`~.headers.ChunkHeaderWriter.split`; the returned ``TextNode`` s carry the
+    `split`; the returned ``TextNode`` s carry the
     exact chunk text and offsets, with ``context_header`` in their metadata and
     included in the embedding text (``MetadataMode.EMBED``), other metadata excluded.
     """

@@ -224,7 +224,7 @@ class LostInTheMiddle:
 
     Args:
         budget: optional word or token budget: only the longest rank-order prefix of the
-            documents that fits is reordered and returned (see :func:`apply_budget`).
+            documents that fits is reordered and returned (see `apply_budget`).
         budget_unit: ``"word"`` (whitespace words, like Haystack's
             ``word_count_threshold``) or ``"token"`` (cl100k tokens).
         top_n: keep at most this many (before reordering).

@@ -169,7 +169,7 @@ _NO = ("no", " no", "No", " No", "NO")
 class LLMJudgeRescorer(Rescorer):
     """Relevance = P(yes) from an LLM asked whether the passage answers the question.
 
-    With the local model (a :class:`~swrag_integrations.llm.LocalLLM` or its LangChain
+    With the local model (a `LocalLLM` or its LangChain
     adapter) this is one forward pass per document, no generation: the chat-templated
     prompt is run and the next-token logits of the single-token spellings of "yes" and
     "no" (``yes``, `` yes``, ``Yes``...) are soft-maxed against each other:
@@ -180,7 +180,7 @@ class LLMJudgeRescorer(Rescorer):
     (``unparsed`` counts those). A call that raises also scores 0.5 (``failed``).
 
     Args:
-        llm: the model (default: :func:`~swrag_integrations.llm.load_llama3`, loaded on
+        llm: the model (default: `load_llama3`, loaded on
             first use).
         prompt: template with ``{document}`` and ``{query}``.
         max_document_tokens: documents longer than this (model tokens for the local
@@ -268,7 +268,7 @@ class LLMJudgeRescorer(Rescorer):
 
 
 def rank_by_order(documents: Sequence[Any], top_n: int | None = None) -> list[PlainDocument]:
-    """Documents already in rank order, annotated like a :class:`Rescorer`'s: their
+    """Documents already in rank order, annotated like a `Rescorer`'s: their
     ``relevance_score`` kept when finite, otherwise ``1 / rank``; ``rerank_rank`` set."""
     check_top_n(top_n)
     out = as_items(documents)

@@ -250,7 +250,7 @@ class SegmentExtractor:
     Args:
         preset: ``"balanced"`` (dsRAG's values), ``"precise"`` or ``"expansive"``.
         chunks: where chunks that were not retrieved are read from: a
-            :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` (its
+            `SlidingWindowIndex` (its
             ``chunk_rows``) or a callable ``(source_id, lo, hi)`` returning
             ``(chunk_index, start_index, end_index, text)`` rows or chunk documents.
             Without it, segments may only contain retrieved chunks (a segment needing

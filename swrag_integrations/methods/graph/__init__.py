@@ -22,20 +22,43 @@ from __future__ import annotations
 from swrag_integrations.core._lazy import lazy_exports
 
 _NAMES = {
-    "Extraction": ".extraction", "ExtractionStats": ".extraction", "RuleExtractor": ".extraction",
-    "LLMExtractor": ".extraction", "parse_extraction": ".extraction", "normalize_phrase": ".extraction",
-    "Passage": ".graph", "PassageGraph": ".graph", "BuildReport": ".graph", "build_graph": ".graph",
-    "passages_from_index": ".graph", "save_graph": ".graph", "load_graph": ".graph",
-    "QueryLinker": ".common", "Seed": ".common",
-    "HippoRAG": ".hipporag", "HippoRanking": ".hipporag",
-    "Community": ".communities", "CommunityReport": ".communities", "detect_communities": ".communities",
-    "extractive_report": ".communities", "llm_report": ".communities",
-    "GraphRAG": ".graphrag", "GlobalSearch": ".graphrag", "GlobalSearchResult": ".graphrag",
-    "HippoRAGRetriever": ".langchain", "GraphRAGLocalRetriever": ".langchain",
-    "HippoRAGLlamaIndexRetriever": ".llama_index", "GraphRAGLocalLlamaIndexRetriever": ".llama_index",
+    "GraphRAG": ".graphrag",
+    "GraphRAGLocalLlamaIndexRetriever": ".llama_index",
+    "GraphRAGLocalRetriever": ".langchain",
+    "HippoRAG": ".hipporag",
+    "HippoRAGLlamaIndexRetriever": ".llama_index",
+    "HippoRAGRetriever": ".langchain",
+    "LLMExtractor": ".extraction",
+    "build_graph": ".graph",
+    "load_graph": ".graph",
+    "save_graph": ".graph",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "BuildReport": ".graph",
+    "Community": ".communities",
+    "CommunityReport": ".communities",
+    "Extraction": ".extraction",
+    "ExtractionStats": ".extraction",
+    "GlobalSearch": ".graphrag",
+    "GlobalSearchResult": ".graphrag",
+    "HippoRanking": ".hipporag",
+    "Passage": ".graph",
+    "PassageGraph": ".graph",
+    "QueryLinker": ".common",
+    "RuleExtractor": ".extraction",
+    "Seed": ".common",
+    "detect_communities": ".communities",
+    "extractive_report": ".communities",
+    "llm_report": ".communities",
+    "normalize_phrase": ".extraction",
+    "parse_extraction": ".extraction",
+    "passages_from_index": ".graph",
 }
 
 __all__ = sorted(_NAMES)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _NAMES)
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES, _DEPRECATED)

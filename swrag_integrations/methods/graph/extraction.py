@@ -554,7 +554,7 @@ class LLMExtractor:
 
     Args:
         llm: a LangChain LLM, chat model or Runnable (``invoke(str)`` -> ``str`` or a
-            message), or a :class:`~swrag_integrations.llm.LocalLLM` (its
+            message), or a `LocalLLM` (its
             ``as_langchain()`` is used).
         prompt: template with ``{passage}``.
         fallback: extractor used for a passage whose answer gives nothing usable (or
@@ -564,8 +564,12 @@ class LLMExtractor:
             rest are still found by the fallback when the answer fails).
         cache_path: SQLite file of answers (keyed by model, prompt and passage); ``None``
             keeps nothing.
-        query_llm: use the LLM for questions too (:meth:`query_entities`); default the
+        query_llm: use the LLM for questions too (`query_entities`); default the
             rule extractor (an LLM call per question is slow with a local model).
+
+    Raises:
+        TypeError: ``llm`` has no ``invoke`` (and no ``as_langchain``).
+        ValueError: ``prompt`` lacks ``{passage}``, or ``max_passage_chars`` is not a positive int.
     """
 
     name = "llm"
@@ -637,6 +641,7 @@ class LLMExtractor:
         return got
 
     def extract_many(self, texts: Sequence[str], *, show_progress: bool = False) -> list[Extraction]:
+        """`extract` for each of ``texts``, in order (``show_progress``: a progress bar)."""
         from tqdm.auto import tqdm
 
         return [self.extract(t) for t in tqdm(texts, disable=not show_progress, desc="LLM extraction", unit="passage")]
@@ -650,9 +655,11 @@ class LLMExtractor:
         return RuleExtractor().extract(query).entities
 
     def fingerprint(self) -> str:
+        """What the extractions depend on (model, prompt digest, grounding): part of the graph's cache keys."""
         digest = hashlib.sha1(self.prompt.encode()).hexdigest()[:8]
         return f"llm:{self._model}:{digest}:grounded={self.grounded}"
 
     def close(self) -> None:
+        """Close the extraction cache (if any)."""
         if self._cache is not None:
             self._cache.close()

@@ -486,13 +486,24 @@ class PassageGraph:
 
 
 def save_graph(graph: PassageGraph, index: Any, name: str = GRAPH_BLOB) -> None:
-    """Store ``graph`` in the index's source store (a blob; no pickle)."""
+    """Store ``graph`` in the index's source store (a blob; no pickle).
+
+    Args:
+        graph: The `PassageGraph` to store.
+        index: The `SlidingWindowIndex` whose source store holds it.
+        name: The name to store it under (`load_graph` reads it back).
+    """
     index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     index.store.put_blob(name, graph.to_bytes())
 
 
 def load_graph(index: Any, name: str = GRAPH_BLOB) -> PassageGraph | None:
-    """The graph stored in the index's source store, or ``None``."""
+    """The graph stored in the index's source store, or ``None``.
+
+    Args:
+        index: The `SlidingWindowIndex` the graph was saved beside.
+        name: The name it was saved under.
+    """
     index = getattr(index, "engine", index)  # a face (SlidingWindowIndex) stands for its engine
     raw = index.store.get_blob(name)
     return None if raw is None else PassageGraph.from_bytes(raw)
@@ -524,11 +535,27 @@ def build_graph(index: Any, extractor: Any = None, *, graph: PassageGraph | None
     """Bring ``graph`` (a new one by default) up to date with ``index``'s complete sources.
 
     New and changed sources (by content hash) are cut into passages
-    (:func:`passages_from_index`) and extracted with ``extractor`` (default
-    :class:`~.extraction.RuleExtractor`); sources no longer in the index are removed.
+    (`passages_from_index`) and extracted with ``extractor`` (default
+    `RuleExtractor`); sources no longer in the index are removed.
     Synonym edges are added for the new phrases with ``embeddings`` (default the
-    index's) unless ``synonyms=False``. A graph built with another ``unit`` or
-    extractor raises ``ValueError`` (build a new one).
+    index's) unless ``synonyms=False``.
+
+    Args:
+        index: The `SlidingWindowIndex` whose sources the graph covers.
+        extractor: Gives each passage's phrases and triples (default `RuleExtractor`).
+        graph: The graph to update; ``None`` builds a new one.
+        unit: The passages, as in `passages_from_index` (``"chunks"``, ``"medium"``, ``"windows"``
+            or ``"sources"``).
+        embeddings: For the synonym edges (default the index's).
+        synonyms: Add synonym edges between similar phrases.
+        show_progress: Show progress bars.
+        batch: Passages extracted per batch.
+
+    Returns:
+        The graph and a `BuildReport` of what changed.
+
+    Raises:
+        ValueError: ``graph`` was built with another ``unit`` or extractor (build a new one).
     """
     from tqdm.auto import tqdm
 

@@ -58,16 +58,25 @@ class GraphRAG:
     """GraphRAG's structures and local search over an index and its graph.
 
     Args:
-        index: the :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`.
-        graph: its :class:`~.graph.PassageGraph`.
-        extractor, embeddings, link_top_k, link_threshold: question linking (see
-            :class:`~.common.QueryLinker`; embeddings default to the index's).
+        index: the `SlidingWindowIndex`.
+        graph: its `PassageGraph`.
+        extractor: gives the question's entities (default the rule extractor).
+        embeddings: for linking entities to phrases (default the index's).
+        link_top_k: seeds kept (see `QueryLinker`).
+        link_threshold: lowest cosine of an embedding link (see `QueryLinker`).
         graph_weight: weight of the local ranking against the hybrid one (RRF).
         neighbour_weight: share of a seed's weight its graph neighbours get.
         community_weight: share spread over the other members of a seed's community.
         k_neighbours: neighbours taken per seed (strongest edges).
-        k_child, search_type, weights: the hybrid search.
-        focus: one hit chunk per passage (see :func:`~.common.passage_hits`).
+        k_child: small chunks the hybrid search fetches.
+        search_type: the hybrid search's dense mode.
+        weights: the hybrid search's (BM25, dense) weights.
+        focus: one hit chunk per passage (see `passage_hits`).
+
+    Raises:
+        TypeError: ``graph`` is not a `PassageGraph`, or ``index`` lacks what a
+            `SlidingWindowIndex` has.
+        ValueError: a weight is outside [0, 1], or ``k_neighbours`` is negative.
     """
 
     def __init__(self, index: Any, graph: PassageGraph, *, extractor: Any = None, embeddings: Any = None,
@@ -110,7 +119,7 @@ class GraphRAG:
 
     # ------------------------------------------------------------ structures
     def build_communities(self, **options: Any) -> list[Community]:
-        """Detect the hierarchy (options of :func:`~.communities.detect_communities`)."""
+        """Detect the hierarchy (options of `detect_communities`)."""
         self.communities = detect_communities(self.graph, **options)
         self.reports = {}
         self._deepest = {}
@@ -120,12 +129,14 @@ class GraphRAG:
         return self.communities
 
     def community(self, cid: str) -> Community:
+        """The community with id ``cid``; raises ``KeyError`` if there is none."""
         for community in self.communities or ():
             if community.id == cid:
                 return community
         raise KeyError(f"no community {cid!r}")
 
     def levels(self) -> list[int]:
+        """The hierarchy levels that hold communities, ascending."""
         return sorted({c.level for c in self.communities or ()})
 
     def level_communities(self, level: int | None = None) -> list[Community]:
@@ -227,6 +238,7 @@ class GraphRAG:
                             dict(top_entities), best_chunks)
 
     def hits(self, query: str, k_passages: int = 30) -> list:
+        """The local search's passages for ``query`` as child hits (at most ``k_passages``), each naming its communities."""
         ranking = self.rank(query, k_passages)
         extra = {pid: {"local_communities": ", ".join(ranking.communities)} for pid, _ in ranking.passages}
         hits = passage_hits(self.index, self.graph, ranking.passages, extra, focus=self.focus,
@@ -275,7 +287,7 @@ class GraphRAG:
 
     def global_search(self, llm: Any, *, level: int | None = None, max_reports: int | None = None,
                       **options: Any) -> "GlobalSearch":
-        """A :class:`GlobalSearch` over the reports of ``level`` (default: the leaves),
+        """A `GlobalSearch` over the reports of ``level`` (default: the leaves),
         the ``max_reports`` largest ones if given (reports are built when missing)."""
         chosen = sorted(self.level_communities(level), key=lambda c: (-len(c.phrases), c.id))
         if max_reports is not None:

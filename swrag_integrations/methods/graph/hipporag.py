@@ -54,23 +54,30 @@ def _check_fraction(value: float, name: str, upper_open: bool = False) -> float:
 
 
 class HippoRAG:
-    """The HippoRAG retrieval core over a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
-    and its :class:`~.graph.PassageGraph` (framework-free; the retrievers wrap it).
+    """The HippoRAG retrieval core over a `SlidingWindowIndex`
+    and its `PassageGraph` (framework-free; the retrievers wrap it).
 
     Args:
         index: the index (hybrid search, chunk rows, windows).
-        graph: the passage-phrase graph built over it (:func:`~.graph.build_graph`).
+        graph: the passage-phrase graph built over it (`build_graph`).
         extractor: gives the question's entities (default the rule extractor).
         embeddings: for linking entities to phrases (default the index's).
         damping: PageRank damping (probability of following an edge).
         graph_weight: weight of the PPR ranking against the hybrid one (RRF).
         passage_seed_weight: reset weight of the hybrid ranking's passages (0: phrases only).
         k_child: small chunks the hybrid search fetches.
-        link_top_k, link_threshold: see :class:`~.common.QueryLinker`.
-        search_type, weights: the hybrid search's dense mode and (BM25, dense) weights.
+        link_top_k: seeds kept (see `QueryLinker`).
+        link_threshold: lowest cosine of an embedding link (see `QueryLinker`).
+        search_type: the hybrid search's dense mode.
+        weights: the hybrid search's (BM25, dense) weights.
         focus: a passage gives one hit chunk (the hybrid search's, else the one holding
             most PageRank mass of phrases) instead of all its chunks (see
-            :func:`~.common.passage_hits`).
+            `passage_hits`).
+
+    Raises:
+        TypeError: ``graph`` is not a `PassageGraph`, or ``index`` lacks what a
+            `SlidingWindowIndex` has.
+        ValueError: ``k_child`` is not a positive int, or ``passage_seed_weight`` is negative.
     """
 
     def __init__(self, index: Any, graph: PassageGraph, *, extractor: Any = None, embeddings: Any = None,
@@ -138,7 +145,7 @@ class HippoRAG:
         return HippoRanking(fused[:k_passages], seeds, ppr, hybrid, top_phrases[:10], phrase_weights, best_chunks)
 
     def hits(self, query: str, k_passages: int = 30) -> list:
-        """Small-chunk hits (:class:`~swrag_integrations.engine.protocols.ChildHit`) of the ranked passages."""
+        """Small-chunk hits (`ChildHit`) of the ranked passages."""
         ranking = self.rank(query, k_passages)
         ppr = dict(ranking.ppr)
         extra = {pid: {"ppr_score": ppr.get(pid, 0.0)} for pid, _ in ranking.passages}
@@ -151,7 +158,7 @@ class HippoRAG:
 
     def spans(self, queries: Sequence[str], *, budget_tokens: int | None = DEFAULT_BUDGET_TOKENS, k: int | None = None,
               k_passages: int = 30, expand: str = "window") -> list:
-        """Budgeted, offset-merged :class:`~swrag_integrations.engine.assemble.ContextSpan` s
+        """Budgeted, offset-merged `ContextSpan` s
         for one question (several phrasings share the budget)."""
         queries = [check_query(q) for q in queries]
         if not queries:

@@ -94,7 +94,7 @@ class HippoRAGRetriever(_GraphRetriever):
     """HippoRAG for LangChain: personalized PageRank over the passage-phrase graph.
 
     Args:
-        searcher: a :class:`~.hipporag.HippoRAG`.
+        searcher: a `HippoRAG`.
         k: at most this many documents (merged windows); ``None``: as many as the budget holds.
         k_passages: passages taken from the graph's ranking.
         budget_tokens: token budget of the returned texts joined by blank lines.
@@ -115,11 +115,11 @@ class GraphRAGLocalRetriever(_GraphRetriever):
     """GraphRAG local search for LangChain.
 
     Args:
-        searcher: a :class:`~.graphrag.GraphRAG`.
+        searcher: a `GraphRAG`.
         community_share: share of the budget for the reports of the question's
             communities (appended after the windows as documents without offsets,
             ``metadata["kind"] == "community_report"``); 0 (default): windows only.
-        k, k_passages, budget_tokens, expand: as :class:`HippoRAGRetriever`.
+        k, k_passages, budget_tokens, expand: as `HippoRAGRetriever`.
     """
 
     community_share: float = 0.0

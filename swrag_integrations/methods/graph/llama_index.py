@@ -56,7 +56,7 @@ class _GraphLlamaIndexRetriever(BaseRetriever):
 
 
 class HippoRAGLlamaIndexRetriever(_GraphLlamaIndexRetriever):
-    """HippoRAG as a LlamaIndex retriever (arguments as :class:`~.retrievers.HippoRAGRetriever`)."""
+    """HippoRAG as a LlamaIndex retriever (arguments as `HippoRAGRetriever`)."""
 
     @staticmethod
     def _searcher_type() -> type:

@@ -20,26 +20,38 @@ from __future__ import annotations
 
 from swrag_integrations.core._lazy import lazy_exports
 
-from swrag_integrations.methods.grounding.align import GroundingChecker, Passage, ground_answer, groundedness, to_passages
-from swrag_integrations.methods.grounding.claims import Claim, ContextFacts, extract_claims
-from swrag_integrations.methods.grounding.judge import LLMJudge, parse_verdict
-from swrag_integrations.methods.grounding.result import Citation, GroundedAnswer, SentenceGrounding, Support
-from swrag_integrations.methods.grounding.sentences import Sentence, split_sentences, split_units
-
+# Imported on first use (the framework faces import their framework).
 _LAZY = {
-    "ground_chain_output": ".langchain",
-    "grounding_runnable": ".langchain",
-    "format_grounded_answer": ".langchain",
-    "ground_response": ".llama_index",
-    "GroundedQueryEngine": ".llama_index",
+    "GroundedAnswer": "result",
+    "GroundedQueryEngine": "llama_index",
+    "GroundingChecker": "align",
+    "LLMJudge": "judge",
+    "format_grounded_answer": "langchain",
+    "ground_answer": "align",
+    "ground_chain_output": "langchain",
+    "ground_response": "llama_index",
+    "grounding_runnable": "langchain",
 }
 
-__all__ = [
-    "GroundingChecker", "ground_answer", "groundedness", "Passage", "to_passages",
-    "Claim", "ContextFacts", "extract_claims", "LLMJudge", "parse_verdict",
-    "Citation", "GroundedAnswer", "SentenceGrounding", "Support", "Sentence", "split_sentences", "split_units",
-    *_LAZY,
-]
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "Citation": "result",
+    "Claim": "claims",
+    "ContextFacts": "claims",
+    "Passage": "align",
+    "Sentence": "sentences",
+    "SentenceGrounding": "result",
+    "Support": "result",
+    "extract_claims": "claims",
+    "groundedness": "align",
+    "parse_verdict": "judge",
+    "split_sentences": "sentences",
+    "split_units": "sentences",
+    "to_passages": "align",
+}
+
+__all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

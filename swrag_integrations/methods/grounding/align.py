@@ -210,12 +210,13 @@ class GroundingChecker:
         check_claims: flag numbers, dates and names missing from the context (default True).
         embeddings: optional LangChain ``Embeddings`` mixed into the score.
         embedding_weight: ``w`` of ``(1 - w) * lexical + w * cosine`` (default 0.5).
-        judge: optional :class:`~.judge.LLMJudge` (or any ``(sentence, context) ->
+        judge: optional `LLMJudge` (or any ``(sentence, context) ->
             bool | None``) that decides each checked sentence.
         unit_chars: longest context unit in characters (default 300).
 
     Raises:
         ValueError: a parameter is out of range (the message names it).
+        TypeError: ``embeddings`` is not a LangChain ``Embeddings``, or ``judge`` is not callable.
     """
 
     def __init__(
@@ -462,7 +463,17 @@ def _number_citations(results: Sequence[SentenceGrounding], threshold: float) ->
 
 
 def ground_answer(answer: Any, sources: Any, *, question: str | None = None, **options: Any) -> GroundedAnswer:
-    """``GroundingChecker(**options).check(answer, sources, question=question)``."""
+    """Ground ``answer`` in ``sources``: ``GroundingChecker(**options).check(answer, sources, question=question)``.
+
+    Args:
+        answer: The answer text (or an object with one, as `GroundingChecker.check` takes).
+        sources: The retrieved passages (documents, nodes, spans or dicts with offsets).
+        question: The question; its words count as given, not invented.
+        **options: `GroundingChecker` settings (``threshold``, ``embeddings``, ``judge``...).
+
+    Returns:
+        The `GroundedAnswer`: each sentence's supports, score and flagged claims.
+    """
     return GroundingChecker(**options).check(answer, sources, question=question)
 
 

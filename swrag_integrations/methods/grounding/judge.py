@@ -62,8 +62,8 @@ class LLMJudge:
     Args:
         llm: a LangChain chat model or LLM (``invoke(str)``), e.g.
             ``load_llama3(...).as_langchain()``.
-        prompt_en, prompt_zh: templates with ``{context}`` and ``{sentence}``; the
-            Chinese one is used when the sentence holds Han characters.
+        prompt_en: template with ``{context}`` and ``{sentence}``, for English sentences.
+        prompt_zh: the same for sentences holding Han characters.
         max_context_chars: the context is cut to this many characters (default 2000).
 
     Calling it returns ``True``/``False``, or ``None`` on a failed call or an unreadable

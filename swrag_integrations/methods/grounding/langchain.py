@@ -44,6 +44,10 @@ def ground_chain_output(result: dict, *, checker: GroundingChecker | None = None
     ``"docs"``/``"source_documents"`` (LangChain ``Document`` s), else ``"context"`` when
     it is a list; ``result["question"]`` (if any) counts as given, not invented.
 
+    Args:
+        result: A RAG chain's output dict (``"answer"`` plus its sources).
+        checker: The `GroundingChecker` to use; ``None`` for the default one.
+
     Raises:
         TypeError: ``result`` is not a dict, or its answer is not a ``str``/``None``.
         ValueError: ``result`` has no ``"answer"``.
@@ -64,7 +68,11 @@ def ground_chain_output(result: dict, *, checker: GroundingChecker | None = None
 
 
 def grounding_runnable(checker: GroundingChecker | None = None) -> Any:
-    """A LangChain ``Runnable`` ``dict -> dict`` running :func:`ground_chain_output`."""
+    """A LangChain ``Runnable`` ``dict -> dict`` running `ground_chain_output`.
+
+    Args:
+        checker: The `GroundingChecker` to use; ``None`` for the default one.
+    """
     from langchain_core.runnables import RunnableLambda
 
     return RunnableLambda(partial(ground_chain_output, checker=checker), name="grounding")
@@ -83,6 +91,14 @@ def format_grounded_answer(result: dict, *, width: int = 100) -> str:
     ``Q: ...``, ``A: ...`` with citation markers and marks, the numbered distinct
     citations, a grounding summary, then ``retrieved: `` the distinct retrieved spans.
     Without an answer (retrieval only) the distinct retrieved spans are listed, numbered.
+
+    Args:
+        result: A chain output dict (``"question"``, ``"answer"``, its sources, and
+            ``"grounding"`` if already grounded).
+        width: The line width the text is wrapped to.
+
+    Raises:
+        TypeError: If ``result`` is not a dict.
     """
     if not isinstance(result, dict):
         raise TypeError(f"result must be a dict, got {type(result).__name__}")

@@ -29,6 +29,11 @@ def ground_response(response: Any, *, checker: GroundingChecker | None = None,
                     question: str | None = None) -> GroundedAnswer:
     """Ground ``response.response`` in ``response.source_nodes`` (see the module docstring).
 
+    Args:
+        response: A LlamaIndex query engine ``Response``.
+        checker: The `GroundingChecker` to use; ``None`` for the default one.
+        question: The question; its words count as given, not invented.
+
     Raises:
         TypeError: ``response`` has no ``response``/``source_nodes`` (e.g. a streaming
             response that was not consumed: call ``get_response()`` first).
@@ -53,7 +58,7 @@ class GroundedQueryEngine(BaseQueryEngine):
 
     Args:
         query_engine: any LlamaIndex query engine returning ``Response`` objects.
-        checker: the :class:`~.align.GroundingChecker` (default settings if ``None``).
+        checker: the `GroundingChecker` (default settings if ``None``).
 
     Raises:
         TypeError: ``query_engine`` has no ``query``.

@@ -122,7 +122,21 @@ class SentenceGrounding:
 
 @dataclass
 class GroundedAnswer:
-    """An answer tied to its sources (see the module docstring)."""
+    """An answer tied to its sources (see the module docstring).
+
+    Attributes:
+        answer: The answer text.
+        sentences: Each answer sentence with its supports, score and claims.
+        citations: The distinct numbered citations the sentences point to.
+        threshold: The lowest score of a supported sentence.
+        method: How sentences were scored: ``"lexical"``, with ``"+embeddings"`` and/or
+            ``"+llm-judge"`` when those were used.
+        warnings: What limited the check (an empty answer, no context, sources without
+            offsets).
+        judge_calls: Calls made to the LLM judge.
+        judge_failures: Judge calls that failed or gave no readable verdict.
+        seconds: Time the check took.
+    """
 
     answer: str
     sentences: list[SentenceGrounding]
@@ -184,7 +198,7 @@ class GroundedAnswer:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "GroundedAnswer":
-        """The inverse of :meth:`to_dict` (e.g. for a chain output's ``"grounding"``).
+        """The inverse of `to_dict` (e.g. for a chain output's ``"grounding"``).
 
         Raises:
             ValueError: ``data`` lacks ``answer``/``sentences``/``citations``.
@@ -213,7 +227,7 @@ class GroundedAnswer:
                    judge_failures=data.get("judge_failures", 0), seconds=data.get("seconds", 0.0))
 
     def to_json(self, **kwargs: Any) -> str:
-        """:meth:`to_dict` as JSON (``ensure_ascii=False`` unless given)."""
+        """`to_dict` as JSON (``ensure_ascii=False`` unless given)."""
         kwargs.setdefault("ensure_ascii", False)
         return json.dumps(self.to_dict(), **kwargs)
 

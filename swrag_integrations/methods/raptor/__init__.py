@@ -30,22 +30,47 @@ from __future__ import annotations
 from swrag_integrations.core._lazy import lazy_exports
 
 _LAZY = {
-    "ClusterConfig": "clustering", "cluster_embeddings": "clustering", "umap_available": "clustering",
-    "reduce_embeddings": "clustering", "gmm_soft_clusters": "clustering",
-    "Leaf": "tree", "RaptorNode": "tree", "RaptorTree": "tree",
-    "leaves_from_text": "leaves", "leaves_from_index": "leaves",
-    "ExtractiveSummarizer": "summarise", "LLMSummarizer": "summarise", "SummaryCache": "summarise",
-    "DEFAULT_SUMMARY_PROMPT": "summarise", "sentence_spans": "summarise", "Summary": "summarise",
-    "Cluster": "summarise", "SummaryContext": "summarise",
-    "TreeBuilder": "build", "TreeConfig": "build", "BuildReport": "build", "build_tree": "build",
+    "ClusterConfig": "clustering",
+    "ExtractiveSummarizer": "summarise",
+    "LLMSummarizer": "summarise",
     "RaptorIndex": "store",
-    "collapsed_hits": "search", "traversal_hits": "search", "assemble_hits": "search", "RaptorContext": "search",
-    "SummaryPiece": "search", "NodeHit": "search", "RaptorSearcher": "search",
-    "RaptorRetriever": "langchain", "context_documents": "langchain",
     "RaptorLlamaIndexRetriever": "llama_index",
+    "RaptorRetriever": "langchain",
+    "TreeConfig": "build",
+    "build_tree": "build",
+}
+
+# No longer exported here (reachable by module path); importing them from the package
+# still works for one release, with a DeprecationWarning naming the module.
+_DEPRECATED = {
+    "BuildReport": "build",
+    "Cluster": "summarise",
+    "DEFAULT_SUMMARY_PROMPT": "summarise",
+    "Leaf": "tree",
+    "NodeHit": "search",
+    "RaptorContext": "search",
+    "RaptorNode": "tree",
+    "RaptorSearcher": "search",
+    "RaptorTree": "tree",
+    "Summary": "summarise",
+    "SummaryCache": "summarise",
+    "SummaryContext": "summarise",
+    "SummaryPiece": "search",
+    "TreeBuilder": "build",
+    "assemble_hits": "search",
+    "cluster_embeddings": "clustering",
+    "collapsed_hits": "search",
+    "context_documents": "langchain",
+    "gmm_soft_clusters": "clustering",
+    "leaves_from_index": "leaves",
+    "leaves_from_text": "leaves",
+    "reduce_embeddings": "clustering",
+    "sentence_spans": "summarise",
+    "traversal_hits": "search",
+    "umap_available": "clustering",
 }
 
 __all__ = sorted(_LAZY)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _DEPRECATED)

@@ -37,7 +37,7 @@ class TreeConfig:
     """How a tree is built.
 
     Args:
-        cluster: the clustering (:class:`~.clustering.ClusterConfig`).
+        cluster: the clustering (`ClusterConfig`).
         max_layers: most summary layers (RAPTOR: 5).
         min_nodes: a layer with at most this many nodes is not clustered (default
             ``cluster.dim + 1``, as in RAPTOR).
@@ -66,6 +66,7 @@ class TreeConfig:
         return self.min_nodes if self.min_nodes is not None else self.cluster.dim + 1
 
     def to_json(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict (the clustering's included, ``min_nodes`` resolved)."""
         out = asdict(self)
         out["cluster"] = self.cluster.to_json()
         out["min_nodes"] = self.stop_at
@@ -314,5 +315,14 @@ def _add(total: BuildReport, part: BuildReport) -> None:
 def build_tree(leaves: Sequence[Leaf], embeddings: Any, summarizer: Any = None, *,
                sources: Mapping[str, str] | Callable[[str], str] | None = None, config: TreeConfig | None = None,
                show_progress: bool = True) -> RaptorTree:
-    """One tree over ``leaves`` (see :class:`TreeBuilder`); the report is in ``tree.meta["report"]``."""
+    """One tree over ``leaves`` (see `TreeBuilder`); the report is in ``tree.meta["report"]``.
+
+    Args:
+        leaves: The tree's leaves (chunks or windows with exact offsets).
+        embeddings: A LangChain ``Embeddings`` for leaves and summaries.
+        summarizer: The cluster summariser; ``None`` for `ExtractiveSummarizer`.
+        sources: ``source_id -> text`` (a mapping or a function) for the leaves' sources.
+        config: The `TreeConfig`; ``None`` for the defaults.
+        show_progress: Show a progress bar per layer.
+    """
     return TreeBuilder(embeddings, summarizer, config, show_progress=show_progress).build(leaves, sources)

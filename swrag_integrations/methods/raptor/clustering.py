@@ -84,6 +84,7 @@ class ClusterConfig:
         return self.reduction
 
     def to_json(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict, with the reduction actually used."""
         out = asdict(self)
         out["reduction"] = self.resolved_reduction
         return out

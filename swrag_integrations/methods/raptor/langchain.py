@@ -49,7 +49,7 @@ class RaptorRetriever(BaseRetriever):
     """RAPTOR as a LangChain retriever (collapsed tree by default, 2000-token budget).
 
     Args:
-        raptor: a :class:`~.store.RaptorIndex` or a :class:`~.tree.RaptorTree`.
+        raptor: a `RaptorIndex` or a `RaptorTree`.
         embeddings: query embedding (default: the ``RaptorIndex``'s).
         mode: ``"collapsed"`` or ``"traverse"``.
         ranking: the collapsed tree's ranking, ``"hybrid"`` (default: BM25 fused with cosine)
@@ -85,6 +85,7 @@ class RaptorRetriever(BaseRetriever):
         return positive_int("top_k", value)
 
     def model_post_init(self, __context: Any) -> None:
+        """Build the framework-free `RaptorSearcher` the retriever delegates to (pydantic hook)."""
         self._core = RaptorSearcher(self.raptor, self.embeddings, ranking=self.ranking)
 
     @property
@@ -92,7 +93,7 @@ class RaptorRetriever(BaseRetriever):
         return self._core
 
     def search(self, query: str, **kwargs: Any) -> RaptorContext:
-        """The :class:`~.search.RaptorContext` (call-time ``k``, ``top_k``, ``budget_tokens``)."""
+        """The `RaptorContext` (call-time ``k``, ``top_k``, ``budget_tokens``)."""
         o = call_options(kwargs, {"k": self.k, "top_k": self.top_k, "budget_tokens": self.budget_tokens},
                          "RaptorRetriever.invoke()")
         return self._core.search(query, mode=self.mode, budget_tokens=o["budget_tokens"], top_k=o["top_k"], k=o["k"])

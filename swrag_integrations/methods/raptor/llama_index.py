@@ -38,7 +38,7 @@ class RaptorLlamaIndexRetriever(BaseRetriever):
     """RAPTOR trees as a LlamaIndex retriever.
 
     Args:
-        raptor: a :class:`~.store.RaptorIndex` or a :class:`~.tree.RaptorTree`.
+        raptor: a `RaptorIndex` or a `RaptorTree`.
         embeddings: query embedding: LangChain ``Embeddings`` or a LlamaIndex embedding
             model (default: the ``RaptorIndex``'s); the model that built the tree.
         mode: ``"collapsed"`` (default) or ``"traverse"``.
@@ -48,6 +48,9 @@ class RaptorLlamaIndexRetriever(BaseRetriever):
         top_k: nodes per layer in traversal.
         k: at most this many tree nodes.
         callback_manager: LlamaIndex callbacks.
+
+    Raises:
+        ValueError: ``mode`` is not ``"collapsed"`` or ``"traverse"``.
     """
 
     def __init__(self, raptor: Any, embeddings: Any = None, *, mode: str = "collapsed", ranking: str = "hybrid",

@@ -49,22 +49,27 @@ class RaptorIndex:
     """RAPTOR trees over an index's chunks (or over texts), persisted and incremental.
 
     Args:
-        index: a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`; leaves come
+        index: a `SlidingWindowIndex`; leaves come
             from its complete sources, trees go into its source store. ``None``: give
-            the texts to :meth:`build`.
+            the texts to `build`.
         store: where trees are kept instead (anything with ``get_blob``/``put_blob``);
             default: ``index.store``, or memory only without an index.
         name: the trees' name in the store (several RAPTOR setups can coexist).
         embeddings: LangChain ``Embeddings`` (default: the index's, else the bundled MiniLM).
-        summarizer: :class:`~.summarise.ExtractiveSummarizer` (default) or
-            :class:`~.summarise.LLMSummarizer`.
-        config: :class:`~.build.TreeConfig`.
+        summarizer: `ExtractiveSummarizer` (default) or
+            `LLMSummarizer`.
+        config: `TreeConfig`.
         scope: ``"document"`` (a tree per source, incremental) or ``"corpus"``.
         leaves: with an index: ``"small"``, ``"medium"`` or ``"window"``
-            (:func:`~.leaves.leaves_from_index`); without: a dict of
-            :func:`~.leaves.leaves_from_text` options (default ``{"strategy": "chunks",
+            (`leaves_from_index`); without: a dict of
+            `leaves_from_text` options (default ``{"strategy": "chunks",
             "size": 100}``, RAPTOR's 100-token leaves).
         show_progress: progress bars.
+
+    Raises:
+        ValueError: ``scope``, ``name`` or ``leaves`` is not one the index accepts (the
+            message names it).
+        TypeError: ``store`` has no ``get_blob``/``put_blob``.
     """
 
     def __init__(self, index: Any = None, *, store: Any = None, name: str = "raptor", embeddings: Any = None,
@@ -304,7 +309,7 @@ class RaptorIndex:
         return root
 
     def load(self, directory: str | Path) -> "RaptorIndex":
-        """Read trees written by :meth:`save` (replacing those held)."""
+        """Read trees written by `save` (replacing those held)."""
         root = Path(directory)
         path = root / "manifest.json"
         if not path.is_file():
@@ -321,19 +326,19 @@ class RaptorIndex:
 
     # -------------------------------------------------------------- retrievers
     def as_retriever(self, **kwargs: Any) -> Any:
-        """A LangChain :class:`~.retrievers.RaptorRetriever` over these trees."""
+        """A LangChain `RaptorRetriever` over these trees."""
         from swrag_integrations.methods.raptor.langchain import RaptorRetriever
 
         return RaptorRetriever(raptor=self, **kwargs)
 
     def as_llama_index_retriever(self, **kwargs: Any) -> Any:
-        """A LlamaIndex :class:`~.retrievers.RaptorLlamaIndexRetriever` over these trees."""
+        """A LlamaIndex `RaptorLlamaIndexRetriever` over these trees."""
         from swrag_integrations.methods.raptor.llama_index import RaptorLlamaIndexRetriever
 
         return RaptorLlamaIndexRetriever(self, **kwargs)
 
     def search(self, query: str, **kwargs: Any) -> Any:
-        """The budgeted :class:`~.search.RaptorContext` for ``query`` (see :class:`~.search.RaptorSearcher`)."""
+        """The budgeted `RaptorContext` for ``query`` (see `RaptorSearcher`)."""
         from swrag_integrations.methods.raptor.search import RaptorSearcher
 
         return RaptorSearcher(self).search(query, **kwargs)

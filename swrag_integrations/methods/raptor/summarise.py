@@ -254,6 +254,10 @@ class ExtractiveSummarizer:
         min_sentence_tokens: shorter pieces (a lone bracket, a one-word heading) are
             not candidates while longer ones exist.
         encoding_name: tiktoken encoding for counting.
+
+    Raises:
+        ValueError: ``max_tokens``, ``duplicate_similarity`` or ``min_sentence_tokens`` is out
+            of range (the message names it).
     """
 
     kind = "extractive"
@@ -384,17 +388,22 @@ class LLMSummarizer:
     """Cluster summaries from any LangChain LLM / chat model.
 
     Args:
-        llm: a LangChain LLM or chat model, a :class:`~swrag_integrations.llm.LocalLLM`,
+        llm: a LangChain LLM or chat model, a `LocalLLM`,
             or ``None`` (the local default model, loaded on first use with
             ``max_new_tokens = max_tokens + 32``).
         prompt: template with ``{context}`` (the members' texts, blank-line separated).
         max_tokens: answers are trimmed to this many cl100k tokens.
         max_input_tokens: the joined member texts are cut to this many tokens (RAPTOR
-            re-clusters clusters over 3500 tokens; :class:`~.build.TreeBuilder` does too).
-        cache: a :class:`SummaryCache`, or what it accepts (path, store, ``None``).
+            re-clusters clusters over 3500 tokens; `TreeBuilder` does too).
+        cache: a `SummaryCache`, or what it accepts (path, store, ``None``).
         fallback: the summariser used when the LLM fails or answers nothing usable
-            (default: :class:`ExtractiveSummarizer` with the same ``max_tokens``).
+            (default: `ExtractiveSummarizer` with the same ``max_tokens``).
         model_name: name used in cache keys (default: derived from the LLM).
+        encoding_name: tiktoken encoding counting ``max_tokens`` and ``max_input_tokens``.
+
+    Raises:
+        ValueError: ``prompt`` lacks ``{context}``, or ``max_tokens``/``max_input_tokens`` is
+            not a positive int.
     """
 
     kind = "llm"
@@ -440,6 +449,7 @@ class LLMSummarizer:
         return f"llm:{self.model_name}:{digest}:{self.max_tokens}:{self.max_input_tokens}"
 
     def input_text(self, cluster: Cluster) -> str:
+        """The members' texts, blank-line separated, cut to ``max_input_tokens``: what the prompt's ``{context}`` gets."""
         from swrag_integrations.engine.assemble import trim_to_tokens
 
         text = "\n\n".join(m.text.strip() for m in cluster.members if m.text.strip())
