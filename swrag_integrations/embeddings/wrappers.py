@@ -1,13 +1,13 @@
 """Embedding wrappers an index builds its stores with (no framework).
 
-* :class:`IndexTextEmbeddings` -- embeds ``index_text(text)`` for documents (a chunk with
+* `IndexTextEmbeddings` -- embeds ``index_text(text)`` for documents (a chunk with
   its contextual header), queries as they are;
-* :class:`PrecomputedEmbeddings` -- serves document vectors computed elsewhere (worker
+* `PrecomputedEmbeddings` -- serves document vectors computed elsewhere (worker
   processes, Ray actors) to a store that embeds texts itself;
-* :func:`precomputed_of` -- the :class:`PrecomputedEmbeddings` a vector store embeds with.
+* `precomputed_of` -- the `PrecomputedEmbeddings` a vector store embeds with.
 
-Both are :class:`~.base.EmbeddingsBase` objects, so LangChain takes them as its
-``Embeddings`` once its face is imported (:mod:`swrag_integrations.langchain.embeddings`).
+Both are `EmbeddingsBase` objects, so LangChain takes them as its
+``Embeddings`` once its face is imported (`swrag_integrations.langchain.embeddings`).
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ class PrecomputedEmbeddings(EmbeddingsBase):
 
     A LangChain vector store embeds texts itself in ``add_documents``. To write vectors
     computed elsewhere (worker processes, Ray actors) through *any* store, give the store
-    this object as its embedding: the writer calls :meth:`prime` with a batch's chunk
+    this object as its embedding: the writer calls `prime` with a batch's chunk
     texts and their vectors right before it adds that batch, and the store's call to
-    :meth:`embed_documents` returns them (each primed text is served once, then
+    `embed_documents` returns them (each primed text is served once, then
     forgotten, so memory stays bounded). Texts that were not primed, and every query,
     go to ``base``, so the store behaves exactly as with ``base`` alone.
 
-    The default Chroma store of :class:`~.index.SlidingWindowIndex` is built with it;
+    The default Chroma store of `SlidingWindowIndex` is built with it;
     for your own store::
 
         store = FAISS(embedding_function=PrecomputedEmbeddings(embeddings), ...)
@@ -121,7 +121,7 @@ class PrecomputedEmbeddings(EmbeddingsBase):
 
 
 def precomputed_of(store: Any) -> PrecomputedEmbeddings | None:
-    """The :class:`PrecomputedEmbeddings` a vector store embeds with, if it has one."""
+    """The `PrecomputedEmbeddings` a vector store embeds with, if it has one."""
     try:
         own = store.embeddings
     except Exception:  # noqa: BLE001 - some stores raise instead of returning None

@@ -1,12 +1,12 @@
 """The index engine: every store-agnostic part of a sliding-window index, no framework.
 
-:class:`IndexEngine` owns the source store (texts, chunk offsets, the manifest, the
+`IndexEngine` owns the source store (texts, chunk offsets, the manifest, the
 writer lock/lease and change log), the keyword index, the embedding checks and the
 searches of small chunks (BM25, dense, hybrid) and their spans, over a
-:class:`~.storage.VectorStorage`. The writers (:mod:`.writer`), health checks
-(:mod:`.health`), parallel and Ray ingestion take an engine. Framework faces sit on
-top: :class:`~.index.SlidingWindowIndex` (LangChain) and
-:class:`~.llama_index.SlidingWindowLlamaIndex` (LlamaIndex); the engine imports neither
+`VectorStorage`. The writers (`writer`), health checks
+(`health`), parallel and Ray ingestion take an engine. Framework faces sit on
+top: `SlidingWindowIndex` (LangChain) and
+`SlidingWindowLlamaIndex` (LlamaIndex); the engine imports neither
 framework, so it runs with only ``chromadb`` and an embedding installed::
 
     engine = IndexEngine.open("my_index", embedding=my_embedding)  # embed_documents/embed_query
@@ -16,7 +16,7 @@ framework, so it runs with only ``chromadb`` and an embedding installed::
 
 The guarantees (only complete sources served, one writer at a time with a fenced
 lease, long-lived handles catch up with other processes' writes, derived parts
-checked) are those described in :mod:`.index` and tested there.
+checked) are those described in `index` and tested there.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def embedding_name(embedding: Any) -> str:
 
 
 def as_source_store(value: Any) -> SourceStore:
-    """A :class:`~.sources.SourceStore` from a store, a SQLite path or a key-value byte store."""
+    """A `SourceStore` from a store, a SQLite path or a key-value byte store."""
     if isinstance(value, (SqliteSourceStore, KVSourceStore)):
         return value
     if isinstance(value, (str, os.PathLike)):
@@ -96,7 +96,7 @@ StorageFactory = Callable[[Any, "Path | None", Any, "Callable[[str], str] | None
 
 def chroma_storage(client: Any, root: Path | None, embedding: Any, index_text: Callable[[str], str] | None,
                    lock_timeout: float, collection_name: str = "swrag") -> VectorStorage:
-    """The default storage: a :class:`~.chroma.ChromaStorage` (``index_text`` applied to
+    """The default storage: a `ChromaStorage` (``index_text`` applied to
     the chunk texts it embeds)."""
     from swrag_integrations.stores.chroma import ChromaStorage
 
@@ -455,7 +455,7 @@ class IndexEngine:
 
     @property
     def embedding_checked(self) -> bool:
-        """Whether :meth:`check_embedding` has passed on this handle (it runs once)."""
+        """Whether `check_embedding` has passed on this handle (it runs once)."""
         return self._embedding_checked
 
     def check_embedding(self, dim: int | None = None) -> None:
@@ -855,11 +855,11 @@ class IndexEngine:
     def _dense_scored(self, qvec: Sequence[float], k: int, search_type: str, fetch_k: int | None,
                       lambda_mult: float, matcher: Any, native: Any, *,
                       generation: int | None = None) -> list[tuple[str, float | None]]:
-        """:meth:`dense_ids` for a query vector and a checked ``k``: ``(chunk_id, cosine
+        """`dense_ids` for a query vector and a checked ``k``: ``(chunk_id, cosine
         similarity clipped to [0, 1])``, the similarity ``None`` under MMR (the store
-        reports none); ``generation``: the search's snapshot (:meth:`read_generation`).
+        reports none); ``generation``: the search's snapshot (`read_generation`).
         Fetches more while vectors it does not serve (filtered out, or of another version:
-        :meth:`_served`) leave fewer than ``k``."""
+        `_served`) leave fewer than ``k``."""
         size = self.sizes(generation)[0]
         n = k
         while True:
@@ -1005,7 +1005,7 @@ class IndexEngine:
     @property
     def tuned_config(self) -> Any:
         """The tuned configuration this index was built (or last opened) with, as a
-        :class:`~swrag_integrations.engine.tuned.TunedConfig` (evidence: its summary only), or
+        `TunedConfig` (evidence: its summary only), or
         ``None``. Read from the manifest, so it survives reopening without ``config=``."""
         record = self.manifest.get("tuned")
         if not record:
@@ -1017,7 +1017,7 @@ class IndexEngine:
     def record_tuned(self, tuned: Any) -> None:
         """Keep ``tuned`` (a ``TunedConfig``: its settings and the summary of its evidence) in
         the manifest, once all of it validated: its retriever part is checked as retriever
-        settings first (:class:`~.settings.RetrieverSettings`), so a rejected configuration is
+        settings first (`RetrieverSettings`), so a rejected configuration is
         never recorded. Nothing is written when the manifest holds it already."""
         import json
 
@@ -1034,7 +1034,7 @@ class IndexEngine:
 
     def delete_source(self, source: Any) -> int:
         """Remove one source: a source id, an id given at add time, or a document (its
-        :func:`~.ids.source_id_for`); returns the number of small chunks it had (0 if unknown)."""
+        `source_id_for`); returns the number of small chunks it had (0 if unknown)."""
         sid = self.resolve_ids([source])[0] if isinstance(source, str) else source_id_for(source)
         head = self.store.heads([sid]).get(sid)
         if head is None:
@@ -1087,7 +1087,7 @@ def _wrap(server: str | None, fn: Callable[[], Any], action: str) -> Any:
 
 
 def absolute_store(spec: Any) -> Any:
-    """A Milvus store URI (:class:`~.store_uri.StoreURI`) with its Lite file made absolute
+    """A Milvus store URI (`StoreURI`) with its Lite file made absolute
     (against the working folder) and its text the canonical form recorded in the
     manifest: ``milvus:/abs/path.db``, ``milvus`` (the index folder's file) or the
     server's ``milvus[+https]://HOST:PORT``."""

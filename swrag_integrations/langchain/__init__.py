@@ -1,17 +1,22 @@
 """The LangChain face: the splitters, the index as a LangChain ``VectorStore`` and its retrievers.
 
-Names are imported on first use, so importing the package pulls in no framework.
+Names are imported on first use. Importing the package registers the package's embedding
+objects (`swrag_integrations.embeddings`) as LangChain ``Embeddings``
+(`swrag_integrations.langchain.embeddings`), so they pass LangChain's type checks however
+they were imported.
 """
 
 from __future__ import annotations
 
 from swrag_integrations.core._lazy import lazy_exports
+from swrag_integrations.langchain import embeddings as _embeddings  # noqa: F401 - registers EmbeddingsBase
 
 _LAZY = {
     "DynamicStepTextSplitter": "splitters",
     "DynamicWindowTextSplitter": "splitters",
     "FixedWindowTextSplitter": "splitters",
     "MultiQueryFusionRetriever": "multi_query",
+    "load_files": "files",
     "PrecomputedEmbeddings": "vectorstore",
     "SlidingWindowIndex": "index",
     "SlidingWindowTextSplitter": "splitters",
@@ -32,7 +37,6 @@ _DEPRECATED = {
     "TokenLength": "splitters",
     "VectorBackend": "vectorstore",
     "generate_queries": "multi_query",
-    "load_files": "files",
     "offline_encodings": "splitters",
     "parse_query_variants": "multi_query",
     "reciprocal_rank_fusion": "fusion",

@@ -1,17 +1,17 @@
-"""Sliding-window index: the LangChain face (a ``VectorStore``) over :class:`~.engine.IndexEngine`.
+"""Sliding-window index: the LangChain face (a ``VectorStore``) over `IndexEngine`.
 
 Every source document is cut into *small chunks* (default 50 cl100k tokens that tile
-the text, see :func:`~.records.plan_source`). Their vectors go to a LangChain
-``VectorStore`` (:class:`~.vectors.VectorBackend`; embedded Chroma by default); the
+the text, see `plan_source`). Their vectors go to a LangChain
+``VectorStore`` (`VectorBackend`; embedded Chroma by default); the
 source's exact text, its chunks' offsets and their window bounds live once in a
-*source store* (:mod:`.sources`; SQLite by default), the one truth of the index, from
-which the BM25 side index (:class:`~.keyword.KeywordIndex`) is derived. Windows and
+*source store* (`sources`; SQLite by default), the one truth of the index, from
+which the BM25 side index (`KeywordIndex`) is derived. Windows and
 *medium chunks* are never stored: they are ranges of chunks, read at query time.
 
-All of that lives in the framework-free :class:`~.engine.IndexEngine` (``index.engine``);
+All of that lives in the framework-free `IndexEngine` (``index.engine``);
 this module adds the LangChain contract (documents in and out, ``VectorStore`` search
 methods, retrievers) and opens the default Chroma store through ``langchain_chroma``
-(the same collection the engine's own :class:`~.chroma.ChromaStorage` reads).
+(the same collection the engine's own `ChromaStorage` reads).
 
 Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py``):
 
@@ -20,11 +20,11 @@ Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py``):
   keyword hits of a source that is not complete (or whose vector carries another
   content hash) are dropped. A write that dies half-way is completed by the next
   write (from the stored text; the original documents are not needed) or by
-  ``index.engine.repair()`` (:meth:`~.engine.IndexEngine.repair`).
+  ``index.engine.repair()`` (`repair`).
 * **Many writers, one truth.** Writers serialise on the source store's writer lock
   (a file lock for a local index, otherwise a lease that renews itself while held and
   whose epoch fences every write: a writer that lost it raises
-  :class:`~.sources.LeaseLostError` and writes nothing more); every writer replays
+  `LeaseLostError` and writes nothing more); every writer replays
   the store's change log into BM25 before it saves, and readers catch up with the
   log before every search, so no writer's documents are lost and no reader serves a
   stale keyword index.
@@ -58,7 +58,7 @@ __all__ = ["SlidingWindowIndex", "IndexMismatchError", "IndexDamagedError", "val
 
 
 def _as_tuned_config(config: Any) -> Any:
-    """``config=`` of :class:`SlidingWindowIndex` as a ``TunedConfig`` (``None`` stays ``None``).
+    """``config=`` of `SlidingWindowIndex` as a ``TunedConfig`` (``None`` stays ``None``).
 
     Raises:
         FileNotFoundError: a path that does not exist.
@@ -107,14 +107,14 @@ class SlidingWindowIndex(VectorStore):
     (``langchain_core.indexing.index``).
 
     This class is the LangChain contract only. Everything else is the engine's,
-    ``index.engine`` (:class:`~.engine.IndexEngine`): ``index.engine.status()``,
+    ``index.engine`` (`IndexEngine`): ``index.engine.status()``,
     ``.repair()``, ``.count()``, ``.source_text(sid)``, ``.store``, ``.config``,
     ``.tuned_config``... The small-chunk retrievers are
-    :meth:`CJKBM25Retriever.from_index <.search.CJKBM25Retriever.from_index>`,
-    :meth:`DenseChunkRetriever.from_index <.search.DenseChunkRetriever.from_index>` and
-    :meth:`HybridRetriever.from_index <.search.HybridRetriever.from_index>`. The names this
+    `CJKBM25Retriever.from_index <.search.CJKBM25Retriever.from_index>`,
+    `DenseChunkRetriever.from_index <.search.DenseChunkRetriever.from_index>` and
+    `HybridRetriever.from_index <.search.HybridRetriever.from_index>`. The names this
     class used to forward to the engine still work until 0.4, with a ``DeprecationWarning``
-    naming their new spelling (:data:`DEPRECATED`).
+    naming their new spelling (`DEPRECATED`).
 
     Args:
         persist_directory: a local folder for the default stores (Chroma in
@@ -260,8 +260,8 @@ class SlidingWindowIndex(VectorStore):
         back in the source's coordinates; each chunk's id is ``"<source id>@<start>:<end>"``
         (`member_id`). Deleting a chunk joins the rest of its piece again: the
         ids of chunks after a gap it leaves, or of a piece whose first chunk it was, change
-        with the piece's source id. What the write did (an :class:`~.writer.IndexReport`;
-        pruning, ``workers``) is :meth:`~.engine.IndexEngine.index_documents`'s.
+        with the piece's source id. What the write did (an `IndexReport`;
+        pruning, ``workers``) is `index_documents`'s.
         ``batch_size`` is accepted (the index batches by itself); other keywords raise
         ``TypeError``.
         """
@@ -467,7 +467,7 @@ class SlidingWindowIndex(VectorStore):
 class _ChromaFactory:
     """The default vectors of a face (``IndexEngine.open(storage_factory=...)``): a
     ``langchain_chroma.Chroma`` over the engine's collection, embedding through
-    :class:`~.vectors.PrecomputedEmbeddings`, so vectors computed by worker processes or
+    `PrecomputedEmbeddings`, so vectors computed by worker processes or
     Ray actors are written as they are. It keeps the chromadb client, which it renews
     when another process wrote to an embedded Chroma."""
 
@@ -501,7 +501,7 @@ def _engine_attribute(name: str) -> Callable[[SlidingWindowIndex], Any]:
 
 
 def _from_search(name: str) -> Callable[[SlidingWindowIndex], Any]:
-    """A function of :mod:`.search` with the index's engine as its first argument."""
+    """A function of `search` with the index's engine as its first argument."""
     def serve(index: SlidingWindowIndex) -> Any:
         from swrag_integrations.langchain import search
 
@@ -539,7 +539,7 @@ DEPRECATED: dict[str, tuple[str, Callable[[SlidingWindowIndex], Any]]] = {
     "as_document_retriever": ("langchain_core.vectorstores.VectorStoreRetriever(vectorstore=index, ...)",
                               lambda index: functools.partial(VectorStore.as_retriever, index)),
 }
-"""Names :class:`SlidingWindowIndex` forwarded before 0.3 (removed in 0.4): name ->
+"""Names `SlidingWindowIndex` forwarded before 0.3 (removed in 0.4): name ->
 (the new spelling, a function of the index that serves it)."""
 
 

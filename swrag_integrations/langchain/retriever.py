@@ -1,8 +1,8 @@
 """Windowed parent retrieval for LangChain: find small chunks precisely, return merged windows.
 
-A thin adapter: stage 1 is :meth:`~.protocols.ChunkIndex.search_children` (BM25 +
-dense, weighted RRF), stages 2-3 are :mod:`.parents` (parents ranked by their hits,
-chunks chosen under the token budget, merged by offset). See :mod:`.parents` for the
+A thin adapter: stage 1 is `search_children` (BM25 +
+dense, weighted RRF), stages 2-3 are `parents` (parents ranked by their hits,
+chunks chosen under the token budget, merged by offset). See `parents` for the
 planner.
 """
 
@@ -33,7 +33,7 @@ class WindowedParentRetriever(BaseRetriever):
 
     Args:
         index: the index: an engine, any other ``ChunkIndex``, or a face over an engine (a
-            :class:`~.index.SlidingWindowIndex`), which stands for its engine
+            `SlidingWindowIndex`), which stands for its engine
             (``retriever.index`` is then ``face.engine``).
         k: at most this many documents (merged windows) are returned, also under a
             budget; ``None`` (default): the budget decides how many fit (a fixed
@@ -90,7 +90,7 @@ class WindowedParentRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     index: ChunkIndex
-    # defaults and checks: :class:`~.settings.RetrieverSettings`, the one definition
+    # defaults and checks: `RetrieverSettings`, the one definition
     k: int | None = _D.k
     k_child: int = _D.k_child
     budget_tokens: int | None = _D.budget_tokens
@@ -109,14 +109,14 @@ class WindowedParentRetriever(BaseRetriever):
     @model_validator(mode="before")
     @classmethod
     def _settings(cls, data: Any) -> Any:
-        """Every setting checked by :class:`~.settings.RetrieverSettings` (the message every face gives)."""
+        """Every setting checked by `RetrieverSettings` (the message every face gives)."""
         if isinstance(data, dict):
             RetrieverSettings(**{k: data[k] for k in RetrieverSettings.keys() if k in data})
         return data
 
     @property
     def settings(self) -> RetrieverSettings:
-        """This retriever's settings as the framework-free :class:`~.settings.RetrieverSettings`."""
+        """This retriever's settings as the framework-free `RetrieverSettings`."""
         return RetrieverSettings(**{name: getattr(self, name) for name in RetrieverSettings.keys()})
 
     @field_validator("filter")
@@ -129,7 +129,7 @@ class WindowedParentRetriever(BaseRetriever):
     @field_validator("index", mode="before")
     @classmethod
     def _index(cls, value: Any) -> Any:
-        """A face over an engine (a :class:`~.index.SlidingWindowIndex`) stands for its engine."""
+        """A face over an engine (a `SlidingWindowIndex`) stands for its engine."""
         engine = getattr(value, "engine", None)
         if isinstance(engine, IndexEngine):
             return engine

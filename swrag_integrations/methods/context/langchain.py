@@ -1,24 +1,24 @@
 """LangChain faces of the context steps: document compressors and transformers.
 
 Each class is a thin LangChain wrapper over a framework-free core of
-:mod:`swrag_integrations.methods.context` (documents in, the core's result as LangChain
-``Document`` s out; :meth:`core` returns the core, which the LlamaIndex faces use directly):
+`swrag_integrations.methods.context` (documents in, the core's result as LangChain
+``Document`` s out; `core` returns the core, which the LlamaIndex faces use directly):
 
 ==============================  ===========================================  ================================
 LangChain face                  core                                         kind
 ==============================  ===========================================  ================================
-:class:`DiversityReranker`      :class:`~.ordering.DiversityOrder`           ``BaseDocumentCompressor``
-:class:`LostInTheMiddleReorder` :class:`~.ordering.LostInTheMiddle`          compressor and transformer
-:class:`BaseReranker`           :class:`~.rerank.Rescorer`                   ``BaseDocumentCompressor``
-:class:`EmbeddingReranker`      :class:`~.rerank.EmbeddingRescorer`          ``BaseDocumentCompressor``
-:class:`LLMJudgeReranker`       :class:`~.rerank.LLMJudgeRescorer`           ``BaseDocumentCompressor``
-:class:`RelevantSegmentExtractor` :class:`~.rse.SegmentExtractor`            ``BaseDocumentCompressor``
-:class:`ContextualChunkHeaders` :class:`~.headers.ChunkHeaderWriter`         ``BaseDocumentTransformer``
-:class:`ContextualEmbeddings`   :class:`~.headers.HeadedEmbedder`            ``Embeddings``
+`DiversityReranker`      `DiversityOrder`           ``BaseDocumentCompressor``
+`LostInTheMiddleReorder` `LostInTheMiddle`          compressor and transformer
+`BaseReranker`           `Rescorer`                   ``BaseDocumentCompressor``
+`EmbeddingReranker`      `EmbeddingRescorer`          ``BaseDocumentCompressor``
+`LLMJudgeReranker`       `LLMJudgeRescorer`           ``BaseDocumentCompressor``
+`RelevantSegmentExtractor` `SegmentExtractor`            ``BaseDocumentCompressor``
+`ContextualChunkHeaders` `ChunkHeaderWriter`         ``BaseDocumentTransformer``
+`ContextualEmbeddings`   `HeadedEmbedder`            ``Embeddings``
 ==============================  ===========================================  ================================
 
-:class:`CompressorReranker` goes the other way: any LangChain ``BaseDocumentCompressor``
-(e.g. ``CrossEncoderReranker``) through the :class:`~.rerank.Reranker` interface.
+`CompressorReranker` goes the other way: any LangChain ``BaseDocumentCompressor``
+(e.g. ``CrossEncoderReranker``) through the `Reranker` interface.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def to_documents(items: Sequence[Any]) -> list[Document]:
 # ------------------------------------------------------------------------ rerankers
 @dataclass(kw_only=True)
 class _FaceRescorer(Rescorer):
-    """The core of a :class:`BaseReranker` subclass: its own ``score`` method."""
+    """The core of a `BaseReranker` subclass: its own ``score`` method."""
 
     face: Any
 
@@ -75,7 +75,7 @@ class _FaceRescorer(Rescorer):
 
 
 class BaseReranker(BaseDocumentCompressor, ABC):
-    """Score-based reranker as a LangChain document compressor: implement :meth:`score`.
+    """Score-based reranker as a LangChain document compressor: implement `score`.
 
     Args:
         top_n: default number of documents kept (``None``: all).
@@ -113,7 +113,7 @@ class BaseReranker(BaseDocumentCompressor, ABC):
 
 
 class EmbeddingReranker(BaseReranker):
-    """:class:`~.rerank.EmbeddingRescorer` as a LangChain compressor (same arguments:
+    """`EmbeddingRescorer` as a LangChain compressor (same arguments:
     ``embeddings``, ``piece_tokens``, ``aggregate``, ``top_n``)."""
 
     embeddings: Any
@@ -131,6 +131,7 @@ class EmbeddingReranker(BaseReranker):
         return self
 
     def core(self) -> EmbeddingRescorer:
+        """The framework-free reranker doing the work, built from this face's fields."""
         return EmbeddingRescorer(embeddings=self.embeddings, piece_tokens=self.piece_tokens,
                                  aggregate=self.aggregate, top_n=self.top_n)
 
@@ -139,7 +140,7 @@ class EmbeddingReranker(BaseReranker):
 
 
 class LLMJudgeReranker(BaseReranker):
-    """:class:`~.rerank.LLMJudgeRescorer` as a LangChain compressor (same arguments:
+    """`LLMJudgeRescorer` as a LangChain compressor (same arguments:
     ``llm``, ``prompt``, ``max_document_tokens``, ``top_n``); ``unparsed`` / ``failed``
     count the judge's unparsed answers and failed calls."""
 
@@ -168,7 +169,7 @@ class LLMJudgeReranker(BaseReranker):
 
 
 class DiversityReranker(BaseReranker):
-    """:class:`~.ordering.DiversityOrder` as a LangChain compressor (same arguments:
+    """`DiversityOrder` as a LangChain compressor (same arguments:
     ``embeddings``, ``strategy``, ``lambda_mult``, ``top_n``). Output metadata:
     ``diversity_rank`` and ``relevance_score`` (cosine to the query)."""
 
@@ -187,6 +188,7 @@ class DiversityReranker(BaseReranker):
         return self
 
     def core(self) -> DiversityOrder:
+        """The framework-free diversity order doing the work, built from this face's fields."""
         return DiversityOrder(embeddings=self.embeddings, strategy=self.strategy,
                               lambda_mult=self.lambda_mult, top_n=self.top_n)
 
@@ -195,7 +197,7 @@ class DiversityReranker(BaseReranker):
 
 
 class CompressorReranker:
-    """Any LangChain ``BaseDocumentCompressor`` as a :class:`~.rerank.Reranker`.
+    """Any LangChain ``BaseDocumentCompressor`` as a `Reranker`.
 
     The compressor's output order is the ranking; its ``relevance_score`` metadata is
     kept when present, otherwise ``1 / rank`` is written.
@@ -219,7 +221,7 @@ class CompressorReranker:
 
 # ------------------------------------------------------------------------ ordering
 class LostInTheMiddleReorder(BaseDocumentCompressor, BaseDocumentTransformer):
-    """:class:`~.ordering.LostInTheMiddle` as a LangChain compressor *and* transformer
+    """`LostInTheMiddle` as a LangChain compressor *and* transformer
     (same arguments: ``budget``, ``budget_unit``, ``top_n``, ``sort_by_score``)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -235,6 +237,7 @@ class LostInTheMiddleReorder(BaseDocumentCompressor, BaseDocumentTransformer):
         return self
 
     def core(self) -> LostInTheMiddle:
+        """The framework-free reorder doing the work, built from this face's fields."""
         return LostInTheMiddle(budget=self.budget, budget_unit=self.budget_unit, top_n=self.top_n,
                                sort_by_score=self.sort_by_score)
 
@@ -255,7 +258,7 @@ class LostInTheMiddleReorder(BaseDocumentCompressor, BaseDocumentTransformer):
 
 # ----------------------------------------------------------------------------- RSE
 class RelevantSegmentExtractor(BaseDocumentCompressor):
-    """:class:`~.rse.SegmentExtractor` as a LangChain compressor: ranked small chunk
+    """`SegmentExtractor` as a LangChain compressor: ranked small chunk
     ``Document`` s in, best contiguous segments out (same arguments as the core: ``preset``,
     ``chunks``, ``budget_tokens``, the preset overrides, ``score_key``,
     ``score_normalization``, ``order``). Output metadata: ``source_id``, ``start_index``,
@@ -284,6 +287,7 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
         return self
 
     def core(self) -> SegmentExtractor:
+        """The framework-free segment extractor doing the work, built from this face's fields."""
         return SegmentExtractor(**{name: getattr(self, name) for name in type(self).model_fields})
 
     @property
@@ -302,7 +306,7 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
 
 # ------------------------------------------------------------------------- headers
 class ContextualChunkHeaders(ChunkHeaderWriter, BaseDocumentTransformer):
-    """:class:`~.headers.ChunkHeaderWriter` as a LangChain ``BaseDocumentTransformer``
+    """`ChunkHeaderWriter` as a LangChain ``BaseDocumentTransformer``
     (same arguments); the chunks it returns are LangChain ``Document`` s."""
 
     def _make(self, page_content: str, metadata: dict[str, Any], id: str | None = None) -> Document:
@@ -310,5 +314,5 @@ class ContextualChunkHeaders(ChunkHeaderWriter, BaseDocumentTransformer):
 
 
 class ContextualEmbeddings(HeadedEmbedder, Embeddings):
-    """:class:`~.headers.HeadedEmbedder` as LangChain ``Embeddings`` (same arguments:
+    """`HeadedEmbedder` as LangChain ``Embeddings`` (same arguments:
     ``base``, ``headers``)."""
