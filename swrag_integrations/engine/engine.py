@@ -210,6 +210,11 @@ class IndexEngine:
             from swrag_integrations.stores.store_uri import parse_store_uri
 
             spec = parse_store_uri(storage)
+            if spec.kind == "postgres":
+                return cls._open_postgres(spec, persist_directory, embedding=embedding, source_store=source_store,
+                                          collection_name=collection_name, others=(host, client),
+                                          batch_size=batch_size, show_progress=show_progress, index_text=index_text,
+                                          lock_timeout=lock_timeout, keyword_search=keyword_search, **chunking)
             storage = None
             if spec.kind == "milvus" or spec.host is not None:
                 if host is not None or client is not None:
@@ -247,6 +252,14 @@ class IndexEngine:
                 raise IndexMismatchError(
                     f"the index in {root} keeps its vectors in {kind} ({recorded}), not {store_uri}: leave "
                     "--store (storage=) out, the index remembers its store, or index into a new folder")
+            if recorded is not None and not given_store and recorded.startswith(("postgresql://", "postgres://")):
+                from swrag_integrations.stores.store_uri import parse_store_uri
+
+                return cls._open_postgres(parse_store_uri(recorded), root, embedding=embedding,
+                                          source_store=source_store, collection_name=collection_name,
+                                          others=(host, client), batch_size=batch_size, show_progress=show_progress,
+                                          index_text=index_text, lock_timeout=lock_timeout,
+                                          keyword_search=keyword_search, **chunking)
             if recorded is not None and not given_store and recorded != store_uri:
                 from swrag_integrations.stores.store_uri import parse_store_uri
 
@@ -986,6 +999,41 @@ class IndexEngine:
         return f"IndexEngine({where!r}, collection_name={self.collection_name!r}, vectors={self.vectors.kind})"
 
 
+    # ------------------------------------------------------------------ PostgreSQL
+    @classmethod
+    def _open_postgres(cls, spec: Any, persist_directory: Any, *, embedding: Any, source_store: Any,
+                       collection_name: str, others: tuple[Any, ...], index_text: Any, **kwargs: Any) -> "IndexEngine":
+        """:meth:`open` for a ``postgresql://`` store: one :class:`~.postgres.PostgresStorage`
+        is both the source store and the vector storage (sources, chunks, vectors and
+        keywords commit together), so no index folder is needed. A ``persist_directory``
+        given only remembers the store (its manifest records the URI), so the folder
+        opens the database index again without ``storage=`` (``--store``)."""
+        from swrag_integrations.stores.postgres import PostgresStorage
+        from swrag_integrations.stores.store_uri import redacted_uri
+
+        if any(x is not None for x in others):
+            raise ValueError(f"store {spec.text!r} names the vector store already: give no host or client")
+        if source_store is not None:
+            raise ValueError("a postgresql:// store keeps the sources in the database: give no source_store")
+        uri = redacted_uri(spec.text)
+        if persist_directory is not None:
+            _remember_store(Path(persist_directory).expanduser(), collection_name, uri)
+        storage = PostgresStorage.open(spec, collection_name, embedding, index_text=index_text)
+        try:
+            if embedding is None:  # the bundled MiniLM, with the backend the index was built with
+                from swrag_integrations.embeddings.minilm import default_embeddings, recorded_backend
+
+                storage.set_embedding(default_embeddings(recorded_backend(
+                    (storage.get_meta().get("embedding") or {}).get("name"))))
+            engine = cls(storage, storage, collection_name=collection_name, index_text=index_text, **kwargs)
+            if engine.manifest.get("store") != uri:
+                engine.set_meta("store", uri)
+            return engine
+        except BaseException:
+            storage.close()
+            raise
+
+
 MAX_FETCH = 16384
 """The most chunks one storage keyword search asks for (a Milvus server's top-k limit)."""
 
@@ -1026,6 +1074,29 @@ def _recorded_store(root: Path, collection_name: str) -> str | None:
     store = SqliteSourceStore(path)
     try:
         return (store.get_meta() or {}).get("store")
+    finally:
+        store.close()
+
+
+def _remember_store(root: Path, collection_name: str, uri: str) -> None:
+    """Record a database store's ``uri`` in the local folder ``root`` (created private),
+    which keeps nothing else; a folder holding a local index of another store is refused."""
+    from swrag_integrations.core.paths import private_dir
+
+    try:
+        private_dir(root)
+    except OSError as exc:
+        raise ValueError(f"persist_directory {str(root)!r} cannot be created ({exc})") from exc
+    recorded = _recorded_store(root, collection_name)
+    if recorded == uri:
+        return
+    store = SqliteSourceStore(root / "sources" / f"{collection_name}.sqlite3")
+    try:
+        meta = store.get_meta() or {}
+        if meta.get("index_id") or store.heads():
+            raise IndexMismatchError(f"the index in {root} keeps its vectors in {recorded or 'chroma'}, not {uri}: "
+                                     "leave --store (storage=) out, or give another folder")
+        store.set_meta({**meta, "store": uri})
     finally:
         store.close()
 
