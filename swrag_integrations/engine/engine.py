@@ -1002,7 +1002,9 @@ class IndexEngine:
     # ------------------------------------------------------------------ PostgreSQL
     @classmethod
     def _open_postgres(cls, spec: Any, persist_directory: Any, *, embedding: Any, source_store: Any,
-                       collection_name: str, others: tuple[Any, ...], index_text: Any, **kwargs: Any) -> "IndexEngine":
+                       collection_name: str, others: tuple[Any, ...], index_text: Any, batch_size: int,
+                       show_progress: bool, lock_timeout: float, keyword_search: str,
+                       **chunking: Any) -> "IndexEngine":
         """:meth:`open` for a ``postgresql://`` store: one :class:`~.postgres.PostgresStorage`
         is both the source store and the vector storage (sources, chunks, vectors and
         keywords commit together), so no index folder is needed. A ``persist_directory``
@@ -1025,7 +1027,9 @@ class IndexEngine:
 
                 storage.set_embedding(default_embeddings(recorded_backend(
                     (storage.get_meta().get("embedding") or {}).get("name"))))
-            engine = cls(storage, storage, collection_name=collection_name, index_text=index_text, **kwargs)
+            engine = cls(storage, storage, collection_name=collection_name, chunking=chunking, batch_size=batch_size,
+                         show_progress=show_progress, index_text=index_text, lock_timeout=lock_timeout,
+                         keyword_search=keyword_search)
             if engine.manifest.get("store") != uri:
                 engine.set_meta("store", uri)
             return engine

@@ -133,6 +133,12 @@ def keyword_terms(text: str) -> tuple[str, int, list[str]]:
     return " ".join(parts), len(tokens), list(positions)
 
 
+def _floats(vector: Any) -> list[float]:
+    """A stored vector (pgvector's ``Vector``, or an array) as a list of floats."""
+    to_list = getattr(vector, "to_list", None)
+    return [float(x) for x in (to_list() if callable(to_list) else vector)]
+
+
 def _query_literal(term: str) -> str:
     return "'" + term.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -709,7 +715,7 @@ class PostgresStorage:
         with self._lock:
             rows = self.conn.execute(self._sql("SELECT vector_id, embedding, metadata FROM {c} "
                                                "WHERE vector_id = ANY(%s)", c="chunks"), (ids,)).fetchall()
-        return {r[0]: ([float(x) for x in r[1]], dict(r[2])) for r in rows}
+        return {r[0]: (_floats(r[1]), dict(r[2])) for r in rows}
 
     def held_ids(self) -> list[str]:
         """Every vector id the chunks table holds."""
@@ -763,7 +769,7 @@ class PostgresStorage:
         rows = self._nearest(vector, max(k, fetch_k or 4 * k), native, with_vectors=True)
         if not rows:
             return []
-        picked = set(mmr_select(vector, [np.asarray(r[4], dtype=float) for r in rows], k, lambda_mult))
+        picked = set(mmr_select(vector, [_floats(r[4]) for r in rows], k, lambda_mult))
         return [PlainDocument(r[0], dict(r[1]), r[2]) for i, r in enumerate(rows) if i in picked]
 
     def search_scored(self, vector: Sequence[float], k: int, *,
