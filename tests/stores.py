@@ -21,12 +21,17 @@ STORES = ["chroma", MILVUS]
 
 def store_kwargs(store: str) -> dict[str, Any]:
     """Keywords of ``SlidingWindowIndex``/``IndexEngine.open`` for ``store``: Milvus Lite in
-    the index folder (``storage="milvus"``), or the default embedded Chroma."""
+    the index folder (``storage="milvus"``), the test's own PostgreSQL database
+    (:func:`test_database`), or the default embedded Chroma."""
+    if store == "postgres":
+        return {"storage": test_database()}
     return {} if store == "chroma" else {"storage": store}
 
 
 def store_args(store: str) -> list[str]:
     """The ``swrag`` options for ``store``."""
+    if store == "postgres":
+        return ["--store", test_database()]
     return [] if store == "chroma" else ["--store", store]
 
 
@@ -43,6 +48,8 @@ def vector_ids(index: Any) -> list[str]:
     vectors = index.vectors
     if vectors.kind == "Milvus":
         return sorted(str(row["id"]) for row in vectors.rows())
+    if vectors.kind == "PostgreSQL":
+        return sorted(vectors.held_ids())
     return sorted(index.vectorstore._collection.get(include=[])["ids"])
 
 
@@ -89,3 +96,18 @@ def postgres_database() -> str:
     with psycopg.connect(_PG["server"].get_uri(), autocommit=True) as con:
         con.execute(f'CREATE DATABASE "{name}"')
     return _PG["server"].get_uri(name)
+
+
+def test_database() -> str:
+    """The PostgreSQL database of the running test (one per test, made on first use), so
+    every index a test opens, reopens included, is the same one."""
+    import os
+
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    databases = _PG.setdefault("by_test", {})
+    if test not in databases:
+        databases[test] = postgres_database()
+    return databases[test]
+
+
+test_database.__test__ = False  # a helper, not a test
