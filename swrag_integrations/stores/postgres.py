@@ -207,6 +207,11 @@ class PostgresStorage:
     can_delete = True
     reopenable = False  # every query reads the committed state
     transactional = True
+    checks = ("transactional store: every source commits whole, so there are no unfinished writes to finish; "
+              "status --deep checks that each source's chunks are all of its current version and that the BM25 "
+              "statistics count the chunks held; repair rebuilds the HNSW index (REINDEX) when a probe does not "
+              "find its own vectors")
+    """What ``swrag status`` and ``swrag repair`` check on this store (they print it)."""
 
     def __init__(self, conninfo: str, collection_name: str, embedding: Any, *, index_text: Any = None,
                  lease_seconds: float = 60.0) -> None:

@@ -372,3 +372,31 @@ def test_sigstop_past_the_lease_cannot_commit(pg_uri, tmp_path):
     assert engine.source_text(sid) == TEXTS[0]
     assert engine.store.check() == []
     engine.close()
+
+
+# ---------------------------------------------------------------------------- the CLI
+
+
+def test_cli_index_status_repair_on_postgres(pg_uri, tmp_path, capsys):
+    from swrag_integrations.cli import main as cli_main
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The walrus sat on the ice. " * 20)
+    folder = str(tmp_path / "idx")
+    assert cli_main(["index", str(docs), "--persist-dir", folder, "--store", pg_uri]) == 0
+    capsys.readouterr()
+    assert cli_main(["status", "--persist-dir", folder, "--deep"]) == 0  # the folder remembers the database
+    out = capsys.readouterr().out
+    assert "PostgreSQL" in out and "checks: transactional store" in out
+    assert cli_main(["repair", "--persist-dir", folder]) == 0
+    assert "checks: transactional store" in capsys.readouterr().out
+
+
+def test_cli_refuses_a_password_in_the_uri(tmp_path, capsys):
+    from swrag_integrations.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["status", "--persist-dir", str(tmp_path), "--store", "postgresql://me:hunter2@db/rag"])
+    err = capsys.readouterr().err
+    assert exit_.value.code != 0 and "PGPASSWORD" in err and "hunter2" not in err and "Traceback" not in err
