@@ -28,13 +28,14 @@ each planned source to :meth:`~PostgresStorage.write_source` (and each removal t
 
 **Fencing.** :meth:`~PostgresStorage.writer_lock` does not exclude other writers: it
 takes a *lease*, a row of ``<p>_writers`` whose id (from a sequence: it only grows) is
-the writer's epoch and whose expiry a background thread renews. Inside every write
-transaction the writer locks the source's fence row (``SELECT ... FOR UPDATE``: two
-writers of one source serialise there, writers of different sources do not meet), refuses
-to write when a writer with a newer epoch wrote that source since, and checks, as the
-last statement before ``COMMIT``, that its lease has not expired by the database's
-clock. A writer stalled past its lease (a suspended process) therefore raises
-:class:`~.sources.LeaseLostError` and its transaction rolls back: nothing lands.
+the writer's epoch and whose expiry a background thread renews (never once expired).
+Inside every write transaction the writer locks the source's fence row (``SELECT ... FOR
+UPDATE``: two writers of one source serialise there, the later commit wins; writers of
+different sources do not meet), records its epoch there, and checks, as the last statement
+before ``COMMIT``, that its lease has not expired by the database's clock. A writer stalled
+past its lease (a suspended process) therefore raises :class:`~.sources.LeaseLostError`
+and its transaction rolls back: nothing lands. (One that stalls after that check holds
+its rows locked meanwhile, so any later writer of those sources commits after it.)
 
 **Keyword search** (:meth:`~PostgresStorage.keyword_search`) scores with BM25 in SQL
 (``k1 = 1.2``, ``b = 0.75``, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, the
@@ -411,24 +412,19 @@ class PostgresStorage:
         """Nothing to do: a background thread renews the lease."""
 
     def _fence_sources(self, sids: Sequence[str]) -> None:
-        """Inside a transaction: lock the sources' fence rows (sorted: no deadlock) and
-        refuse when a writer with a newer epoch wrote one of them."""
-        lease = self._lease
+        """Inside a transaction: lock the sources' fence rows (sorted: no deadlock), so two
+        writers of one source serialise, and record this writer's epoch on them."""
         sids = sorted(set(sids))
         if not sids:
             return
         self.conn.execute(self._sql("INSERT INTO {f} SELECT unnest(%s::text[]), 0 ON CONFLICT DO NOTHING",
                                     f="fence"), (sids,))
-        rows = self.conn.execute(self._sql("SELECT source_id, epoch FROM {f} WHERE source_id = ANY(%s) "
-                                           "ORDER BY source_id FOR UPDATE", f="fence"), (sids,)).fetchall()
-        if lease is None:
-            return
-        newer = [sid for sid, epoch in rows if int(epoch) > lease.epoch]
-        if newer:
-            raise LeaseLostError(f"source {newer[0]!r} was written by a newer writer since this one took its lease; "
-                                 "nothing was written: run the write again")
-        self.conn.execute(self._sql("UPDATE {f} SET epoch = %s WHERE source_id = ANY(%s)", f="fence"),
-                          (lease.epoch, sids))
+        self.conn.execute(self._sql("SELECT source_id FROM {f} WHERE source_id = ANY(%s) ORDER BY source_id "
+                                    "FOR UPDATE", f="fence"), (sids,))
+        lease = self._lease
+        if lease is not None:  # who wrote each source last (for diagnosis; the lease itself fences)
+            self.conn.execute(self._sql("UPDATE {f} SET epoch = %s WHERE source_id = ANY(%s)", f="fence"),
+                              (lease.epoch, sids))
 
     @contextlib.contextmanager
     def _transaction(self, sids: Sequence[str]) -> Iterator[None]:
@@ -480,8 +476,8 @@ class PostgresStorage:
             cur.executemany(self._sql(
                 "INSERT INTO {chunks} (vector_id, source_id, chunk_index, start_index, end_index, n_tokens, "
                 "window_lower, window_upper, content_hash, text, metadata, terms, n_terms, embedding) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::tsvector, %s, %s) "
-                "ON CONFLICT (vector_id) DO NOTHING", chunks="chunks"), rows)
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::tsvector, %s, %s)", chunks="chunks"),
+                rows)
             stats = [(t, n, 0) for t, n in df.items()] + [("", len(rows), total)]
             cur.executemany(self._sql("INSERT INTO {terms} (term, df, len) VALUES (%s, %s, %s)", terms="terms"),
                             stats)
@@ -669,7 +665,7 @@ class PostgresStorage:
         with self._lock:
             bad = self.conn.execute(self._sql(
                 "SELECT s.source_id FROM {s} s LEFT JOIN (SELECT source_id, count(*) n, "
-                "bool_and(content_hash IS NOT DISTINCT FROM NULL) AS x, array_agg(DISTINCT content_hash) h "
+                "array_agg(DISTINCT content_hash) h "
                 "FROM {c} GROUP BY source_id) c ON c.source_id = s.source_id "
                 "WHERE coalesce(c.n, 0) != s.n_chunks OR (c.n > 0 AND c.h != ARRAY[s.content_hash]) LIMIT 5",
                 s="sources", c="chunks")).fetchall()

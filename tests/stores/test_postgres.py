@@ -263,17 +263,19 @@ def test_two_writers_of_one_source_serialise(pg_uri):
     b.close()
 
 
-def test_an_older_epoch_cannot_overwrite_a_newer_writer(pg_uri):
-    from swrag_integrations.stores.sources import LeaseLostError
-
+def test_live_writers_of_one_source_last_commit_wins(pg_uri):
+    """Two live leases (no global lock): the older writer may still write a source the
+    newer one wrote; the later commit wins, whole, and the fence row names its epoch."""
     a = open_engine(pg_uri)
     sid = a.resolve_ids(a.index_texts(TEXTS[:1]))[0]
     b = open_engine(pg_uri)
     with a.writing():  # A's lease first (the older epoch)
         b.index_texts(["B was here."], ids=[sid])
-        with pytest.raises(LeaseLostError):
-            a.index_texts(["A is stale."], ids=[sid])
-    assert a.source_text(sid) == "B was here." and a.store.check() == []
+        a.index_texts(["A came later."], ids=[sid])
+        st = a.store
+        epoch = st.conn.execute(st._sql("SELECT epoch FROM {f} WHERE source_id = %s", f="fence"), (sid,)).fetchone()[0]
+        assert epoch == st._lease.epoch
+    assert b.source_text(sid) == "A came later." and a.store.check() == []
     a.close()
     b.close()
 
