@@ -77,6 +77,8 @@ POSTGRES_EXTRA = "pip install 'swrag-integrations[postgres]'"
 BM25_K1 = 1.2
 BM25_B = 0.75
 MAX_POSITIONS = 256  # positions a tsvector keeps per lexeme
+COMPACT_EVERY = 500
+"""Source writes of one handle between two foldings of the term statistics (:meth:`PostgresStorage.compact_terms`)."""
 _MAX_LEXEME_BYTES = 2046
 PAUSE_ENV = ("SWRAG_PG_PAUSE_AT", "SWRAG_PG_PAUSE_FILE")
 """Test hook: when ``SWRAG_PG_PAUSE_AT`` names a point of :meth:`PostgresStorage.write_source`
@@ -229,6 +231,7 @@ class PostgresStorage:
         self._lock = threading.RLock()
         self._lease: _Lease | None = None
         self._dim: int | None = None
+        self._writes = 0
         self._closed = False
         try:
             self.conn = psycopg.connect(self.conninfo, autocommit=True)
@@ -518,6 +521,21 @@ class PostgresStorage:
             _pause("chunks")
             self._upsert_sources([record])
             self._log([record.source_id])
+        self._writes += 1
+        if self._writes % COMPACT_EVERY == 0:
+            self.compact_terms()
+
+    def compact_terms(self) -> int:
+        """Fold the term statistics' delta rows into one row per term (dropping terms no
+        chunk holds any more), in one statement: rows other writers have not committed yet
+        are not seen, so they stay as they are. Returns the rows left. Runs every
+        :data:`COMPACT_EVERY` source writes of a handle and at :meth:`rebuild`."""
+        with self._lock:
+            self.conn.execute(self._sql(
+                "WITH gone AS (DELETE FROM {t} RETURNING term, df, len) INSERT INTO {t} (term, df, len) "
+                "SELECT term, sum(df), sum(len) FROM gone GROUP BY term HAVING sum(df) != 0 OR term = ''",
+                t="terms"))
+            return int(self.conn.execute(self._sql("SELECT count(*) FROM {t}", t="terms")).fetchone()[0])
 
     def add(self, chunks: Sequence[Any], ids: Sequence[str]) -> None:
         """Write (or overwrite) chunks under vector ids, in one transaction (the engine
@@ -831,5 +849,6 @@ class PostgresStorage:
             fence()
         with self._lock:
             self.conn.execute(self._sql("REINDEX INDEX {i}", i="chunks_hnsw"))
+        self.compact_terms()
         return True
 

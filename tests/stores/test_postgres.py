@@ -200,6 +200,26 @@ def test_keyword_scores_match_the_in_process_bm25_formula(pg_uri):
     engine.close()
 
 
+def test_term_statistics_fold_without_changing_scores(pg_uri):
+    engine = open_engine(pg_uri)
+    ids = engine.index_texts(TEXTS + ["fish fish market", "fish soup"])
+    engine.index_texts(["The walrus left."], ids=[ids[0]])  # deltas: the old version's terms taken off
+    engine.delete([ids[-1]])
+    before = engine.bm25_search("walrus fish soup market", 5)
+    st = engine.store
+    rows = st.conn.execute(st._sql("SELECT count(*) FROM {t}", t="terms")).fetchone()[0]
+    left = st.compact_terms()
+    assert left < rows
+    terms = st.conn.execute(st._sql("SELECT term, count(*) FROM {t} GROUP BY term HAVING count(*) > 1",
+                                    t="terms")).fetchall()
+    assert terms == []  # one row per term
+    after = engine.bm25_search("walrus fish soup market", 5)
+    assert [c for c, _ in after] == [c for c, _ in before]
+    assert [s for _, s in after] == pytest.approx([s for _, s in before])
+    assert st.check() == []
+    engine.close()
+
+
 FILTERS = [{"topic": "sea"}, {"n": {"$gte": 2}}, {"$or": [{"topic": "town"}, {"n": 3}]},
            {"topic": {"$in": ["town", "none"]}}, {"topic": {"$ne": "sea"}}]
 
