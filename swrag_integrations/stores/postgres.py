@@ -67,7 +67,7 @@ import numpy as np
 
 from swrag_integrations.engine.filters import MAX_PUSHED_VALUES
 from swrag_integrations.engine.records import STATES, SourceRecord
-from swrag_integrations.stores.sources import LeaseLostError, RecordHead
+from swrag_integrations.stores.sources import LeaseLostError, LockTimeout, RecordHead
 from swrag_integrations.stores.storage import PlainDocument
 from swrag_integrations.stores.store_uri import check_postgres_uri, redacted_uri
 
@@ -192,6 +192,7 @@ class _Lease:
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
         self.depth = 1
+        self.creating = False  # holds the collection's advisory lock (no manifest yet)
 
 
 class PostgresStorage:
@@ -275,7 +276,7 @@ class PostgresStorage:
         """Create the tables (idempotent; concurrent openers serialise on an advisory lock)."""
         from pgvector.psycopg import register_vector
 
-        key = int.from_bytes(hashlib.sha256(self.prefix.encode()).digest()[:8], "big", signed=True)
+        key = self._key()
         statements = [
             "CREATE TABLE IF NOT EXISTS {sources} (source_id text PRIMARY KEY, content_hash text NOT NULL, "
             "state text NOT NULL, id_span integer NOT NULL, n_chunks integer NOT NULL, origin text, "
@@ -316,9 +317,8 @@ class PostgresStorage:
             return
         from psycopg import sql
 
-        key = int.from_bytes(hashlib.sha256(self.prefix.encode()).digest()[:8], "big", signed=True)
         with self._lock, self.conn.transaction():
-            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key(),))
             self.conn.execute(sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {chunks} (vector_id text PRIMARY KEY, source_id text NOT NULL, "
                 "chunk_index integer NOT NULL, start_index integer NOT NULL, end_index integer NOT NULL, "
@@ -352,10 +352,12 @@ class PostgresStorage:
                     self._lease.depth += 1
                     lease = self._lease
                 else:
+                    creating = not self.get_meta() and self._create_lock(timeout)
                     epoch = self.conn.execute(self._sql(
                         "INSERT INTO {w} (expires, pid) VALUES (clock_timestamp() + make_interval(secs => %s), %s) "
                         "RETURNING epoch", w="writers"), (self.lease_seconds, os.getpid())).fetchone()[0]
                     lease = self._lease = _Lease(int(epoch))
+                    lease.creating = creating
                     lease.thread = threading.Thread(target=self._renew, args=(lease,), daemon=True,
                                                     name="swrag-pg-lease")
                     lease.thread.start()
@@ -370,10 +372,33 @@ class PostgresStorage:
                         with contextlib.suppress(Exception):
                             self.conn.execute(self._sql("DELETE FROM {w} WHERE epoch = %s", w="writers"),
                                               (lease.epoch,))
+                        if lease.creating:
+                            with contextlib.suppress(Exception):
+                                self.conn.execute("SELECT pg_advisory_unlock(%s)", (self._key(),))
                 if lease.depth == 0 and lease.thread is not None:
                     lease.thread.join(timeout=5)
 
         return held()
+
+    def _key(self) -> int:
+        """The advisory-lock key of this collection."""
+        return int.from_bytes(hashlib.sha256(self.prefix.encode()).digest()[:8], "big", signed=True)
+
+    def _create_lock(self, timeout: float) -> bool:
+        """Before the index has a manifest: hold the collection's advisory lock (session
+        level) until this lease ends, so two first-time writers do not both create one
+        (the second then finds the first one's). Polls up to ``timeout`` seconds.
+
+        Raises:
+            LockTimeout: another first-time writer held it longer.
+        """
+        deadline = time.monotonic() + float(timeout)
+        while not self.conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key(),)).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise LockTimeout(f"another process has been creating the index {self!r} for more than "
+                                  f"{timeout:g} s; try again later (lock_timeout=)")
+            time.sleep(0.05)
+        return True
 
     def _renew(self, lease: _Lease) -> None:
         """Renew ``lease`` every third of its length on a connection of its own, while it

@@ -9,7 +9,6 @@ points of its transaction, and a writer stalled (SIGSTOP) past its lease.
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
@@ -22,37 +21,21 @@ from pathlib import Path
 import pytest
 
 from fake_embeddings import TrigramEmbedder
+from stores import postgres_database
 
 pytestmark = pytest.mark.integration
 
-psycopg = pytest.importorskip("psycopg", reason="needs the [postgres] extra (psycopg, pgvector)")
-pgserver = pytest.importorskip("pgserver", reason="needs pgserver (the [test] extra) to start PostgreSQL")
+pytest.importorskip("psycopg", reason="needs the [postgres] extra (psycopg, pgvector)")
+pytest.importorskip("pgserver", reason="needs pgserver (the [test] extra) to start PostgreSQL")
 
 REPO = Path(__file__).resolve().parents[2]
-_DBS = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def pg_server(tmp_path_factory):
-    """A PostgreSQL server of this test session, listening on a Unix socket in a private folder."""
-    folder = tmp_path_factory.mktemp("pg")
-    try:
-        server = pgserver.get_server(folder, cleanup_mode="stop")
-        with psycopg.connect(server.get_uri(), autocommit=True) as con:
-            con.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"pgserver could not start PostgreSQL here: {type(exc).__name__}: {exc}")
-    yield server
-    server.cleanup()
 
 
 @pytest.fixture()
-def pg_uri(pg_server):
-    """A fresh, empty database's URI (``postgresql://postgres:@/DB?host=SOCKET_DIR``)."""
-    name = f"t{os.getpid()}_{next(_DBS)}"
-    with psycopg.connect(pg_server.get_uri(), autocommit=True) as con:
-        con.execute(f'CREATE DATABASE "{name}"')
-    return pg_server.get_uri(name)
+def pg_uri():
+    """A fresh, empty database's URI on this process's PostgreSQL (started by pgserver in a
+    private temporary folder, Unix socket only: :func:`stores.postgres_database`)."""
+    return postgres_database()
 
 
 def open_engine(uri, **kw):
@@ -422,3 +405,24 @@ def test_cli_refuses_a_password_in_the_uri(tmp_path, capsys):
         cli_main(["status", "--persist-dir", str(tmp_path), "--store", "postgresql://me:hunter2@db/rag"])
     err = capsys.readouterr().err
     assert exit_.value.code != 0 and "PGPASSWORD" in err and "hunter2" not in err and "Traceback" not in err
+
+
+def test_first_time_writers_in_two_processes_make_one_index(pg_uri):
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(REPO / 'tests')!r})
+        from fake_embeddings import TrigramEmbedder
+        from swrag_integrations.engine.engine import IndexEngine
+        engine = IndexEngine.open(storage={pg_uri!r}, embedding=TrigramEmbedder(), show_progress=False)
+        engine.index_texts([sys.argv[1] + " walked along the harbour wall."])
+        print(engine.index_id)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, name], env=env, stdout=subprocess.PIPE, text=True)
+             for name in ("Ann", "Bob")]
+    outs = [p.communicate(timeout=300)[0].split() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    engine = open_engine(pg_uri)
+    assert {o[-1] for o in outs} == {engine.index_id}  # both wrote into the one index they created
+    assert len(engine.source_ids()) == 2 and engine.status(deep=True).healthy
+    engine.close()
