@@ -185,7 +185,9 @@ class IndexEngine:
                 (:mod:`.store_uri`): ``"milvus:PATH.db"`` (Milvus Lite), ``"milvus"``
                 (``<persist_directory>/milvus.db``), ``"milvus://HOST:19530"``,
                 ``"chroma://HOST:8000"`` (as ``host``/``port``) or ``"chroma"`` (the
-                default). With Milvus the sources stay in ``persist_directory``.
+                default). With Milvus the sources stay in ``persist_directory``; a
+                ``"postgresql://USER@HOST/DB"`` database keeps everything
+                (:class:`~.postgres.PostgresStorage`, see :meth:`_open_postgres`).
             source_store: a :class:`~.sources.SourceStore`, a SQLite path or a key-value
                 byte store.
             host, port, ssl, headers: a Chroma server for vectors and sources.
@@ -997,7 +999,6 @@ class IndexEngine:
     def __repr__(self) -> str:
         where = self.server or (str(self.persist_directory) if self.persist_directory else repr(self.store))
         return f"IndexEngine({where!r}, collection_name={self.collection_name!r}, vectors={self.vectors.kind})"
-
 
     # ------------------------------------------------------------------ PostgreSQL
     @classmethod

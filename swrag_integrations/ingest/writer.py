@@ -209,6 +209,8 @@ def _write_whole(index: "EngineState", plans: Iterable[Plan], desc: str,
     from tqdm.auto import tqdm
 
     embedder = index.vectors.precomputed.base
+    if total is None and isinstance(plans, Sized):  # a list of plans: its chunks are the total
+        total = sum(rec.n_chunks for rec, _, _ in plans)
     written = 0
     with tqdm(total=None if callable(total) else total, desc=desc, unit="chunk",
               disable=not index.show_progress) as bar:
