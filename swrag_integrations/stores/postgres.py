@@ -803,7 +803,14 @@ class PostgresStorage:
         with self._lock, self.conn.transaction():
             # HNSW returns at most ef_search rows: ask for what is wanted (pgvector caps it at 1000)
             self.conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(40, min(1000, n))),))
-            return self.conn.execute(query, [q, *params, q, int(n)]).fetchall()
+            rows = self.conn.execute(query, [q, *params, q, int(n)]).fetchall()
+            if native and len(rows) < n:
+                # the filter dropped HNSW's candidates (pgvector filters after the graph search):
+                # the exact nearest of the rows that pass, by a scan without the index
+                self.conn.execute("SELECT set_config('enable_indexscan', 'off', true), "
+                                  "set_config('enable_seqscan', 'on', true)")
+                rows = self.conn.execute(query, [q, *params, q, int(n)]).fetchall()
+            return rows
 
     def search(self, vector: Sequence[float], k: int, *, mmr: bool = False, fetch_k: int | None = None,
                lambda_mult: float = 0.5, native: dict[str, Any] | None = None) -> list[Any]:

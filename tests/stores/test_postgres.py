@@ -222,6 +222,18 @@ def test_filters_in_both_searches(pg_uri, flt):
     engine.close()
 
 
+def test_a_selective_filter_finds_chunks_far_from_the_query(pg_uri):
+    """HNSW filters after its graph search (ef_search candidates): a filter that passes
+    none of them still gets the nearest chunks that pass, by an exact scan."""
+    engine = open_engine(pg_uri)
+    texts = [f"harbour lighthouse fog ships number {i}" for i in range(120)] + ["zebra quartz jukebox"]
+    engine.index_texts(texts, [{"kind": "common"}] * 120 + [{"kind": "rare"}])
+    engine.store.conn.execute("SET enable_seqscan = off")  # plan as on a large table: through HNSW
+    hits = engine.dense_ids("harbour lighthouse fog ships", 1, search_type="similarity", filter={"kind": "rare"})
+    assert [engine.source_text(h.split(":")[0]) for h in hits] == ["zebra quartz jukebox"]
+    engine.close()
+
+
 def test_filters_are_pushed_down_as_parameters():
     from swrag_integrations.engine.filters import parse_filter
     from swrag_integrations.stores.postgres import postgres_filter
