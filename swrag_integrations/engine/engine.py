@@ -1019,10 +1019,10 @@ class IndexEngine:
         if source_store is not None:
             raise ValueError("a postgresql:// store keeps the sources in the database: give no source_store")
         uri = redacted_uri(spec.text)
-        if persist_directory is not None:
-            _remember_store(Path(persist_directory).expanduser(), collection_name, uri)
         storage = PostgresStorage.open(spec, collection_name, embedding, index_text=index_text)
         try:
+            if persist_directory is not None:  # once the database answered
+                _remember_store(Path(persist_directory).expanduser(), collection_name, uri)
             if embedding is None:  # the bundled MiniLM, with the backend the index was built with
                 from swrag_integrations.embeddings.minilm import default_embeddings, recorded_backend
 

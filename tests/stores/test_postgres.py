@@ -438,3 +438,17 @@ def test_first_time_writers_in_two_processes_make_one_index(pg_uri):
     assert {o[-1] for o in outs} == {engine.index_id}  # both wrote into the one index they created
     assert len(engine.source_ids()) == 2 and engine.status(deep=True).healthy
     engine.close()
+
+
+def test_cli_unreachable_database_is_one_line_and_leaves_no_folder(tmp_path, capsys):
+    from swrag_integrations.cli import main as cli_main
+
+    docs = tmp_path / "a.txt"
+    docs.write_text("Some text to index.")
+    folder = tmp_path / "idx"
+    code = cli_main(["index", str(docs), "--persist-dir", str(folder),
+                     "--store", f"postgresql:///nodb?host={tmp_path / 'no-server'}"])
+    err = capsys.readouterr().err
+    assert code != 0 and "cannot connect to PostgreSQL" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (folder / "sources").exists()  # nothing remembered for a database that never answered
