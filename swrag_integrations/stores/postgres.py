@@ -152,8 +152,8 @@ def _query_literal(term: str) -> str:
 def postgres_filter(flt: Any) -> tuple[Any, list[Any]] | None:
     """``(condition, params)``: a parameterised SQL condition on a chunk's ``metadata``
     (table alias ``c``) that every chunk passing ``flt`` passes, or ``None`` when no part
-    of it can be pushed down. ``$ne``/``$nin`` and order comparisons with non-numbers are
-    left out (the engine checks every hit against the filter itself)."""
+    of it can be pushed down. Order comparisons with non-numbers are left out (the engine
+    checks every hit against the filter itself)."""
     from psycopg import sql
 
     if flt.op in ("and", "or"):
@@ -165,12 +165,15 @@ def postgres_filter(flt: Any) -> tuple[Any, list[Any]] | None:
             return None
         joined = sql.SQL(" AND " if flt.op == "and" else " OR ").join(p[0] for p in kept)
         return sql.SQL("({})").format(joined), [v for p in kept for v in p[1]]
-    if flt.op in ("$eq", "$in"):
-        values = list(flt.value) if flt.op == "$in" else [flt.value]
+    if flt.op in ("$eq", "$in", "$ne", "$nin"):
+        # jsonb containment compares as MetadataFilter.matches does: numbers by value (1 == 1.0),
+        # booleans apart from numbers, a missing key or another type never equal (so $ne passes them)
+        values = list(flt.value) if flt.op in ("$in", "$nin") else [flt.value]
         if not values or len(values) > MAX_PUSHED_VALUES:
             return None
         cond = sql.SQL(" OR ").join(sql.SQL("c.metadata @> %s::jsonb") for _ in values)
-        return sql.SQL("({})").format(cond), [json.dumps({flt.key: v}, ensure_ascii=False) for v in values]
+        form = "(NOT ({}))" if flt.op in ("$ne", "$nin") else "({})"
+        return sql.SQL(form).format(cond), [json.dumps({flt.key: v}, ensure_ascii=False) for v in values]
     if flt.op in ("$gt", "$gte", "$lt", "$lte"):
         if isinstance(flt.value, bool) or not isinstance(flt.value, (int, float)):
             return None

@@ -240,7 +240,8 @@ def test_filters_are_pushed_down_as_parameters():
 
     cond, params = postgres_filter(parse_filter({"topic": "x'); DROP TABLE t; --"}))
     assert "DROP" not in repr(cond) and any("DROP" in p for p in params)
-    assert postgres_filter(parse_filter({"topic": {"$ne": "x"}})) is None  # checked by the engine instead
+    cond, params = postgres_filter(parse_filter({"topic": {"$nin": ["a", "b"]}}))
+    assert "NOT" in repr(cond) and params == ['{"topic": "a"}', '{"topic": "b"}']
 
 
 # ---------------------------------------------------------------------------- writers
