@@ -12,9 +12,10 @@ whose names derive from the collection name (:func:`table_prefix`):
   window bounds, exact text, metadata ``jsonb``, the vector in a pgvector column under
   an HNSW cosine index, the package's own keyword tokens as a ``tsvector`` under a GIN
   index and their count);
-* ``<p>_terms``: BM25 term statistics as insert-only deltas (``term``, documents,
-  tokens; the row of the empty term counts chunks and their tokens), so writers of
-  different sources never wait on a shared row;
+* ``<p>_terms``: BM25 term statistics as deltas (``term``, documents, tokens; the row of
+  the empty term counts chunks and their tokens) that writes only insert, so writers of
+  different sources never wait on a shared row; :meth:`PostgresStorage.compact_terms`
+  folds them into one row per term now and then;
 * ``<p>_settings`` (the manifest), ``<p>_blobs``, ``<p>_changes`` (the change log),
   ``<p>_fence`` (one row per source id ever written: the epoch of its last writer) and
   ``<p>_writers`` (leases).
@@ -57,7 +58,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import threading
 import time
 from collections import Counter
