@@ -1,7 +1,8 @@
 """Benchmark: how the index grows -- size on disk, memory and query latency at 10k / 100k / 1M chunks.
 
     python benchmarks/bench_growth.py [--levels 10000,100000,1000000] [--real-upto 100000] [--workers 2] [--backend onnx-int8]
-                                      [--store chroma | milvus | milvus:PATH.db] [--probes 5]
+                                      [--store chroma | milvus | milvus:PATH.db | postgresql://... | pgserver]
+                                      [--probes 5]
                                       [--queries 50] [--doc-chars 20000] [--profile] [--out results.json]
 
 The shared corpora (``en.txt`` + ``zh.txt``) are cut into documents of about
@@ -9,7 +10,9 @@ The shared corpora (``en.txt`` + ``zh.txt``) are cut into documents of about
 all -- and the index is grown level by level in one index, in the store ``--store`` names
 (the user-facing choice, ``storage=`` / ``swrag --store``: default the embedded Chroma with
 the keyword index in tantivy; ``milvus`` or ``milvus:PATH.db`` for Milvus Lite, keyword search
-by Milvus's BM25):
+by Milvus's BM25; ``postgresql://USER@HOST/DB`` for PostgreSQL + pgvector, sources, vectors
+and keyword search (BM25 in SQL) in one database, or ``pgserver``: a PostgreSQL the benchmark
+starts itself in its temporary folder with ``pgserver``, on a Unix socket only, stopped at the end):
 
 * chunks up to ``--real-upto`` get **real embeddings** (the bundled MiniLM through ``--backend``,
   default the package's own default, ONNX int8 without torch, so a reader costs what a user's
@@ -126,8 +129,12 @@ def queries(n: int, seed: int = 0) -> list[str]:
 
 
 def _disk_mb(index, storage: str | None) -> float:
-    """MB on disk of the index folder, plus a Milvus Lite file named outside it (``milvus:PATH.db``)."""
+    """MB on disk of the index folder, plus a Milvus Lite file named outside it (``milvus:PATH.db``)
+    or the PostgreSQL database (``pg_database_size``)."""
     total = index.disk_size()
+    if storage and storage.startswith(("postgresql://", "postgres://")):
+        store = index.engine.store
+        total += int(store.conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
     if storage and storage.startswith("milvus:") and not storage.startswith("milvus://"):
         path = Path(storage.split(":", 1)[1]).resolve()
         folder = Path(index.persist_directory).resolve()
@@ -429,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", default=None, help="index folder to keep (default: a temp folder, removed)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--store", default=None,
-                        help="the vector store (as swrag --store): default the embedded Chroma (keyword index in "
+                        help="the vector store (as swrag --store; pgserver: a PostgreSQL started for the run): "
+                             "default the embedded Chroma (keyword index in "
                              "tantivy); 'milvus' (Milvus Lite in the index folder) or 'milvus:PATH.db'")
     parser.add_argument("--probes", type=int, default=5, help="sources added and deleted per level")
     parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
@@ -446,6 +454,18 @@ def main(argv: list[str] | None = None) -> int:
     levels = sorted(int(x) for x in args.levels.split(",") if x.strip())
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="swrag-bench-growth-"))
     index_dir = root / "index"
+    server = None
+    if args.store == "pgserver":  # a PostgreSQL of this run, in its folder (Unix socket only)
+        import pgserver
+        import psycopg
+
+        (root / "pg").mkdir(parents=True, exist_ok=True)
+        server = pgserver.get_server(root / "pg", cleanup_mode="stop")
+        with psycopg.connect(server.get_uri(), autocommit=True) as con:
+            con.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            if not con.execute("SELECT 1 FROM pg_database WHERE datname = 'bench'").fetchone():
+                con.execute("CREATE DATABASE bench")
+        args.store = server.get_uri("bench")
     store_name = args.store or "chroma (embedded; keyword index: tantivy)"
     results: dict = {"levels": [], "load_start": _load(), "real_upto": args.real_upto, "store": store_name,
                      "probes": args.probes}
@@ -522,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=2))
     finally:
+        if server is not None:
+            server.cleanup()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     return 0

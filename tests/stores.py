@@ -21,12 +21,17 @@ STORES = ["chroma", MILVUS]
 
 def store_kwargs(store: str) -> dict[str, Any]:
     """Keywords of ``SlidingWindowIndex``/``IndexEngine.open`` for ``store``: Milvus Lite in
-    the index folder (``storage="milvus"``), or the default embedded Chroma."""
+    the index folder (``storage="milvus"``), the test's own PostgreSQL database
+    (:func:`test_database`), or the default embedded Chroma."""
+    if store == "postgres":
+        return {"storage": test_database()}
     return {} if store == "chroma" else {"storage": store}
 
 
 def store_args(store: str) -> list[str]:
     """The ``swrag`` options for ``store``."""
+    if store == "postgres":
+        return ["--store", test_database()]
     return [] if store == "chroma" else ["--store", store]
 
 
@@ -43,4 +48,66 @@ def vector_ids(index: Any) -> list[str]:
     vectors = index.engine.vectors
     if vectors.kind == "Milvus":
         return sorted(str(row["id"]) for row in vectors.rows())
+    if vectors.kind == "PostgreSQL":
+        return sorted(vectors.held_ids())
     return sorted(index.engine.vectors.store._collection.get(include=[])["ids"])
+
+
+# ---------------------------------------------------------------------------- PostgreSQL
+
+HAVE_POSTGRES = all(importlib.util.find_spec(m) is not None for m in ("psycopg", "pgvector", "pgserver"))
+POSTGRES = pytest.param("postgres", marks=[pytest.mark.integration,
+                                           pytest.mark.skipif(not HAVE_POSTGRES, reason="needs the [postgres] extra "
+                                                                                        "and pgserver ([test])")])
+_PG: dict[str, Any] = {}
+
+
+def postgres_database() -> str:
+    """The URI of a new, empty database on this test process's PostgreSQL, which
+    ``pgserver`` starts on first use in a private temporary folder (Unix socket only) and
+    stops at exit; skips the test with the reason when it cannot start."""
+    import atexit
+    import itertools
+    import os
+    import shutil
+    import tempfile
+
+    import psycopg
+
+    if "server" not in _PG:
+        import pgserver
+
+        folder = tempfile.mkdtemp(prefix="swrag-pg-")
+        try:
+            server = pgserver.get_server(folder, cleanup_mode="stop")
+            with psycopg.connect(server.get_uri(), autocommit=True) as con:
+                con.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except Exception as exc:  # noqa: BLE001
+            shutil.rmtree(folder, ignore_errors=True)
+            pytest.skip(f"pgserver could not start PostgreSQL here: {type(exc).__name__}: {exc}")
+
+        def stop() -> None:
+            server.cleanup()
+            shutil.rmtree(folder, ignore_errors=True)
+
+        atexit.register(stop)
+        _PG.update(server=server, count=itertools.count())
+    name = f"t{os.getpid()}_{next(_PG['count'])}"
+    with psycopg.connect(_PG["server"].get_uri(), autocommit=True) as con:
+        con.execute(f'CREATE DATABASE "{name}"')
+    return _PG["server"].get_uri(name)
+
+
+def test_database() -> str:
+    """The PostgreSQL database of the running test (one per test, made on first use), so
+    every index a test opens, reopens included, is the same one."""
+    import os
+
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    databases = _PG.setdefault("by_test", {})
+    if test not in databases:
+        databases[test] = postgres_database()
+    return databases[test]
+
+
+test_database.__test__ = False  # a helper, not a test

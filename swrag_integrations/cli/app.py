@@ -257,8 +257,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**status.to_dict(), "cache": str(cache_dir())}, indent=2, ensure_ascii=False))
     else:
-        print("\n".join([*status.lines(), f"cache: {cache_dir()}"]))
+        print("\n".join([*status.lines(), *_store_checks(index.vectors), f"cache: {cache_dir()}"]))
     return 0 if status.healthy else EXIT_UNHEALTHY
+
+
+def _store_checks(storage: object) -> list[str]:
+    """The line saying what ``status``/``repair`` check on a store that says so itself
+    (``storage.checks``, e.g. a transactional PostgreSQL store), else none."""
+    checks = getattr(storage, "checks", None)
+    return [f"  checks: {checks}"] if isinstance(checks, str) and checks else []
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
@@ -268,7 +275,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"note: {note}")
     status = index.status()
-    print("\n".join(status.lines()))
+    print("\n".join([*status.lines(), *_store_checks(index.engine.vectors)]))
     return 0 if status.healthy else EXIT_UNHEALTHY
 
 

@@ -103,7 +103,10 @@ def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEF
                              "milvus (Milvus Lite in --persist-dir), milvus:PATH.db (Milvus Lite file), "
                              "milvus://HOST[:PORT] (a Milvus server; milvus+https:// for TLS; token from "
                              "$SWRAG_MILVUS_TOKEN); with Milvus, keyword search runs in the store "
-                             "and the sources stay in --persist-dir (needs the [milvus] extra)")
+                             "and the sources stay in --persist-dir (needs the [milvus] extra); "
+                             "postgresql://USER@HOST[:PORT]/DB (any libpq URI, e.g. postgresql:///DB?host=/socket/dir; "
+                             "password from $PGPASSWORD or ~/.pgpass): sources, vectors and keywords in one database, "
+                             "--persist-dir only remembers it (needs the [postgres] extra)")
     parser.add_argument("--host", default=None, help="use a running Chroma server at this host instead of --persist-dir")
     parser.add_argument("--port", type=int, default=8000, help="Chroma server port (default: 8000)")
     from swrag_integrations.embeddings.backends import BACKENDS, DEFAULT_BACKEND

@@ -185,7 +185,9 @@ class IndexEngine:
                 (`.store_uri`): ``"milvus:PATH.db"`` (Milvus Lite), ``"milvus"``
                 (``<persist_directory>/milvus.db``), ``"milvus://HOST:19530"``,
                 ``"chroma://HOST:8000"`` (as ``host``/``port``) or ``"chroma"`` (the
-                default). With Milvus the sources stay in ``persist_directory``.
+                default). With Milvus the sources stay in ``persist_directory``; a
+                ``"postgresql://USER@HOST/DB"`` database keeps everything
+                (`PostgresStorage`, see `_open_postgres`).
             source_store: a `SourceStore`, a SQLite path or a key-value
                 byte store.
             host, port, ssl, headers: a Chroma server for vectors and sources.
@@ -210,6 +212,11 @@ class IndexEngine:
             from swrag_integrations.stores.store_uri import parse_store_uri
 
             spec = parse_store_uri(storage)
+            if spec.kind == "postgres":
+                return cls._open_postgres(spec, persist_directory, embedding=embedding, source_store=source_store,
+                                          collection_name=collection_name, others=(host, client),
+                                          batch_size=batch_size, show_progress=show_progress, index_text=index_text,
+                                          lock_timeout=lock_timeout, keyword_search=keyword_search, **chunking)
             storage = None
             if spec.kind == "milvus" or spec.host is not None:
                 if host is not None or client is not None:
@@ -247,6 +254,14 @@ class IndexEngine:
                 raise IndexMismatchError(
                     f"the index in {root} keeps its vectors in {kind} ({recorded}), not {store_uri}: leave "
                     "--store (storage=) out, the index remembers its store, or index into a new folder")
+            if recorded is not None and not given_store and recorded.startswith(("postgresql://", "postgres://")):
+                from swrag_integrations.stores.store_uri import parse_store_uri
+
+                return cls._open_postgres(parse_store_uri(recorded), root, embedding=embedding,
+                                          source_store=source_store, collection_name=collection_name,
+                                          others=(host, client), batch_size=batch_size, show_progress=show_progress,
+                                          index_text=index_text, lock_timeout=lock_timeout,
+                                          keyword_search=keyword_search, **chunking)
             if recorded is not None and not given_store and recorded != store_uri:
                 from swrag_integrations.stores.store_uri import parse_store_uri
 
@@ -1069,6 +1084,44 @@ class IndexEngine:
         self.delete_sources(self.resolve_ids([str(doc_id)]))
         self.index_documents([], remove_origins=[str(doc_id)])
 
+    # ------------------------------------------------------------------ PostgreSQL
+    @classmethod
+    def _open_postgres(cls, spec: Any, persist_directory: Any, *, embedding: Any, source_store: Any,
+                       collection_name: str, others: tuple[Any, ...], index_text: Any, batch_size: int,
+                       show_progress: bool, lock_timeout: float, keyword_search: str,
+                       **chunking: Any) -> "IndexEngine":
+        """`open` for a ``postgresql://`` store: one `PostgresStorage`
+        is both the source store and the vector storage (sources, chunks, vectors and
+        keywords commit together), so no index folder is needed. A ``persist_directory``
+        given only remembers the store (its manifest records the URI), so the folder
+        opens the database index again without ``storage=`` (``--store``)."""
+        from swrag_integrations.stores.postgres import PostgresStorage
+        from swrag_integrations.stores.store_uri import redacted_uri
+
+        if any(x is not None for x in others):
+            raise ValueError(f"store {spec.text!r} names the vector store already: give no host or client")
+        if source_store is not None:
+            raise ValueError("a postgresql:// store keeps the sources in the database: give no source_store")
+        uri = redacted_uri(spec.text)
+        storage = PostgresStorage.open(spec, collection_name, embedding, index_text=index_text)
+        try:
+            if persist_directory is not None:  # once the database answered
+                _remember_store(Path(persist_directory).expanduser(), collection_name, uri)
+            if embedding is None:  # the bundled MiniLM, with the backend the index was built with
+                from swrag_integrations.embeddings.minilm import default_embeddings, recorded_backend
+
+                storage.set_embedding(default_embeddings(recorded_backend(
+                    (storage.get_meta().get("embedding") or {}).get("name"))))
+            engine = cls(storage, storage, collection_name=collection_name, chunking=chunking, batch_size=batch_size,
+                         show_progress=show_progress, index_text=index_text, lock_timeout=lock_timeout,
+                         keyword_search=keyword_search)
+            if engine.manifest.get("store") != uri:
+                engine.set_meta("store", uri)
+            return engine
+        except BaseException:
+            storage.close()
+            raise
+
 
 MAX_FETCH = 16384
 """The most chunks one storage keyword search asks for (a Milvus server's top-k limit)."""
@@ -1110,6 +1163,29 @@ def _recorded_store(root: Path, collection_name: str) -> str | None:
     store = SqliteSourceStore(path)
     try:
         return (store.get_meta() or {}).get("store")
+    finally:
+        store.close()
+
+
+def _remember_store(root: Path, collection_name: str, uri: str) -> None:
+    """Record a database store's ``uri`` in the local folder ``root`` (created private),
+    which keeps nothing else; a folder holding a local index of another store is refused."""
+    from swrag_integrations.core.paths import private_dir
+
+    try:
+        private_dir(root)
+    except OSError as exc:
+        raise ValueError(f"persist_directory {str(root)!r} cannot be created ({exc})") from exc
+    recorded = _recorded_store(root, collection_name)
+    if recorded == uri:
+        return
+    store = SqliteSourceStore(root / "sources" / f"{collection_name}.sqlite3")
+    try:
+        meta = store.get_meta() or {}
+        if meta.get("index_id") or store.heads():
+            raise IndexMismatchError(f"the index in {root} keeps its vectors in {recorded or 'chroma'}, not {uri}: "
+                                     "leave --store (storage=) out, or give another folder")
+        store.set_meta({**meta, "store": uri})
     finally:
         store.close()
 

@@ -137,6 +137,8 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
     """
     from tqdm.auto import tqdm
 
+    if getattr(index.vectors, "transactional", False):
+        return _write_whole(index, plans, desc, total)
     pre = index.vectors.precomputed
     if total is None and isinstance(plans, Sized):  # a list of plans: its chunks are the total
         total = sum(rec.n_chunks for rec, _, _ in plans)
@@ -195,6 +197,34 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
 
 
 Piece = tuple[SourceRecord, int, int, Any]  # (record, first chunk, end chunk, the record's vectors or None)
+
+
+def _write_whole(index: "EngineState", plans: Iterable[Plan], desc: str,
+                 total: int | Callable[[], int] | None = None) -> int:
+    """:func:`_write` for a transactional storage (``vectors.transactional``, e.g.
+    :class:`~.postgres.PostgresStorage`): each source's vectors computed first (given, or
+    embedded here, one source per call as :func:`_rows` does), then the record, its
+    chunks and vectors handed over in one call (``vectors.write_source``), which commits
+    them together and checks the writer's lease inside that transaction: no pending state."""
+    from tqdm.auto import tqdm
+
+    embedder = index.vectors.precomputed.base
+    if total is None and isinstance(plans, Sized):  # a list of plans: its chunks are the total
+        total = sum(rec.n_chunks for rec, _, _ in plans)
+    written = 0
+    with tqdm(total=None if callable(total) else total, desc=desc, unit="chunk",
+              disable=not index.show_progress) as bar:
+        for rec, _, vectors in plans:
+            docs = chunk_documents(rec, index.index_id)
+            texts = [d.page_content for d in docs]
+            rows = _rows(embedder, [(rec, 0, rec.n_chunks, vectors)], texts) if docs else []
+            ids = vector_ids(index.manifest, rec.source_id, rec.content_hash, 0, rec.n_chunks)
+            index.vectors.write_source(rec, docs, ids, rows)
+            if callable(total):
+                bar.total = total()
+            bar.update(rec.n_chunks)
+            written += rec.n_chunks
+    return written
 
 
 def _slices(batch: Sequence[Plan], size: int) -> Iterator[list[Piece]]:
@@ -299,6 +329,9 @@ def _remove(index: "EngineState", sids: Sequence[str]) -> int:
     heads = index.store.heads(list(dict.fromkeys(sids)))
     if not heads:
         return 0
+    if getattr(index.vectors, "transactional", False):  # record and vectors go in one transaction
+        index.store.remove(list(heads))
+        return len(heads)
     index.store.set_state(list(heads), "deleting")
     _fence(index)
     index.vectors.delete([v for sid, h in heads.items()

@@ -10,6 +10,7 @@ from swrag_integrations.core._lazy import lazy_exports
 _LAZY = {
     "ChromaStorage": "chroma",
     "MilvusStorage": "milvus",
+    "PostgresStorage": "postgres",
     "SourceStore": "sources",
     "VectorStorage": "storage",
     "parse_store_uri": "store_uri",

@@ -10,14 +10,19 @@ URI                          the vectors
 ``milvus:PATH.db``           Milvus Lite in the file ``PATH.db`` (relative to the working folder)
 ``milvus://HOST[:PORT]``     a Milvus server over HTTP (port 19530 by default);
                              ``milvus+https://HOST[:PORT]`` over TLS
+``postgresql://HOST/DB``     PostgreSQL with pgvector: sources, vectors and keywords in one
+                             database (any libpq URI, e.g. a Unix-socket folder:
+                             ``postgresql:///DB?host=/run/postgresql``; ``postgres://`` too)
 ============================ ===============================================================
 
-With Milvus the source store stays in the index folder (``--persist-dir``).
+With Milvus the source store stays in the index folder (``--persist-dir``); with
+PostgreSQL everything lives in the database (no index folder needed).
 
 A server's token is read from the environment, never from the URI or the command line
 (where other local users see it in the process list): ``SWRAG_CHROMA_TOKEN`` (sent as
 ``Authorization: Bearer TOKEN``, chromadb's token authentication) and
-``SWRAG_MILVUS_TOKEN`` (Milvus' ``USER:PASSWORD`` or API key). Send a token over
+``SWRAG_MILVUS_TOKEN`` (Milvus' ``USER:PASSWORD`` or API key); PostgreSQL's password comes
+from libpq's ``PGPASSWORD`` or ``~/.pgpass`` (a URI with a password is refused). Send a token over
 ``+https`` only: over plain HTTP anyone on the path reads it (a warning says so).
 """
 
@@ -28,13 +33,15 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["StoreURI", "parse_store_uri", "STORE_FORMS", "TOKEN_ENV", "server_token"]
+__all__ = ["StoreURI", "parse_store_uri", "STORE_FORMS", "TOKEN_ENV", "server_token", "check_postgres_uri",
+           "redacted_uri"]
 
 logger = logging.getLogger(__name__)
 
 STORE_FORMS = ("chroma", "chroma://HOST[:PORT]", "chroma+https://HOST[:PORT]", "milvus", "milvus:PATH.db",
-               "milvus://HOST[:PORT]", "milvus+https://HOST[:PORT]")
+               "milvus://HOST[:PORT]", "milvus+https://HOST[:PORT]", "postgresql://USER@HOST[:PORT]/DB")
 """The accepted forms, as error messages list them."""
 
 TOKEN_ENV = {"chroma": "SWRAG_CHROMA_TOKEN", "milvus": "SWRAG_MILVUS_TOKEN"}
@@ -55,12 +62,29 @@ def server_token(kind: str, server: str | None = None) -> str | None:
     return token
 
 
+def check_postgres_uri(uri: str) -> str:
+    """``uri`` when it is a libpq URI (``postgresql://`` or ``postgres://``) without a
+    password; else a one-line ``ValueError``."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError(f"store {uri!r} (--store / storage=): not a postgresql:// URI")
+    if parts.password or any(k.lower() == "password" for k in parse_qs(parts.query)):
+        raise ValueError("store postgresql://... (--store / storage=): put no password in the URI (other users see it "
+                         "in the process list): set PGPASSWORD or use ~/.pgpass")
+    return uri
+
+
+def redacted_uri(uri: str) -> str:
+    """The URI as recorded and shown: an empty password field (``user:@host``) left out."""
+    return re.sub(r"^(postgres(?:ql)?://[^:/@]*):@", r"\1@", uri)
+
+
 @dataclass(frozen=True)
 class StoreURI:
     """A parsed store URI.
 
     Attributes:
-        kind: ``"chroma"`` or ``"milvus"``.
+        kind: ``"chroma"``, ``"milvus"`` or ``"postgres"`` (then ``text`` is the libpq URI).
         host, port, ssl: the server (``host`` is ``None`` for an embedded store).
         path: the Milvus Lite file (``None``: ``<index folder>/milvus.db``, or a server).
         text: the URI as given (for messages).
@@ -109,6 +133,8 @@ def parse_store_uri(uri: str | os.PathLike) -> StoreURI:
         raise TypeError(f"store must be a URI string such as 'milvus:./index.db' or a VectorStorage, "
                         f"got {type(uri).__name__}")
     text = text.strip()
+    if text.startswith(("postgresql://", "postgres://")):
+        return StoreURI("postgres", text=check_postgres_uri(text))
     if text in ("chroma", "milvus"):
         return StoreURI(text, text=text)
     if "://" in text:

@@ -19,7 +19,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from kill_child import POINTS as KILL_POINTS
 from kill_child import corpus as versioned_corpus
 from kill_child import differences, index_contents, open_index
-from stores import MILVUS, STORES, store_args, store_kwargs, vector_ids
+from stores import MILVUS, POSTGRES, STORES, store_args, store_kwargs, vector_ids
 from test_kill_loop import clean_build, run_child
 from swrag_integrations.cli import main as cli_main
 from swrag_integrations.engine.engine import IndexDamagedError, IndexMismatchError
@@ -64,7 +64,7 @@ def snapshot(idx):
 # ------------------------------------------------------------------ many writers
 
 
-@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("store", [*STORES, POSTGRES])
 def test_two_writers_keep_each_others_documents(tmp_path, store):
     a, b = mk(tmp_path, store), mk(tmp_path, store)
     a.add_texts(["red lighthouse"], [{"source": "a.txt"}])
@@ -194,7 +194,7 @@ def test_a_file_that_can_no_longer_be_read_loses_its_old_text(tmp_path):
     assert idx.source_ids() == []
 
 
-@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("store", [*STORES, POSTGRES])
 def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path, store):
     idx = mk(tmp_path, store)
     idx.index_documents(corpus(2))

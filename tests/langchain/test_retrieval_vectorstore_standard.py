@@ -34,6 +34,23 @@ class TestIndexOverInMemory(VectorStoreIntegrationTests):
                                  source_store=InMemoryByteStore(), show_progress=False)
 
 
+@pytest.mark.integration
+class TestIndexOverPostgres(VectorStoreIntegrationTests):
+    """Sources, vectors and keywords in one PostgreSQL database (started by pgserver)."""
+
+    @pytest.fixture()
+    def vectorstore(self):
+        from stores import HAVE_POSTGRES, postgres_database
+
+        if not HAVE_POSTGRES:
+            pytest.skip("needs the [postgres] extra and pgserver ([test])")
+        index = SlidingWindowIndex(storage=postgres_database(), embedding=self.get_embeddings(), show_progress=False)
+        try:
+            yield index
+        finally:
+            index.engine.close()
+
+
 NOTES = [Document(id=f"note-{i}", page_content=text, metadata={"topic": topic, "n": i})
          for i, (text, topic) in enumerate([("the lighthouse keeper logged fog", "sea"),
                                             ("the baker sold bread and rolls", "town"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from ci_switch import importorskip
+from stores import POSTGRES, postgres_database
 
 importorskip("llama_index.core")
 
@@ -89,14 +90,17 @@ class WordEmbedding:
         return [float(low.count(w)) + 0.01 for w in self.VOCAB]
 
 
-def test_insert_replace_delete_and_reopen(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["local", POSTGRES])
+def test_insert_replace_delete_and_reopen(tmp_path: Path, store: str) -> None:
     """Re-inserting a doc_id replaces it, an unchanged one is skipped, delete_ref_doc
-    removes it, and a reopened index serves what was written."""
+    removes it, and a reopened index serves what was written (on PostgreSQL: the folder
+    remembers the database, so the reopen names no store)."""
     from llama_index.core import Document
 
     from swrag_integrations.llama_index import SlidingWindowLlamaIndex
 
-    index = SlidingWindowLlamaIndex(tmp_path / "i", embed_model=WordEmbedding(), show_progress=False)
+    where = {"storage": postgres_database()} if store == "postgres" else {}
+    index = SlidingWindowLlamaIndex(tmp_path / "i", embed_model=WordEmbedding(), show_progress=False, **where)
     docs = [Document(text="Ships enter the harbour at dawn. " * 3, doc_id="a", metadata={"n": 1}),
             Document(text="Yeast makes the bread rise in the oven. " * 3, doc_id="b", metadata={"n": 2})]
     assert index.insert_documents(docs).added == 2
@@ -109,6 +113,7 @@ def test_insert_replace_delete_and_reopen(tmp_path: Path) -> None:
     assert [n.node.metadata["n"] for n in nodes] == [2]
     index.delete_ref_doc("b")
     again = SlidingWindowLlamaIndex(tmp_path / "i", embed_model=WordEmbedding(), show_progress=False)
+    assert again.engine.vectors.kind == index.engine.vectors.kind
     assert again.ref_doc_ids == ["a"]
     assert "comet" in again.as_retriever(k=1).retrieve("comet")[0].node.get_content()
 

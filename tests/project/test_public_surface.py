@@ -20,7 +20,7 @@ from swrag_integrations.core._lazy import _absolute, lazy_exports
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "swrag_integrations"
-SURFACE_LIMIT = 103  # the count reached when the surface was cut (+ langchain.load_files, which the docs teach); the goal is ~120
+SURFACE_LIMIT = 104  # the count reached when the surface was cut (+ langchain.load_files, which the docs teach, and stores.PostgresStorage); the goal is ~120
 TAUGHT = [ROOT / "README.md", *sorted((ROOT / "docs" / "getting-started").glob("*.md")),
           *sorted((ROOT / "docs" / "how-to").glob("*.md"))]
 IMPORT = re.compile(r"^[ \t]*from (swrag_integrations(?:\.\w+)*) import (\([^)]*\)|[^\n]*)", re.M)

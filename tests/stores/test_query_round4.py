@@ -16,7 +16,7 @@ from langchain_core.stores import InMemoryByteStore
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from fake_embeddings import TrigramEmbedder
-from stores import STORES, store_kwargs
+from stores import POSTGRES, STORES, store_kwargs
 from swrag_integrations.engine.assemble import ContextSpan, assemble_context, count_tokens
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.stores import chroma as chroma_module
@@ -172,7 +172,7 @@ def test_two_spans_budget_333_cut_only_at_allowed_points(first, scores):
 
 # ----------------------------------------------------------------- item 3: one filter meaning
 
-FILTER_STORES = ["in-memory", "qdrant-local", *STORES]
+FILTER_STORES = ["in-memory", "qdrant-local", *STORES, POSTGRES]
 TYPED = [("bool-true", True), ("int-one", 1), ("float-one", 1.0), ("bool-false", False), ("int-zero", 0),
          ("text-one", "1"), ("big", 2**62)]
 

@@ -15,6 +15,7 @@ from swrag_integrations.stores.sources import KVSourceStore
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.engine.ids import source_id_for
 from swrag_integrations.langchain.search import CJKBM25Retriever
+from stores import POSTGRES, postgres_database
 
 DIM = 16
 EN = " ".join(f"Paragraph {i}: the harbour town of Port{i} exports {['wool', 'tea', 'salt', 'copper'][i % 4]} "
@@ -72,10 +73,14 @@ class Backend:
             self.memory_store = (client,)
             store = QdrantVectorStore(client=client, collection_name="chunks", embedding=emb())
             return SlidingWindowIndex(self.tmp / "qd-sources", vectorstore=store, show_progress=False, **kw)
+        if kind == "postgres":  # sources, vectors and keywords in one database
+            if self.memory_store is None:
+                self.memory_store = (postgres_database(),)
+            return SlidingWindowIndex(storage=self.memory_store[0], embedding=emb(), show_progress=False, **kw)
         raise ValueError(kind)
 
 
-KINDS = ["chroma-embedded", "in-memory", "faiss+localfilestore", "qdrant-local"]
+KINDS = ["chroma-embedded", "in-memory", "faiss+localfilestore", "qdrant-local", POSTGRES]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -95,7 +100,10 @@ def test_index_lifecycle_on_each_store(tmp_path, kind):
         assert d.page_content == texts[d.metadata["source_id"]][d.metadata["start_index"]:d.metadata["end_index"]]
     assert idx.as_retriever().invoke("mayor Name47")  # hybrid (dense half through the store)
     # the store is a normal LangChain store: its documents are the exact chunk texts
-    found = idx.engine.vectors.store.similarity_search("Port3", k=3)
+    if kind == "postgres":  # no LangChain VectorStore there: the storage's own search gives the chunks
+        found = idx.engine.vectors.search(idx.engine.vectors.embed_query("Port3"), 3)
+    else:
+        found = idx.engine.vectors.store.similarity_search("Port3", k=3)
     assert found and all(d.page_content in texts[d.metadata["source_id"]] for d in found)
     # replace: a shorter version leaves no stale vectors or keyword entries
     shorter = Document(page_content=EN[:len(EN) // 4] + " NEWWORD.", metadata={"source": "en.txt"})
