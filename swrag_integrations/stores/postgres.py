@@ -1,10 +1,10 @@
 """PostgreSQL (with pgvector) for an index: sources, vectors and keywords in one database.
 
-:class:`PostgresStorage` is both the :class:`~.sources.SourceStore` and the
-:class:`~.storage.VectorStorage` of an :class:`~.engine.IndexEngine` (``--store
+`PostgresStorage` is both the `SourceStore` and the
+`VectorStorage` of an `IndexEngine` (``--store
 postgresql://USER@HOST:PORT/DB``, ``storage="postgresql:///db?host=/socket/dir"``;
 ``pip install 'swrag-integrations[postgres]'``). One collection is a handful of tables
-whose names derive from the collection name (:func:`table_prefix`):
+whose names derive from the collection name (`table_prefix`):
 
 * ``<p>_sources``: one row per source (text, content hash, metadata ``jsonb``, origin,
   state, the chunk offset arrays);
@@ -14,37 +14,37 @@ whose names derive from the collection name (:func:`table_prefix`):
   index and their count);
 * ``<p>_terms``: BM25 term statistics as deltas (``term``, documents, tokens; the row of
   the empty term counts chunks and their tokens) that writes only insert, so writers of
-  different sources never wait on a shared row; :meth:`PostgresStorage.compact_terms`
+  different sources never wait on a shared row; `PostgresStorage.compact_terms`
   folds them into one row per term now and then;
 * ``<p>_settings`` (the manifest), ``<p>_blobs``, ``<p>_changes`` (the change log),
   ``<p>_fence`` (one row per source id ever written: the epoch of its last writer) and
   ``<p>_writers`` (leases).
 
-**One transaction per source write** (:meth:`PostgresStorage.write_source`): the source
+**One transaction per source write** (`PostgresStorage.write_source`): the source
 row, its chunks, vectors, keyword tokens and term statistics commit together, so a
 source is always wholly old or wholly new -- no ``pending`` state, no repair. The
-storage says so with ``transactional = True``; the writer (:mod:`.writer`) then hands
-each planned source to :meth:`~PostgresStorage.write_source` (and each removal to
-:meth:`~PostgresStorage.remove`) instead of the pending/vectors/complete sequence.
+storage says so with ``transactional = True``; the writer (`writer`) then hands
+each planned source to `write_source` (and each removal to
+`remove`) instead of the pending/vectors/complete sequence.
 
-**Fencing.** :meth:`~PostgresStorage.writer_lock` does not exclude other writers: it
+**Fencing.** `writer_lock` does not exclude other writers: it
 takes a *lease*, a row of ``<p>_writers`` whose id (from a sequence: it only grows) is
 the writer's epoch and whose expiry a background thread renews (never once expired).
 Inside every write transaction the writer locks the source's fence row (``SELECT ... FOR
 UPDATE``: two writers of one source serialise there, the later commit wins; writers of
 different sources do not meet), records its epoch there, and checks, as the last statement
 before ``COMMIT``, that its lease has not expired by the database's clock. A writer stalled
-past its lease (a suspended process) therefore raises :class:`~.sources.LeaseLostError`
+past its lease (a suspended process) therefore raises `LeaseLostError`
 and its transaction rolls back: nothing lands. (One that stalls after that check holds
 its rows locked meanwhile, so any later writer of those sources commits after it.)
 
-**Keyword search** (:meth:`~PostgresStorage.keyword_search`) scores with BM25 in SQL
+**Keyword search** (`keyword_search`) scores with BM25 in SQL
 (``k1 = 1.2``, ``b = 0.75``, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, the
-values of the tantivy index) over the tokens of :func:`~.bm25.tokenize` (jieba for
+values of the tantivy index) over the tokens of `tokenize` (jieba for
 Chinese), written with the chunk. ``tsvector`` keeps at most 256 positions per term,
 so a term's frequency in one chunk counts up to 256.
 
-**Filters** (:func:`postgres_filter`) are pushed down as parameterised SQL over the
+**Filters** (`postgres_filter`) are pushed down as parameterised SQL over the
 chunks' ``metadata``; every value is a query parameter and every name an
 ``sql.Identifier``.
 
@@ -78,10 +78,10 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 MAX_POSITIONS = 256  # positions a tsvector keeps per lexeme
 COMPACT_EVERY = 500
-"""Source writes of one handle between two foldings of the term statistics (:meth:`PostgresStorage.compact_terms`)."""
+"""Source writes of one handle between two foldings of the term statistics (`PostgresStorage.compact_terms`)."""
 _MAX_LEXEME_BYTES = 2046
 PAUSE_ENV = ("SWRAG_PG_PAUSE_AT", "SWRAG_PG_PAUSE_FILE")
-"""Test hook: when ``SWRAG_PG_PAUSE_AT`` names a point of :meth:`PostgresStorage.write_source`
+"""Test hook: when ``SWRAG_PG_PAUSE_AT`` names a point of `PostgresStorage.write_source`
 (``"before"``, ``"chunks"``, ``"commit"``), the writer creates the file
 ``SWRAG_PG_PAUSE_FILE`` there and waits until it is deleted (crash and stall tests)."""
 
@@ -107,7 +107,7 @@ def _import_psycopg() -> Any:
 
 
 def _pause(point: str) -> None:
-    """The test hook of :data:`PAUSE_ENV`."""
+    """The test hook of `PAUSE_ENV`."""
     if os.environ.get(PAUSE_ENV[0]) != point:
         return
     flag = os.environ.get(PAUSE_ENV[1])
@@ -120,7 +120,7 @@ def _pause(point: str) -> None:
 
 
 def keyword_terms(text: str) -> tuple[str, int, list[str]]:
-    """The ``tsvector`` literal of a chunk's keyword tokens (:func:`~.bm25.tokenize`,
+    """The ``tsvector`` literal of a chunk's keyword tokens (`tokenize`,
     each token with its positions), the token count (the chunk's BM25 length) and the
     distinct tokens."""
     from swrag_integrations.keyword.bm25 import tokenize
@@ -202,11 +202,17 @@ class PostgresStorage:
     """Sources, vectors and keywords of one index in PostgreSQL (see the module docstring).
 
     Args:
-        conninfo: a libpq URI without a password (:func:`check_postgres_uri`).
-        collection_name: the index's collection (tables: :func:`table_prefix`).
+        conninfo: a libpq URI without a password (`check_postgres_uri`).
+        collection_name: the index's collection (tables: `table_prefix`).
         embedding: embeds queries, and chunk texts not given with vectors.
         index_text: ``chunk text -> text to embed and to index for BM25``.
         lease_seconds: how long a writer's lease lasts without renewal.
+
+    Raises:
+        ValueError: ``lease_seconds`` not positive, or vectors of another dimension than
+            the index holds.
+        ConnectionError: the database cannot be reached (the message names the URI
+            without its password).
     """
 
     kind = "PostgreSQL"
@@ -256,7 +262,7 @@ class PostgresStorage:
     @classmethod
     def open(cls, uri: Any, collection_name: str, embedding: Any, *, index_text: Any = None,
              lease_seconds: float = 60.0) -> "PostgresStorage":
-        """The storage a ``postgresql://`` store URI (or its :class:`~.store_uri.StoreURI`) names."""
+        """The storage a ``postgresql://`` store URI (or its `StoreURI`) names."""
         text = getattr(uri, "text", uri)
         return cls(text, collection_name, embedding, index_text=index_text, lease_seconds=lease_seconds)
 
@@ -432,7 +438,7 @@ class PostgresStorage:
         return bool(row and row[0])
 
     def check_writer(self) -> None:
-        """Raise :class:`~.sources.LeaseLostError` when this handle's lease expired."""
+        """Raise `LeaseLostError` when this handle's lease expired."""
         lease = self._lease
         if lease is not None and (lease.lost or not self._lease_alive(lease)):
             lease.lost = True
@@ -531,7 +537,7 @@ class PostgresStorage:
     def write_source(self, record: SourceRecord, docs: Sequence[Any], ids: Sequence[str],
                      vectors: Sequence[Any]) -> None:
         """Write one source whole, in one transaction: its row (as ``complete``), its
-        chunks (``docs``: :func:`~.writer.chunk_documents`, under vector ``ids``, with
+        chunks (``docs``: `chunk_documents`, under vector ``ids``, with
         their ``vectors``), their keyword tokens and the term statistics, replacing
         whatever version of the source was there.
 
@@ -560,7 +566,7 @@ class PostgresStorage:
         """Fold the term statistics' delta rows into one row per term (dropping terms no
         chunk holds any more), in one statement: rows other writers have not committed yet
         are not seen, so they stay as they are. Returns the rows left. Runs every
-        :data:`COMPACT_EVERY` source writes of a handle and at :meth:`rebuild`."""
+        `COMPACT_EVERY` source writes of a handle and at `rebuild`."""
         with self._lock:
             self.conn.execute(self._sql(
                 "WITH gone AS (DELETE FROM {t} RETURNING term, df, len) INSERT INTO {t} (term, df, len) "
@@ -570,7 +576,7 @@ class PostgresStorage:
 
     def add(self, chunks: Sequence[Any], ids: Sequence[str]) -> None:
         """Write (or overwrite) chunks under vector ids, in one transaction (the engine
-        writes through :meth:`write_source`; this serves callers of the plain protocol)."""
+        writes through `write_source`; this serves callers of the plain protocol)."""
         if not chunks:
             return
         from psycopg import sql
@@ -614,6 +620,7 @@ class PostgresStorage:
             yield from self.get_many(sids[b:b + batch]).values()
 
     def heads(self, sids: Sequence[str] | None = None) -> dict[str, RecordHead]:
+        """The head (hash, state, id span, chunk count, origin) of each source in ``sids`` (``None``: every source)."""
         query = "SELECT source_id, content_hash, state, id_span, n_chunks, origin FROM {s}"
         with self._lock:
             if sids is None:
@@ -624,7 +631,7 @@ class PostgresStorage:
         return {r[0]: RecordHead(r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows}
 
     def unfinished(self) -> dict[str, RecordHead]:
-        """Sources not ``complete``: none, unless written through :meth:`set_state`."""
+        """Sources not ``complete``: none, unless written through `set_state`."""
         with self._lock:
             rows = self.conn.execute(self._sql(
                 "SELECT source_id, content_hash, state, id_span, n_chunks, origin FROM {s} WHERE state != 'complete'",
@@ -640,6 +647,11 @@ class PostgresStorage:
         return self.generation()
 
     def set_state(self, sids: Sequence[str], state: str, *, id_span: int | None = None) -> int:
+        """Set the state (and optionally the id span) of these sources; returns how many changed.
+
+        Raises:
+            ValueError: a state that is not one of the store's states.
+        """
         if state not in STATES:
             raise ValueError(f"state must be one of {STATES}, got {state!r}")
         sids = list(sids)
@@ -682,21 +694,25 @@ class PostgresStorage:
         return {r[0] for r in rows}
 
     def get_meta(self) -> dict[str, Any]:
+        """The index manifest (``{}`` before the first write)."""
         with self._lock:
             row = self.conn.execute(self._sql("SELECT value FROM {t} WHERE key = 'manifest'", t="settings")).fetchone()
         return dict(row[0]) if row else {}
 
     def set_meta(self, meta: dict[str, Any]) -> None:
+        """Replace the index manifest with ``meta`` (committed at once)."""
         with self._lock:
             self.conn.execute(self._sql("INSERT INTO {t} VALUES ('manifest', %s::jsonb) ON CONFLICT (key) DO UPDATE "
                                         "SET value = EXCLUDED.value", t="settings"), (json.dumps(meta),))
 
     def get_blob(self, name: str) -> bytes | None:
+        """The blob stored under ``name``, or ``None``."""
         with self._lock:
             row = self.conn.execute(self._sql("SELECT data FROM {b} WHERE name = %s", b="blobs"), (name,)).fetchone()
         return bytes(row[0]) if row else None
 
     def put_blob(self, name: str, data: bytes | None) -> None:
+        """Store ``data`` under ``name``; ``None`` deletes the blob."""
         with self._lock:
             if data is None:
                 self.conn.execute(self._sql("DELETE FROM {b} WHERE name = %s", b="blobs"), (name,))
@@ -749,6 +765,7 @@ class PostgresStorage:
 
     # ------------------------------------------------------------------ reading vectors
     def present(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``{vector id: chunk metadata}`` of those of ``ids`` the chunks table holds."""
         ids = [str(i) for i in ids]
         if not ids or not self._ready():
             return {}
@@ -775,12 +792,15 @@ class PostgresStorage:
             return [r[0] for r in self.conn.execute(self._sql("SELECT vector_id FROM {c}", c="chunks")).fetchall()]
 
     def count(self) -> int | None:
+        """How many chunk vectors the index holds."""
         if not self._ready():
             return 0
         with self._lock:
             return int(self.conn.execute(self._sql("SELECT count(*) FROM {c}", c="chunks")).fetchone()[0])
 
     def native_filter(self, flt: Any) -> dict[str, Any] | None:
+        """The parsed filter as a parameterised SQL condition (``{"where", "params"}``), or ``None``
+        when it has no SQL form (the engine then filters after the search)."""
         pushed = postgres_filter(flt)
         return None if pushed is None else {"where": pushed[0], "params": pushed[1]}
 
@@ -818,7 +838,7 @@ class PostgresStorage:
     def search(self, vector: Sequence[float], k: int, *, mmr: bool = False, fetch_k: int | None = None,
                lambda_mult: float = 0.5, native: dict[str, Any] | None = None) -> list[Any]:
         """The ``k`` nearest chunks, best first; with ``mmr`` the ones
-        :func:`~.chroma.mmr_select` picks among ``fetch_k``."""
+        `mmr_select` picks among ``fetch_k``."""
         if not mmr:
             return [PlainDocument(r[0], dict(r[1]), r[2]) for r in self._nearest(vector, k, native)]
         from swrag_integrations.stores.chroma import mmr_select
@@ -870,9 +890,11 @@ class PostgresStorage:
         return [(PlainDocument(r[0], dict(r[1]), r[2]), float(r[3])) for r in rows if float(r[3]) > 0]
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed chunk texts with the index's embedding."""
         return self.precomputed.base.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
+        """Embed a query with the index's embedding."""
         return list(self.embedding.embed_query(text))
 
     # ------------------------------------------------------------------ upkeep
