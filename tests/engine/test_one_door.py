@@ -155,3 +155,22 @@ def test_add_still_refuses_a_lone_surrogate_before_writing(index):
     with pytest.raises(ValueError, match="lone surrogate U\\+DCFF"):
         index.add_documents(docs)
     assert set(index.engine.store.heads()) == before
+
+
+def test_a_context_that_fits_is_assembled_once(index, monkeypatch):
+    """Under a budget the plan fits, the windows are merged by offset once
+    (:func:`~.assemble.assemble_context`), and give what merging them without a budget gives."""
+    retriever = index.as_retriever(k_child=12, budget_tokens=4000)
+    calls: list[int | None] = []
+    original = parents.assemble_context
+
+    def counted(spans, budget, **kwargs):
+        calls.append(budget)
+        return original(spans, budget, **kwargs)
+
+    monkeypatch.setattr(parents, "assemble_context", counted)
+    docs = retriever.invoke("harbour crane bread")
+    assert docs and calls == [4000]
+    unlimited = index.as_retriever(k_child=12, budget_tokens=None).invoke("harbour crane bread")
+    assert [(d.metadata["source_id"], d.metadata["start_index"], d.metadata["end_index"]) for d in docs] == \
+        [(d.metadata["source_id"], d.metadata["start_index"], d.metadata["end_index"]) for d in unlimited]
