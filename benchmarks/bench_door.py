@@ -6,7 +6,7 @@ Each tree runs in its own worker process (``PYTHONPATH=<tree>``) that builds the
 small index with the bundled MiniLM ONNX embedding (``swrag_integrations/data/sample.md``
 plus ``--chunks`` paragraphs cut from it, shuffled with a fixed seed) and then times, per
 round, ``--per-round`` calls of each operation: ``similarity_search`` (k=4), the
-LangChain retriever's ``invoke`` and ``add_documents`` of one small new document. Rounds
+LangChain retriever's ``invoke`` and ``add_documents`` of one new source of about 2k tokens. Rounds
 alternate between the trees (old, new, new, old, ...), so a load that comes and goes on
 a shared machine falls on both alike. Printed: a markdown table of the medians (ms) over
 all calls, and new/old; then ``/proc/loadavg`` before and after.
@@ -29,7 +29,8 @@ HERE = Path(__file__).resolve().parent.parent
 QUERIES = ["How are windows merged under the token budget?", "exact character offsets of chunks",
            "hybrid BM25 and dense search", "What does the splitter do with Chinese text?",
            "sliding window parent retriever"]
-OPS = ("similarity_search", "retriever.invoke", "add_documents (1 small doc)")
+OPS = ("similarity_search", "retriever.invoke", "add_documents (1 source, ~2k tokens)")
+ADD_CHARS = 8000  # about 2k tokens of sample.md's English
 
 
 def _worker(chunks: int) -> None:
@@ -68,12 +69,20 @@ def _worker(chunks: int) -> None:
                 retriever.invoke(q)
                 out[OPS[1]].append(time.perf_counter() - t)
                 n_add += 1
-                doc = Document(page_content=f"Note {n_add}: {paras[n_add % len(paras)]}",
-                               metadata={"source": f"note{n_add}.md"})
+                doc = Document(page_content=_add_text(n_add, paras), metadata={"source": f"note{n_add}.md"})
                 t = time.perf_counter()
                 index.add_documents([doc])
                 out[OPS[2]].append(time.perf_counter() - t)
             print(json.dumps(out), flush=True)
+
+
+def _add_text(n: int, paras: list[str]) -> str:
+    """A new text of about :data:`ADD_CHARS` characters: paragraphs in an order of its own."""
+    rng, out, size = random.Random(1000 + n), [f"Note {n}."], 0
+    while size < ADD_CHARS:
+        out.append(rng.choice(paras))
+        size += len(out[-1]) + 2
+    return "\n\n".join(out)
 
 
 def _start(tree: Path, chunks: int) -> subprocess.Popen:

@@ -548,7 +548,6 @@ class IndexEngine:
             workers: cut and embed in this many worker processes, one writer
                 (`index_in_parallel`); ``None``: in this process.
         """
-        from swrag_integrations.engine.records import check_storable
         from swrag_integrations.ingest.writer import write_documents
 
         docs = list(documents)
@@ -558,9 +557,8 @@ class IndexEngine:
                 raise ValueError(f"got {len(ids)} ids for {len(docs)} documents")
             docs = [PlainDocument(page_content=d.page_content, metadata=dict(d.metadata or {}), id=str(i))
                     for d, i in zip(docs, ids)]
-        for doc in docs:  # all of them before anything is written
-            if isinstance(getattr(doc, "page_content", None), str):
-                check_storable(doc)
+        # each document is checked once, all before anything is written: by dedupe_documents,
+        # the door of both paths below
         if workers is not None:
             from swrag_integrations.ingest.workers import index_in_parallel
 

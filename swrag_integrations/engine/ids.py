@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections import Counter
 from typing import Any, Mapping, NamedTuple, Sequence
 
 __all__ = ["source_key", "source_id_for", "source_id_of_id", "origin_key", "member_id", "parse_member_id", "batch_source_ids", "chunk_id", "parse_chunk_id", "ChunkId", "vector_id",
@@ -114,7 +115,10 @@ def batch_source_ids(documents: Sequence[Any], known: Any = ()) -> list[str]:
     """
     keys = [source_key(doc) for doc in documents]
     named = {key: source_id_of_id(key[3:], known) for key in keys if key.startswith("id:")}
-    contents = [_content_of(doc) for doc in documents]
+    shared = {key for key, n in Counter(keys).items() if n > 1}
+    # a document alone under its key needs no content to tell it apart (its text is hashed
+    # once per write, by the record's content hash)
+    contents = [_content_of(doc) if key in shared else "" for key, doc in zip(keys, documents)]
     parts: dict[str, dict[str, int]] = {}  # key -> content -> part number
     for key, content in zip(keys, contents):
         seen = parts.setdefault(key, {})

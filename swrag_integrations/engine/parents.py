@@ -194,12 +194,15 @@ def expand_parents(per_query: Sequence[Sequence[Candidate]], index: ChunkIndex, 
                 pieces.sort(key=lambda sp: -max((h[1] for h in cand.hits if h[0] in sp.metadata["hit_chunk_indices"]),
                                                 default=float("-inf")))
                 spans.extend(pieces)
-            merged = assemble_context(spans, None, encoding_name=encoding_name)
-            excess = count_units(merged.text, "token", encoding_name) - budget_tokens
-            if excess <= 0 or budget <= 1:
+            # assembled once when the plan fits (not truncated: every span whole, as merged
+            # without a budget); merged without one only to measure how much too long it is
+            assembled = assemble_context(spans, budget_tokens, encoding_name=encoding_name)
+            if not assembled.truncated or budget <= 1:
+                break
+            excess = assemble_context(spans, None, encoding_name=encoding_name).text_tokens - budget_tokens
+            if excess <= 0:
                 break
             budget = max(1, budget - excess)
-        assembled = assemble_context(spans, budget_tokens, encoding_name=encoding_name)
     out = assembled.spans if k is None else assembled.spans[:k]
     for span in out:
         _fix_metadata(span, by_index.get(span.source_id, {}))

@@ -325,8 +325,18 @@ def plan_source(doc: Any, config: IndexConfig, source_id: str | None = None) -> 
     the text exactly. Each chunk's window bounds are the union of the windows that hold
     it: windows of ``window_size`` chunks moving by ``step`` chunks (``"chunks"``), or
     the FFS/DFS/DDS windows of the text mapped onto the chunks they touch.
+
+    Raises ``ValueError`` for text no store can keep (:func:`check_storable`); the add
+    path checks every document once at its door (:func:`~.writer.dedupe_documents`) and
+    plans with :func:`plan_checked`.
     """
     check_storable(doc)
+    return plan_checked(doc, config, source_id)
+
+
+def plan_checked(doc: Any, config: IndexConfig, source_id: str | None = None) -> SourceRecord:
+    """:func:`plan_source` of a document the caller already passed through
+    :func:`check_storable` (the add path's one check per document), without checking it again."""
     text = doc.page_content
     sid = source_id if source_id is not None else source_id_for(doc)
     cfg = config

@@ -162,12 +162,13 @@ def load_and_plan(path: str, config_json: str, encoding: str | None = None,
 
 
 def _plan_task(docs: list[tuple[str, Any]], config_json: str) -> list[SourceRecord]:
-    """Records of ``(source_id, document)`` pairs (ids decided for the batch by the caller)."""
+    """Records of ``(source_id, document)`` pairs (ids decided for the batch by the caller;
+    the documents checked by :func:`~.writer.dedupe_documents`)."""
     from swrag_integrations.engine.config import IndexConfig
-    from swrag_integrations.engine.records import plan_source
+    from swrag_integrations.engine.records import plan_checked
 
     config = IndexConfig.from_json(config_json)
-    return [plan_source(doc, config, sid) for sid, doc in docs]
+    return [plan_checked(doc, config, sid) for sid, doc in docs]
 
 
 # ---------------------------------------------------------------- the embedding spec

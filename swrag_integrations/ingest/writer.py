@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, S
 from swrag_integrations.engine.ids import batch_source_ids, chunk_id, member_id, vector_ids
 from swrag_integrations.engine.health import garbage_vectors, missing_vectors
 from swrag_integrations.engine.protocols import as_engine
-from swrag_integrations.engine.records import SourceRecord, SourceSegment, join_offset_chunks, metadata_change, plan_source
+from swrag_integrations.engine.records import (SourceRecord, SourceSegment, check_storable, join_offset_chunks, metadata_change,
+                                               plan_checked)
 
 if TYPE_CHECKING:
     from swrag_integrations.engine.protocols import EngineState
@@ -367,7 +368,7 @@ def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bo
 
     def planned() -> Iterator[tuple[SourceRecord, None]]:
         # planned under the lock, all before the first write, so the progress bar has its total
-        records = [plan_source(doc, index.config, sid) for sid, doc in by_sid.items()]
+        records = [plan_checked(doc, index.config, sid) for sid, doc in by_sid.items()]
         planned_chunks[0] = sum(rec.n_chunks for rec in records)
         for rec in records:
             yield rec, None
@@ -390,10 +391,11 @@ def dedupe_documents(documents: Sequence[Any], index: Any = None, *,
     ``join_stored`` the offset chunks are joined with those the index holds of their
     sources (:func:`_stored_pieces`; ``report.superseded`` lists the stored segments met)."""
     report = IndexReport()
-    for doc in documents:
+    for doc in documents:  # the add path's one check of each document, before anything is planned or written
         if not isinstance(getattr(doc, "page_content", None), str):
             raise TypeError(f"expected Document objects (LangChain Document or PlainDocument, with a text "
                             f"page_content), got {type(doc).__name__}")
+        check_storable(doc)
     given = sorted({str(d.id) for d in documents if getattr(d, "id", None)})
     known = index.store.heads(given) if index is not None and given else {}
     joined, placement = join_offset_chunks(documents)

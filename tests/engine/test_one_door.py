@@ -117,3 +117,60 @@ def test_keyword_only_relevance_is_the_stored_vectors_cosine(index):
     assert stored.keys() == reembedded.keys()
     for cid in stored:
         assert stored[cid] == pytest.approx(reembedded[cid], abs=1e-6)
+
+
+# ---------------------------------------------------------------- the add path
+
+def test_add_checks_and_hashes_each_document_once(index, monkeypatch):
+    """One add checks each document once (:func:`~.records.check_storable`, at the door
+    of the write, :func:`~.writer.dedupe_documents`) and hashes its text once (the
+    record's content hash; a document alone under its key needs no content hash to be
+    told apart from the others of its call)."""
+    from swrag_integrations.engine import ids as ids_module
+    from swrag_integrations.engine import records as records_module
+    from swrag_integrations.ingest import writer as writer_module
+
+    counts = Counts()
+    for module in (records_module, writer_module):
+        if hasattr(module, "check_storable"):
+            counts.wrap(monkeypatch, module, "check_storable")
+    docs = [Document(page_content=f"new text {i}: " + " ".join(WORDS[i:] + WORDS[:i]) + ".",
+                     metadata={"source": f"new{i}.txt"}) for i in range(3)]
+    hashed: list[str] = []
+    original = ids_module._sha1
+    monkeypatch.setattr(ids_module, "_sha1", lambda value: hashed.append(value) or original(value))
+    index.add_documents(docs)
+    assert counts["check_storable"] == 3
+    for doc in docs:
+        assert sum(doc.page_content in value for value in hashed) == 1, doc.metadata["source"]
+    assert index.engine.store.heads()  # written: the check did not stop the write
+    assert {d.page_content for d in index.get_by_ids(index.add_documents(docs))} == {d.page_content for d in docs}
+
+
+def test_add_still_refuses_a_lone_surrogate_before_writing(index):
+    """The one check still runs before anything of the call is written."""
+    before = set(index.engine.store.heads())
+    docs = [Document(page_content="fine text here.", metadata={"source": "ok.txt"}),
+            Document(page_content="bad \udcff text", metadata={"source": "bad.txt"})]
+    with pytest.raises(ValueError, match="lone surrogate U\\+DCFF"):
+        index.add_documents(docs)
+    assert set(index.engine.store.heads()) == before
+
+
+def test_a_context_that_fits_is_assembled_once(index, monkeypatch):
+    """Under a budget the plan fits, the windows are merged by offset once
+    (:func:`~.assemble.assemble_context`), and give what merging them without a budget gives."""
+    retriever = index.as_retriever(k_child=12, budget_tokens=4000)
+    calls: list[int | None] = []
+    original = parents.assemble_context
+
+    def counted(spans, budget, **kwargs):
+        calls.append(budget)
+        return original(spans, budget, **kwargs)
+
+    monkeypatch.setattr(parents, "assemble_context", counted)
+    docs = retriever.invoke("harbour crane bread")
+    assert docs and calls == [4000]
+    unlimited = index.as_retriever(k_child=12, budget_tokens=None).invoke("harbour crane bread")
+    assert [(d.metadata["source_id"], d.metadata["start_index"], d.metadata["end_index"]) for d in docs] == \
+        [(d.metadata["source_id"], d.metadata["start_index"], d.metadata["end_index"]) for d in unlimited]

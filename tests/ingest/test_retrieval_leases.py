@@ -184,12 +184,12 @@ KV_WRITER = textwrap.dedent("""
             return super().embed_documents(texts)
 
     if mode == "slowcut":
-        cut = writer.plan_source
+        cut = writer.plan_checked
         def slow_cut(doc, *args, **kwargs):
             marker.write_text("cutting")
             time.sleep(7.0)  # more than twice the lease
             return cut(doc, *args, **kwargs)
-        writer.plan_source = slow_cut
+        writer.plan_checked = slow_cut
     t.fake = lambda size=16: Stalling(size=size)
     idx = t.kv_index(root, lease=float(sys.argv[4]))
     idx.index_documents([t.doc(t.V1)])
