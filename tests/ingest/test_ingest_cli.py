@@ -101,7 +101,7 @@ def test_index_with_a_bad_ray_address_exits_3_and_changes_nothing(tmp_path):
     store = tmp_path / "store"
     idx = SlidingWindowIndex(store, embedding=DeterministicFakeEmbedding(size=384), show_progress=False)
     idx.add_files(root / "f0.txt")
-    idx.store.close()  # its SQLite WAL checkpointed now, not whenever the object is collected
+    idx.engine.store.close()  # its SQLite WAL checkpointed now, not whenever the object is collected
     before = _tree_digest(store)
     dead = f"127.0.0.1:{_free_port()}"
     for address, says in ((dead, "no Ray cluster answers"), (f"ray://{dead}", "no Ray cluster answers"),

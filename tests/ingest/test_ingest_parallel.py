@@ -83,15 +83,15 @@ def folder(tmp_path):
 
 def state(idx):
     """Everything observable: source records (offsets, windows, states), vectors, BM25 ids."""
-    heads = idx.store.heads()
-    records = idx.store.get_many(sorted(heads))
+    heads = idx.engine.store.heads()
+    records = idx.engine.store.get_many(sorted(heads))
     sources = {sid: (h.content_hash, h.state, h.n_chunks, rec.arrays.tolist(), rec.windows.tolist(), rec.text,
                      sorted(rec.metadata.items()))
                for sid, h in heads.items() for rec in [records[sid]]}
-    got = idx.vectorstore._collection.get(include=["embeddings", "metadatas", "documents"])
+    got = idx.engine.vectors.store._collection.get(include=["embeddings", "metadatas", "documents"])
     vectors = {vid: (np.asarray(vec, dtype=np.float64), doc, sorted(meta.items()))
                for vid, vec, doc, meta in zip(got["ids"], got["embeddings"], got["documents"], got["metadatas"])}
-    return sources, vectors, sorted(idx.keyword.bm25.ids)
+    return sources, vectors, sorted(idx.engine.keyword.bm25.ids)
 
 
 def assert_same(a, b, tol=1e-5):
@@ -139,26 +139,26 @@ def test_the_bundled_minilm_travels_to_workers_without_its_model():
 def test_workers_build_equals_a_single_process_build(tmp_path):
     docs = corpus()
     single = mk(tmp_path / "single")
-    one = single.index_documents(docs)
+    one = single.engine.index_documents(docs)
     marks = tmp_path / "marks"
     marks.mkdir()
     os.environ["SWRAG_TEST_MARKS"] = str(marks)
     try:
         par = mk(tmp_path / "par", embedding=CountingFake(size=16))
-        report = par.index_documents(docs, workers=2)
+        report = par.engine.index_documents(docs, workers=2)
     finally:
         del os.environ["SWRAG_TEST_MARKS"]
     assert report.as_dict() == one.as_dict() and report.ids == one.ids
     assert report.added == len(docs) - 1 and report.skipped_empty == 1 and not report.notes
     embedded_in = {int(p.name) for p in marks.iterdir()}
     assert embedded_in and os.getpid() not in embedded_in  # the chunks were embedded in the workers
-    assert par.vectorstore.embeddings.served == report.chunks  # ... and written as they came
+    assert par.engine.vectors.store.embeddings.served == report.chunks  # ... and written as they came
     assert_same(single, par, tol=0.0)
     # idempotent: nothing is embedded again; a changed document is replaced like in one process
-    assert par.index_documents(docs, workers=2).unchanged == len(docs) - 1
+    assert par.engine.index_documents(docs, workers=2).unchanged == len(docs) - 1
     changed = docs[:3] + [Document(page_content=docs[3].page_content[:200] + " changed",
                                    metadata=docs[3].metadata)]
-    r1, r2 = single.index_documents(changed, prune="all"), par.index_documents(changed, workers=2, prune="all")
+    r1, r2 = single.engine.index_documents(changed, prune="all"), par.engine.index_documents(changed, workers=2, prune="all")
     assert r1.as_dict() == r2.as_dict() and r2.replaced == 1 and r2.removed == len(docs) - 5
     assert_same(single, par, tol=0.0)
 
@@ -169,13 +169,13 @@ def test_the_writer_does_not_embed_when_the_workers_do(tmp_path):
     import + load: seconds of CPU and ~0.5 GB) competing with the workers for the cores."""
     emb = WriterSideCounting(size=16)
     par = mk(tmp_path / "par", embedding=emb)
-    report = par.index_documents(corpus(), workers=2)
-    assert report.added == len(corpus()) - 1 and par.vectorstore.embeddings.served == report.chunks
+    report = par.engine.index_documents(corpus(), workers=2)
+    assert report.added == len(corpus()) - 1 and par.engine.vectors.store.embeddings.served == report.chunks
     assert (emb.queries, emb.documents) == (0, 0)  # nothing embedded in the writer's process
     assert par.engine.manifest["embedding"]["dim"] == 16  # ... and the dimension is recorded
     other = mk(tmp_path / "par", embedding=WriterSideCounting(size=8))
     with pytest.raises(IndexMismatchError, match="16-dimensional"):  # the check still refuses another one
-        other.index_documents(corpus(seed=5), workers=2)
+        other.engine.index_documents(corpus(seed=5), workers=2)
     with pytest.raises(ValueError, match="dim must be a positive int"):
         other.engine.check_embedding(dim=0)
 
@@ -206,20 +206,20 @@ def test_the_writer_starts_the_next_records_vectors_before_it_waits_for_the_last
             return np.asarray(emb.embed_documents([self.rec.chunk_text(i) for i in range(item.start, item.stop)]))
 
     report = write_planned(idx, [(rec, Rows) for rec in records], lookahead=16)
-    assert report.added == 3 and idx.vectorstore.embeddings.served == report.chunks == sum(r.n_chunks for r in records)
+    assert report.added == 3 and idx.engine.vectors.store.embeddings.served == report.chunks == sum(r.n_chunks for r in records)
     for first, second in zip(records, records[1:]):
         asked = log.index(("asked", second.source_id))
         reads = [i for i, entry in enumerate(log) if entry[0] == "read" and entry[1] == first.source_id]
         assert reads[0] < asked < reads[-1]  # asked for while the first record's last vectors were awaited
         assert sum(1 for i in reads if i > asked) <= 16 // 8  # ... within the last `lookahead` chunks
     single = mk(tmp_path / "single", embedding=emb, batch_size=8)
-    single.index_documents(docs)
+    single.engine.index_documents(docs)
     assert_same(single, idx, tol=0.0)
     # an error in a later record still surfaces after the batch before it is complete
     bad = write_planned  # a repeated source: refused when it is reached
     with pytest.raises(ValueError, match="appears twice"):
         bad(mk(tmp_path / "j", embedding=emb, batch_size=8), [(records[0], Rows), (records[0], Rows)], lookahead=16)
-    assert not mk(tmp_path / "j", embedding=emb, batch_size=8).status().incomplete
+    assert not mk(tmp_path / "j", embedding=emb, batch_size=8).engine.status().incomplete
 
 
 def test_workers_add_files_equals_add_files_and_mirrors_the_folder(tmp_path):
@@ -250,18 +250,18 @@ def test_a_store_without_precomputed_embeddings_gets_planned_records_and_embeds_
     stores = [InMemoryVectorStore(emb), InMemoryVectorStore(emb)]
     a = SlidingWindowIndex(vectorstore=stores[0], source_store=str(tmp_path / "a.sqlite3"), show_progress=False)
     b = SlidingWindowIndex(vectorstore=stores[1], source_store=str(tmp_path / "b.sqlite3"), show_progress=False)
-    one, two = a.index_documents(docs), b.index_documents(docs, workers=2)
+    one, two = a.engine.index_documents(docs), b.engine.index_documents(docs, workers=2)
     assert one.as_dict() == two.as_dict()
     assert any("workers only loaded and planned" in n for n in two.notes)
     assert sorted(stores[0].store) == sorted(stores[1].store)
-    assert sorted(a.keyword.bm25.ids) == sorted(b.keyword.bm25.ids)
+    assert sorted(a.engine.keyword.bm25.ids) == sorted(b.engine.keyword.bm25.ids)
 
 
 def test_bad_arguments_are_refused(tmp_path):
     idx = mk(tmp_path)
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="workers"):
-            idx.index_documents(corpus(2), workers=bad)
+            idx.engine.index_documents(corpus(2), workers=bad)
     with pytest.raises(ValueError, match="no indexable files"):
         (tmp_path / "nothing").mkdir()
         idx.add_files(tmp_path / "nothing", workers=2)
@@ -326,7 +326,7 @@ def _group_alive(pgid):
 def test_a_killed_parallel_run_is_completed_by_the_next_run(tmp_path, victim, after):
     docs = corpus(16)
     clean = mk(tmp_path / "clean")
-    clean.index_documents(docs)
+    clean.engine.index_documents(docs)
     path = tmp_path / "crashed"
     env = dict(os.environ, PYTHONPATH=str(ROOT), SWRAG_KILL_AFTER=str(after), SWRAG_KILL=victim,
                SWRAG_KILL_MARK=str(tmp_path / "killed"))
@@ -353,12 +353,12 @@ def test_a_killed_parallel_run_is_completed_by_the_next_run(tmp_path, victim, af
     else:
         assert proc.returncode != 0 and ("BrokenProcessPool" in err or "terminated abruptly" in err), err[-2000:]
     survivor = mk(path)
-    served = set(survivor.source_ids())
+    served = set(survivor.engine.source_ids())
     assert len(served) < len(docs) - 1  # it really died half-way
-    assert len(survivor.keyword) == survivor.count("small")
-    report = survivor.index_documents(docs, workers=2)
+    assert len(survivor.engine.keyword) == survivor.engine.count("small")
+    report = survivor.engine.index_documents(docs, workers=2)
     assert report.added + report.replaced + report.unchanged == len(docs) - 1
-    assert not survivor.status().incomplete
+    assert not survivor.engine.status().incomplete
     assert_same(clean, survivor, tol=0.0)
 
 
@@ -376,6 +376,6 @@ def test_workers_with_the_real_minilm_equal_one_process(tmp_path):
     par = mk(tmp_path / "par", embedding=MiniLMEmbeddings())
     single.add_files(root)
     report = par.add_files(root, workers=2)
-    assert report.added == 4 and par.vectorstore.embeddings.served == report.chunks > 0
-    assert par.vectorstore.embeddings.base._model is None  # the writer never loaded the model
+    assert report.added == 4 and par.engine.vectors.store.embeddings.served == report.chunks > 0
+    assert par.engine.vectors.store.embeddings.base._model is None  # the writer never loaded the model
     assert_same(single, par, tol=1e-5)

@@ -12,13 +12,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from test_retrieval_reliability import mk  # noqa: E402
+from swrag_integrations.langchain.search import CJKBM25Retriever
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def sources(idx) -> set[str]:
     """The origins (files) the index serves."""
-    return {h.origin for h in idx.store.heads().values()}
+    return {h.origin for h in idx.engine.store.heads().values()}
 
 
 # ------------------------------------------------------------ 4: emptied CSV
@@ -40,7 +41,7 @@ def test_a_csv_emptied_to_its_header_or_to_nothing_loses_its_rows(tmp_path, empt
     (folder / "rows.csv").write_text(emptied)
     report = idx.add_files(folder)
     assert report["removed"] == 5 and report["unchanged"] == 1
-    assert idx.bm25_retriever(3).invoke("City3") == []
+    assert CJKBM25Retriever.from_index(idx, 3).invoke("City3") == []
     assert sources(idx) == {str(folder / "keep.txt")}
 
 
@@ -50,7 +51,7 @@ def test_keep_missing_keeps_the_rows_of_an_emptied_csv(tmp_path):
     idx.add_files(folder)
     (folder / "rows.csv").write_text("city,export\n")
     assert idx.add_files(folder, prune=False)["removed"] == 0
-    assert len(idx.source_ids()) == 6
+    assert len(idx.engine.source_ids()) == 6
 
 
 @pytest.mark.integration
@@ -201,13 +202,13 @@ def test_text_with_a_lone_surrogate_is_refused_by_every_source_store(tmp_path, k
     good = Document(page_content="Puffins nest in burrows. " * 6, metadata={"source": "good.txt"})
     bad = Document(page_content="Caf\udce9 au lait. " * 6, metadata={"source": "bad.txt"})
     with pytest.raises(ValueError, match=r"bad\.txt.*lone surrogate U\+DCE9 at offset 3"):
-        idx.index_documents([good, bad])
-    assert idx.source_ids() == []  # refused before anything was written
+        idx.engine.index_documents([good, bad])
+    assert idx.engine.source_ids() == []  # refused before anything was written
     bad_meta = Document(page_content="Fine text. " * 6, metadata={"source": "caf\udce9.txt"})
     with pytest.raises(ValueError, match=r"metadata.*lone surrogate"):
-        idx.index_documents([bad_meta])
-    idx.index_documents([good])
-    assert len(idx.source_ids()) == 1
+        idx.engine.index_documents([bad_meta])
+    idx.engine.index_documents([good])
+    assert len(idx.engine.source_ids()) == 1
 
 
 # ------------------------------------------- 7: LocalFileStore values never torn
@@ -283,18 +284,18 @@ def test_a_handle_opened_on_an_empty_index_sees_what_another_process_wrote(tmp_p
     from test_retrieval_reliability import WRITER
 
     reader = mk(tmp_path)
-    assert reader.as_retriever().invoke("zzb1") == [] and reader.status().healthy  # searched while empty
+    assert reader.as_retriever().invoke("zzb1") == [] and reader.engine.status().healthy  # searched while empty
     # something else in this process queries the empty collection itself: the stale state
-    assert reader.vectorstore.similarity_search_by_vector([0.1] * 16, k=1) == []
+    assert reader.engine.vectors.store.similarity_search_by_vector([0.1] * 16, k=1) == []
     writer = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), "b", "3"], capture_output=True, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
     assert writer.returncode == 0, writer.stderr[-2000:]
     hits = reader.as_retriever(weights=(0.0, 1.0)).invoke("writer b document 1 mentions zzb1")  # dense only
     assert {d.metadata["source"] for d in hits} >= {"b1.txt"}
-    assert reader.status().healthy
-    assert reader.repair().repaired == 0
+    assert reader.engine.status().healthy
+    assert reader.engine.repair().repaired == 0
     fresh = mk(tmp_path)  # a new handle in the same process
-    assert fresh.status().healthy and fresh.as_retriever(weights=(0.0, 1.0)).invoke("zzb2")
+    assert fresh.engine.status().healthy and fresh.as_retriever(weights=(0.0, 1.0)).invoke("zzb2")
 
 
 @pytest.mark.integration
@@ -307,11 +308,11 @@ def test_a_long_lived_handle_searches_the_vectors_another_process_wrote(tmp_path
 
     reader = mk(tmp_path)
     reader.add_texts(["alpha beta gamma, the first document " * 20], [{"source": "a.txt"}])
-    assert reader.dense_ids("alpha", 5, search_type="similarity")  # searched: its HNSW index is loaded
+    assert reader.engine.dense_ids("alpha", 5, search_type="similarity")  # searched: its HNSW index is loaded
     writer = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), "b", "3"], capture_output=True, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
     assert writer.returncode == 0, writer.stderr[-2000:]
-    found = {cid.split(":")[0] for cid in reader.dense_ids("zzb1", 20, search_type="similarity")}
+    found = {cid.split(":")[0] for cid in reader.engine.dense_ids("zzb1", 20, search_type="similarity")}
     assert len(found) == 4  # a.txt and the three documents of the other process
     hits = reader.as_retriever(weights=(0.0, 1.0), k=10).invoke("writer b document 1 mentions zzb1")  # dense only
     assert {d.metadata["source"] for d in hits} >= {"b0.txt", "b1.txt", "b2.txt"}
@@ -321,13 +322,13 @@ def test_searching_an_empty_chroma_collection_does_not_query_it(tmp_path, monkey
     """The trigger of the stale state: a nearest-neighbour query on an empty embedded
     Chroma collection (see SlidingWindowIndex._reopen_chroma)."""
     idx = mk(tmp_path)
-    collection = type(idx.vectorstore._collection)
+    collection = type(idx.engine.vectors.store._collection)
 
     def refuse(self, *args, **kwargs):
         raise AssertionError("an empty collection was queried")
 
     monkeypatch.setattr(collection, "query", refuse)
-    assert idx.as_retriever().invoke("anything") == [] and idx.status().healthy
+    assert idx.as_retriever().invoke("anything") == [] and idx.engine.status().healthy
 
 
 # ------------------------------------------------------ 5: files reached by symlinks
@@ -355,7 +356,7 @@ def test_a_deleted_symlink_forgets_its_file(tmp_path, delete_target):
         target.unlink()
     report = idx.add_files(folder)
     assert report["removed"] == 1 and sources(idx) == {str(folder / "keep.txt")}
-    assert idx.bm25_retriever(3).invoke("terns shingle") == []
+    assert CJKBM25Retriever.from_index(idx, 3).invoke("terns shingle") == []
 
 
 def _legacy_add(idx, path: Path):
@@ -363,7 +364,7 @@ def _legacy_add(idx, path: Path):
     from langchain_core.documents import Document
 
     real = os.path.realpath(path)
-    idx.index_documents([Document(page_content=Path(real).read_text(), metadata={"source": real})])
+    idx.engine.index_documents([Document(page_content=Path(real).read_text(), metadata={"source": real})])
 
 
 def test_a_legacy_source_stored_under_the_link_target_is_replaced_by_the_links_path(tmp_path):
@@ -414,7 +415,7 @@ def test_other_sources_outside_the_folder_are_kept_unless_their_file_is_gone(tmp
     other.write_text("Gulls. " * 20)
     idx.add_files(other)
     idx.add_texts(["Named, not a file. " * 10], [{"source": "notes.txt"}])
-    idx.index_documents([Document(page_content="From a machine we cannot see. " * 10,
+    idx.engine.index_documents([Document(page_content="From a machine we cannot see. " * 10,
                                   metadata={"source": str(tmp_path / "no-such-folder" / "x.txt")})])
     assert idx.add_files(folder)["removed"] == 0  # other.txt exists; the others are not files of this machine
     other.unlink()

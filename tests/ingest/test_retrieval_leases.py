@@ -20,6 +20,7 @@ from swrag_integrations.engine.records import plan_source
 from swrag_integrations.engine.ids import source_id_for
 from swrag_integrations.stores.sources import LeaseLostError, LockTimeout
 from test_retrieval_reliability import _run, fake, forget_clients, mk
+from swrag_integrations.langchain.search import CJKBM25Retriever
 
 HERE = Path(__file__).parent  # this room; its parent (tests/) holds the shared helpers
 V1 = "Version one says the lighthouse keeper feeds ravens. " * 12
@@ -50,7 +51,7 @@ def kv_index(root, lease, **kw):
 
 
 def vector_hashes(idx, sid):
-    got = idx.vectorstore._collection.get(where={"source_id": sid}, include=["metadatas"])
+    got = idx.engine.vectors.store._collection.get(where={"source_id": sid}, include=["metadatas"])
     return {m["content_hash"] for m in got["metadatas"]}
 
 
@@ -75,7 +76,7 @@ def test_the_lease_renews_itself_while_held(tmp_path):
 def test_a_writer_whose_lease_was_taken_writes_nothing_more(tmp_path):
     a = KVSourceStore(file_store(tmp_path), lease_seconds=0.5)
     b = KVSourceStore(file_store(tmp_path), lease_seconds=0.5)
-    cfg = mk(tmp_path / "cfg").config
+    cfg = mk(tmp_path / "cfg").engine.config
     rec_a, rec_b = plan_source(doc(V1), cfg), plan_source(doc(V2), cfg)
     with a.writer_lock(10):
         a._lease.stop.set()  # a stall: the renewal thread stops, as in a suspended process
@@ -209,10 +210,10 @@ def _assert_v2_served(tmp_path, lease: float) -> None:
     """A fresh handle serves v2 whole: complete, its vectors all of v2's text, healthy."""
     forget_clients()
     after = kv_index(tmp_path, lease=lease)
-    head = after.store.heads()[SID]
-    assert after.source_text(SID) == V2 and head.state == "complete"
+    head = after.engine.store.heads()[SID]
+    assert after.engine.source_text(SID) == V2 and head.state == "complete"
     assert vector_hashes(after, SID) == {head.content_hash}
-    assert after.status(deep=True).healthy
+    assert after.engine.status(deep=True).healthy
 
 
 @pytest.mark.integration
@@ -224,7 +225,7 @@ def test_a_stalled_writer_does_not_overwrite_the_next_writers_vectors(tmp_path):
     try:
         _wait_for(tmp_path / "marker", proc)
         b = kv_index(tmp_path, lease=2.0)  # waits for A's lease to expire
-        b.index_documents([doc(V2)])  # completes A's pending v1 first, then writes v2
+        b.engine.index_documents([doc(V2)])  # completes A's pending v1 first, then writes v2
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     out, err = proc.communicate(timeout=120)
@@ -240,7 +241,7 @@ def test_a_slow_cut_keeps_the_lease(tmp_path):
     proc = _run(KV_WRITER, tmp_path, "slowcut", HERE, 3.0)
     _wait_for(tmp_path / "marker", proc)
     b = kv_index(tmp_path, lease=3.0)  # waits until A is done (before: took the lock after one lease)
-    b.index_documents([doc(V2)])  # so B's version is the last one written
+    b.engine.index_documents([doc(V2)])  # so B's version is the last one written
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-3000:]
     _assert_v2_served(tmp_path, lease=3.0)
@@ -270,34 +271,34 @@ REPLACER = textwrap.dedent("""
 @pytest.mark.integration
 def test_a_long_lived_handle_does_not_revert_a_dead_writers_pending_update(tmp_path):
     a = mk(tmp_path)
-    a.index_documents([doc(V1)])
-    assert a.source_text(SID) == V1  # A has read doc.txt (its record is cached)
+    a.engine.index_documents([doc(V1)])
+    assert a.engine.source_text(SID) == V1  # A has read doc.txt (its record is cached)
     proc = _run(REPLACER, tmp_path, "die", HERE)
     proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL
-    assert a.store.heads()[SID].state == "pending"
+    assert a.engine.store.heads()[SID].state == "pending"
     a.add_texts(["An unrelated note about copper."], [{"source": "other.txt"}])  # recovers the pending source
-    head = a.store.heads()[SID]
-    assert head.state == "complete" and a.source_text(SID) == V2
+    head = a.engine.store.heads()[SID]
+    assert head.state == "complete" and a.engine.source_text(SID) == V2
     assert vector_hashes(a, SID) == {head.content_hash}
-    assert mk(tmp_path).source_text(SID) == V2 and a.status(deep=True).healthy
+    assert mk(tmp_path).engine.source_text(SID) == V2 and a.engine.status(deep=True).healthy
 
 
 @pytest.mark.integration
 def test_a_long_lived_reader_sees_the_replaced_text(tmp_path):
     a = mk(tmp_path)
-    a.index_documents([doc(V1)])
+    a.engine.index_documents([doc(V1)])
     retriever = a.as_retriever(k=2)
     assert "ravens" in retriever.invoke("lighthouse keeper ravens")[0].page_content
-    assert a.source_text(SID) == V1 and a.bm25_retriever(1).invoke("ravens")
+    assert a.engine.source_text(SID) == V1 and CJKBM25Retriever.from_index(a, 1).invoke("ravens")
     proc = _run(REPLACER, tmp_path, "replace", HERE)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-3000:]
-    assert a.source_text(SID) == V2
+    assert a.engine.source_text(SID) == V2
     assert a.get_by_ids([SID])[0].page_content == V2
-    assert a.bm25_retriever(1).invoke("ravens") == []  # BM25 caught up with the store's text, not the cache's
-    assert [d.page_content for d in a.bm25_retriever(1).invoke("pelicans")] and \
-        "pelicans" in a.bm25_retriever(1).invoke("pelicans")[0].page_content
+    assert CJKBM25Retriever.from_index(a, 1).invoke("ravens") == []  # BM25 caught up with the store's text, not the cache's
+    assert [d.page_content for d in CJKBM25Retriever.from_index(a, 1).invoke("pelicans")] and \
+        "pelicans" in CJKBM25Retriever.from_index(a, 1).invoke("pelicans")[0].page_content
     hits = retriever.invoke("harbour master pelicans")
     assert hits and all("ravens" not in h.page_content for h in hits) and "pelicans" in hits[0].page_content
 
@@ -320,7 +321,7 @@ def test_writing_one_document_computes_each_vector_id_once(tmp_path, monkeypatch
     monkeypatch.setattr(ids, "vector_id", counting)
     idx = mk(tmp_path, batch_size=16)
     text = " ".join(f"word{i % 97}" for i in range(6000))
-    n = idx.index_documents([doc(text)])["chunks"]
+    n = idx.engine.index_documents([doc(text)])["chunks"]
     assert n > 100
     assert calls[0] == n  # one id per chunk; quadratic would be about n * n / 32
 
@@ -385,16 +386,16 @@ def test_status_finds_vectors_of_another_version_under_current_ids(tmp_path):
     from swrag_integrations.ingest.writer import chunk_documents
 
     idx = mk(tmp_path)
-    idx.index_documents([doc(V2)])
-    assert idx.status().healthy
-    old = plan_source(doc(V1), idx.config)
-    n = min(old.n_chunks, idx.store.heads()[SID].n_chunks)
-    current = vector_ids(idx.manifest, SID, idx.store.heads()[SID].content_hash, 0, n)  # v1's vectors under v2's ids
-    idx.vectors.add(chunk_documents(old, idx.index_id, 0, n), current)
-    status = idx.status()
+    idx.engine.index_documents([doc(V2)])
+    assert idx.engine.status().healthy
+    old = plan_source(doc(V1), idx.engine.config)
+    n = min(old.n_chunks, idx.engine.store.heads()[SID].n_chunks)
+    current = vector_ids(idx.engine.manifest, SID, idx.engine.store.heads()[SID].content_hash, 0, n)  # v1's vectors under v2's ids
+    idx.engine.vectors.add(chunk_documents(old, idx.engine.index_id, 0, n), current)
+    status = idx.engine.status()
     assert not status.healthy and any("another version" in p for p in status.vector_problems)
-    idx.repair(deep=True)
-    assert idx.status().healthy and vector_hashes(idx, SID) == {idx.store.heads()[SID].content_hash}
+    idx.engine.repair(deep=True)
+    assert idx.engine.status().healthy and vector_hashes(idx, SID) == {idx.engine.store.heads()[SID].content_hash}
 
 
 def test_recovery_reads_the_store_not_the_cache_after_a_crash_before_the_log(tmp_path):
@@ -409,12 +410,12 @@ def test_recovery_reads_the_store_not_the_cache_after_a_crash_before_the_log(tmp
     store = KVSourceStore(InMemoryByteStore())
     a = SlidingWindowIndex(vectorstore=InMemoryVectorStore(PrecomputedEmbeddings(fake())), source_store=store,
                            show_progress=False)
-    a.index_documents([doc(V1)])
-    assert a.source_text(SID) == V1  # cached
-    new = plan_source(doc(V2), a.config)
+    a.engine.index_documents([doc(V1)])
+    assert a.engine.source_text(SID) == V1  # cached
+    new = plan_source(doc(V2), a.engine.config)
     store.store.mset([(f"src/{SID}", new.to_bytes())])  # the dead writer's record and head, no log entry
     store.store.mset([(f"head/{SID}", store._head_bytes(RecordHead(new.content_hash, "pending", new.id_span,
                                                                     new.n_chunks, new.origin)))])
     a.add_texts(["An unrelated note about copper."], [{"source": "other.txt"}])
-    assert a.store.heads()[SID] == RecordHead(new.content_hash, "complete", new.n_chunks, new.n_chunks, "doc.txt")
-    assert a.source_text(SID) == V2
+    assert a.engine.store.heads()[SID] == RecordHead(new.content_hash, "complete", new.n_chunks, new.n_chunks, "doc.txt")
+    assert a.engine.source_text(SID) == V2

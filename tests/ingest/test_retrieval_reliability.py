@@ -25,6 +25,7 @@ from swrag_integrations.cli import main as cli_main
 from swrag_integrations.engine.engine import IndexDamagedError, IndexMismatchError
 from swrag_integrations.langchain.index import SlidingWindowIndex
 from swrag_integrations.stores.sources import SourceStoreError
+from swrag_integrations.langchain.search import CJKBM25Retriever
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,11 +72,11 @@ def test_two_writers_keep_each_others_documents(tmp_path, store):
     b.add_texts(["Zebras graze near the quarry."], [{"source": "b.txt"}])
     a.add_texts(["Copper exported"], [{"source": "c.txt"}])
     again = mk(tmp_path, store)
-    assert len(again.source_ids()) == 3 and len(again.keyword) == again.count("small") == 3
-    assert [d.metadata["source"] for d in again.bm25_retriever(2).invoke("zebras quarry")] == ["b.txt"]
+    assert len(again.engine.source_ids()) == 3 and len(again.engine.keyword) == again.engine.count("small") == 3
+    assert [d.metadata["source"] for d in CJKBM25Retriever.from_index(again, 2).invoke("zebras quarry")] == ["b.txt"]
     # the reader that was open all along sees the other writer's document too (it catches up)
-    assert [d.metadata["source"] for d in a.bm25_retriever(2).invoke("zebras quarry")] == ["b.txt"]
-    assert again.index_documents([Document(page_content="Zebras graze near the quarry.",
+    assert [d.metadata["source"] for d in CJKBM25Retriever.from_index(a, 2).invoke("zebras quarry")] == ["b.txt"]
+    assert again.engine.index_documents([Document(page_content="Zebras graze near the quarry.",
                                            metadata={"source": "b.txt"})])["unchanged"] == 1
 
 
@@ -105,12 +106,12 @@ def test_concurrent_first_time_writers_in_separate_processes(tmp_path):
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-2000:]
     idx = mk(path)
-    assert len(idx.source_ids()) == 12
-    assert len(idx.keyword) == idx.count("small") == idx.count(None)
+    assert len(idx.engine.source_ids()) == 12
+    assert len(idx.engine.keyword) == idx.engine.count("small") == idx.engine.count(None)
     for tag in ("a", "b"):
-        hits = idx.bm25_retriever(1).invoke(f"zz{tag}5")
+        hits = CJKBM25Retriever.from_index(idx, 1).invoke(f"zz{tag}5")
         assert hits and hits[0].metadata["source"] == f"{tag}5.txt"
-    assert idx.status().healthy
+    assert idx.engine.status().healthy
 
 
 # ------------------------------------------------------------ crashes (kill -9)
@@ -175,10 +176,10 @@ def test_emptied_and_deleted_files_and_shrunk_csv_are_forgotten(tmp_path):
     (folder / "rows.csv").write_text("city,export\nCity0,good0\nCity1,good1\n")
     report = idx.add_files(folder)
     assert report["removed"] == 5 and report["unchanged"] == 3
-    assert idx.bm25_retriever(3).invoke("ospreys") == [] and idx.bm25_retriever(3).invoke("herons") == []
-    assert idx.bm25_retriever(3).invoke("City3") == []
+    assert CJKBM25Retriever.from_index(idx, 3).invoke("ospreys") == [] and CJKBM25Retriever.from_index(idx, 3).invoke("herons") == []
+    assert CJKBM25Retriever.from_index(idx, 3).invoke("City3") == []
     assert not any("Ospreys" in d.page_content for d in idx.as_retriever(weights=(1.0, 0.0)).invoke("ospreys bay"))
-    assert len(idx.source_ids()) == 3
+    assert len(idx.engine.source_ids()) == 3
 
 
 def test_a_file_that_can_no_longer_be_read_loses_its_old_text(tmp_path):
@@ -191,31 +192,31 @@ def test_a_file_that_can_no_longer_be_read_loses_its_old_text(tmp_path):
     with pytest.warns(UserWarning, match="a.txt"):
         report = idx.add_files(folder)
     assert report["removed"] == 1 and report.skipped_files
-    assert idx.source_ids() == []
+    assert idx.engine.source_ids() == []
 
 
 @pytest.mark.parametrize("store", [*STORES, POSTGRES])
 def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path, store):
     idx = mk(tmp_path, store)
-    idx.index_documents(corpus(2))
+    idx.engine.index_documents(corpus(2))
     # simulate a writer that died after writing a source's record (before its vectors)
     from swrag_integrations.engine.records import plan_source
 
     rec = plan_source(Document(page_content="Pelicans dive for sardines. " * 12, metadata={"source": "p.txt"}),
-                      idx.config)
-    idx.store.put([rec])
+                      idx.engine.config)
+    idx.engine.store.put([rec])
     # ... and after its vectors (the keyword search of a store holding them must not serve them either)
     from swrag_integrations.stores.storage import PlainDocument
     from swrag_integrations.engine.ids import vector_ids as ids_of
 
-    m = idx.config.medium_size
-    idx.vectors.add([PlainDocument(rec.chunk_text(i), dict(rec.chunk_metadata(i, m), swrag_index=idx.index_id))
-                     for i in range(rec.n_chunks)], ids_of(idx.manifest, rec.source_id, rec.content_hash, 0, rec.n_chunks))
+    m = idx.engine.config.medium_size
+    idx.engine.vectors.add([PlainDocument(rec.chunk_text(i), dict(rec.chunk_metadata(i, m), swrag_index=idx.engine.index_id))
+                     for i in range(rec.n_chunks)], ids_of(idx.engine.manifest, rec.source_id, rec.content_hash, 0, rec.n_chunks))
     reader = mk(tmp_path, store)
-    assert [i["state"] for i in reader.status().incomplete] == ["pending"]
-    assert reader.bm25_retriever(3).invoke("pelicans sardines") == []
+    assert [i["state"] for i in reader.engine.status().incomplete] == ["pending"]
+    assert CJKBM25Retriever.from_index(reader, 3).invoke("pelicans sardines") == []
     assert not any("Pelicans" in d.page_content for d in reader.as_retriever().invoke("pelicans sardines"))
-    assert rec.source_id not in reader.source_ids()
+    assert rec.source_id not in reader.engine.source_ids()
     assert cli_main(["status", "--persist-dir", str(tmp_path), *store_args(store)]) == 4
     reader.repair()
     assert reader.status().healthy and rec.source_id in reader.source_ids()
@@ -229,48 +230,48 @@ def test_incomplete_sources_are_listed_never_served_and_completed(tmp_path, stor
 def test_lost_vector_collection_is_detected_and_rebuilt_by_re_adding(tmp_path, store):
     docs = corpus(4)
     idx = mk(tmp_path, store)
-    idx.index_documents(docs)
-    n = idx.count("small")
+    idx.engine.index_documents(docs)
+    n = idx.engine.count("small")
     if store == "chroma":
         del idx
         forget_clients()
         shutil.rmtree(tmp_path / "chroma")
     else:
-        idx.vectors.client.drop_collection(idx.vectors.collection_name)
+        idx.engine.vectors.client.drop_collection(idx.engine.vectors.collection_name)
     broken = mk(tmp_path, store)
     with pytest.raises(IndexDamagedError, match="swrag repair"):
         broken.as_retriever().invoke("w1 w2")
-    assert not broken.status().healthy
-    report = broken.index_documents(docs)  # re-adding repairs instead of "unchanged"
+    assert not broken.engine.status().healthy
+    report = broken.engine.index_documents(docs)  # re-adding repairs instead of "unchanged"
     assert report["repaired"] == 4 and report["unchanged"] == 0
-    assert broken.count(None) == n and broken.status().healthy
+    assert broken.engine.count(None) == n and broken.engine.status().healthy
     assert mk(tmp_path, store).as_retriever().invoke("w1 w2")
 
 
 def test_damaged_search_structure_is_found_by_the_probe_and_repaired(tmp_path):
     idx = mk(tmp_path, batch_size=512)
-    idx.index_documents(corpus(30, words=1500))  # > 1000 vectors: Chroma persists its HNSW files
-    assert idx.count("small") > 1000
+    idx.engine.index_documents(corpus(30, words=1500))  # > 1000 vectors: Chroma persists its HNSW files
+    assert idx.engine.count("small") > 1000
     del idx
     forget_clients()
     for segment in (tmp_path / "chroma").iterdir():
         if segment.is_dir():  # Chroma's HNSW files: the vectors stay in its SQLite log
             shutil.rmtree(segment)
     damaged = mk(tmp_path)
-    problem = " ".join(damaged.status().vector_problems)
+    problem = " ".join(damaged.engine.status().vector_problems)
     assert "find themselves" in problem
     with pytest.raises(IndexDamagedError):
         damaged.as_retriever().invoke("w5 w7")
-    report = damaged.repair()
+    report = damaged.engine.repair()
     assert any("rebuilt" in n for n in report.notes)
     forget_clients()
     fixed = mk(tmp_path)
-    assert fixed.status().healthy and fixed.as_retriever().invoke("w5 w7")
+    assert fixed.engine.status().healthy and fixed.as_retriever().invoke("w5 w7")
 
 
 def test_lost_source_store_is_an_error_not_an_empty_index(tmp_path, capsys):
     idx = mk(tmp_path)
-    idx.index_documents(corpus(2))
+    idx.engine.index_documents(corpus(2))
     store = tmp_path / "sources" / "swrag.sqlite3"
     del idx
     for suffix in ("", "-wal", "-shm"):
@@ -291,13 +292,13 @@ def test_lost_source_store_is_an_error_not_an_empty_index(tmp_path, capsys):
 
 def test_another_embedding_gets_a_clear_error(tmp_path, capsys):
     idx = mk(tmp_path, size=32)
-    idx.index_documents(corpus(2))
+    idx.engine.index_documents(corpus(2))
     other = mk(tmp_path, size=8)
     with pytest.raises(IndexMismatchError, match="32-dimensional"):
         other.as_retriever().invoke("w1")
     with pytest.raises(IndexMismatchError, match="32-dimensional"):
-        other.index_documents(corpus(3))
-    assert mk(tmp_path, size=32).count("small") == idx.count("small")  # nothing was lost
+        other.engine.index_documents(corpus(3))
+    assert mk(tmp_path, size=32).engine.count("small") == idx.engine.count("small")  # nothing was lost
     # the CLI (bundled 384-d MiniLM) on an index built with 32-d vectors: a message, exit 2
     assert cli_main(["ask", "w1 w2", "--persist-dir", str(tmp_path), "--retrieval-only"]) == 2
     assert "32-dimensional" in capsys.readouterr().err
@@ -305,8 +306,8 @@ def test_another_embedding_gets_a_clear_error(tmp_path, capsys):
 
 def test_vectors_of_another_index_are_refused(tmp_path):
     a = mk(tmp_path / "a")
-    a.index_documents(corpus(2))
+    a.engine.index_documents(corpus(2))
     b = mk(tmp_path / "b")
-    b.index_documents(corpus(2))
+    b.engine.index_documents(corpus(2))
     with pytest.raises(IndexMismatchError, match="another index"):
-        SlidingWindowIndex(vectorstore=a.vectorstore, source_store=b.store, show_progress=False)
+        SlidingWindowIndex(vectorstore=a.engine.vectors.store, source_store=b.engine.store, show_progress=False)

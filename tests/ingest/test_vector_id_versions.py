@@ -39,23 +39,23 @@ def test_a_stalled_writers_late_vectors_do_not_take_the_current_versions_place(t
     kv_index(root, lease=0.5).add_texts([OTHER], [{"source": "other.txt"}])
     a = kv_index(root, lease=0.5)
     stalled, resume = threading.Event(), threading.Event()
-    real_add = a.vectors.add
+    real_add = a.engine.vectors.add
 
     def stalling_add(docs, ids):
         if not stalled.is_set():  # after the lease check, before the write: a suspended process
-            lease = a.store._lease
+            lease = a.engine.store._lease
             lease.stop.set()  # its renewal stops with it
             lease.thread.join()
             stalled.set()
             assert resume.wait(120)
         return real_add(docs, ids)
 
-    a.vectors.add = stalling_add
+    a.engine.vectors.add = stalling_add
     errors = []
 
     def write_v1():
         try:
-            a.index_documents([doc(V1)])
+            a.engine.index_documents([doc(V1)])
         except BaseException as exc:  # noqa: BLE001 - checked below
             errors.append(exc)
 
@@ -64,7 +64,7 @@ def test_a_stalled_writers_late_vectors_do_not_take_the_current_versions_place(t
     try:
         assert stalled.wait(120), "writer A never reached its vector write"
         b = kv_index(root, lease=0.5)
-        b.index_documents([doc(V2)])  # waits for A's lease to expire, completes A's v1, writes v2
+        b.engine.index_documents([doc(V2)])  # waits for A's lease to expire, completes A's v1, writes v2
     finally:
         resume.set()
         thread.join(120)
@@ -72,28 +72,28 @@ def test_a_stalled_writers_late_vectors_do_not_take_the_current_versions_place(t
 
     forget_clients()
     idx = kv_index(root, lease=0.5)
-    head = idx.store.heads()[SID]
-    assert idx.source_text(SID) == V2 and head.state == "complete"
-    mine = ids_of(idx.manifest, SID, head.content_hash, 0, head.n_chunks)
-    found = idx.vectors.present(mine)
+    head = idx.engine.store.heads()[SID]
+    assert idx.engine.source_text(SID) == V2 and head.state == "complete"
+    mine = ids_of(idx.engine.manifest, SID, head.content_hash, 0, head.n_chunks)
+    found = idx.engine.vectors.present(mine)
     assert len(found) == head.n_chunks and {m["content_hash"] for m in found.values()} == {head.content_hash}
-    v2_chunk, v1_chunk = idx.get_chunks([chunk_id(SID, 0)])[0].page_content, V1[:60]
+    v2_chunk, v1_chunk = idx.engine.get_chunks([chunk_id(SID, 0)])[0].page_content, V1[:60]
     assert chunk_id(SID, 0) in as_engine(idx).dense_ids(v2_chunk, 3, search_type="similarity")
     assert "Version one" not in _texts(idx.similarity_search(v1_chunk, k=4))
     # the late vectors nearest a query do not crowd the served ones out of the top k
-    late_text = plan_source(doc(V1), idx.config).chunk_text(0)  # the nearest vector is A's late one
+    late_text = plan_source(doc(V1), idx.engine.config).chunk_text(0)  # the nearest vector is A's late one
     assert len(as_engine(idx).dense_ids(late_text, 2, search_type="similarity")) == 2
     assert len(vector_ids(idx)) > len(referenced_vector_ids(idx))  # A's late vectors are held ...
 
-    status = idx.status()
+    status = idx.engine.status()
     assert not status.healthy and any("no source references" in p for p in status.vector_problems)
-    idx.repair()  # ... and plain repair deletes them
-    assert idx.status().healthy and idx.status(deep=True).healthy
+    idx.engine.repair()  # ... and plain repair deletes them
+    assert idx.engine.status().healthy and idx.engine.status(deep=True).healthy
     assert vector_ids(idx) == referenced_vector_ids(idx)
 
     clean = kv_index(tmp_path / "clean", lease=0.5)
     clean.add_texts([OTHER], [{"source": "other.txt"}])
-    clean.index_documents([doc(V2)])
+    clean.engine.index_documents([doc(V2)])
     assert vector_ids(idx) == vector_ids(clean)
     assert idx.similarity_search(V2[:80], k=3) == clean.similarity_search(V2[:80], k=3)
 
@@ -111,7 +111,7 @@ def _to_legacy(path):
         records = engine.store.get_many(list(heads))
         engine.vectors.delete(vector_ids(idx))
         for sid, rec in records.items():
-            engine.vectors.add(chunk_documents(rec, idx.index_id),
+            engine.vectors.add(chunk_documents(rec, idx.engine.index_id),
                                [vector_id(chunk_id(sid, i)) for i in range(rec.n_chunks)])
     idx.close()
 
@@ -119,25 +119,25 @@ def _to_legacy(path):
 def test_an_index_with_legacy_vector_ids_opens_searches_and_updates(tmp_path):
     path = tmp_path / "idx"
     first = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
-    assert vector_id_scheme(first.manifest) == "v2"
+    assert vector_id_scheme(first.engine.manifest) == "v2"
     first.add_documents([doc(V1), Document(page_content=OTHER, metadata={"source": "other.txt"})])
     first.close()
     _to_legacy(path)
 
     forget_clients()
     idx = SlidingWindowIndex(path, embedding=fake(), show_progress=False)
-    assert vector_id_scheme(idx.manifest) == "legacy"
-    assert idx.status().healthy and idx.status(deep=True).healthy
+    assert vector_id_scheme(idx.engine.manifest) == "legacy"
+    assert idx.engine.status().healthy and idx.engine.status(deep=True).healthy
     assert "Version one" in _texts(idx.similarity_search(V1[:60], k=2))
 
     idx.add_documents([doc(V2)])  # replaces v1: its legacy-id vectors go, v2's come under legacy ids
-    head = idx.store.heads()[SID]
-    legacy = sorted(vector_id(chunk_id(sid, i)) for sid, h in idx.store.heads().items() for i in range(h.n_chunks))
+    head = idx.engine.store.heads()[SID]
+    legacy = sorted(vector_id(chunk_id(sid, i)) for sid, h in idx.engine.store.heads().items() for i in range(h.n_chunks))
     assert vector_ids(idx) == legacy == referenced_vector_ids(idx)
-    assert {m["content_hash"] for m in idx.vectors.present(legacy).values() if m["source_id"] == SID} == \
+    assert {m["content_hash"] for m in idx.engine.vectors.present(legacy).values() if m["source_id"] == SID} == \
         {head.content_hash}
     assert "Version one" not in _texts(idx.similarity_search(V1[:60], k=4))
-    assert idx.status(deep=True).healthy and vector_id_scheme(idx.manifest) == "legacy"
+    assert idx.engine.status(deep=True).healthy and vector_id_scheme(idx.engine.manifest) == "legacy"
     idx.close()
 
 
@@ -162,14 +162,14 @@ def test_unreferenced_vectors_are_reported_and_deleted_by_a_plain_repair(tmp_pat
     engine = as_engine(idx)
     head = engine.store.heads()[SID]
     before = sorted(engine.vectors.present(ids_of(engine.manifest, SID, head.content_hash, 0, head.n_chunks)))
-    old = plan_source(doc(V1), idx.config)
-    engine.vectors.add(chunk_documents(old, idx.index_id), ids_of(engine.manifest, SID, old.content_hash, 0, old.n_chunks))
+    old = plan_source(doc(V1), idx.engine.config)
+    engine.vectors.add(chunk_documents(old, idx.engine.index_id), ids_of(engine.manifest, SID, old.content_hash, 0, old.n_chunks))
     assert engine.vectors.count() == head.n_chunks + old.n_chunks  # nothing of v2 was overwritten
     assert "Version one" not in _texts(idx.similarity_search(old.chunk_text(0), k=3))
-    status = idx.status()
+    status = idx.engine.status()
     assert not status.healthy and any("no source references" in p for p in status.vector_problems)
-    idx.repair()
-    assert idx.status().healthy and engine.vectors.count() == head.n_chunks
+    idx.engine.repair()
+    assert idx.engine.status().healthy and engine.vectors.count() == head.n_chunks
     assert sorted(engine.vectors.present(before)) == before
 
 
