@@ -9,9 +9,9 @@ Post-retrieval steps work on the pipeline's ranked candidate list
 (``pipeline.retrieve()`` → ``[(source_id, start, end), ...]``) and are applied in this
 order (:func:`steps_context`):
 
-1. ``rerank`` (``embedding``: :class:`~swrag_integrations.methods.context.EmbeddingRescorer`,
+1. ``rerank`` (``embedding``: `swrag_integrations.methods.context.rerank.EmbeddingRescorer`,
    cosine of the question to the best 128-token piece of each candidate; ``llm``:
-   :class:`~swrag_integrations.methods.context.LLMJudgeRescorer`, P(yes) of the LLM) re-sorts the
+   `swrag_integrations.methods.context.rerank.LLMJudgeRescorer`, P(yes) of the LLM) re-sorts the
    top ``pool`` candidates; the rest follow in their retrieval order.
 2. ``diversity`` (``greedy``: Haystack's greedy diversity order; ``mmr``: MMR with
    lambda 0.5, :func:`~swrag_integrations.methods.context.greedy_diversity_order` /
@@ -19,7 +19,7 @@ order (:func:`steps_context`):
    the rest follow. A candidate's vector is the mean of its 128-token pieces' vectors
    (MiniLM truncates at 256 word pieces, so a 512-token window embedded at once would
    be judged on its head).
-3. ``rse`` (:class:`~swrag_integrations.methods.context.SegmentExtractor`, preset
+3. ``rse`` (`swrag_integrations.methods.context.rse.SegmentExtractor`, preset
    ``balanced``, budget = the run's budget) turns the top ``pool`` candidates into
    contiguous segments of chunks; the context is these segments only (as in dsRAG).
 4. the context is assembled under the budget (by offset; stock LangChain by text);
@@ -223,7 +223,7 @@ def _span_text(texts: Mapping[str, str], span: Span) -> str:
 
 
 def apply_rerank(question: str, ranked: Sequence[Span], texts: Mapping[str, str], reranker, pool: int) -> list[Span]:
-    """Top ``pool`` re-sorted by ``reranker`` (a core :class:`~swrag_integrations.methods.context.Rescorer`,
+    """Top ``pool`` re-sorted by ``reranker`` (a core `swrag_integrations.methods.context.rerank.Rescorer`,
     or anything with ``rerank(query, documents)``), on framework-free documents."""
     from swrag_integrations.stores.storage import PlainDocument
 
@@ -266,9 +266,9 @@ def _span_scores(pipeline, question: str, queries: Sequence[str]) -> dict[Span, 
 def apply_rse(question: str, ranked: Sequence[Span], pipeline, pool: int, budget: int,
               queries: Sequence[str] = (), encoding_name: str = DEFAULT_ENCODING, preset: str = "balanced") -> list[Span]:
     """Segments (as spans, best first) of the top ``pool`` candidates (see module doc), by the
-    core :class:`~swrag_integrations.methods.context.SegmentExtractor` on the chunks' spans."""
+    core `swrag_integrations.methods.context.rse.SegmentExtractor` on the chunks' spans."""
     from swrag_integrations.engine.assemble import ContextSpan
-    from swrag_integrations.methods.context import SegmentExtractor
+    from swrag_integrations.methods.context.rse import SegmentExtractor
 
     spans = getattr(pipeline, "spans", None)
     if spans is None:
@@ -354,11 +354,11 @@ class StepTools:
 def make_tools(steps: ContextSteps, *, embeddings=None, llm=None) -> StepTools:
     reranker = None
     if steps.rerank == "embedding":
-        from swrag_integrations.methods.context import EmbeddingRescorer
+        from swrag_integrations.methods.context.rerank import EmbeddingRescorer
 
         reranker = EmbeddingRescorer(embeddings=embeddings)
     elif steps.rerank == "llm":
-        from swrag_integrations.methods.context import LLMJudgeRescorer
+        from swrag_integrations.methods.context.rerank import LLMJudgeRescorer
 
         reranker = LLMJudgeRescorer(llm=llm)
     return StepTools(embeddings=embeddings, reranker=reranker)
@@ -397,7 +397,7 @@ def steps_context(pipeline, question: str, steps: ContextSteps, tools: StepTools
 def add_headers(pipeline, headerer) -> dict:
     """Re-index a span pipeline's BM25 over ``header + chunk`` texts.
 
-    ``headerer`` is a :class:`~swrag_integrations.methods.context.ChunkHeaderWriter` (or its
+    ``headerer`` is a `swrag_integrations.methods.context.headers.ChunkHeaderWriter` (or its
     LangChain face ``ContextualChunkHeaders``); each
     source's chunks are annotated (one call per chunk in ``contextual`` mode, one per
     document in ``auto`` mode; cached). Offsets are unchanged. Returns the header

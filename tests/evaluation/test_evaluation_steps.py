@@ -255,7 +255,8 @@ def test_steps_run_the_cores_on_spans_without_langchain_documents(monkeypatch, e
     import langchain_core.documents
 
     from swrag_integrations.evaluation.steps import add_headers, make_tools
-    from swrag_integrations.methods.context import ChunkHeaderWriter, EmbeddingRescorer
+    from swrag_integrations.methods.context.headers import ChunkHeaderWriter
+    from swrag_integrations.methods.context.rerank import EmbeddingRescorer
 
     monkeypatch.setattr(langchain_core.documents, "Document", _NoLangChainDocument)
     steps = ContextSteps(rerank="embedding", diversity="greedy", rse=True, litm=True, pool=8)

@@ -15,6 +15,10 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
 from swrag_integrations.engine.assemble import ContextSpan
 from swrag_integrations.methods import context
+from swrag_integrations.methods.context import headers as headers_core
+from swrag_integrations.methods.context import ordering as ordering_core
+from swrag_integrations.methods.context import rerank as rerank_core
+from swrag_integrations.methods.context import rse as rse_core
 from swrag_integrations.methods.context import langchain as lc_face
 from swrag_integrations.methods.context import llama_index as li_face
 from swrag_integrations.stores.storage import PlainDocument
@@ -83,20 +87,20 @@ def no_langchain_documents(monkeypatch):
 
 def test_rse_core_and_faces_give_the_same_segments(no_langchain_documents):
     kwargs = dict(chunks=fetch, budget_tokens=None, irrelevant_chunk_penalty=0.4, decay_rate=1e9)
-    core = context.SegmentExtractor(**kwargs).apply(plain_hits())
+    core = rse_core.SegmentExtractor(**kwargs).apply(plain_hits())
     assert [d.page_content for d in core] == [SOURCE[OFFSETS[0][0]:OFFSETS[3][1]]]  # 0..3: chunk 1 bridged
     lc = lc_face.RelevantSegmentExtractor(**kwargs).compress_documents(lc_hits(), QUERY)
     li = li_face.RelevantSegmentPostprocessor(**kwargs).postprocess_nodes(li_hits(), query_str=QUERY)
     expected = doc_view(core, "segment_value")
     assert all(isinstance(d, Document) for d in lc) and doc_view(lc, "segment_value") == expected
     assert node_view(li, "segment_value") == expected
-    spans = context.SegmentExtractor(**kwargs).extract(span_hits())  # the engine's spans work as input
+    spans = rse_core.SegmentExtractor(**kwargs).extract(span_hits())  # the engine's spans work as input
     assert [(s.text, s.start, s.end) for s in spans] == [(d.page_content, d.metadata["start_index"],
                                                          d.metadata["end_index"]) for d in core]
 
 
 def test_diversity_core_and_faces_give_the_same_order(no_langchain_documents):
-    core = context.DiversityOrder(embeddings=TrigramEmbedder(), top_n=3).apply(plain_hits(), QUERY)
+    core = ordering_core.DiversityOrder(embeddings=TrigramEmbedder(), top_n=3).apply(plain_hits(), QUERY)
     lc = lc_face.DiversityReranker(embeddings=TrigramEmbedder(), top_n=3).compress_documents(lc_hits(), QUERY)
     li = li_face.DiversityPostprocessor(embeddings=TrigramEmbedder(), top_n=3).postprocess_nodes(
         li_hits(), query_str=QUERY)
@@ -106,20 +110,20 @@ def test_diversity_core_and_faces_give_the_same_order(no_langchain_documents):
 
 
 def test_lost_in_the_middle_core_and_faces_give_the_same_order(no_langchain_documents):
-    core = context.LostInTheMiddle(sort_by_score=True).apply(plain_hits()[::-1])
+    core = ordering_core.LostInTheMiddle(sort_by_score=True).apply(plain_hits()[::-1])
     assert [d.page_content for d in core] == [CHUNKS[0], CHUNKS[5], CHUNKS[3], CHUNKS[2]]
     lc = lc_face.LostInTheMiddleReorder(sort_by_score=True).transform_documents(lc_hits()[::-1])
     li = li_face.LostInTheMiddlePostprocessor(sort_by_score=True).postprocess_nodes(li_hits()[::-1])
     assert doc_view(lc) == doc_view(core) == node_view(li)
-    assert [d.page_content for d in context.LostInTheMiddle().reorder(span_hits())] == [
+    assert [d.page_content for d in ordering_core.LostInTheMiddle().reorder(span_hits())] == [
         CHUNKS[0], CHUNKS[5], CHUNKS[3], CHUNKS[2]]
 
 
 def test_embedding_rerank_core_and_faces_give_the_same_ranking(no_langchain_documents):
-    core = context.EmbeddingRescorer(embeddings=TrigramEmbedder()).rerank(QUERY, plain_hits())
+    core = rerank_core.EmbeddingRescorer(embeddings=TrigramEmbedder()).rerank(QUERY, plain_hits())
     lc = lc_face.EmbeddingReranker(embeddings=TrigramEmbedder()).compress_documents(lc_hits(), QUERY)
     li_of_face = li_face.RerankPostprocessor(lc_face.EmbeddingReranker(embeddings=TrigramEmbedder()))
-    li_of_core = li_face.RerankPostprocessor(context.EmbeddingRescorer(embeddings=TrigramEmbedder()))
+    li_of_core = li_face.RerankPostprocessor(rerank_core.EmbeddingRescorer(embeddings=TrigramEmbedder()))
     expected = doc_view(core, "relevance_score")
     assert [d.page_content for d in core] != [CHUNKS[i] for i, _ in HITS]  # the ranking changed something
     assert doc_view(lc, "relevance_score") == expected
@@ -137,11 +141,11 @@ class EchoLLM:
 
 def test_headers_core_and_faces_give_the_same_chunks(no_langchain_documents):
     kwargs = dict(chunk_size=6, model_name="echo", show_progress=False)
-    core = context.ChunkHeaderWriter(EchoLLM(), **kwargs).transform_documents(
+    core = headers_core.ChunkHeaderWriter(EchoLLM(), **kwargs).transform_documents(
         [PlainDocument(page_content=SOURCE, metadata={"source_id": "S"})])
     lc = lc_face.ContextualChunkHeaders(EchoLLM(), **kwargs).transform_documents(
         [Document(page_content=SOURCE, metadata={"source_id": "S"})])
-    li = li_face.ContextualHeaderTransform(context.ChunkHeaderWriter(EchoLLM(), **kwargs))(
+    li = li_face.ContextualHeaderTransform(headers_core.ChunkHeaderWriter(EchoLLM(), **kwargs))(
         [LIDocument(text=SOURCE, id_="S")])
     expected = [(d.page_content, d.metadata["start_index"], d.metadata["end_index"], d.metadata["context_header"])
                 for d in core]
@@ -172,8 +176,8 @@ def test_old_module_paths_of_the_langchain_classes_warn_and_resolve(module, name
 
 
 def test_core_results_are_plain_documents_and_bad_items_name_the_problem():
-    out = context.LostInTheMiddle().apply(span_hits())
+    out = ordering_core.LostInTheMiddle().apply(span_hits())
     assert all(type(d) is PlainDocument for d in out)
     assert out[0].metadata["source_id"] == "S" and out[0].metadata["start_index"] == OFFSETS[0][0]
     with pytest.raises(TypeError, match="item 0: expected a document"):
-        context.LostInTheMiddle().apply(["just text"])
+        ordering_core.LostInTheMiddle().apply(["just text"])
