@@ -170,3 +170,24 @@ def test_trim_lever_cuts_the_wide_windows_to_their_hits_best_sentences_under_the
     finally:
         lever.close()
         base.close()
+
+
+def test_budget_k_child_follows_the_budget():
+    from swrag_integrations.evaluation.peers.levers import DefaultBudgetK50Pipeline, DefaultBudgetKPipeline
+
+    lever = DefaultBudgetKPipeline(_towns(), EvalConfig("default+budget-k25", 512), embeddings=TrigramEmbedder(),
+                                   budget=300)
+    try:
+        assert lever.retriever.settings.k_child == 12
+        question = "copper and wool of the harbour town guild hall"
+        assert len(lever.retriever.find_chunks(question)) == 12
+        same = lever.make_retriever(k_child=12)
+        assert lever.retrieve(question) == lever._spans(same.retrieve_many([question]))
+        lever.set_budget(500)
+        assert lever.retriever.settings.k_child == 20
+        lever.set_budget(1500)
+        assert lever.retriever.settings.k_child == 30  # never above the default's
+        assert lever.k_child_for(10) == 1  # at least one hit
+        assert issubclass(DefaultBudgetK50Pipeline, DefaultBudgetKPipeline) and DefaultBudgetK50Pipeline.TOKENS_PER_HIT == 50
+    finally:
+        lever.close()

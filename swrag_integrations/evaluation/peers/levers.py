@@ -37,6 +37,11 @@ new retrieval code.
   (:func:`swrag_integrations.engine.trim.trim_windows`, exact offsets), so the hits of
   more windows fit the budget.
 
+* ``default+budget-k25`` / ``default+budget-k50`` (issue 44): ``k_child`` chosen from the
+  budget, one first-stage hit per ``TOKENS_PER_HIT`` (25 / 50) tokens of budget, at most
+  the default's 30: fewer hits compete for a tight budget, so a parent's summed score
+  comes from hits that fit it (300 tokens: 12 / 6 hits; 1500 tokens: 30).
+
 The window levers assemble the fused spans by offset under the same budget as every
 pipeline; the weight levers are the default retriever with other settings.
 
@@ -59,7 +64,8 @@ from swrag_integrations.evaluation.pipelines import EvalConfig, PipelineSpec, Sp
 from swrag_integrations.evaluation.questions import multi_hop_cue
 
 __all__ = ["DefaultWindowsFusionPipeline", "DefaultWindowsLanguagePipeline", "DefaultChineseWeightsPipeline",
-           "DefaultAdaptiveKPipeline", "DefaultTrimPipeline", "WINDOWS", "lever_margins", "choose_lever", "margins_markdown"]
+           "DefaultAdaptiveKPipeline", "DefaultTrimPipeline", "DefaultBudgetKPipeline",
+           "WINDOWS", "lever_margins", "choose_lever", "margins_markdown"]
 
 WINDOWS = EvalConfig("dds", 512, "3", "token")
 """The windows ranked by keyword: DDS 512 tokens, step 3 delimiters (the best window
@@ -179,6 +185,28 @@ class DefaultTrimS1Pipeline(DefaultTrimPipeline):
     SENTENCES = 1
 
 
+class DefaultBudgetKPipeline(DefaultPipeline):
+    """The default retriever with ``k_child`` from the budget: ``budget // TOKENS_PER_HIT``
+    hits, at least 1 and at most the default's (see the module)."""
+
+    TOKENS_PER_HIT: int = 25
+
+    def k_child_for(self, budget: int) -> int:
+        """The first-stage hits for ``budget`` tokens."""
+        from swrag_integrations.engine.settings import DEFAULT_K_CHILD
+
+        return max(1, min(DEFAULT_K_CHILD, budget // self.TOKENS_PER_HIT))
+
+    def make_retrievers(self) -> None:
+        self.retriever = self.make_retriever(k_child=self.k_child_for(self.budget))
+
+
+class DefaultBudgetK50Pipeline(DefaultBudgetKPipeline):
+    """:class:`DefaultBudgetKPipeline` with one hit per 50 tokens of budget."""
+
+    TOKENS_PER_HIT = 50
+
+
 for _name, _builder, _description in (
     ("default+windows", DefaultWindowsFusionPipeline, "the default's spans RRF-fused with DDS 512/3 windows ranked by BM25"),
     ("default+windows-lang", DefaultWindowsLanguagePipeline,
@@ -193,6 +221,8 @@ for _name, _builder, _description in (
      "the default; windows for 3x the budget cut to each hit's best sentence when they do not fit whole"),
     ("default+trim-s1", DefaultTrimS1Pipeline,
      "the default; windows for 3x the budget cut to each hit's best sentence +-1 when they do not fit whole"),
+    ("default+budget-k25", DefaultBudgetKPipeline, "the default; k_child = budget // 25 tokens (at most 30)"),
+    ("default+budget-k50", DefaultBudgetK50Pipeline, "the default; k_child = budget // 50 tokens (at most 30)"),
 ):
     register_pipeline(_name, PipelineSpec(_builder, None, needs_embeddings=True, description=_description))
 
