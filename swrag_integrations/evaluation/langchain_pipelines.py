@@ -188,7 +188,10 @@ class ParentPipeline(Pipeline):
     def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
         if not self.sources:
             return []
-        docs = self.retriever_for(question).retrieve_many([question, *queries])
+        return self._spans(self.retriever_for(question).retrieve_many([question, *queries]))
+
+    def _spans(self, docs) -> list[tuple[str, int, int]]:
+        """The retriever's documents as ``(source_id, start, end)`` under the sources' own ids."""
         return [
             (self._ids.get(d.metadata["source_id"], d.metadata["source_id"]), int(d.metadata["start_index"]),
              int(d.metadata["end_index"]))

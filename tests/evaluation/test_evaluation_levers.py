@@ -130,3 +130,64 @@ def test_choice_rule_takes_the_best_mean_margin_that_loses_no_set_significantly(
     table = margins_markdown(margins, sets)
     assert "| steady | +1.0 [-1.0, +3.0] | +0.0 [+0.0, +0.0] | +0.50 | yes |" in table
     assert "| partial | +10.0 [+5.0, +15.0] | – | – | no |" in table
+
+
+def test_trim_lever_cuts_the_wide_windows_to_their_hits_best_sentences_under_the_budget():
+    from swrag_integrations.engine.assemble import ContextSpan
+    from swrag_integrations.engine.trim import narrow_hits, trim_windows
+    from swrag_integrations.evaluation.peers.levers import DefaultTrimPipeline, DefaultTrimS1Pipeline
+    from swrag_integrations.keyword.bm25 import tokenize
+
+    sources = _towns()
+    texts = {s.source_id: s.text for s in sources}
+    lever = DefaultTrimPipeline(sources, EvalConfig("default+trim", 512), embeddings=TrigramEmbedder(), budget=200)
+    base = DefaultPipeline(sources, EvalConfig("default", 512), embeddings=TrigramEmbedder(), budget=200)
+    try:
+        assert lever.wide_retriever.settings.budget_tokens == lever.FETCH * 200
+        question = "copper and wool of the harbour town guild hall"
+        windows = lever._spans(lever.wide_retriever.retrieve_many([question]))
+        hits = [ContextSpan(lever._ids[h.source_id], h.start, h.end, texts[lever._ids[h.source_id]][h.start:h.end])
+                for h in lever.wide_retriever.find_chunks(question)]
+        terms = set(tokenize(question))
+        narrowed = narrow_hits(hits, texts, lambda sentence: len(terms.intersection(tokenize(sentence))))
+        assert any((n.start, n.end) != (h.start, h.end) for n, h in zip(narrowed, hits))  # multi-sentence hits
+        expected = trim_windows([ContextSpan(src, a, b, texts[src][a:b]) for src, a, b in windows], texts,
+                                narrowed, 200, sentences=0)
+        ranked = lever.retrieve(question)
+        assert ranked == [(sp.source_id, sp.start, sp.end) for sp in expected] != windows
+        context = lever.context(question, budget=200)
+        assert context.text_tokens <= 200
+        assert all(sp.text == texts[sp.source_id][sp.start:sp.end] for sp in context.spans)
+
+        def hits_in(ctx):
+            return sum(any(sp.source_id == h.source_id and sp.start <= h.start and h.end <= sp.end for sp in ctx.spans)
+                       for h in narrowed)
+
+        assert hits_in(context) > hits_in(base.context(question, budget=200))
+        lever.set_budget(300)
+        assert lever.wide_retriever.settings.budget_tokens == lever.FETCH * 300
+        assert DefaultTrimS1Pipeline.SENTENCES == 1 and lever.SENTENCES == 0
+    finally:
+        lever.close()
+        base.close()
+
+
+def test_budget_k_child_follows_the_budget():
+    from swrag_integrations.evaluation.peers.levers import DefaultBudgetK50Pipeline, DefaultBudgetKPipeline
+
+    lever = DefaultBudgetKPipeline(_towns(), EvalConfig("default+budget-k25", 512), embeddings=TrigramEmbedder(),
+                                   budget=300)
+    try:
+        assert lever.retriever.settings.k_child == 12
+        question = "copper and wool of the harbour town guild hall"
+        assert len(lever.retriever.find_chunks(question)) == 12
+        same = lever.make_retriever(k_child=12)
+        assert lever.retrieve(question) == lever._spans(same.retrieve_many([question]))
+        lever.set_budget(500)
+        assert lever.retriever.settings.k_child == 20
+        lever.set_budget(1500)
+        assert lever.retriever.settings.k_child == 30  # never above the default's
+        assert lever.k_child_for(10) == 1  # at least one hit
+        assert issubclass(DefaultBudgetK50Pipeline, DefaultBudgetKPipeline) and DefaultBudgetK50Pipeline.TOKENS_PER_HIT == 50
+    finally:
+        lever.close()

@@ -29,6 +29,19 @@ new retrieval code.
   otherwise (one source, as in document mode, or a multi-hop question, which needs the
   coverage) by the default retriever.
 
+* ``default+trim`` / ``default+trim-s1`` (issue 44): the default retriever asked for the
+  windows of ``FETCH`` times the budget; each first-stage hit is narrowed to its sentence
+  holding the most question terms (:func:`swrag_integrations.engine.trim.narrow_hits`),
+  and when the windows do not fit the budget whole each is cut to the sentences of its
+  narrowed hits plus ``SENTENCES`` (0 / 1) sentences on either side
+  (:func:`swrag_integrations.engine.trim.trim_windows`, exact offsets), so the hits of
+  more windows fit the budget.
+
+* ``default+budget-k25`` / ``default+budget-k50`` (issue 44): ``k_child`` chosen from the
+  budget, one first-stage hit per ``TOKENS_PER_HIT`` (25 / 50) tokens of budget, at most
+  the default's 30: fewer hits compete for a tight budget, so a parent's summed score
+  comes from hits that fit it (300 tokens: 12 / 6 hits; 1500 tokens: 30).
+
 The window levers assemble the fused spans by offset under the same budget as every
 pipeline; the weight levers are the default retriever with other settings.
 
@@ -40,6 +53,7 @@ sets, if above 0 and significantly worse on none; otherwise the default stays.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -50,7 +64,8 @@ from swrag_integrations.evaluation.pipelines import EvalConfig, PipelineSpec, Sp
 from swrag_integrations.evaluation.questions import multi_hop_cue
 
 __all__ = ["DefaultWindowsFusionPipeline", "DefaultWindowsLanguagePipeline", "DefaultChineseWeightsPipeline",
-           "DefaultAdaptiveKPipeline", "WINDOWS", "lever_margins", "choose_lever", "margins_markdown"]
+           "DefaultAdaptiveKPipeline", "DefaultTrimPipeline", "DefaultBudgetKPipeline",
+           "WINDOWS", "lever_margins", "choose_lever", "margins_markdown"]
 
 WINDOWS = EvalConfig("dds", 512, "3", "token")
 """The windows ranked by keyword: DDS 512 tokens, step 3 delimiters (the best window
@@ -133,6 +148,65 @@ class DefaultAdaptiveK10Pipeline(DefaultAdaptiveKPipeline):
     SMALL_K_CHILD = 10
 
 
+class DefaultTrimPipeline(DefaultPipeline):
+    """The default retriever with its windows trimmed to the sentences around their hits
+    when the budget cannot hold them whole (see the module): windows are fetched for
+    ``FETCH`` times the budget, cut by :func:`~swrag_integrations.engine.trim.trim_windows`
+    and assembled by offset under the budget like every pipeline."""
+
+    SENTENCES: int = 0
+    FETCH: int = 3
+
+    def make_retrievers(self) -> None:
+        super().make_retrievers()
+        self.wide_retriever = self.make_retriever(budget_tokens=self.FETCH * self.budget)
+
+    def retrieve(self, question: str, queries: Sequence[str] = ()) -> list[tuple[str, int, int]]:
+        from swrag_integrations.engine.assemble import ContextSpan
+        from swrag_integrations.engine.trim import narrow_hits, trim_windows
+        from swrag_integrations.keyword.bm25 import tokenize
+
+        if not self.sources:
+            return []
+        windows = [ContextSpan(src, a, b, self.texts[src][a:b]) for src, a, b in
+                   self._spans(self.wide_retriever.retrieve_many([question, *queries]))]
+        hits = [replace(hit, source_id=self._ids.get(hit.source_id, hit.source_id))
+                for query in [question, *queries] for hit in self.wide_retriever.find_chunks(query)]
+        terms = {t for query in [question, *queries] for t in tokenize(query)}
+        hits = narrow_hits(hits, self.texts, lambda sentence: len(terms.intersection(tokenize(sentence))))
+        trimmed = trim_windows(windows, self.texts, hits, self.budget, sentences=self.SENTENCES,
+                               encoding_name=self.encoding_name)
+        return [(span.source_id, span.start, span.end) for span in trimmed]
+
+
+class DefaultTrimS1Pipeline(DefaultTrimPipeline):
+    """:class:`DefaultTrimPipeline` keeping one sentence on either side of each narrowed hit."""
+
+    SENTENCES = 1
+
+
+class DefaultBudgetKPipeline(DefaultPipeline):
+    """The default retriever with ``k_child`` from the budget: ``budget // TOKENS_PER_HIT``
+    hits, at least 1 and at most the default's (see the module)."""
+
+    TOKENS_PER_HIT: int = 25
+
+    def k_child_for(self, budget: int) -> int:
+        """The first-stage hits for ``budget`` tokens."""
+        from swrag_integrations.engine.settings import DEFAULT_K_CHILD
+
+        return max(1, min(DEFAULT_K_CHILD, budget // self.TOKENS_PER_HIT))
+
+    def make_retrievers(self) -> None:
+        self.retriever = self.make_retriever(k_child=self.k_child_for(self.budget))
+
+
+class DefaultBudgetK50Pipeline(DefaultBudgetKPipeline):
+    """:class:`DefaultBudgetKPipeline` with one hit per 50 tokens of budget."""
+
+    TOKENS_PER_HIT = 50
+
+
 for _name, _builder, _description in (
     ("default+windows", DefaultWindowsFusionPipeline, "the default's spans RRF-fused with DDS 512/3 windows ranked by BM25"),
     ("default+windows-lang", DefaultWindowsLanguagePipeline,
@@ -143,6 +217,12 @@ for _name, _builder, _description in (
      "the default; k_child 15 for a question whose hits spread over 4+ sources without a multi-hop cue"),
     ("default+adaptive-k10", DefaultAdaptiveK10Pipeline,
      "the default; k_child 10 for a question whose hits spread over 4+ sources without a multi-hop cue"),
+    ("default+trim", DefaultTrimPipeline,
+     "the default; windows for 3x the budget cut to each hit's best sentence when they do not fit whole"),
+    ("default+trim-s1", DefaultTrimS1Pipeline,
+     "the default; windows for 3x the budget cut to each hit's best sentence +-1 when they do not fit whole"),
+    ("default+budget-k25", DefaultBudgetKPipeline, "the default; k_child = budget // 25 tokens (at most 30)"),
+    ("default+budget-k50", DefaultBudgetK50Pipeline, "the default; k_child = budget // 50 tokens (at most 30)"),
 ):
     register_pipeline(_name, PipelineSpec(_builder, None, needs_embeddings=True, description=_description))
 
