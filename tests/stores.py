@@ -44,13 +44,14 @@ def referenced_vector_ids(index: Any) -> list[str]:
 
 
 def vector_ids(index: Any) -> list[str]:
-    """Every vector id the index's store holds, sorted (whatever the store)."""
-    vectors = index.engine.vectors
+    """Every vector id the index's store holds, sorted (whatever the store; a face or its engine)."""
+    index = getattr(index, "engine", index)
+    vectors = index.vectors
     if vectors.kind == "Milvus":
         return sorted(str(row["id"]) for row in vectors.rows())
     if vectors.kind == "PostgreSQL":
         return sorted(vectors.held_ids())
-    return sorted(index.engine.vectors.store._collection.get(include=[])["ids"])
+    return sorted(index.vectors.store._collection.get(include=[])["ids"])
 
 
 # ---------------------------------------------------------------------------- PostgreSQL

@@ -275,7 +275,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"note: {note}")
     status = index.status()
-    print("\n".join([*status.lines(), *_store_checks(index.engine.vectors)]))
+    print("\n".join([*status.lines(), *_store_checks(index.vectors)]))
     return 0 if status.healthy else EXIT_UNHEALTHY
 
 

@@ -253,7 +253,7 @@ class PostgresStorage:
 
     def set_embedding(self, embedding: Any) -> None:
         """Embed with ``embedding`` (queries; chunks not given with vectors)."""
-        from swrag_integrations.langchain.vectorstore import IndexTextEmbeddings, PrecomputedEmbeddings
+        from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings
 
         self.embedding = embedding
         self.precomputed = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, self._index_text)
