@@ -222,6 +222,15 @@ class ChromaStorage:
         return f"ChromaStorage({self.collection_name!r})"
 
     def add(self, chunks: Sequence[Any], ids: Sequence[str]) -> None:
+        """Embed chunks and write (or overwrite) them under their vector ids.
+
+        The texts are embedded through `PrecomputedEmbeddings` (with ``index_text`` when
+        given); text and metadata are stored with each vector.
+
+        Args:
+            chunks: the chunks (``page_content``, ``metadata``); nothing happens when empty.
+            ids: one vector id per chunk, in the same order.
+        """
         if not chunks:
             return
         texts = [c.page_content for c in chunks]
@@ -230,12 +239,28 @@ class ChromaStorage:
                                metadatas=[dict(c.metadata) for c in chunks])
 
     def delete(self, ids: Sequence[str]) -> int:
+        """Delete these vector ids where present (in batches of 1000).
+
+        Args:
+            ids: the vector ids; repeated ids count once.
+
+        Returns:
+            How many distinct ids were asked to go (absent ones included).
+        """
         ids = list(dict.fromkeys(ids))
         for b in range(0, len(ids), 1000):
             self.collection.delete(ids=ids[b:b + 1000])
         return len(ids)
 
     def present(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The metadata of those of the given ids the collection holds.
+
+        Args:
+            ids: the vector ids to look up.
+
+        Returns:
+            ``{vector id: metadata}``; absent ids are left out.
+        """
         out: dict[str, dict[str, Any]] = {}
         ids = list(ids)
         for b in range(0, len(ids), 500):
@@ -257,6 +282,11 @@ class ChromaStorage:
         return out
 
     def count(self) -> int | None:
+        """How many vectors the collection holds (Chroma always can tell).
+
+        Returns:
+            The collection's count.
+        """
         return int(self.collection.count())
 
     def held_ids(self) -> list[str] | None:
@@ -290,6 +320,23 @@ class ChromaStorage:
 
     def search(self, vector: Sequence[float], k: int, *, mmr: bool = False, fetch_k: int | None = None,
                lambda_mult: float = 0.5, native: dict[str, Any] | None = None) -> list[Any]:
+        """The ``k`` nearest chunks of a query vector, best first.
+
+        An empty collection is not queried (it returns ``[]``); an embedded store whose
+        cached state went stale (another process wrote) is reopened once and queried again.
+
+        Args:
+            vector: the query vector.
+            k: how many chunks to return.
+            mmr: pick by maximal marginal relevance (`mmr_select`) among ``fetch_k``
+                nearest, returned in similarity order.
+            fetch_k: candidates for MMR (default ``4 * k``, at least ``k``).
+            lambda_mult: MMR's trade-off between relevance (1) and diversity (0).
+            native: the filter arguments `native_filter` returned (``None``: no filter).
+
+        Returns:
+            `PlainDocument` chunks with their ids and metadata.
+        """
         if not mmr:
             return self._chunks(self._query(vector, k, native, ["documents", "metadatas"]))
         got = self._query(vector, max(k, fetch_k or 4 * k), native, ["documents", "metadatas", "embeddings"])
@@ -303,21 +350,64 @@ class ChromaStorage:
 
     def search_scored(self, vector: Sequence[float], k: int, *,
                       native: dict[str, Any] | None = None) -> list[tuple[Any, float]]:
+        """The ``k`` nearest chunks with relevance scores, best first.
+
+        Args:
+            vector: the query vector.
+            k: how many chunks to return.
+            native: the filter arguments `native_filter` returned (``None``: no filter).
+
+        Returns:
+            ``(chunk, score)`` pairs, the score ``1 - cosine distance`` clipped to [0, 1].
+        """
         got = self._query(vector, k, native, ["documents", "metadatas", "distances"])
         chunks = self._chunks(got)
         return [(c, min(1.0, max(0.0, 1.0 - float(d)))) for c, d in zip(chunks, got["distances"][0])] if chunks else []
 
     def native_filter(self, flt: Any) -> dict[str, Any] | None:
+        """Chroma's ``where`` argument for a `MetadataFilter`.
+
+        The ``where`` may be wider than the filter (see ``MetadataFilter.to_chroma``):
+        the engine checks every hit against the filter itself.
+
+        Args:
+            flt: the `MetadataFilter`.
+
+        Returns:
+            ``{"where": ...}`` to pass back as ``native=``, or ``None`` when Chroma cannot
+            narrow the search by it.
+        """
         where = flt.to_chroma()  # exact, or wider (see MetadataFilter.to_chroma): the engine checks every hit
         return None if where is None else {"where": where}
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed chunk texts as `add` would (with ``index_text`` applied).
+
+        Args:
+            texts: the chunk texts.
+
+        Returns:
+            One vector per text.
+        """
         return self.precomputed.base.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
+        """The query vector of ``text`` (the embedding's ``embed_query``).
+
+        Args:
+            text: the query.
+
+        Returns:
+            The vector as a list.
+        """
         return list(self.embedding.embed_query(text))
 
     def reopen(self) -> None:
+        """Read the embedded collection afresh after another process wrote to it.
+
+        Opens a client with a new chromadb system (`fresh_client`); does nothing for a
+        server or a given client (no ``root``).
+        """
         if self.root is None:
             return
         self.client = fresh_client(self.client, self.root, self.lock_timeout)
