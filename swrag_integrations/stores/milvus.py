@@ -459,7 +459,20 @@ class MilvusStorage:
         return rows
 
     def add(self, chunks: Sequence[Any], ids: Sequence[str]) -> None:
-        """Write (or overwrite) chunks under vector ids (an upsert)."""
+        """Write (or overwrite) chunks under vector ids (an upsert, in batches of 500).
+
+        The collection is created at the first write, for the dimension of the first
+        vector. The stored text stays exact; ``index_text`` shapes what is embedded and
+        indexed for BM25.
+
+        Args:
+            chunks: the chunks (``page_content``, ``metadata``); nothing happens when empty.
+            ids: one vector id per chunk, in the same order.
+
+        Raises:
+            ValueError: a chunk's text (or keyword text) is longer than Milvus stores
+                (``MAX_TEXT_BYTES`` UTF-8 bytes).
+        """
         if not chunks:
             return
         texts = [c.page_content for c in chunks]
@@ -472,6 +485,15 @@ class MilvusStorage:
             self.client.upsert(self.collection_name, rows[b:b + 500])
 
     def delete(self, ids: Sequence[str]) -> int:
+        """Delete these vector ids where present (in batches of 1000).
+
+        Args:
+            ids: the vector ids; repeated ids count once.
+
+        Returns:
+            How many distinct ids were asked to go (absent ones included; none is
+            deleted while the collection does not exist yet).
+        """
         ids = list(dict.fromkeys(str(i) for i in ids))
         if ids and self._ready():
             for b in range(0, len(ids), 1000):
@@ -480,6 +502,15 @@ class MilvusStorage:
 
     # ------------------------------------------------------------------ reading
     def present(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The metadata of those of the given ids the collection holds.
+
+        Args:
+            ids: the vector ids to look up.
+
+        Returns:
+            ``{vector id: metadata}``; absent ids are left out (all of them while the
+            collection does not exist yet).
+        """
         out: dict[str, dict[str, Any]] = {}
         ids = [str(i) for i in ids]
         if not ids or not self._ready():
@@ -490,6 +521,11 @@ class MilvusStorage:
         return out
 
     def count(self) -> int | None:
+        """How many vectors the collection holds (``count(*)``).
+
+        Returns:
+            The count; 0 while the collection does not exist yet.
+        """
         if not self._ready():
             return 0
         rows = self.client.query(self.collection_name, filter="", output_fields=["count(*)"])
@@ -542,13 +578,41 @@ class MilvusStorage:
         return [(self._chunk(h), abs(float(h["distance"]))) for h in hits if float(h["distance"]) != 0.0]
 
     def native_filter(self, flt: Any) -> dict[str, Any] | None:
+        """Milvus' filter expression for a `MetadataFilter` (`milvus_filter`).
+
+        The expression may cover only part of the filter: the engine checks every hit
+        against the filter itself.
+
+        Args:
+            flt: the `MetadataFilter`.
+
+        Returns:
+            ``{"filter": expression}`` to pass back as ``native=``, or ``None`` when no
+            part of the filter can be pushed down to Milvus.
+        """
         expr = milvus_filter(flt)
         return None if expr is None else {"filter": expr}
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed chunk texts as `add` would (with ``index_text`` applied).
+
+        Args:
+            texts: the chunk texts.
+
+        Returns:
+            One vector per text.
+        """
         return self.precomputed.base.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
+        """The query vector of ``text`` (the embedding's ``embed_query``).
+
+        Args:
+            text: the query.
+
+        Returns:
+            The vector as a list.
+        """
         return list(self.embedding.embed_query(text))
 
     # ------------------------------------------------------------------ upkeep
