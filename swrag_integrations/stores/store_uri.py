@@ -125,8 +125,19 @@ def _bad(uri: object, why: str) -> ValueError:
 def parse_store_uri(uri: str | os.PathLike) -> StoreURI:
     """Check a store URI (see the module docstring) and return it parsed.
 
+    Args:
+        uri: the URI (``chroma``, ``milvus:PATH.db``, ``chroma://HOST[:PORT]``,
+            ``postgresql://...``, ...), as a string or a path-like object; surrounding
+            whitespace is ignored.
+
+    Returns:
+        The parsed `StoreURI`.
+
     Raises:
-        ValueError: any other form; the message names ``--store`` and lists the accepted forms.
+        TypeError: ``uri`` is neither a string nor a path-like object.
+        ValueError: any other form, credentials in a server URI, a port out of range, a
+            Milvus Lite file not ending in ``.db``, or a password in a PostgreSQL URI; the
+            message names ``--store`` and lists the accepted forms.
     """
     text = os.fspath(uri) if isinstance(uri, os.PathLike) else uri
     if not isinstance(text, str):
