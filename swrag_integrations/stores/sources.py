@@ -83,22 +83,167 @@ class RecordHead(NamedTuple):
 class SourceStore(Protocol):
     """What `SlidingWindowIndex` needs from a source store."""
 
-    def get_many(self, sids: Sequence[str]) -> dict[str, SourceRecord]: ...
-    def heads(self, sids: Sequence[str] | None = None) -> dict[str, RecordHead]: ...
-    def unfinished(self) -> dict[str, RecordHead]: ...
-    def put(self, records: Sequence[SourceRecord]) -> int: ...
-    def set_state(self, sids: Sequence[str], state: str, *, id_span: int | None = None) -> int: ...
-    def remove(self, sids: Sequence[str]) -> int: ...
-    def generation(self) -> int: ...
-    def changes_since(self, generation: int) -> set[str] | None: ...
-    def get_meta(self) -> dict[str, Any]: ...
-    def set_meta(self, meta: dict[str, Any]) -> None: ...
-    def get_blob(self, name: str) -> bytes | None: ...
-    def put_blob(self, name: str, data: bytes | None) -> None: ...
-    def writer_lock(self, timeout: float) -> contextlib.AbstractContextManager: ...
-    def check(self) -> list[str]: ...
-    def clear(self) -> None: ...
-    def close(self) -> None: ...
+    def get_many(self, sids: Sequence[str]) -> dict[str, SourceRecord]:
+        """The records of these sources as the store holds them now.
+
+        Args:
+            sids: source ids; unknown ones are left out of the result.
+
+        Returns:
+            ``{source id: SourceRecord}``, text included.
+        """
+
+    def heads(self, sids: Sequence[str] | None = None) -> dict[str, RecordHead]:
+        """What the store knows of sources without loading their text.
+
+        Args:
+            sids: source ids (unknown ones are left out), or ``None`` for every source.
+
+        Returns:
+            ``{source id: RecordHead}``.
+        """
+
+    def unfinished(self) -> dict[str, RecordHead]:
+        """The heads of the sources that are not ``complete`` (``pending`` or
+        ``deleting``: what an interrupted writer left); every write checks them first.
+
+        Returns:
+            ``{source id: RecordHead}``.
+        """
+
+    def put(self, records: Sequence[SourceRecord]) -> int:
+        """Write (or replace) records, and log their ids as one change.
+
+        Args:
+            records: the records, each with its text, chunk offsets and state.
+
+        Returns:
+            The new generation.
+
+        Raises:
+            LeaseLostError: a store fenced by a lease lost it to another writer.
+        """
+
+    def set_state(self, sids: Sequence[str], state: str, *, id_span: int | None = None) -> int:
+        """Set the state of sources (unknown ids are skipped), logged as one change.
+
+        Args:
+            sids: the source ids.
+            state: one of ``STATES`` (``pending``, ``complete``, ``deleting``).
+            id_span: ``None`` keeps each source's vector-id span; a negative value
+                shrinks it to the source's chunk count (once stale vectors are gone);
+                otherwise the span becomes at least this value.
+
+        Returns:
+            The new generation.
+
+        Raises:
+            ValueError: ``state`` is not one of ``STATES``.
+            LeaseLostError: a store fenced by a lease lost it to another writer.
+        """
+
+    def remove(self, sids: Sequence[str]) -> int:
+        """Delete sources where present, logged as one change.
+
+        Args:
+            sids: the source ids.
+
+        Returns:
+            The new generation.
+
+        Raises:
+            LeaseLostError: a store fenced by a lease lost it to another writer.
+        """
+
+    def generation(self) -> int:
+        """The number of the latest change (0 for a new store); every ``put``,
+        ``set_state`` and ``remove`` raises it by one.
+
+        Returns:
+            The current generation.
+        """
+
+    def changes_since(self, generation: int) -> set[str] | None:
+        """The source ids changed after ``generation``, from the change log.
+
+        Args:
+            generation: a generation this caller saw earlier.
+
+        Returns:
+            The ids (empty when nothing changed), or ``None`` when the log no longer
+            reaches back that far or ``generation`` is ahead of the store: the caller
+            then rebuilds what it derived.
+        """
+
+    def get_meta(self) -> dict[str, Any]:
+        """The index's manifest (``{}`` when none was written).
+
+        Returns:
+            The manifest as written by `set_meta`.
+        """
+
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        """Replace the index's manifest.
+
+        Args:
+            meta: the manifest (JSON-serialisable).
+
+        Raises:
+            LeaseLostError: a store fenced by a lease lost it to another writer.
+        """
+
+    def get_blob(self, name: str) -> bytes | None:
+        """A named blob (e.g. the keyword index), whole or not at all.
+
+        Args:
+            name: the blob's name.
+
+        Returns:
+            Its bytes, or ``None`` when there is none.
+        """
+
+    def put_blob(self, name: str, data: bytes | None) -> None:
+        """Write (or replace) a named blob so that readers never see it half written.
+
+        Args:
+            name: the blob's name.
+            data: its bytes, or ``None`` to delete it.
+
+        Raises:
+            LeaseLostError: a store fenced by a lease lost it to another writer.
+        """
+
+    def writer_lock(self, timeout: float) -> contextlib.AbstractContextManager:
+        """The index's exclusive writer lock, held for the ``with`` block.
+
+        Args:
+            timeout: seconds to wait for another writer to release it.
+
+        Returns:
+            A context manager holding the lock while entered.
+
+        Raises:
+            LockTimeout: on entering, another writer held it for over ``timeout`` seconds.
+        """
+
+    def check(self) -> list[str]:
+        """Check the store's integrity.
+
+        Returns:
+            One line per problem found; empty when the store is sound.
+        """
+
+    def clear(self) -> None:
+        """Delete every source, the change log and the blobs (the writer lock stays;
+        a SQLite store keeps its manifest and generation, a key-value store drops them).
+
+        Raises:
+            LeaseLostError: a store fenced by a lease lost it to another writer.
+        """
+
+    def close(self) -> None:
+        """Release the store's resources (its database connection); the handle is not
+        used afterwards."""
 
 
 class _Cache:

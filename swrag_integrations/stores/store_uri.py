@@ -137,7 +137,7 @@ def parse_store_uri(uri: str | os.PathLike) -> StoreURI:
         TypeError: ``uri`` is neither a string nor a path-like object.
         ValueError: any other form, credentials in a server URI, a port out of range, a
             Milvus Lite file not ending in ``.db``, or a password in a PostgreSQL URI; the
-            message names ``--store`` and lists the accepted forms.
+            message names ``--store`` (and, but for the password, lists the accepted forms).
     """
     text = os.fspath(uri) if isinstance(uri, os.PathLike) else uri
     if not isinstance(text, str):
