@@ -136,6 +136,16 @@ class EmbeddingReranker(BaseReranker):
                                  aggregate=self.aggregate, top_n=self.top_n)
 
     def score(self, query: str, documents: Sequence[Any]) -> list[float]:
+        """One relevance score per document: the cosine of its sentence pieces to the
+        query, aggregated by ``aggregate`` (higher is better).
+
+        Args:
+            query: the question the documents are scored against.
+            documents: document-like items (``page_content``).
+
+        Returns:
+            The scores, in the order of ``documents``.
+        """
         return self.core().score(query, documents)
 
 
@@ -165,6 +175,16 @@ class LLMJudgeReranker(BaseReranker):
         return self.core().failed
 
     def score(self, query: str, documents: Sequence[Any]) -> list[float]:
+        """One relevance score per document: the judge's P(yes) that it helps answer the query
+        (0.5 for an unparsed answer or a failed call; the model is loaded on first use).
+
+        Args:
+            query: the question the documents are judged against.
+            documents: document-like items (``page_content``).
+
+        Returns:
+            The scores in [0, 1], in the order of ``documents``.
+        """
         return self.core().score(query, documents)
 
 
@@ -193,6 +213,15 @@ class DiversityReranker(BaseReranker):
                               lambda_mult=self.lambda_mult, top_n=self.top_n)
 
     def score(self, query: str, documents: Sequence[Any]) -> list[float]:
+        """Each document's cosine to the query (its relevance, before the diversity order).
+
+        Args:
+            query: the question the documents are compared with.
+            documents: document-like items (``page_content``).
+
+        Returns:
+            The scores, in the order of ``documents``.
+        """
         return self.core().score(query, documents)
 
 
@@ -201,6 +230,12 @@ class CompressorReranker:
 
     The compressor's output order is the ranking; its ``relevance_score`` metadata is
     kept when present, otherwise ``1 / rank`` is written.
+
+    Args:
+        compressor: the LangChain compressor (e.g. ``CrossEncoderReranker``) that ranks.
+
+    Raises:
+        TypeError: If ``compressor`` is not a LangChain ``BaseDocumentCompressor``.
     """
 
     def __init__(self, compressor: BaseDocumentCompressor) -> None:
@@ -209,6 +244,20 @@ class CompressorReranker:
         self.compressor = compressor
 
     def rerank(self, query: str, documents: Sequence[Any], top_n: int | None = None) -> list[Document]:
+        """The documents the compressor keeps, in its order, with ``relevance_score`` and
+        ``rerank_rank`` metadata.
+
+        Args:
+            query: the question passed to the compressor.
+            documents: document-like items to rank (empty: ``[]``).
+            top_n: keep at most this many (``None``: all the compressor returns).
+
+        Returns:
+            LangChain ``Document`` s, best first.
+
+        Raises:
+            ValueError: If ``top_n`` is not a positive int or ``None``.
+        """
         check_top_n(top_n)
         documents = to_documents(documents)
         if not documents:
@@ -242,17 +291,55 @@ class LostInTheMiddleReorder(BaseDocumentCompressor, BaseDocumentTransformer):
                                sort_by_score=self.sort_by_score)
 
     def reorder(self, documents: Sequence[Any]) -> list[Document]:
+        """The documents in lost-in-the-middle order (best at both ends), after ``top_n`` and
+        ``budget`` cut the rank-order list; ``rank`` metadata (1-based input rank) set where missing.
+
+        Args:
+            documents: documents or spans in rank order (best first), or in any order
+                with ``sort_by_score``.
+
+        Returns:
+            LangChain ``Document`` s in context order.
+        """
         return to_documents(self.core().reorder(documents))
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
+        """The compressor interface: `reorder` (``query`` and ``callbacks`` are not used).
+
+        Args:
+            documents: the retrieved documents, best first.
+            query: ignored (the order needs no query).
+            callbacks: ignored.
+
+        Returns:
+            The documents in lost-in-the-middle order.
+        """
         return self.reorder(documents)
 
     def transform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
+        """The transformer interface: `reorder`.
+
+        Args:
+            documents: the documents, best first.
+            **kwargs: ignored.
+
+        Returns:
+            The documents in lost-in-the-middle order.
+        """
         return self.reorder(documents)
 
     async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
+        """The async transformer interface: `reorder` (runs inline; it does no I/O).
+
+        Args:
+            documents: the documents, best first.
+            **kwargs: ignored.
+
+        Returns:
+            The documents in lost-in-the-middle order.
+        """
         return self.reorder(documents)
 
 
@@ -301,6 +388,24 @@ class RelevantSegmentExtractor(BaseDocumentCompressor):
     def compress_documents(
         self, documents: Sequence[Document], query: str | None = None, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
+        """The compressor interface: the best contiguous segments of the ranked chunks.
+
+        Args:
+            documents: small chunk documents in rank order (best first), with ``source_id``
+                and ``chunk_index`` metadata (plus ``start_index``/``end_index`` unless
+                ``chunks`` is set).
+            query: ignored (the chunks' scores and ranks carry the relevance).
+            callbacks: ignored.
+
+        Returns:
+            The segments as LangChain ``Document`` s (see the class docstring for their metadata).
+
+        Raises:
+            ValueError: If a candidate lacks ``source_id``/``chunk_index`` metadata or its
+                ``chunk_index`` is not an int.
+            LookupError: If a segment needs a chunk that was not retrieved and ``chunks``
+                cannot supply it, or a chunk's text does not match its offsets.
+        """
         return to_documents(self.core().apply(documents))
 
 

@@ -88,6 +88,7 @@ class CompressorNodePostprocessor(BaseNodePostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises this postprocessor under: ``"CompressorNodePostprocessor"``."""
         return "CompressorNodePostprocessor"
 
     def _postprocess_nodes(
@@ -112,10 +113,16 @@ class CompressorNodePostprocessor(BaseNodePostprocessor):
 
 
 class DiversityPostprocessor(CompressorNodePostprocessor):
-    """`DiversityOrder` for LlamaIndex (keywords go to it).
+    """`DiversityOrder` for LlamaIndex (keywords go to it); it needs a query.
 
-    ``embeddings`` may be a LlamaIndex embedding model; left out, ``Settings.embed_model``
-    is used when one is set.
+    Args:
+        **kwargs: the keyword arguments of `DiversityOrder` (``embeddings``, ``strategy``,
+            ``lambda_mult``, ``top_n``). ``embeddings`` may be a LlamaIndex embedding model;
+            left out, ``Settings.embed_model`` is used when one is set.
+
+    Raises:
+        ValueError: If no ``embeddings`` is given and ``Settings.embed_model`` is not set
+            (pass ``embeddings=``), or `DiversityOrder` refuses a keyword's value.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -130,17 +137,27 @@ class DiversityPostprocessor(CompressorNodePostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises this postprocessor under: ``"DiversityPostprocessor"``."""
         return "DiversityPostprocessor"
 
 
 class LostInTheMiddlePostprocessor(CompressorNodePostprocessor):
-    """`LostInTheMiddle` for LlamaIndex (no query needed)."""
+    """`LostInTheMiddle` for LlamaIndex (no query needed).
+
+    Args:
+        **kwargs: the keyword arguments of `LostInTheMiddle` (``budget``, ``budget_unit``,
+            ``top_n``, ``sort_by_score``).
+
+    Raises:
+        ValueError: If `LostInTheMiddle` refuses a keyword's value (e.g. ``budget <= 0``).
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(compressor=LostInTheMiddle(**kwargs))
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises this postprocessor under: ``"LostInTheMiddlePostprocessor"``."""
         return "LostInTheMiddlePostprocessor"
 
 
@@ -149,8 +166,17 @@ class RelevantSegmentPostprocessor(CompressorNodePostprocessor):
 
     Nodes from the package's node parsers work as they are (their source is their
     ``ref_doc_id``, their position ``chunk_index``; overlapping windows are merged by
-    offset). ``chunks`` may also be a LlamaIndex index or docstore holding the nodes:
-    segments can then span nodes that were not retrieved.
+    offset).
+
+    Args:
+        **kwargs: the keyword arguments of `SegmentExtractor` (``preset``, ``chunks``,
+            ``budget_tokens``...). ``chunks`` may also be a LlamaIndex index or docstore
+            holding the nodes: segments can then span nodes that were not retrieved.
+
+    Raises:
+        ValueError: If `SegmentExtractor` refuses a keyword's value (e.g. an unknown preset).
+        TypeError: If ``chunks`` is neither a LlamaIndex index/docstore, an index with
+            ``chunk_rows`` nor a callable ``(source_id, lo, hi)``.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -162,6 +188,7 @@ class RelevantSegmentPostprocessor(CompressorNodePostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises this postprocessor under: ``"RelevantSegmentPostprocessor"``."""
         return "RelevantSegmentPostprocessor"
 
 
@@ -185,13 +212,21 @@ def _docstore_rows(docstore: Any) -> Any:
 
 class RerankPostprocessor(CompressorNodePostprocessor):
     """Any reranker for LlamaIndex: a core `Rescorer`, a LangChain
-    ``BaseReranker`` of this package (its core runs) or any LangChain compressor."""
+    ``BaseReranker`` of this package (its core runs) or any LangChain compressor.
+
+    Postprocessing without a query raises ``ValueError`` (rerankers need one).
+
+    Args:
+        reranker: the reranker; it is run as `CompressorNodePostprocessor`'s ``compressor``.
+        **kwargs: further pydantic fields of the postprocessor (e.g. ``callback_manager``).
+    """
 
     def __init__(self, reranker: Any, **kwargs: Any) -> None:
         super().__init__(compressor=reranker, require_query=True, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises this postprocessor under: ``"RerankPostprocessor"``."""
         return "RerankPostprocessor"
 
 
@@ -202,6 +237,15 @@ class ContextualHeaderTransform(TransformComponent):
     `split`; the returned ``TextNode`` s carry the
     exact chunk text and offsets, with ``context_header`` in their metadata and
     included in the embedding text (``MetadataMode.EMBED``), other metadata excluded.
+
+    Args:
+        headers: the `ChunkHeaderWriter` that splits the documents and writes the headers
+            (default: one built from ``kwargs``).
+        **kwargs: the keyword arguments of `ChunkHeaderWriter`, used only when ``headers``
+            is not given.
+
+    Raises:
+        ValueError: If `ChunkHeaderWriter` refuses a keyword's value (e.g. an unknown ``mode``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
