@@ -87,7 +87,6 @@ KNOWN_GAPS = frozenset(f"swrag_integrations.{name}" for name in (
     "stores.SourceStore.unfinished",
     "stores.SourceStore.writer_lock",
     "stores.parse_store_uri",
-    "tuning.tune",
 ))
 
 
