@@ -276,7 +276,18 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: ``python -m swrag_integrations.evaluation ...``."""
+    """Entry point: ``python -m swrag_integrations.evaluation ...``.
+
+    A bad value or a missing file is reported as one line on stderr, never a traceback
+    (an unknown option exits through argparse, status 2).
+
+    Args:
+        argv: The command-line arguments (``None``: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 on success, 2 for an invalid argument or value, 3 for a
+        missing file or folder.
+    """
     args = build_parser().parse_args(argv)
     try:
         return run_from_args(args)

@@ -78,6 +78,13 @@ class MiniLMEmbeddings(EmbeddingsBase):
         cache_dir: where ONNX exports are cached (default ``$SWRAG_CACHE`` or
             ``~/.cache/swrag``).
 
+    Raises:
+        ValueError: ``backend`` names no backend of `BACKENDS`; ``batch_size``,
+            ``threads`` or ``max_seq_length`` is not positive; or ``device`` is not
+            ``"cpu"`` with an ONNX backend.
+        ImportError: no ``model_path`` is given and the bundled model package is not
+            installed.
+
     The model is loaded on first use (thread-safe); instances may be shared between
     threads.
 
@@ -198,12 +205,28 @@ class MiniLMEmbeddings(EmbeddingsBase):
         return np.asarray(vectors, dtype=np.float32)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed document texts (LangChain ``Embeddings`` interface), loading the model on first use.
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One vector (a list of floats) per text, in input order; ``[]`` for no texts.
+        """
         texts = list(texts)
         if not texts:
             return []
         return self.encode(texts).tolist()
 
     def embed_query(self, text: str) -> list[float]:
+        """Embed a query text (LangChain ``Embeddings`` interface); the same vector as a document.
+
+        Args:
+            text: The query to embed.
+
+        Returns:
+            Its vector, a list of floats.
+        """
         return self.encode([text])[0].tolist()
 
     def __repr__(self) -> str:

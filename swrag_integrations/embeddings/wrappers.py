@@ -91,6 +91,14 @@ class PrecomputedEmbeddings(EmbeddingsBase):
             self._primed.clear()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """The primed vector of each text (then forgotten); texts not primed are embedded by ``base``.
+
+        Args:
+            texts: The document texts a store asks vectors for.
+
+        Returns:
+            One vector per text, in input order.
+        """
         texts = list(texts)
         with self._lock:
             found = [self._primed.get(t) for t in texts]
@@ -106,9 +114,25 @@ class PrecomputedEmbeddings(EmbeddingsBase):
         return found  # type: ignore[return-value]
 
     def embed_query(self, text: str) -> list[float]:
+        """Embed a query with ``base`` (queries are never primed).
+
+        Args:
+            text: The query to embed.
+
+        Returns:
+            ``base``'s vector of ``text``.
+        """
         return self.base.embed_query(text)
 
     async def aembed_query(self, text: str) -> list[float]:
+        """Embed a query with ``base``'s ``aembed_query`` (queries are never primed).
+
+        Args:
+            text: The query to embed.
+
+        Returns:
+            ``base``'s vector of ``text``.
+        """
         return await self.base.aembed_query(text)
 
     def __getattr__(self, name: str) -> Any:  # model_path etc. of the wrapped embeddings

@@ -109,10 +109,19 @@ class ContextSpan:
 
 @dataclass
 class AssembledContext:
-    """The result of `assemble_context`.
+    """The result of `assemble_context`: the chosen spans and the context text they make.
 
     ``n_tokens`` is the sum of the spans' own token counts; ``text_tokens`` counts
     `text` (spans *and* separators), which never exceeds ``budget_tokens``.
+
+    Attributes:
+        spans: The merged context spans, in context order.
+        n_tokens: The sum of the spans' own token counts (separators not included).
+        budget_tokens: The token budget the context was assembled under (``None``: none).
+        truncated: Whether something was cut or left out to fit the budget or the span limit.
+        separator: The string that joins the spans in `text`.
+        text_tokens: The token count of the whole `text`, separators included
+            (``None``: not counted by the producer).
     """
 
     spans: list[ContextSpan]
@@ -124,6 +133,7 @@ class AssembledContext:
 
     @property
     def text(self) -> str:
+        """The context text: the spans' texts joined by `separator`."""
         return self.separator.join(s.text for s in self.spans)
 
     @property

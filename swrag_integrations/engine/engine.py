@@ -128,6 +128,13 @@ class IndexEngine:
             else in process; ``"store"`` requires the storage's; ``"local"`` always the
             in-process `KeywordIndex`. Either way its hits are checked
             and fused with the dense ones alike (`search_children`).
+
+    Raises:
+        ValueError: ``batch_size`` is not a positive int, ``collection_name`` is invalid,
+            ``keyword_search`` is unknown (or ``"store"`` for a storage without keyword
+            search), or ``chunking`` differs from the parameters the index was built with.
+        IndexMismatchError: the store's manifest is of another format or records another
+            kind of vector storage, or the store holds sources but no manifest.
     """
 
     def __init__(self, store: SourceStore, vectors: VectorStorage, *, collection_name: str = "swrag",

@@ -74,8 +74,15 @@ def values_equal(have: Any, want: Any) -> bool:
 
 @dataclass(frozen=True)
 class MetadataFilter:
-    """A checked filter: ``op`` is ``"and"``/``"or"`` (``args``: sub-filters) or a
-    comparison ``"$eq"``... (``key``, ``value``)."""
+    """A checked metadata filter, built by `parse_filter` (not checked when built directly).
+
+    Attributes:
+        op: ``"and"``/``"or"`` (combining ``args``) or a comparison: ``"$eq"``, ``"$ne"``,
+            ``"$gt"``, ``"$gte"``, ``"$lt"``, ``"$lte"``, ``"$in"`` or ``"$nin"``.
+        key: The metadata key a comparison reads (``None`` for ``and``/``or``).
+        value: The value a comparison compares with (a sequence for ``$in``/``$nin``).
+        args: The sub-filters of ``and``/``or`` (empty for a comparison).
+    """
 
     op: str
     key: str | None = None

@@ -134,6 +134,13 @@ def make_grid(
             its kind uses the method's defaults (``PipelineSpec.default_steps``).
         unit: ``"token"`` or ``"char"``.
         multi_query: ``False``, ``True`` or e.g. ``(False, True)`` for both.
+
+    Returns:
+        The distinct `EvalConfig` of every strategy, window, step and multi-query mode.
+
+    Raises:
+        ValueError: a name in ``strategies`` is not in `PIPELINES`, or ``steps`` is a
+            label string `parse_steps` rejects.
     """
     if isinstance(steps, str):
         steps = parse_steps(steps)
@@ -408,16 +415,23 @@ def run_eval(
             packaged MiniLM behind a text-hash cache in ``<out>/cache/embeddings.sqlite``.
         n_queries: LLM-written query variants per question (multi-query).
         progress: show a tqdm bar over the (configuration, question) grid.
-        seed, n_resamples: bootstrap settings.
+        seed: the bootstrap's random seed.
+        n_resamples: bootstrap resamples per confidence interval.
         reports: write tables and plots too.
+        encoding_name: the tokenizer that counts tokens (budgets, windows, contexts).
         max_questions: stop after computing this many new records (for tests of
             interrupted runs); the outputs are still written.
         steps: the context-quality steps (`ContextSteps`); or give them
-            one by one: ``diversity`` (``True``/``"greedy"`` or ``"mmr"``), ``litm``,
-            ``rse``, ``rerank`` (``"embedding"`` / ``"llm"``), ``contextual`` /
-            ``autocontext`` (index-time chunk headers) and ``step_pool`` (candidates
-            given to rerank / diversity / RSE, default 10). The steps' label is part of
-            every record key and row (field ``steps``; ``""`` = baseline).
+            one by one with the next seven options (not both). The steps' label is part
+            of every record key and row (field ``steps``; ``""`` = baseline).
+        diversity: diversity selection: ``True``/``"greedy"`` or ``"mmr"`` (``None``/``False``: off).
+        litm: reorder the context "lost in the middle" style (best pieces at both ends).
+        rse: relevant segment extraction.
+        rerank: ``"embedding"`` or ``"llm"`` reranking (``None``: off).
+        contextual: index-time contextual chunk headers (not with ``autocontext``).
+        autocontext: index-time AutoContext document headers (not with ``contextual``).
+        step_pool: candidates given to rerank / diversity / RSE (``None``: the
+            `ContextSteps` default).
         measure_diversity: record ``context_diversity`` (mean pairwise cosine distance
             of the context pieces, MiniLM by default) per question; default: on with
             ``diversity``.
@@ -431,9 +445,14 @@ def run_eval(
             halves mixed). Every summary row and record says which (``half``:
             ``"tune"``/``"test"``/``"all"``; a record's ``half`` is its question's own).
 
+    Returns:
+        The summary rows of `summarize` over the run's records (means, bootstrap
+        confidence intervals and costs per dataset and configuration), each with its ``half``.
+
     Raises:
-        ValueError: bad options, or ``out_dir`` already holds results of another half
-            (the halves are never merged into one report).
+        ValueError: bad options (an unknown ``mode``, a non-positive ``k``, an empty
+            ``configs``, ``steps`` together with single step options, ...), or ``out_dir``
+            already holds results of another half (the halves are never merged into one report).
     """
     check_half(half)
     if mode not in ("document", "corpus"):

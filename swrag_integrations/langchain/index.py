@@ -138,10 +138,22 @@ class SlidingWindowIndex(VectorStore):
         embedding: LangChain ``Embeddings`` for queries (and for the default Chroma);
             default the bundled MiniLM.
         collection_name: Chroma collection of the default vector store.
-        host, port, ssl, headers: use a running Chroma server for vectors and sources.
+        host: the host of a running Chroma server for vectors and sources.
+        port: that server's port (``None``: Chroma's default).
+        ssl: connect to that server over HTTPS.
+        headers: HTTP headers sent to that server (e.g. authentication).
         client: an existing chromadb client for the default vector store.
-        chunk_size, child, medium_size, strategy, window_size, step, unit, delimiters, encoding_name: the chunking (`IndexConfig`); ``None`` takes
-            the stored value of an existing index (different values raise).
+        chunk_size: small-chunk length in ``unit``. This and the next eight keywords are
+            the chunking (`IndexConfig`); ``None`` takes the stored value of an existing
+            index (different values raise).
+        child: the shape of the small chunks, ``"fixed"`` or ``"sentence"``.
+        medium_size: small chunks per derived medium chunk.
+        strategy: ``"chunks"`` (windows of small chunks) or ``"FFS"``/``"DFS"``/``"DDS"``.
+        window_size: the windows' size (see ``strategy``).
+        step: the windows' step (see ``strategy``).
+        unit: ``"token"`` or ``"char"``.
+        delimiters: DFS/DDS delimiters (``None``: the method's set).
+        encoding_name: tiktoken encoding for token counts.
         batch_size: chunks embedded and written per batch.
         show_progress: tqdm progress bars while indexing (default off: quiet in a library call).
         index_text: optional ``chunk text -> text to index`` for BM25 and the default
@@ -161,6 +173,14 @@ class SlidingWindowIndex(VectorStore):
         engine: the framework-free `IndexEngine` this face sits on: all
             that is not LangChain's contract (``status()``, ``repair()``, ``count()``,
             ``source_text(sid)``, ``store``, ``config``, ``tuned_config``...).
+
+    Raises:
+        ValueError: ``vectorstore`` given with ``storage``, ``host`` or ``client``; an
+            invalid ``collection_name`` or chunking value; chunking that differs from
+            the existing index's or from ``config``'s; or any other bad option
+            `IndexEngine.open` rejects.
+        IndexMismatchError: the stores hold another index (with a ``vectorstore`` that
+            already holds documents, the message names `from_vectorstore`).
     """
 
     def __init__(

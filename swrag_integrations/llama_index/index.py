@@ -217,15 +217,32 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
             when it has one, supplies the neighbouring nodes), or any LangChain retriever
             (its documents are converted to nodes), e.g. a ``MultiQueryFusionRetriever``.
         similarity_top_k: LlamaIndex's name of ``k`` (the number of results); pass one.
-        k, k_child, budget_tokens, search_type, weights, rrf_c, expand: as in
-            `WindowedParentRetriever` (``k_child``: nodes fetched
-            from a ``VectorStoreIndex``, default 10).
+        k: at most this many merged windows are returned (``None``: as many as fit
+            ``budget_tokens``), as in `WindowedParentRetriever`.
+        k_child: small chunks (or nodes) fetched by the first stage per query
+            (``None``: the package default; for a ``VectorStoreIndex`` or a LlamaIndex
+            ``retriever``, 10 nodes).
+        budget_tokens: token budget of the whole returned context (``None``: no limit).
+        search_type: ``"similarity"`` or ``"mmr"`` for the dense part (a
+            ``VectorStoreIndex`` or LlamaIndex ``retriever`` always uses similarity).
+        weights: RRF weights of (BM25, dense).
+        rrf_c: the RRF constant.
+        expand: ``"window"``, ``"medium"`` or ``"chunk"``: how a hit widens, as in
+            `WindowedParentRetriever`.
         neighbors: for a ``VectorStoreIndex``: neighbouring nodes added to each hit's window.
         filters: a metadata filter, LlamaIndex ``MetadataFilters`` or a LangChain-style
             dict (`.filters`): only sources/nodes whose metadata passes it are
             searched and widened into windows (not with a LangChain ``retriever=``).
+        callback_manager: LlamaIndex ``CallbackManager`` passed to ``BaseRetriever``.
         min_relevance: a relevance floor in [0, 1] (``None``, default: none): the hits
             below it are left out, as in `WindowedParentRetriever`.
+
+    Raises:
+        ValueError: not exactly one of ``index`` and ``retriever``; ``filters`` with a
+            LangChain ``retriever``; an invalid filter, ``min_relevance``,
+            ``similarity_top_k`` or ``k_child``.
+        TypeError: ``k`` and ``similarity_top_k`` given with different values, or
+            ``filters`` is not a filter.
     """
 
     def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = _D.k, k_child: int | None = None,
@@ -551,6 +568,14 @@ class SlidingWindowLlamaIndex:
         engine: an `IndexEngine` already open (instead of the above).
         engine_options: for `open` (``collection_name``,
             chunking such as ``chunk_size``, ``show_progress``, ``host``/``port``...).
+
+    Raises:
+        ValueError: ``engine`` given together with ``persist_dir``, ``embed_model`` or
+            options, or an option `IndexEngine.open` rejects.
+        TypeError: ``engine`` is not an `IndexEngine`, ``embed_model`` is no embedding,
+            or an unknown option.
+        IndexMismatchError: the folder holds an index of another format or with
+            other stores.
 
     Example::
 

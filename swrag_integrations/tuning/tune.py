@@ -217,6 +217,8 @@ def tune(
     Raises:
         ValueError: bad parameters, an unwritable ``out``, or too little text
             (`TooLittleTextError`).
+        TimeoutError: ``budget_minutes`` ran out while the question set was built, before
+            any configuration was scored (the set is kept in the state folder).
     """
     t0 = time.monotonic()
     if scope not in SCOPES:

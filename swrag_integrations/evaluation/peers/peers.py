@@ -200,6 +200,18 @@ def _budget_calls(strategies: Sequence[str], tuned: dict[int, dict[str, dict]], 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the pipelines on each chosen dev set with ``swrag eval`` and write the peers report.
+
+    Each dataset runs into its own sub-folder of ``--out`` (resumable); ``--report-only``
+    skips the runs. Errors are reported as one line on stderr, never a traceback.
+
+    Args:
+        argv: The command-line arguments (``None``: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 on success, 2 for an invalid option, dataset or peer
+        configuration, 3 for a missing dataset file, else the failing eval run's code.
+    """
     parser = argparse.ArgumentParser(prog="python -m swrag_integrations.evaluation.peers.peers",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", required=True, help="folder with the dev sets' JSONL files")
