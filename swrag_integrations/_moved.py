@@ -1,10 +1,10 @@
 """Old module paths, from before the package was arranged in rooms by role (0.3).
 
-One table, :data:`MOVED` (old dotted module -> new), and one import hook: importing an old
+One table, `MOVED` (old dotted module -> new), and one import hook: importing an old
 path (``swrag_integrations.retrieval.index``, ``swrag_integrations.windows``,
 ``swrag_integrations.raptor``...) gives the very module object of the new path and one
-:class:`DeprecationWarning` naming it. The old ``swrag_integrations.retrieval`` package is
-served as a stand-in whose names (:data:`RETRIEVAL_NAMES`) resolve, with the warning, to
+`DeprecationWarning` naming it. The old ``swrag_integrations.retrieval`` package is
+served as a stand-in whose names (`RETRIEVAL_NAMES`) resolve, with the warning, to
 the modules that define them now. Old module names that are packages now
 (``swrag_integrations.langchain``, ``.llama_index``, ``.cli``, ``.evaluation.peers``) need no
 hook: each re-exports the old module's names. Nothing here imports a framework.
@@ -275,7 +275,7 @@ class _StandIn(importlib.abc.Loader):
 
 
 class MovedFinder(importlib.abc.MetaPathFinder):
-    """Finds the old module paths of :data:`MOVED` and the old retrieval package."""
+    """Finds the old module paths of `MOVED` and the old retrieval package."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname == RETRIEVAL:
@@ -293,8 +293,8 @@ def install() -> None:
 
 
 def moved_names_getattr(module: str) -> Any:
-    """The module ``__getattr__`` of ``module``, whose names of :data:`MOVED_NAMES` moved
-    elsewhere: each resolves to the new module's object, with one :class:`DeprecationWarning`."""
+    """The module ``__getattr__`` of ``module``, whose names of `MOVED_NAMES` moved
+    elsewhere: each resolves to the new module's object, with one `DeprecationWarning`."""
     names = MOVED_NAMES[module]
 
     def __getattr__(name: str) -> Any:

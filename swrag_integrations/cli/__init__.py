@@ -1,7 +1,7 @@
 """The ``swrag`` command and its subcommands (entry point ``swrag_integrations.cli:main``).
 
-:mod:`.app` holds the command and its core subcommands (index, status, repair, ask, demo,
-split, bench); :mod:`.common` the options they share; ``raptor``, ``graph``, ``tune``,
+`app` holds the command and its core subcommands (index, status, repair, ask, demo,
+split, bench); `common` the options they share; ``raptor``, ``graph``, ``tune``,
 ``view`` and ``eval`` one subcommand group each. Names are imported on first use.
 """
 

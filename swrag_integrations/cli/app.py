@@ -78,7 +78,7 @@ DEMO_QUESTIONS = (
 
 
 def filter_from_options(pairs: Sequence[str]) -> dict | None:
-    """The filter of ``--filter`` items (:func:`~.retrieval.filters.filter_from_pairs`),
+    """The filter of ``--filter`` items (`filter_from_pairs`),
     a ``source`` value naming a file as the index does: relative to the working folder."""
     from swrag_integrations.ingest.files import source_identity
     from swrag_integrations.engine.filters import filter_from_pairs
@@ -111,7 +111,7 @@ def _retrieval_options(index: Any, args: argparse.Namespace) -> dict:
 
 def _retrieve(index: Any, question: str, options: dict) -> dict:
     """``--retrieval-only``: the windows for ``question`` and their sources, through the
-    framework-free retrieval (:func:`~.retrieval.trace.trace` over the engine, the
+    framework-free retrieval (`trace` over the engine, the
     functions both frameworks' retrievers run) with the index's tuned settings, if any,
     under ``options``."""
     from swrag_integrations.methods.chain import _sources, format_context
@@ -136,7 +136,7 @@ def _retrieve(index: Any, question: str, options: dict) -> dict:
 def _uses_chain(args: argparse.Namespace) -> bool:
     """Whether an answer needs the LangChain chain: ``--multi-query`` (its retriever asks
     the LLM for query variants through LangChain). Everything else answers through the
-    framework-free engine and the local LLM core (:func:`~.chain.answer_locally`)."""
+    framework-free engine and the local LLM core (`answer_locally`)."""
     return bool(getattr(args, "multi_query", False))
 
 
@@ -544,7 +544,7 @@ def disk_full_message(exc: BaseException, persist_dir: str | os.PathLike | None)
     disk is full" (the source store, Chroma's own database); or an internal Chroma
     error (it reports a failed write as e.g. "Error in compaction: Failed to apply
     logs to the metadata segment", without the reason) while the disk holding
-    ``persist_dir`` has less than :data:`DISK_NEARLY_FULL` bytes free.
+    ``persist_dir`` has less than `DISK_NEARLY_FULL` bytes free.
     """
     import errno
     import shutil
@@ -578,7 +578,7 @@ def disk_full_message(exc: BaseException, persist_dir: str | os.PathLike | None)
 
 
 def _run(args: argparse.Namespace) -> int:
-    """``args.func(args)``, a full disk raised as :class:`DiskFullError`."""
+    """``args.func(args)``, a full disk raised as `DiskFullError`."""
     try:
         return args.func(args)
     except Exception as exc:

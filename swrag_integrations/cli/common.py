@@ -89,7 +89,7 @@ def read_text(path: Path, encoding: str | None = None) -> str:
 
 def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEFAULT_INDEX) -> None:
     """Add the index location options to ``parser``; ``default_dir=None``: no index
-    unless one is given, :data:`DEFAULT_INDEX`: the user's default index."""
+    unless one is given, `DEFAULT_INDEX`: the user's default index."""
     parser.set_defaults(default_index=default_dir == DEFAULT_INDEX)
     parser.add_argument("--persist-dir", default=None if default_dir == DEFAULT_INDEX else default_dir,
                         help="the index folder (default: " + (
@@ -120,7 +120,7 @@ def store_options(parser: argparse.ArgumentParser, default_dir: str | None = DEF
 
 
 def _store_arg(value: str) -> str:
-    """``--store``: a checked store URI (:mod:`~swrag_integrations.stores.store_uri`)."""
+    """``--store``: a checked store URI (`store_uri`)."""
     from swrag_integrations.stores.store_uri import parse_store_uri
 
     try:
@@ -184,7 +184,7 @@ def _store_ssl(args: argparse.Namespace) -> bool:
 
 
 def _index_location(args: argparse.Namespace, *, must_exist: bool) -> Path:
-    """The local index folder the options of :func:`store_options` name (the user's
+    """The local index folder the options of `store_options` name (the user's
     default index when none is given). ``must_exist``: a missing local index raises
     ``FileNotFoundError`` saying how to create it."""
     if args.persist_dir is None and getattr(args, "default_index", False):
@@ -211,8 +211,8 @@ def _embedding(args: argparse.Namespace) -> Any:
 
 
 def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
-    """The :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` that the options
-    of :func:`store_options` (and ``--config``, ``--strategy``/``--window``/``--step``
+    """The `SlidingWindowIndex` that the options
+    of `store_options` (and ``--config``, ``--strategy``/``--window``/``--step``
     where the subcommand has them) name. ``must_exist``: a missing local index raises
     ``FileNotFoundError`` saying how to create it."""
     from swrag_integrations.langchain.index import SlidingWindowIndex
@@ -242,8 +242,8 @@ def open_index(args: argparse.Namespace, *, must_exist: bool) -> Any:
 
 
 def open_engine(args: argparse.Namespace, *, must_exist: bool) -> Any:
-    """The framework-free :class:`~swrag_integrations.engine.engine.IndexEngine` of
-    the index that the options of :func:`store_options` name (as :func:`open_index`,
+    """The framework-free `IndexEngine` of
+    the index that the options of `store_options` name (as `open_index`,
     without the LangChain face: for commands that only read the index's parts, such as
     ``swrag status``, so they start fast)."""
     from swrag_integrations.engine.engine import IndexEngine
@@ -258,8 +258,8 @@ def open_engine(args: argparse.Namespace, *, must_exist: bool) -> Any:
 
 
 def load_llm(args: argparse.Namespace) -> Any:
-    """The local LLM that the options of :func:`answer_options` name (a
-    :class:`~swrag_integrations.llm.LocalLLM`)."""
+    """The local LLM that the options of `answer_options` name (a
+    `LocalLLM`)."""
     import warnings
 
     from swrag_integrations.llm import load_llama3
@@ -277,7 +277,7 @@ def load_llm(args: argparse.Namespace) -> Any:
 
 
 def load_summary(info: Any) -> str:
-    """How an LLM was loaded, in a few words (its :class:`~swrag_integrations.llm.generation.LoadInfo`):
+    """How an LLM was loaded, in a few words (its `LoadInfo`):
     the backend, the low-bit format only for IPEX-LLM (the transformers backend has none),
     the device and the seconds it took."""
     backend = f"{info.backend} {info.low_bit}" if info.backend == "ipex-llm" and info.low_bit else info.backend
@@ -342,7 +342,7 @@ def ingest_from_args(index: Any, args: Any) -> Any:
     ``errors``, ``workers``, ``ray``): in this process, in worker processes, or on Ray.
 
     With ``ray``, a Ray connection this process already holds is used (and kept); else
-    :func:`~swrag_integrations.ingest.ray.index_with_ray` connects and disconnects.
+    `index_with_ray` connects and disconnects.
     """
     workers = getattr(args, "workers", None)
     address = getattr(args, "ray", None)

@@ -1,7 +1,7 @@
 """``swrag eval``: the evaluation grid from the command line.
 
-Use :func:`add_arguments` + :func:`run_from_args` to mount it as a subcommand, or
-:func:`main` / ``python -m swrag_integrations.evaluation``.
+Use `add_arguments` + `run_from_args` to mount it as a subcommand, or
+`main` / ``python -m swrag_integrations.evaluation``.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 load_llm_arg = load_llm
-"""The LLM of an ``--llm`` value: :func:`swrag_integrations.evaluation.langchain_llm.load_llm`
+"""The LLM of an ``--llm`` value: `swrag_integrations.evaluation.langchain_llm.load_llm`
 (one loader for ``swrag eval``, ``swrag tune``, the runner and RAPTOR's summaries)."""
 
 

@@ -1,7 +1,7 @@
 """``swrag index --graph``: build or update the passage-phrase graph of an index.
 
-Mounted on the ``index`` subcommand by :func:`add_graph_arguments` (options) and
-:func:`update_graph` (run after the files are indexed). The graph is stored in the
+Mounted on the ``index`` subcommand by `add_graph_arguments` (options) and
+`update_graph` (run after the files are indexed). The graph is stored in the
 index's source store (blob ``graph``, no pickle) and kept in step incrementally: a
 re-run extracts only new or changed sources and drops vanished ones.
 """
@@ -34,7 +34,7 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 def update_graph(index: Any, args: argparse.Namespace, *, llm: Any = None) -> Any:
     """Build or update the graph of ``index`` as the options say; prints a summary and
-    returns the :class:`~.graph.BuildReport`. ``llm``: a LangChain LLM for ``--graph-llm``
+    returns the `BuildReport`. ``llm``: a LangChain LLM for ``--graph-llm``
     (default the local model)."""
     from swrag_integrations.methods.graph.extraction import LLMExtractor, RuleExtractor
     from swrag_integrations.methods.graph.graph import build_graph, load_graph, save_graph

@@ -77,7 +77,7 @@ def _opt(args: argparse.Namespace, name: str, prefix: str) -> Any:
 
 
 def make_raptor(index: Any, args: argparse.Namespace, prefix: str = "") -> Any:
-    """The :class:`~.store.RaptorIndex` the options describe."""
+    """The `RaptorIndex` the options describe."""
     from swrag_integrations.methods.raptor.build import TreeConfig
     from swrag_integrations.methods.raptor.clustering import ClusterConfig
     from swrag_integrations.methods.raptor.store import RaptorIndex

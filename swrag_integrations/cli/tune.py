@@ -1,8 +1,8 @@
 """``swrag tune PATH... --out CONFIG.json``: the tuner from the command line.
 
-Mount it as a subcommand with :func:`add_arguments` + :func:`run` (as ``swrag`` does), or
+Mount it as a subcommand with `add_arguments` + `run` (as ``swrag`` does), or
 run it alone: ``python -m swrag_integrations.tuning PATH... --out CONFIG.json``.
-:func:`index_options` / :func:`retriever_options` read a configuration file for
+`index_options` / `retriever_options` read a configuration file for
 ``swrag index --config``, ``swrag ask --config`` and friends.
 """
 

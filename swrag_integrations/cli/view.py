@@ -42,7 +42,7 @@ def _split_list(value: str, name: str, cast: Any = str) -> list[Any]:
 
 
 def parse_configs(strategy: str, window: str, step: str | None, unit: str) -> list[Any]:
-    """The :class:`~swrag_integrations.core.windows.WindowConfig` s of comma-separated option
+    """The `WindowConfig` s of comma-separated option
     values; a list of one value applies to every configuration; the step defaults to
     3 delimiters for DDS and ``window // 4`` units otherwise (as ``swrag split``)."""
     from swrag_integrations.core.windows import WindowConfig
@@ -89,7 +89,7 @@ def write_answer_page(result: Mapping[str, Any], path: str | Path, *, index: Any
 
 
 def read_source(path: Path, encoding: str | None = None) -> str:
-    """A text file exactly as the index reads it (:func:`~swrag_integrations.ingest.files.read_text`;
+    """A text file exactly as the index reads it (`read_text`;
     ``encoding``: the fallback for a file that is not UTF-8)."""
     from swrag_integrations.ingest.files import read_text
 

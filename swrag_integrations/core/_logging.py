@@ -6,7 +6,7 @@ calls ``logging.basicConfig(level=INFO)`` on import, and onnxruntime's
 stderr handler on a root logger that has none. That handler stays for the rest of the
 process, and every library's records then reach the user's terminal (bm25s sets its own
 logger to DEBUG, so ``DEBUG:bm25s:Building index from IDs`` was printed by ``swrag
-demo``). :func:`root_logging_kept` runs such a call and puts the root logger back.
+demo``). `root_logging_kept` runs such a call and puts the root logger back.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Delimiter matching for the DFS and DDS strategies (framework-free, like :mod:`.windows`).
+"""Delimiter matching for the DFS and DDS strategies (framework-free, like `windows`).
 
 The delimiters of a text are the matches of one left-to-right scan with the alternatives
 tried longest first (``re.finditer`` semantics): with the defaults, ``"\\n\\n"`` is one
@@ -6,19 +6,19 @@ delimiter, not two ``"\\n"``, and a delimiter matches only where all of it is in
 What the strategies use are the match *ends*.
 
 * Literal delimiters are matched with numpy over the text's code points (no UTF-8 round
-  trip), in blocks of :data:`_BLOCK_CHARS` characters; a text of up to
-  :data:`_SMALL_CHARS` characters goes through the escaped alternation instead (the
+  trip), in blocks of `_BLOCK_CHARS` characters; a text of up to
+  `_SMALL_CHARS` characters goes through the escaped alternation instead (the
   fixed cost of numpy calls is larger than the work there).
 * Regular-expression delimiters (``is_delimiter_regex=True``) are tried in the given
   order, each with its own groups (a backreference keeps its meaning when several are
   given), and each must consume at least one character: one that can match the empty
   string (a lookaround, ``\\b``, ``x*``) would find no delimiter, so it is rejected.
 * DFS asks only for the first end at or after each window's threshold: with literal
-  delimiters and windows at least :data:`_LOCAL_SEARCH_CHARS` characters apart it
+  delimiters and windows at least `_LOCAL_SEARCH_CHARS` characters apart it
   searches near each threshold instead of scanning the whole text
-  (:meth:`_Delimiters.end_finder`; the same ends, tested against the scan).
+  (`_Delimiters.end_finder`; the same ends, tested against the scan).
 
-:data:`_SMALL_CHARS` is also where :mod:`.windows` switches from its plain-Python walk
+`_SMALL_CHARS` is also where `windows` switches from its plain-Python walk
 to the numpy one: one threshold for both, so a test can force every numpy path at once.
 """
 
@@ -127,13 +127,13 @@ class _Delimiters:
     """Finds delimiter ends: the ends of the left-to-right, longest-first matches.
 
     Literal strings are scanned with numpy over the text's code points (a short text,
-    up to :data:`_SMALL_CHARS` characters, with the escaped alternation, longest first:
+    up to `_SMALL_CHARS` characters, with the escaped alternation, longest first:
     same matches, less fixed cost); regular expressions with one alternation
     ``(?:r1)|(?:r2)|...`` tried in order. When
     joining would change their meaning (a backreference or group conditional would be
     renumbered, a group name repeated, an inline global flag moved) the regular
     expressions are compiled separately and scanned as that same alternation
-    (:meth:`_alternation_ends`), so each keeps its own groups.
+    (`_alternation_ends`), so each keeps its own groups.
     """
 
     def __init__(self, delimiters: Sequence[str] | re.Pattern | str, is_regex: bool):
@@ -183,8 +183,8 @@ class _Delimiters:
         successive batches of thresholds (what DFS asks).
 
         Literal delimiters with ``windows`` sparse in the text (at least
-        :data:`_LOCAL_SEARCH_CHARS` characters apart on average) are searched near each
-        threshold (:meth:`_local_ends`); otherwise the whole text is scanned once.
+        `_LOCAL_SEARCH_CHARS` characters apart on average) are searched near each
+        threshold (`_local_ends`); otherwise the whole text is scanned once.
         """
         length = len(text)
         if self.literals is not None and length >= _LOCAL_SEARCH_CHARS * max(windows, 1):
@@ -193,7 +193,7 @@ class _Delimiters:
         return lambda thresholds: _first_end_at_or_after(ends, thresholds, length)
 
     def _local_ends(self, text: str) -> Callable[[np.ndarray], np.ndarray]:
-        """:meth:`end_finder` by searching from a *sync point* before each threshold.
+        """`end_finder` by searching from a *sync point* before each threshold.
 
         A match of the left-to-right scan ends at or after ``x`` only if it starts at or
         after ``x - longest``. From a position ``q`` that no match can straddle (``q = 0``,
@@ -202,8 +202,8 @@ class _Delimiters:
         from such a ``q`` at or before ``x - longest`` and skipping matches that end before
         ``x`` gives the scan's answer. The last match found is kept across thresholds (and
         batches), so every part of the text is searched at most once, and the walk back to
-        a sync point is bounded by :data:`_LOCAL_BACKOFF`: linear in the text. Where the
-        delimiters are so dense that more than :data:`_LOCAL_SEARCHES` searches per window
+        a sync point is bounded by `_LOCAL_BACKOFF`: linear in the text. Where the
+        delimiters are so dense that more than `_LOCAL_SEARCHES` searches per window
         are needed (text made of delimiter characters), the rest is done with one scan.
         """
         assert self.pattern is not None and self.literals is not None
@@ -269,7 +269,7 @@ class _Delimiters:
         return np.array(self.ends_list(text), dtype=np.int64)
 
     def ends_list(self, text: str) -> list[int]:
-        """:meth:`ends` as a list (a short text never goes through numpy)."""
+        """`ends` as a list (a short text never goes through numpy)."""
         if self.literals is not None and len(text) > _SMALL_CHARS:
             return self._scan_literals(text).tolist()
         if self.alternatives is not None:
@@ -302,7 +302,7 @@ class _Delimiters:
             out.append(pos)
 
     def _scan_literals(self, text: str) -> np.ndarray:
-        """:meth:`ends` for literal delimiters, vectorised over the text's code points."""
+        """`ends` for literal delimiters, vectorised over the text's code points."""
         assert self.literals is not None
         longest = len(self.literals[0])
         all_starts, all_ends = [], []

@@ -1,10 +1,10 @@
 """Registration hooks for the HTML views: the lower layers offer views
 (``splitter.view(text)``, ``retriever.explain(q)``, ``_repr_html_`` of an assembled
-context or a grounded answer) without importing :mod:`swrag_integrations.view`.
+context or a grounded answer) without importing `swrag_integrations.view`.
 
 The view package registers a factory per kind of view when it is imported
 (``import swrag_integrations.view``, or importing any of its modules); until then
-:func:`make_view` raises :class:`ViewsNotLoadedError` saying so and :func:`html_of`
+`make_view` raises `ViewsNotLoadedError` saying so and `html_of`
 returns ``None`` (Jupyter then shows the plain ``repr``). This module imports nothing of
 the package, so it sits below every module that uses it.
 """
@@ -26,11 +26,11 @@ _FACTORIES: dict[str, Callable[..., Any]] = {}
 
 
 class ViewsNotLoadedError(LookupError):
-    """An HTML view was asked for before :mod:`swrag_integrations.view` registered its views."""
+    """An HTML view was asked for before `swrag_integrations.view` registered its views."""
 
 
 def register_view(kind: str, factory: Callable[..., Any]) -> None:
-    """Make ``factory`` build the views of ``kind`` (one of :data:`VIEW_KINDS`); a later
+    """Make ``factory`` build the views of ``kind`` (one of `VIEW_KINDS`); a later
     registration replaces an earlier one."""
     if kind not in VIEW_KINDS:
         raise ValueError(f"kind must be one of {VIEW_KINDS}, got {kind!r}")

@@ -10,8 +10,8 @@ the working directory (XDG base directories).
 **Private by default.** Everything swrag keeps for a user (indexed documents, their
 vectors, keyword indexes, LLM outputs, converted models) is created private, as the XDG
 base-directory spec asks of these folders: every folder it creates for them is made 0700
-(:func:`private_dir`) and every database file it creates itself is made 0600
-(:func:`private_file`; SQLite gives a database's ``-wal``/``-shm`` files the database
+(`private_dir`) and every database file it creates itself is made 0600
+(`private_file`; SQLite gives a database's ``-wal``/``-shm`` files the database
 file's mode). The rule for folders that already exist: **their mode is left alone**. A
 folder the user made and passed in (``--persist-dir ~/notes-index``, ``$SWRAG_HOME``) keeps
 whatever mode the user chose; only the folders swrag creates, there or anywhere, are
@@ -69,7 +69,7 @@ def private_dir(path: str | os.PathLike[str]) -> Path:
 
 def private_file(path: str | os.PathLike[str]) -> Path:
     """Make sure the file ``path`` exists (empty when new) in a folder made by
-    :func:`private_dir`; return it.
+    `private_dir`; return it.
 
     A new file is created 0600; an existing one keeps its mode. Called before a database
     is opened, so that SQLite, which gives its ``-wal`` / ``-shm`` / journal files the mode

@@ -3,7 +3,7 @@
 Every strategy of the method is computed here once, as *spans*: ``(start, end)``
 character offsets into the source string, so ``text[start:end]`` is always the chunk
 and the offsets are exact (no ``str.find`` guessing). LangChain and LlamaIndex classes
-in this package are thin wrappers around :func:`iter_windows`.
+in this package are thin wrappers around `iter_windows`.
 
 Strategies (``w`` = window size, ``s`` = step, both in *units*):
 
@@ -33,21 +33,21 @@ contain U+FFFD.
 
 Delimiters are found by one left-to-right scan of the text with the alternatives tried
 longest first (``re.finditer`` semantics; with the defaults ``"\\n\\n"`` is one delimiter,
-not two ``"\\n"``), in :mod:`.delimiters`: literal ones with numpy over the code points,
+not two ``"\\n"``), in `delimiters`: literal ones with numpy over the code points,
 regular expressions each with its own groups. The delimiter *ends* drive both DFS and
 DDS; DFS, which needs only the first end after each window's threshold, searches near
 the thresholds when the windows are far apart.
 
 Two walks compute the windows, with the same results (tested against each other and
 against the previous implementation): a text of up to
-:data:`.delimiters._SMALL_CHARS` characters
-is walked in plain Python (:func:`_walk_short`; per-call numpy overhead would dominate),
-a longer one in vectorised batches (:func:`_ffs`, :func:`_dfs`, :func:`_dds`). The
-adapters take windows with their texts from :func:`chunk_batches`.
+`delimiters._SMALL_CHARS` characters
+is walked in plain Python (`_walk_short`; per-call numpy overhead would dominate),
+a longer one in vectorised batches (`_ffs`, `_dfs`, `_dds`). The
+adapters take windows with their texts from `chunk_batches`.
 
-Parameters are checked once, by :func:`check_parameter` (used by :class:`WindowConfig`
+Parameters are checked once, by `check_parameter` (used by `WindowConfig`
 and, before any coercion, by the LangChain and LlamaIndex adapters): ``window_size`` and
-``step`` are ints from 1 to :data:`MAX_UNITS` (``2**31 - 1``), so every offset is an
+``step`` are ints from 1 to `MAX_UNITS` (``2**31 - 1``), so every offset is an
 exact ``int``; bad input raises ``TypeError``/``ValueError`` naming the parameter.
 """
 
@@ -247,7 +247,7 @@ def count_units(text: str, unit: Unit = "token", encoding_name: str = DEFAULT_EN
 
 
 def hf_token_boundaries(text: str, tokenizer: Any) -> np.ndarray:
-    """:func:`token_boundaries` for a Hugging Face fast tokenizer, from its offset mapping.
+    """`token_boundaries` for a Hugging Face fast tokenizer, from its offset mapping.
 
     Boundary ``i`` (between tokens ``i - 1`` and ``i``) is the character offset where
     token ``i`` starts, ``P[0] == 0`` and ``P[-1] == len(text)``; text the tokenizer
@@ -367,13 +367,13 @@ _CHECKS = {
 
 
 def check_parameter(name: str, value: object) -> object:
-    """Validate one :class:`WindowConfig` parameter; return it normalised.
+    """Validate one `WindowConfig` parameter; return it normalised.
 
-    The one definition of a valid parameter: :class:`WindowConfig` calls it for every
+    The one definition of a valid parameter: `WindowConfig` calls it for every
     field, and the adapters call it on the user's values before any coercion (pydantic
     would turn ``"8"`` into ``8``), so every entry point accepts the same values and
     raises the same errors. ``window_size``/``step``: ``int`` (not ``bool``, ``float``
-    or ``str``), ``1 <= value <= MAX_UNITS``; ``strategy``: one of :data:`STRATEGIES`
+    or ``str``), ``1 <= value <= MAX_UNITS``; ``strategy``: one of `STRATEGIES`
     (case-insensitive, returned upper-case); ``unit``: ``"token"`` or ``"char"``;
     ``encoding_name``: ``str``; ``allow_gaps``/``is_delimiter_regex``: ``bool``;
     ``delimiters``: ``None``, a ``str``, a sequence of ``str`` or a compiled ``str``
@@ -419,7 +419,7 @@ def window_and_step(
       ends); a positive ``chunk_overlap`` raises ``ValueError`` (pass ``step``, in
       delimiters, instead).
 
-    The values are checked here only as far as the mapping needs; :class:`WindowConfig`
+    The values are checked here only as far as the mapping needs; `WindowConfig`
     checks the result. Raises ``TypeError``/``ValueError`` naming the parameter.
     """
     strategy = _check_strategy("strategy", strategy)
@@ -653,8 +653,8 @@ Batches = Iterator[tuple[np.ndarray, np.ndarray]]
 def _walk_short(config: WindowConfig, text: str) -> tuple[list[int], list[int]]:
     """The windows of a short text, walked in plain Python: ``(starts, ends)``.
 
-    The same definitions as the batched numpy functions below (:func:`_ffs`,
-    :func:`_dfs`, :func:`_unit_bounds` and :func:`_dds`, then :func:`_dedupe`), one
+    The same definitions as the batched numpy functions below (`_ffs`,
+    `_dfs`, `_unit_bounds` and `_dds`, then `_dedupe`), one
     window at a time: for a text of a few thousand characters the fixed cost of numpy
     calls is larger than the work. Tests check both walks give the same windows.
     """
@@ -711,7 +711,7 @@ def _walk_short(config: WindowConfig, text: str) -> tuple[list[int], list[int]]:
 
 
 def _dedupe_lists(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
-    """:func:`_dedupe` for lists."""
+    """`_dedupe` for lists."""
     kept_starts, kept_ends, last = [], [], (-1, -1)
     for a, b in zip(starts, ends):
         if b > a and (a, b) != last:
@@ -831,7 +831,7 @@ class Chunk(NamedTuple):
 
 
 def iter_chunks(config: WindowConfig, text: str, *, strip_whitespace: bool = False) -> Iterator[Chunk]:
-    """Yield the windows of ``text`` as :class:`Chunk` s (text plus exact offsets).
+    """Yield the windows of ``text`` as `Chunk` s (text plus exact offsets).
 
     With ``strip_whitespace`` the offsets are moved past leading/trailing whitespace,
     so ``text[chunk.start:chunk.end] == chunk.text`` holds either way; windows that
@@ -865,7 +865,7 @@ class ChunkBatch(NamedTuple):
 def chunk_batches(config: WindowConfig, text: str, *, strip_whitespace: bool = False) -> Iterator[ChunkBatch]:
     """Yield the windows of ``text`` with their texts, in batches (what the adapters build from).
 
-    The same windows, offsets and whitespace handling as :func:`iter_chunks`; a short
+    The same windows, offsets and whitespace handling as `iter_chunks`; a short
     text is one batch, a long one comes in batches of at most ``_BATCH`` windows (so
     lazy iteration stays bounded). Index ``i`` of the whole sequence is the chunk index.
     """

@@ -1,11 +1,11 @@
 """The base class of the package's embedding objects (no framework).
 
-:class:`EmbeddingsBase` has LangChain's ``Embeddings`` interface: ``embed_documents`` and
+`EmbeddingsBase` has LangChain's ``Embeddings`` interface: ``embed_documents`` and
 ``embed_query``, and their async forms run in a worker thread. The LangChain face
 registers it as a virtual subclass of LangChain's ``Embeddings`` when it is imported
-(:mod:`swrag_integrations.langchain.embeddings`, imported by the LangChain index and
-vector store), so :class:`~.minilm.MiniLMEmbeddings` and the wrappers of
-:mod:`.wrappers` are LangChain ``Embeddings`` for LangChain users, while the engine and
+(`swrag_integrations.langchain.embeddings`, imported by the LangChain index and
+vector store), so `MiniLMEmbeddings` and the wrappers of
+`wrappers` are LangChain ``Embeddings`` for LangChain users, while the engine and
 the LlamaIndex face need no LangChain.
 """
 
@@ -37,9 +37,9 @@ class EmbeddingsBase(abc.ABC):
         """The vector of a query."""
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """:meth:`embed_documents` in a worker thread."""
+        """`embed_documents` in a worker thread."""
         return await asyncio.to_thread(self.embed_documents, texts)
 
     async def aembed_query(self, text: str) -> list[float]:
-        """:meth:`embed_query` in a worker thread."""
+        """`embed_query` in a worker thread."""
         return await asyncio.to_thread(self.embed_query, text)

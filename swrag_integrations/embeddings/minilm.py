@@ -9,7 +9,7 @@ Three backends compute the same vectors: ``"sentence-transformers"`` (the refere
 PyTorch), ``"onnx"`` (ONNX Runtime, fp32, same vectors to 1e-6) and ``"onnx-int8"``
 (ONNX Runtime with dynamic int8 weights: faster, mean cosine about 0.99 to the
 reference). The ONNX graphs are written locally from the packaged weights on first use,
-without torch, and cached (:mod:`swrag_integrations.embeddings.onnx`).
+without torch, and cached (`swrag_integrations.embeddings.onnx`).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class MiniLMEmbeddings(EmbeddingsBase):
     @property
     def model(self) -> Any:
         """The loaded backend: a ``SentenceTransformer`` or an
-        :class:`~swrag_integrations.embeddings.onnx.OnnxSentenceEncoder`."""
+        `OnnxSentenceEncoder`."""
         if self._model is None:
             with self._lock:
                 if self._model is None:
@@ -279,7 +279,7 @@ def as_embeddings(value: Any) -> Any:
     """LangChain ``Embeddings`` from a LangChain or a LlamaIndex embedding model.
 
     A LlamaIndex ``BaseEmbedding`` (e.g. ``Settings.embed_model``, read by
-    :func:`swrag_integrations.llama_index.settings.llama_index_default_embeddings`) is
+    `swrag_integrations.llama_index.settings.llama_index_default_embeddings`) is
     wrapped so the context steps accept either framework's models; anything else is
     returned as is.
     """

@@ -2,7 +2,7 @@
 
 The ONNX graph is written locally from the packaged weights on first use (the BERT
 encoder of the Transformer module, stated with ``onnx.helper`` from ``model.safetensors``
-by :mod:`.onnx_bert`, no torch; the tokenizer, pooling and normalisation are not part of
+by `onnx_bert`, no torch; the tokenizer, pooling and normalisation are not part of
 the graph) and cached under ``$SWRAG_CACHE/onnx`` (``~/.cache/swrag/onnx``). Nothing comes
 from a model hub.
 
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 #: Bump when the exported or quantized graph changes for the same inputs (part of the cache key).
-#: 2: the graph is written from the safetensors weights (:mod:`.onnx_bert`), not by torch.
+#: 2: the graph is written from the safetensors weights (`onnx_bert`), not by torch.
 EXPORT_VERSION = 2
 ONNX_VARIANTS = ("fp32", "int8")
 _OPSET = 17
@@ -255,7 +255,7 @@ def _discard(folder: Path) -> None:
 
 def _export_fp32(config: SentenceModelConfig, out: Path) -> None:
     """The Transformer module as an fp32 ONNX graph: token ids in, token states out
-    (:func:`.onnx_bert.build_bert_onnx`, from ``model.safetensors``; no torch)."""
+    (`onnx_bert.build_bert_onnx`, from ``model.safetensors``; no torch)."""
     try:
         import onnx  # noqa: F401
         import safetensors  # noqa: F401
@@ -322,7 +322,7 @@ def ensure_onnx_model(
         variant: ``"fp32"`` or ``"int8"`` (built from the cached fp32 export).
         cache_dir: cache root (default ``$SWRAG_CACHE`` or ``~/.cache/swrag``); entries
             go to ``<cache_dir>/onnx/<variant>-<key>``.
-        model_hash: :func:`model_fingerprint` of ``model_path`` if already computed.
+        model_hash: `model_fingerprint` of ``model_path`` if already computed.
     """
     if variant not in ONNX_VARIANTS:
         raise ValueError(f"variant must be one of {ONNX_VARIANTS}, got {variant!r}")
@@ -409,7 +409,7 @@ class OnnxSentenceEncoder:
     folder's ``Pooling`` module says and L2-normalised if it ends with ``Normalize`` or
     ``normalize`` is set.
 
-    Loading is lazy and thread-safe; :meth:`encode` may be called from several threads
+    Loading is lazy and thread-safe; `encode` may be called from several threads
     (ONNX Runtime sessions and ``tokenizers`` encoders are safe to share).
 
     Args:

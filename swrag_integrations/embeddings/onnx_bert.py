@@ -14,7 +14,7 @@ cache key. The graph written here gives the vectors of the torch export (and of
 sentence-transformers) to float rounding (see ``tests/embeddings/test_embeddings_onnx.py``).
 
 Node names follow the torch exporter's (``/encoder/layer.0/output/dense/MatMul``), so
-the int8 recipe of :mod:`.onnx_embeddings` can name the matrices it keeps in fp32.
+the int8 recipe of `onnx_embeddings` can name the matrices it keeps in fp32.
 """
 
 from __future__ import annotations

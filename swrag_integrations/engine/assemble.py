@@ -1,7 +1,7 @@
 """Offline context assembly: merge retrieved spans by character offset, then budget.
 
 Overlapping windows only pay off once they are merged: two windows that share half
-their text must not spend the budget twice. :func:`assemble_context` takes spans in
+their text must not spend the budget twice. `assemble_context` takes spans in
 rank order, adds to each source only the characters not yet covered, merges
 overlapping *and* adjacent spans of a source into one, and stops when the token budget
 (default 1500 cl100k tokens) is full, trimming the last piece at a token boundary.
@@ -20,7 +20,7 @@ __all__ = ["ContextSpan", "AssembledContext", "assemble_context", "merge_spans",
 
 
 def count_tokens(text: str, encoding_name: str = DEFAULT_ENCODING) -> int:
-    """Tokens of ``text``: :func:`~swrag_integrations.core.windows.count_units` in token unit
+    """Tokens of ``text``: `count_units` in token unit
     (the package's one counter; special tokens count as text)."""
     return count_units(text, "token", encoding_name) if text else 0
 
@@ -33,7 +33,7 @@ class ContextSpan:
     retrieved hit inside a wider window); trimming keeps the part nearest to it.
 
     ``boundaries`` (optional, absolute character offsets) are the only places where
-    :func:`assemble_context` may cut the span when it trims it to the budget (e.g. the
+    `assemble_context` may cut the span when it trims it to the budget (e.g. the
     offsets of the small chunks it is made of), besides its own ``start``/``end``.
     ``None``: it may be cut at any token boundary.
     """
@@ -94,8 +94,8 @@ class ContextSpan:
     def document_metadata(self) -> dict[str, Any]:
         """The metadata of this span as a document: its own, with ``source_id``,
         ``start_index``/``end_index`` and, where set, ``score``, ``rank`` and ``n_tokens``
-        (what :meth:`from_document` reads back). The faces build their documents from it
-        (:func:`swrag_integrations.langchain.convert.span_to_document`)."""
+        (what `from_document` reads back). The faces build their documents from it
+        (`swrag_integrations.langchain.convert.span_to_document`)."""
         meta = dict(self.metadata)
         meta.update(source_id=self.source_id, start_index=self.start, end_index=self.end)
         if self.score is not None:
@@ -147,7 +147,7 @@ class AssembledContext:
         return list(dict.fromkeys(s.source_id for s in self.spans))
 
     def _repr_html_(self) -> str | None:
-        """Jupyter: the spans over their sources, once :mod:`swrag_integrations.view` is
+        """Jupyter: the spans over their sources, once `swrag_integrations.view` is
         imported (it registers the view), else ``None`` (the plain repr)."""
         from swrag_integrations.core.display import html_of
 
@@ -379,16 +379,16 @@ def assemble_context(
 ) -> AssembledContext:
     """Merge spans by offset per source, in rank order, until the token budget is full.
 
-    The budget covers the whole :attr:`AssembledContext.text`, separators included:
+    The budget covers the whole `AssembledContext.text`, separators included:
     ``count_tokens(result.text) <= budget_tokens`` always holds.
 
     Args:
-        items: spans in rank order (best first): :class:`ContextSpan`, ``Document`` s
+        items: spans in rank order (best first): `ContextSpan`, ``Document`` s
             with ``source_id`` (or ``source``), ``start_index`` and ``end_index``
             metadata, or ``(source_id, start, end, text)`` tuples.
         budget_tokens: total tokens of context (``None``: no limit).
         encoding_name: tiktoken encoding for counting.
-        separator: joins the merged spans in :attr:`AssembledContext.text`.
+        separator: joins the merged spans in `AssembledContext.text`.
         max_spans: stop before a span that would open more than this many merged
             blocks (a span that only extends an existing block is still added).
 
@@ -398,7 +398,7 @@ def assemble_context(
     that a budget smaller than one chunk still returns the best hit's middle).
 
     Returns:
-        :class:`AssembledContext` whose spans are ordered by the best rank among the
+        `AssembledContext` whose spans are ordered by the best rank among the
         items merged into them; each is exact source text ``[start, end)``. A merged
         span's metadata is its best-ranked item's, with ``hit_chunk_indices`` unioned,
         ``chunk_lower_bound``/``chunk_upper_bound`` widened over the items, the best
@@ -552,7 +552,7 @@ def assemble_context(
 
 
 def merge_spans(items: Sequence[Any], **kwargs: Any) -> list[ContextSpan]:
-    """Union of overlapping/adjacent spans per source, no budget (see :func:`assemble_context`)."""
+    """Union of overlapping/adjacent spans per source, no budget (see `assemble_context`)."""
     return assemble_context(items, None, **kwargs).spans
 
 

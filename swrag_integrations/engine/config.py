@@ -1,4 +1,4 @@
-"""How an index cuts its sources: :class:`IndexConfig` (recorded in the index, checked on reopen)."""
+"""How an index cuts its sources: `IndexConfig` (recorded in the index, checked on reopen)."""
 
 from __future__ import annotations
 

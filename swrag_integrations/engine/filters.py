@@ -1,7 +1,7 @@
 """Metadata filters: one definition, pushed down to the vector store, applied everywhere else.
 
 A filter is a LangChain-style dict over the documents' own metadata (the scalar values
-:func:`~.records.clean_metadata` keeps, plus ``source_id``):
+`clean_metadata` keeps, plus ``source_id``):
 
 * ``{"topic": "sea"}`` -- equality; several keys in one dict must all hold;
 * ``{"n": {"$eq": 1}}``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte`` (numbers),
@@ -15,22 +15,22 @@ compare as Chroma compares them, in every store: a boolean equals only a boolean
 (``1`` matches ``1.0``), strings exactly; the order comparisons take numbers and skip
 booleans. Refused with a ``ValueError``: NaN and infinite numbers, integers outside the
 64-bit range (``-2**63 <= n < 2**63``) and filters nested deeper than
-:data:`MAX_DEPTH` levels. :func:`parse_filter` checks a filter once (clear ``ValueError``s
-naming the part that is wrong) and gives a :class:`MetadataFilter`, which
+`MAX_DEPTH` levels. `parse_filter` checks a filter once (clear ``ValueError``s
+naming the part that is wrong) and gives a `MetadataFilter`, which
 
-* evaluates itself on a metadata dict (:meth:`MetadataFilter.matches`): BM25 hits, the
+* evaluates itself on a metadata dict (`MetadataFilter.matches`): BM25 hits, the
   hits of every store and the plain search are checked against the source's record,
   so a result (and the window around it, which never leaves its source) is never from
   a source the filter excludes;
 * translates itself for the stores that can filter while they search
-  (:func:`native_filter`: Chroma ``where``, ``InMemoryVectorStore`` and FAISS
+  (`native_filter`: Chroma ``where``, ``InMemoryVectorStore`` and FAISS
   callables, a Qdrant ``Filter``); other stores are searched unfiltered with a growing
   fetch and the results filtered here. What a store cannot do exactly is left out of
   its translation (never narrowed: e.g. Chroma gets no list longer than
-  :data:`MAX_PUSHED_VALUES` values in all, which its SQL cannot bind) and filtered here.
+  `MAX_PUSHED_VALUES` values in all, which its SQL cannot bind) and filtered here.
 
 LlamaIndex ``MetadataFilters`` are converted in the LlamaIndex face
-(:func:`swrag_integrations.llama_index.convert.parse_llama_filter`).
+(`swrag_integrations.llama_index.convert.parse_llama_filter`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ _QDRANT_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _typed(value: Any) -> tuple[bool, Any]:
-    """``value`` tagged so that equal tags are :func:`values_equal` (and hash alike)."""
+    """``value`` tagged so that equal tags are `values_equal` (and hash alike)."""
     return isinstance(value, bool), value
 
 
@@ -115,7 +115,7 @@ class MetadataFilter:
 
     @cached_property
     def _members(self) -> frozenset[tuple[bool, Any]]:
-        """The ``$in``/``$nin`` values as a set of :func:`_typed` tags (a 40,000-value list
+        """The ``$in``/``$nin`` values as a set of `_typed` tags (a 40,000-value list
         is checked per document in constant time)."""
         return frozenset(_typed(v) for v in self.value)
 
@@ -203,9 +203,9 @@ class MetadataFilter:
 
 
 def parse_filter(spec: Any) -> MetadataFilter | None:
-    """Check a filter (dict, :class:`MetadataFilter` or ``None``) and return it as a
-    :class:`MetadataFilter` (``None``: no filter). LlamaIndex ``MetadataFilters`` are
-    converted by the LlamaIndex face (:func:`~swrag_integrations.llama_index.convert.parse_llama_filter`).
+    """Check a filter (dict, `MetadataFilter` or ``None``) and return it as a
+    `MetadataFilter` (``None``: no filter). LlamaIndex ``MetadataFilters`` are
+    converted by the LlamaIndex face (`parse_llama_filter`).
 
     Raises:
         ValueError: an unknown operator, an empty ``$and``/``$or``/``$in`` list, a
@@ -364,7 +364,7 @@ class SourceMatcher:
 
     Args:
         flt: the filter.
-        store: the index's :class:`~.sources.SourceStore`.
+        store: the index's `SourceStore`.
     """
 
     def __init__(self, flt: MetadataFilter, store: Any) -> None:

@@ -2,11 +2,11 @@
 
 LangChain's ``EnsembleRetriever`` keys documents on ``page_content`` (two different
 chunks with the same text collapse, and the metadata of the first list wins). Here a
-document's identity is :func:`doc_key`: ``Document.id``, else ``metadata["id"]`` /
+document's identity is `doc_key`: ``Document.id``, else ``metadata["id"]`` /
 ``metadata["chunk_id"]``, else its span (``source_id``/``source`` + ``start_index`` +
 ``end_index``); documents without any of these are never merged. Metadata of all
 copies is kept (first one wins per key, later lists fill missing keys) and the fusion
-adds ``rrf_score``, ``fused_rank`` and per-list ranks (:func:`fuse_documents`; the
+adds ``rrf_score``, ``fused_rank`` and per-list ranks (`fuse_documents`; the
 LangChain face's ``reciprocal_rank_fusion`` returns them as LangChain ``Document`` s).
 """
 
@@ -82,7 +82,7 @@ def fuse_documents(
     each document (inputs are not mutated) and its fused metadata, which carries
     ``rrf_score``, ``fused_rank`` (1-based) and ``<name>_rank`` for every list it
     appeared in (names default to ``list0``, ``list1``...). The faces build their own
-    documents from them (:func:`swrag_integrations.langchain.fusion.reciprocal_rank_fusion`).
+    documents from them (`swrag_integrations.langchain.fusion.reciprocal_rank_fusion`).
     """
     if k is not None and k <= 0:
         raise ValueError(f"k must be > 0, got {k}")

@@ -1,13 +1,13 @@
 """Health of an index: every derived part checked against the source store.
 
-:func:`probe_vectors` is the self-retrieval probe: a few complete chunks, embedded
+`probe_vectors` is the self-retrieval probe: a few complete chunks, embedded
 with the store's own embedding, must find themselves (or a chunk with the same text)
 among their nearest neighbours. It catches a vector collection that lost its search
 structure while still counting its vectors (e.g. Chroma with its HNSW files deleted
-answers every query with nothing). :func:`garbage_vectors` finds vectors no source
+answers every query with nothing). `garbage_vectors` finds vectors no source
 record references (a late write of a writer that lost its lease lands its vectors
-under ids of its own version, :func:`~.ids.vector_ids`). :func:`index_status` gathers counts, states and
-probes into an :class:`IndexStatus` for ``swrag status``.
+under ids of its own version, `vector_ids`). `index_status` gathers counts, states and
+probes into an `IndexStatus` for ``swrag status``.
 """
 
 from __future__ import annotations

@@ -2,20 +2,20 @@
 
 One definition each, used everywhere:
 
-* :func:`source_key` -- what decides "same document, new version" (``Document.id``,
+* `source_key` -- what decides "same document, new version" (``Document.id``,
   else ``metadata["source"]`` plus ``page``/``row`` and a chunk's ``start_index``/
   ``end_index``, else the text);
-* :func:`batch_source_ids` -- the source id of every document of one write: several
+* `batch_source_ids` -- the source id of every document of one write: several
   documents of one source in one call are parts of it, each kept (never one replacing
   another);
-* :func:`source_id_for` -- the 16-hex-digit id of a source (hash of its key);
-* :func:`chunk_id` / :func:`parse_chunk_id` -- ``"<source_id>:s:<i>"`` for small
+* `source_id_for` -- the 16-hex-digit id of a source (hash of its key);
+* `chunk_id` / `parse_chunk_id` -- ``"<source_id>:s:<i>"`` for small
   chunk ``i`` (``"<source_id>:m:<j>"`` for the derived medium chunk ``j``);
-* :func:`vector_id` -- the id a chunk's vector has in the vector store: a UUID derived
+* `vector_id` -- the id a chunk's vector has in the vector store: a UUID derived
   from the chunk id and the version (content hash) of the source's text it was cut
   from, because some stores (Qdrant) accept only UUIDs or integers;
-* :func:`vector_ids` -- the vector ids a source record references, under the id scheme
-  its index's manifest records (:func:`vector_id_scheme`): ``"v2"`` (with the
+* `vector_ids` -- the vector ids a source record references, under the id scheme
+  its index's manifest records (`vector_id_scheme`): ``"v2"`` (with the
   version: a writer that resumes after another one wrote a newer version lands its
   vectors under ids no record references, never in the newer version's place) or
   ``"legacy"`` (indexes written before ``"v2"``: the chunk id alone).
@@ -46,9 +46,9 @@ _SCHEMES = ("legacy", VECTOR_ID_SCHEME)
 def source_key(doc: Any) -> str:
     """The identity of a source document.
 
-    ``Document.id`` if set; else ``metadata["source"]`` (:func:`origin_key`: plus
+    ``Document.id`` if set; else ``metadata["source"]`` (`origin_key`: plus
     ``page``/``row`` when present, so the pages of one PDF and the rows of one CSV stay
-    apart; for a :class:`~.records.SourceSegment` plus where it starts; else the integer
+    apart; for a `SourceSegment` plus where it starts; else the integer
     ``start_index``/``end_index`` a document carries); else the text itself (then every
     edit makes a new source).
     """
@@ -82,7 +82,7 @@ def origin_key(meta: dict[str, Any]) -> str | None:
 
 
 def source_id_for(doc_or_key: Any) -> str:
-    """Stable 16-hex-digit id of a source: a document, or a key from :func:`source_key`."""
+    """Stable 16-hex-digit id of a source: a document, or a key from `source_key`."""
     key = doc_or_key if isinstance(doc_or_key, str) else source_key(doc_or_key)
     return _sha1(key)[:16]
 
@@ -100,9 +100,9 @@ def batch_source_ids(documents: Sequence[Any], known: Any = ()) -> list[str]:
     """The source id of each document of one write (same order).
 
     ``known``: the source ids the index holds (a container); a document whose id is one
-    of them is that source (:func:`source_id_of_id`): adding it replaces the source.
+    of them is that source (`source_id_of_id`): adding it replaces the source.
 
-    A document is its own source (:func:`source_id_for`), with one exception: when
+    A document is its own source (`source_id_for`), with one exception: when
     several *different* documents of one call share a key (chunks of one file without
     offsets, say), each becomes a part of it -- key ``<key>#part=<j>``, ``j`` counting
     the distinct documents of that key in call order -- so no document replaces another
@@ -150,13 +150,13 @@ def content_hash(text: str, config_json: str) -> str:
 
 def member_id(source_id: str, start: int, end: int) -> str:
     """The id of the offset chunk ``[start, end)`` (source coordinates) of a source segment
-    (:class:`~.records.SourceSegment`): ``"<source_id>@<start>:<end>"``, what
+    (`SourceSegment`): ``"<source_id>@<start>:<end>"``, what
     ``add_documents`` returns for such a chunk."""
     return f"{source_id}@{int(start)}:{int(end)}"
 
 
 def parse_member_id(value: Any) -> tuple[str, int, int] | None:
-    """``(source_id, start, end)`` of a :func:`member_id`, or ``None``."""
+    """``(source_id, start, end)`` of a `member_id`, or ``None``."""
     sid, sep, rest = str(value).partition("@")
     start, sep2, end = rest.partition(":")
     if not (sid and sep and sep2) or not start.isdigit() or not end.isdigit():
@@ -215,7 +215,7 @@ def doc_vector_ids(doc: Any) -> list[str]:
     """The ids a chunk document a store returned may have in that store: its own id
     (stores differ: some set ``Document.id``, Qdrant puts it in ``metadata["_id"]``)
     and those derived from the chunk id and content hash in its metadata under each
-    id scheme (:func:`vector_ids`; a document does not say which its index uses)."""
+    id scheme (`vector_ids`; a document does not say which its index uses)."""
     meta = doc.metadata or {}
     out = []
     if meta.get("chunk_id"):

@@ -1,15 +1,15 @@
 """Windowed parent retrieval, framework-free: hits -> parents -> budgeted spans.
 
-Stage 2 (:func:`rank_parents`): within each source the hits whose windows overlap or
+Stage 2 (`rank_parents`): within each source the hits whose windows overlap or
 touch are grouped into one candidate *parent* whose score is the sum of its hits'
-fused scores. Stage 3 (:func:`expand_parents`): each parent's chunk range is read from
-the index (:class:`~.protocols.ChunkIndex.chunk_rows`) and, under a token budget, its
-small chunks are chosen by :class:`Planner`: each query first gets its share of the
+fused scores. Stage 3 (`expand_parents`): each parent's chunk range is read from
+the index (`chunk_rows`) and, under a token budget, its
+small chunks are chosen by `Planner`: each query first gets its share of the
 budget (budget / queries), then the allowance left unused goes to the parents in rank
 order; within each pass the hit chunks of all parents come first (a hit chunk is only
 dropped when the budget is spent), then the chunks between a parent's hits, then its
 neighbours. The chosen chunks are merged by character offset (no duplicated text) by
-:func:`~.assemble.assemble_context`, whose budget covers the separators too. Spans
+`assemble_context`, whose budget covers the separators too. Spans
 start and end on small-chunk boundaries. Both frameworks' retrievers are thin
 adapters over these functions.
 """

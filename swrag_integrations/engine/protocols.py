@@ -1,8 +1,8 @@
 """What the windowed parent retriever needs from an index (typed, framework-free).
 
-:class:`ChunkIndex` is satisfied by :class:`~.index.SlidingWindowIndex` and by the
+`ChunkIndex` is satisfied by `SlidingWindowIndex` and by the
 LlamaIndex adapter over a native ``VectorStoreIndex``
-(:class:`~.llama_index.NodeChunkIndex`); :mod:`.parents` and both frameworks'
+(`NodeChunkIndex`); `parents` and both frameworks'
 retrievers only use these members.
 """
 
@@ -49,7 +49,7 @@ class ChildHit:
 
 @runtime_checkable
 class ChunkIndex(Protocol):
-    """The index interface of :class:`~.retriever.WindowedParentRetriever`."""
+    """The index interface of `WindowedParentRetriever`."""
 
     @property
     def encoding_name(self) -> str:
@@ -60,7 +60,7 @@ class ChunkIndex(Protocol):
                         weights: Sequence[float] = (0.5, 0.5), rrf_c: float = 60.0) -> list[ChildHit]:
         """The ``k`` best small chunks for ``query`` (fused ranking), best first; only
         chunks of sources that are completely indexed. An index that can filter also
-        takes ``filter=`` (a :class:`~.filters.MetadataFilter`); the retrievers pass it
+        takes ``filter=`` (a `MetadataFilter`); the retrievers pass it
         only when one is set."""
         ...
 
@@ -77,7 +77,7 @@ class ChunkIndex(Protocol):
 
 class EngineState(Protocol):
     """The index engine as the modules below it (writer, health, parallel, Ray ingestion,
-    plain) see it: :class:`~.engine.IndexEngine` satisfies it. They take it as an argument and
+    plain) see it: `IndexEngine` satisfies it. They take it as an argument and
     never import the engine, which calls them."""
 
     store: Any
@@ -94,7 +94,7 @@ _ENGINE_MEMBERS = ("store", "vectors", "keyword", "manifest", "writing", "sync_v
 
 
 def as_engine(index: Any) -> EngineState:
-    """The :class:`~.engine.IndexEngine` of a face (``index.engine``) or the engine itself.
+    """The `IndexEngine` of a face (``index.engine``) or the engine itself.
 
     Recognised by its members (no import of the engine: the writer, health, parallel and Ray
     modules sit below it and take whatever engine they are given).

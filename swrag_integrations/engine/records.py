@@ -1,10 +1,10 @@
 """A source as the index keeps it: its text once, and per small chunk a row of offsets.
 
-:class:`SourceRecord` holds a source's exact text and an int array of shape
+`SourceRecord` holds a source's exact text and an int array of shape
 ``(7, n_chunks)`` -- start, end, token count, window lower/upper chunk bound, window
 start/end character offset -- so a chunk is ``text[start:end]`` and a window is a
-range of chunks; nothing else about a chunk is stored. :func:`plan_source` builds the
-record of a document under an :class:`~.config.IndexConfig`.
+range of chunks; nothing else about a chunk is stored. `plan_source` builds the
+record of a document under an `IndexConfig`.
 
 ``windows`` lists the source's windows as chunk ranges ``(lower, upper)`` (inclusive),
 e.g. the graph's ``"windows"`` passages.
@@ -104,37 +104,37 @@ class SourceRecord:
 
     @property
     def doc_metadata(self) -> dict[str, Any]:
-        """The document's metadata as it was added: :attr:`index_metadata` plus the values the
+        """The document's metadata as it was added: `index_metadata` plus the values the
         chunks do not carry (reserved keys such as a chunk's own ``start_index``, lists...)."""
         return {**self.index_metadata, **((self.metadata.get(DOC_KEY) or {}).get("extra") or {})}
 
     @property
     def base(self) -> int:
         """Where the record's text starts in its source: 0 for a whole document; for a
-        :class:`SourceSegment` (offset chunks joined) the offset of its first character.
-        Every offset the record gives out (chunk and medium metadata, :meth:`span`) is in
+        `SourceSegment` (offset chunks joined) the offset of its first character.
+        Every offset the record gives out (chunk and medium metadata, `span`) is in
         source coordinates, ``text[k]`` being source character ``base + k``; the arrays
-        hold offsets into :attr:`text`."""
+        hold offsets into `text`."""
         return int((self.metadata.get(DOC_KEY) or {}).get("base", 0))
 
     @property
     def members(self) -> list[dict[str, Any]]:
         """The offset chunks a segment was joined from (``{"start", "end",
-        "metadata"}``, source coordinates; their ids: :func:`~.ids.member_id`); ``[]``
+        "metadata"}``, source coordinates; their ids: `member_id`); ``[]``
         for a whole document."""
         return list((self.metadata.get(DOC_KEY) or {}).get("members") or [])
 
     def doc_ids(self, start: int, end: int) -> list[str]:
         """The ids of the added documents whose text overlaps source range ``[start, end)``:
         the document's id (the one it was added under, else the source id) for a whole
-        document; the overlapping offset chunks' :meth:`member_id` for a segment."""
+        document; the overlapping offset chunks' `member_id` for a segment."""
         members = self.members
         if not members:
             return [self.doc_id or self.source_id]
         return [member_id(self.source_id, m["start"], m["end"]) for m in members if m["start"] < end and start < m["end"]]
 
     def span(self, start: int, end: int) -> str:
-        """The exact source text ``[start, end)`` (source coordinates, see :attr:`base`).
+        """The exact source text ``[start, end)`` (source coordinates, see `base`).
 
         Raises:
             LookupError: the range is not inside the record.
@@ -160,8 +160,8 @@ class SourceRecord:
         return self.text[int(self.arrays[START, i]):int(self.arrays[END, i])]
 
     def chunk_metadata(self, i: int, medium_size: int) -> dict[str, Any]:
-        """Metadata of small chunk ``i``: offsets in source coordinates (:attr:`base`), and
-        ``doc_ids``: the ids of the added documents its window overlaps (:meth:`doc_ids`)."""
+        """Metadata of small chunk ``i``: offsets in source coordinates (`base`), and
+        ``doc_ids``: the ids of the added documents its window overlaps (`doc_ids`)."""
         a, b = self.arrays, self.base
         meta = self.index_metadata
         meta.update(
@@ -273,9 +273,9 @@ def check_storable(doc: Any) -> None:
 
 
 def doc_record_metadata(doc: Any) -> dict[str, Any]:
-    """The metadata a record keeps for ``doc``: :func:`clean_metadata`, plus under
-    :data:`DOC_KEY` the document's id and the JSON values ``clean_metadata`` drops, so the
-    document comes back as it was added (:attr:`SourceRecord.doc_metadata`).
+    """The metadata a record keeps for ``doc``: `clean_metadata`, plus under
+    `DOC_KEY` the document's id and the JSON values ``clean_metadata`` drops, so the
+    document comes back as it was added (`SourceRecord.doc_metadata`).
 
     A value that JSON cannot hold (a ``datetime``, an object...) is left out with a
     warning naming its key.
@@ -301,7 +301,7 @@ def doc_record_metadata(doc: Any) -> dict[str, Any]:
 
 def metadata_change(old: SourceRecord | None, new: SourceRecord) -> str | None:
     """How the metadata of ``new`` differs from the stored ``old`` version of a source with
-    the same text: ``None`` (not at all), ``"doc"`` (only what :data:`DOC_KEY` keeps: the
+    the same text: ``None`` (not at all), ``"doc"`` (only what `DOC_KEY` keeps: the
     document's id or metadata the chunks do not carry) or ``"index"`` (what the chunks,
     and so their vectors and filters, carry; also when ``old`` is missing)."""
     if old is None:
@@ -319,24 +319,24 @@ def plan_source(doc: Any, config: IndexConfig, source_id: str | None = None) -> 
     """Cut one document into its small-chunk rows (no I/O); the record is ``pending``.
 
     ``source_id``: the record's id when the caller decided it for a batch
-    (:func:`~.ids.batch_source_ids`); default :func:`~.ids.source_id_for` of ``doc``.
+    (`batch_source_ids`); default `source_id_for` of ``doc``.
 
     Small chunks are FFS pieces of ``chunk_size`` units with step == size, so they tile
     the text exactly. Each chunk's window bounds are the union of the windows that hold
     it: windows of ``window_size`` chunks moving by ``step`` chunks (``"chunks"``), or
     the FFS/DFS/DDS windows of the text mapped onto the chunks they touch.
 
-    Raises ``ValueError`` for text no store can keep (:func:`check_storable`); the add
-    path checks every document once at its door (:func:`~.writer.dedupe_documents`) and
-    plans with :func:`plan_checked`.
+    Raises ``ValueError`` for text no store can keep (`check_storable`); the add
+    path checks every document once at its door (`dedupe_documents`) and
+    plans with `plan_checked`.
     """
     check_storable(doc)
     return plan_checked(doc, config, source_id)
 
 
 def plan_checked(doc: Any, config: IndexConfig, source_id: str | None = None) -> SourceRecord:
-    """:func:`plan_source` of a document the caller already passed through
-    :func:`check_storable` (the add path's one check per document), without checking it again."""
+    """`plan_source` of a document the caller already passed through
+    `check_storable` (the add path's one check per document), without checking it again."""
     text = doc.page_content
     sid = source_id if source_id is not None else source_id_for(doc)
     cfg = config
@@ -420,8 +420,8 @@ def _sentence_children(text: str, cfg: IndexConfig) -> tuple[np.ndarray, np.ndar
 @dataclass
 class SourceSegment:
     """One contiguous piece of a source, joined from the offset chunks of one write that
-    cover it (:func:`join_offset_chunks`); indexed as one source record whose
-    :attr:`SourceRecord.base` is :attr:`base`, so every offset the index gives out for it
+    cover it (`join_offset_chunks`); indexed as one source record whose
+    `SourceRecord.base` is `base`, so every offset the index gives out for it
     is in the coordinates of the original source.
 
     ``page_content``: the source text ``[base, base + len)``, ``metadata``: the metadata
@@ -442,7 +442,7 @@ def offset_of(doc: Any) -> int | None:
     An offset chunk is a document without an id whose metadata names its ``source`` and
     gives an int ``start_index`` (LangChain splitters with ``add_start_index=True``, the
     package's splitters, LlamaIndex nodes converted by
-    :class:`~.llama_index.SlidingWindowLlamaIndex`): its text is
+    `SlidingWindowLlamaIndex`): its text is
     ``source_text[start_index:start_index + len(text)]``. A document with an id keeps it
     as its identity and stays a source of its own.
 
@@ -477,12 +477,12 @@ def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def join_offset_chunks(documents: Sequence[Any]) -> tuple[list[Any], list[tuple[int, int | None]]]:
-    """Join the offset chunks (:func:`offset_of`) of one write into source segments.
+    """Join the offset chunks (`offset_of`) of one write into source segments.
 
-    Chunks of one source (same :func:`~.ids.origin_key`: ``source`` plus ``page``/``row``)
+    Chunks of one source (same `origin_key`: ``source`` plus ``page``/``row``)
     are pieces of one source text: sorted by offset, each one must agree with the text
     the others give at the offsets they share, and chunks that overlap or touch join
-    into one :class:`SourceSegment`. A gap between chunks is never filled: the chunks on
+    into one `SourceSegment`. A gap between chunks is never filled: the chunks on
     either side become separate segments (separate records, whose windows never cross
     the gap). Other documents pass through unchanged.
 

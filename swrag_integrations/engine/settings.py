@@ -1,9 +1,9 @@
 """The windowed parent retriever's settings and their defaults, defined once.
 
-:class:`RetrieverSettings` is the one definition behind the LangChain retriever
-(:class:`~.retriever.WindowedParentRetriever`), the LlamaIndex retriever
-(:class:`~.llama_index.WindowedLlamaIndexRetriever`), the CLI's options, the tuning
-search space and the tuned-configuration file (:mod:`.tuned`): each takes its
+`RetrieverSettings` is the one definition behind the LangChain retriever
+(`WindowedParentRetriever`), the LlamaIndex retriever
+(`WindowedLlamaIndexRetriever`), the CLI's options, the tuning
+search space and the tuned-configuration file (`tuned`): each takes its
 defaults from here and checks its values here, so a bad value gets the same message
 everywhere and a default changes in one place.
 """

@@ -1,9 +1,9 @@
-"""What one retrieval did, step by step: :class:`RetrievalTrace` (framework-free).
+"""What one retrieval did, step by step: `RetrievalTrace` (framework-free).
 
-:func:`trace` runs the windowed parent retrieval the way the retrievers do (stage 1
-``search_children``, stage 2 :func:`~.parents.rank_parents`, stage 3
-:func:`~.parents.expand_parents` under the budget) and keeps every step: the hits, the
-parents they formed, the spans kept, what each hit lost to the budget (:class:`HitStatus`)
+`trace` runs the windowed parent retrieval the way the retrievers do (stage 1
+``search_children``, stage 2 `rank_parents`, stage 3
+`expand_parents` under the budget) and keeps every step: the hits, the
+parents they formed, the spans kept, what each hit lost to the budget (`HitStatus`)
 and the settings used. Views render a trace (``swrag_integrations.view``); nothing here
 draws anything.
 """
@@ -25,7 +25,7 @@ def source_piece(index: Any, source_id: str) -> tuple[int, str]:
     """``(base, text)``: the text ``index`` holds of a source and the source offset of its
     first character (``text[i]`` is the source's character ``base + i``; ``base > 0`` for a
     record joined from offset chunks that start past the source's start). Offsets the
-    index returns are source coordinates: slice the text with :func:`piece_span`."""
+    index returns are source coordinates: slice the text with `piece_span`."""
     engine = getattr(index, "engine", index)
     record = engine.record(source_id) if hasattr(engine, "record") else None
     return (int(record.base) if record is not None else 0), engine.source_text(source_id)
@@ -33,7 +33,7 @@ def source_piece(index: Any, source_id: str) -> tuple[int, str]:
 
 def piece_span(base: int, text: str, start: int, end: int) -> str:
     """The source's characters ``[start, end)`` (source coordinates) of a piece ``text``
-    that starts at source offset ``base`` (see :func:`source_piece`)."""
+    that starts at source offset ``base`` (see `source_piece`)."""
     return text[max(0, start - base):max(0, end - base)]
 
 
@@ -65,13 +65,13 @@ class RetrievalTrace:
 
     Attributes:
         question: the question.
-        settings: the :class:`~.settings.RetrieverSettings` used.
+        settings: the `RetrieverSettings` used.
         hits: stage 1, the small chunks found (rank order).
-        parents: stage 2, the parents the hits formed (:class:`~.parents.Candidate`, rank order).
+        parents: stage 2, the parents the hits formed (`Candidate`, rank order).
         spans: stage 3, the spans kept under the budget, merged by offset.
         sources: ``source_id -> text`` the index holds of every source a hit or span
             touches; it starts at source offset ``bases[source_id]`` (0 unless given):
-            slice it with :meth:`source_span`.
+            slice it with `source_span`.
         encoding_name: the tiktoken encoding of the token counts.
         filter: the metadata filter applied (parsed), or ``None``.
     """
@@ -87,7 +87,7 @@ class RetrievalTrace:
     bases: dict[str, int] = field(default_factory=dict)
 
     def source_span(self, source_id: str, start: int, end: int) -> str:
-        """The characters ``[start, end)`` (source coordinates) of a source in :attr:`sources`."""
+        """The characters ``[start, end)`` (source coordinates) of a source in `sources`."""
         return piece_span(self.bases.get(source_id, 0), self.sources[source_id], start, end)
 
     @property
@@ -106,7 +106,7 @@ def check_relevance(value: Any) -> float | None:
 
 
 def above_floor(hits: Sequence[ChildHit], min_relevance: float | None) -> list[ChildHit]:
-    """The hits whose ``relevance`` (:meth:`~.engine.IndexEngine.search_children`) reaches
+    """The hits whose ``relevance`` (`search_children`) reaches
     ``min_relevance`` (all of them for ``None``): the retrievers' relevance floor."""
     if min_relevance is None:
         return list(hits)
@@ -115,12 +115,12 @@ def above_floor(hits: Sequence[ChildHit], min_relevance: float | None) -> list[C
 
 def trace(index: Any, question: str, settings: RetrieverSettings = DEFAULT_SETTINGS, *,
           filter: Any = None, min_relevance: float | None = None) -> RetrievalTrace:
-    """Retrieve for ``question`` from ``index`` (a :class:`~.protocols.ChunkIndex`: the
+    """Retrieve for ``question`` from ``index`` (a `ChunkIndex`: the
     engine or either face) with ``settings`` and keep every step (``min_relevance``: the
-    hits below it are left out, as :func:`above_floor` leaves them out of retrieval).
+    hits below it are left out, as `above_floor` leaves them out of retrieval).
 
     Raises:
-        ValueError: an empty question, or a filter :func:`~.filters.parse_filter` refuses.
+        ValueError: an empty question, or a filter `parse_filter` refuses.
     """
     from swrag_integrations.engine.filters import parse_filter
 

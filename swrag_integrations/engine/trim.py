@@ -2,21 +2,21 @@
 
 The windowed retriever widens each small-chunk hit to its parent window and fills the
 token budget with whole windows, so under a tight budget (300-500 tokens) a few windows
-take all of it and the hits of the next windows are left out. :func:`trim_windows` cuts
+take all of it and the hits of the next windows are left out. `trim_windows` cuts
 each window down to the sentences that hold its hits, plus ``sentences`` sentences on
 either side, when the windows do not fit the budget whole: the freed tokens go to the
 hits of lower-ranked windows (the idea of relevant segment extraction, at sentence
 grain). Every piece keeps exact offsets (``text == source_text[start:end]``), so the
 pieces are assembled by offset like the windows themselves
-(:func:`~.assemble.assemble_context`).
+(`assemble_context`).
 
 The default's planner already keeps only the hit chunks when the budget is tight, and a
 hit chunk (a run of sentences up to 50 tokens) is made of whole sentences, so trimming to
-the sentences of a whole hit frees nothing: :func:`narrow_hits` first narrows each hit
+the sentences of a whole hit frees nothing: `narrow_hits` first narrows each hit
 to its best sentence by a caller's ``score`` (e.g. the question's terms it holds).
 
-Sentences end at :data:`SENTENCE_DELIMITERS`: the package's delimiters
-(:data:`~swrag_integrations.core.delimiters.DEFAULT_DELIMITERS`, CJK-aware) without the
+Sentences end at `SENTENCE_DELIMITERS`: the package's delimiters
+(`DEFAULT_DELIMITERS`, CJK-aware) without the
 commas, which end clauses, not sentences. Framework-free.
 """
 
@@ -41,7 +41,7 @@ _SENTENCES = _Delimiters(SENTENCE_DELIMITERS, False)
 
 class HitLike(Protocol):
     """A retrieved small chunk: its source and character offsets (e.g. a
-    :class:`~.protocols.ChildHit`)."""
+    `ChildHit`)."""
 
     source_id: str
     start: int
@@ -50,7 +50,7 @@ class HitLike(Protocol):
 
 def sentence_bounds(text: str, start: int, end: int) -> list[int]:
     """The sentence boundaries of ``text[start:end]`` as absolute offsets, ``start`` and
-    ``end`` included, sorted (a sentence ends after one of :data:`SENTENCE_DELIMITERS`).
+    ``end`` included, sorted (a sentence ends after one of `SENTENCE_DELIMITERS`).
 
     Raises:
         ValueError: ``start``/``end`` are not offsets of ``text`` with ``start <= end``.
@@ -128,11 +128,11 @@ def trim_window(window: ContextSpan, source_text: str, hits: Iterable[tuple[int,
 def trim_windows(windows: Sequence[ContextSpan], texts: Mapping[str, str], hits: Sequence[HitLike], budget: int, *,
                  sentences: int = 1, encoding_name: str = DEFAULT_ENCODING) -> list[ContextSpan]:
     """The ranked ``windows``, each cut to the sentences around its ``hits``
-    (:func:`trim_window`) when the windows' distinct text does not fit ``budget`` tokens
+    (`trim_window`) when the windows' distinct text does not fit ``budget`` tokens
     whole; otherwise the windows unchanged. ``texts`` maps a source id to its text;
     ``hits`` (in rank order) count for the windows of their source that they overlap.
     The pieces come in the windows' rank order; assemble them by offset under the
-    budget (:func:`~.assemble.assemble_context`).
+    budget (`assemble_context`).
 
     Raises:
         ValueError: a negative ``budget`` or ``sentences``, or a window whose source is not in ``texts``.

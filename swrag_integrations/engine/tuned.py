@@ -1,11 +1,11 @@
-"""A complete retrieval configuration (:class:`Candidate`) and its file (:class:`TunedConfig`).
+"""A complete retrieval configuration (`Candidate`) and its file (`TunedConfig`).
 
 Both belong to the retrieval layer: an index records the configuration it was built
 with and reopens with it, so reading the file must not need the tuner (``swrag tune``,
-:mod:`swrag_integrations.tuning`, writes it; the tuner's search space is made of
-:class:`Candidate` points). Every value is checked by the one definition of each part:
-the chunking by :class:`~.config.IndexConfig`, the retriever by
-:class:`~.settings.RetrieverSettings`.
+`swrag_integrations.tuning`, writes it; the tuner's search space is made of
+`Candidate` points). Every value is checked by the one definition of each part:
+the chunking by `IndexConfig`, the retriever by
+`RetrieverSettings`.
 
 File layout (``swrag_tuned_config`` = format version)::
 
@@ -49,7 +49,7 @@ RETRIEVER_KEYS = TUNABLE_RETRIEVER_KEYS
 class Candidate:
     """One configuration: index keywords + retriever keywords (complete and checked).
 
-    Build with :meth:`make` (fills defaults and validates); ``index``/``retriever`` are
+    Build with `make` (fills defaults and validates); ``index``/``retriever`` are
     sorted ``(name, value)`` tuples so candidates hash and compare by value.
     """
 
@@ -196,12 +196,12 @@ class TunedConfig:
 
     @property
     def candidate(self) -> Candidate:
-        """The configuration as a search :class:`~.space.Candidate` (without the budget)."""
+        """The configuration as a search `Candidate` (without the budget)."""
         return Candidate.make(self.index_kwargs, {k: v for k, v in self.retriever_kwargs.items() if k in RETRIEVER_KEYS})
 
     @property
     def index_config(self) -> Any:
-        """The index part as the index's own :class:`~swrag_integrations.engine.config.IndexConfig`
+        """The index part as the index's own `IndexConfig`
         (the one definition of the chunking)."""
         return IndexConfig.resolve(**self.index_kwargs)
 

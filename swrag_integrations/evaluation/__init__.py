@@ -7,7 +7,7 @@ Python API::
     rows = run_eval(["multifieldqa_zh.jsonl"], grid, "results/zh", retrieval_only=True)
 
 Command line: ``swrag eval ...`` or ``python -m swrag_integrations.evaluation ...``
-(see :mod:`swrag_integrations.cli.eval`).
+(see `swrag_integrations.cli.eval`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Context assembly under a token budget, for the evaluation.
 
 Both functions return the package's one
-:class:`~swrag_integrations.engine.assemble.AssembledContext` (``.text``,
+`AssembledContext` (``.text``,
 ``.spans``, ``.offsets``, ``.text_tokens``):
 
-* :func:`assemble_by_offset` is the sliding-window way: retrieved spans are merged by
+* `assemble_by_offset` is the sliding-window way: retrieved spans are merged by
   character offset (the union of overlapping or touching spans of one source), in rank
   order, until the budget is full, so overlapping windows never pay twice for the same
-  text (:func:`~swrag_integrations.engine.assemble.assemble_context`);
-* :func:`assemble_by_text` is the stock way: chunk texts concatenated in rank order.
+  text (`assemble_context`);
+* `assemble_by_text` is the stock way: chunk texts concatenated in rank order.
 
 Both cut the last piece so the context never exceeds ``budget`` tokens.
 """
@@ -35,7 +35,7 @@ def _empty(budget: int, separator: str) -> AssembledContext:
 
 def context_from_spans(spans: Sequence[ContextSpan], budget: int | None, *, separator: str = SEPARATOR,
                        truncated: bool = False, encoding_name: str = DEFAULT_ENCODING) -> AssembledContext:
-    """An :class:`AssembledContext` of spans kept as they are (no merging)."""
+    """An `AssembledContext` of spans kept as they are (no merging)."""
     text = separator.join(s.text for s in spans)
     return AssembledContext(spans=list(spans), n_tokens=sum(count_tokens(s.text, encoding_name) for s in spans),
                             budget_tokens=budget, truncated=truncated, separator=separator,

@@ -7,10 +7,10 @@ answers in ``context``, SQuAD-derived rows).
 
 *Document mode*: every question is asked against its own document.
 *Corpus mode*: the de-duplicated documents of a dataset form one store
-(:func:`build_corpus`), every question retrieves from all of them.
+(`build_corpus`), every question retrieves from all of them.
 
 *Tuning and test halves*: every row belongs to one fixed half, ``"tune"`` or
-``"test"`` (:func:`half_of`), so levers and defaults can be chosen on one half and
+``"test"`` (`half_of`), so levers and defaults can be chosen on one half and
 reported on the other (``load_examples(..., half="test")``, ``swrag eval --half test``).
 The half of a row is decided by the row alone: the first 64 bits of
 ``sha256(HALF_SALT + "\\0" + key)`` are even -> ``"tune"``, odd -> ``"test"``, where
@@ -80,7 +80,7 @@ class Example:
 
     @property
     def half(self) -> str:
-        """The fixed half this question belongs to: ``"tune"`` or ``"test"`` (:func:`half_of`)."""
+        """The fixed half this question belongs to: ``"tune"`` or ``"test"`` (`half_of`)."""
         return half_of(self.split_key or self.qid)
 
 
@@ -119,7 +119,7 @@ HALF_SALT = "swrag-eval-halves/v1"
 def half_of(key: str) -> str:
     """The half of a row with split key ``key``: ``"tune"`` or ``"test"``.
 
-    Depends on ``key`` and :data:`HALF_SALT` only (not on row order or other rows).
+    Depends on ``key`` and `HALF_SALT` only (not on row order or other rows).
     """
     digest = hashlib.sha256(f"{HALF_SALT}\0{key}".encode("utf-8", "surrogatepass")).digest()
     return HALVES[int.from_bytes(digest[:8], "big") % 2]
@@ -336,8 +336,8 @@ DEV_SETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 # The larger dev sets of issue 44 (same format, same fixed halves by ``_id``): DRCD (1,000
 # Traditional-Chinese paragraphs, one question each, corpus mode like cmrc2018_corpus) and five
 # LEval tasks over long English documents with free-form gold answers (document mode). They
-# are not in :data:`DEV_SETS` so the runs and reports of the six keep their rows; commands
-# that take ``--datasets`` accept every name of :data:`ALL_DEV_SETS`.
+# are not in `DEV_SETS` so the runs and reports of the six keep their rows; commands
+# that take ``--datasets`` accept every name of `ALL_DEV_SETS`.
 ADDED_DEV_SETS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("drcd_corpus", "corpus", ("--corpus",)),
     ("leval_scientific_qa", "document", ()),
@@ -351,7 +351,7 @@ ALL_DEV_SETS: tuple[tuple[str, str, tuple[str, ...]], ...] = DEV_SETS + ADDED_DE
 
 
 def dev_set_modes(names: Iterable[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """``name -> (mode label, swrag eval flags)`` for dev-set ``names`` (of :data:`ALL_DEV_SETS`), in order.
+    """``name -> (mode label, swrag eval flags)`` for dev-set ``names`` (of `ALL_DEV_SETS`), in order.
 
     Raises:
         ValueError: a name that is not a dev set, naming the known ones.

@@ -1,10 +1,10 @@
 """An on-disk embedding cache keyed by text hash (sqlite): an embedder with
 ``embed_documents`` / ``embed_query`` on the package's embedding base class
-(:data:`~swrag_integrations.embeddings.base.EmbeddingsBase`: LangChain's ``Embeddings``
+(`EmbeddingsBase`: LangChain's ``Embeddings``
 when LangChain is installed, so the LangChain pipelines take it as it is).
 
 The evaluation grid indexes the same texts many times (every configuration of a
-document, every run that resumes); :class:`CachedEmbeddings` embeds each distinct text
+document, every run that resumes); `CachedEmbeddings` embeds each distinct text
 once per model and keeps the vectors in ``sqlite`` as float32 blobs.
 """
 
@@ -118,7 +118,7 @@ class CachedEmbeddings(EmbeddingsBase):
 
 
 def default_embeddings(cache_path: str | os.PathLike | None = None) -> CachedEmbeddings:
-    """The packaged MiniLM model (:mod:`swrag_integrations.embeddings.minilm`) behind
+    """The packaged MiniLM model (`swrag_integrations.embeddings.minilm`) behind
     a text-hash cache at ``cache_path`` (in memory when ``None``), namespaced by its
     ``model_name`` (``all-MiniLM-L6-v2``, plus ``@onnx-int8`` etc. for other backends)."""
     from swrag_integrations.embeddings.minilm import default_embeddings as minilm

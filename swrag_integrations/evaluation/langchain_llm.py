@@ -1,7 +1,7 @@
 """The LLM of an ``--llm`` value, as a LangChain LLM: the one loader of ``swrag eval``,
-``swrag tune``, :func:`~.runner.run_eval` and ``SWRAG_RAPTOR_LLM`` (a framework face).
+``swrag tune``, `run_eval` and ``SWRAG_RAPTOR_LLM`` (a framework face).
 
-* ``default``: the local model (:func:`swrag_integrations.llm.load_llama3`), as LangChain.
+* ``default``: the local model (`swrag_integrations.llm.load_llama3`), as LangChain.
 * ``fake:ANSWER|ANSWER``: LangChain's ``FakeListLLM`` (tests, dry runs).
 * ``module:factory``: imports the **user's** module named on the command line and calls
   ``factory()`` (it runs that code); the result, or its ``as_langchain()``, must be a

@@ -2,23 +2,23 @@
 
 * ``rcs``: LangChain's ``RecursiveCharacterTextSplitter`` (tiktoken length function in
   token unit, no overlap) as chunker, then the BM25 ranking and offset assembly of the
-  window strategies (:class:`~.pipelines.SpanBM25Pipeline`).
-* ``parent``: :class:`swrag_integrations.langchain.retriever.WindowedParentRetriever`: small
+  window strategies (`SpanBM25Pipeline`).
+* ``parent``: `swrag_integrations.langchain.retriever.WindowedParentRetriever`: small
   chunks (50 tokens) found by hybrid search (BM25 + MiniLM in Chroma), widened to their
   DDS windows (``window`` units, ``step`` delimiters), merged by offset in the budget.
   ``window``/``step`` only shape the parents (how far a hit is widened); how much of
   them is kept is decided by the budget planner, and the number of parents is not
   capped unless ``k`` is given (the retriever's default fills the budget).
 * ``default`` / ``default-milvus`` / ``default-v1``: the package's index and retriever
-  with their defaults (:class:`DefaultPipeline` and its variants).
+  with their defaults (`DefaultPipeline` and its variants).
 * ``langchain-stock``: LangChain parts as shipped: ``RecursiveCharacterTextSplitter``
   (same settings as ``rcs``), ``BM25Retriever`` (``str.split`` tokens), Chroma with the
   MiniLM embedder, ``EnsembleRetriever`` (equal weights); chunk texts are concatenated
-  in rank order (:func:`~.context.assemble_by_text`). Multi-query uses LangChain's
+  in rank order (`assemble_by_text`). Multi-query uses LangChain's
   ``MultiQueryRetriever``.
 
-Each is registered in :data:`~.pipelines.PIPELINES` when this module is imported
-(:mod:`~.strategies` does).
+Each is registered in `PIPELINES` when this module is imported
+(`strategies` does).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def rcs_splitter(window: int, unit: str, encoding_name: str, separators: str = "
 
     ``separators="default"`` is the splitter as shipped (``["\\n\\n", "\\n", " ", ""]``,
     separators kept at the start of the next piece); ``"cjk"`` uses
-    :data:`CJK_SEPARATORS` with ``keep_separator="end"`` (a ``。`` stays with its sentence).
+    `CJK_SEPARATORS` with ``keep_separator="end"`` (a ``。`` stays with its sentence).
     """
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
@@ -100,10 +100,10 @@ class RCSPipeline(SpanBM25Pipeline):
 
 
 class ParentPipeline(Pipeline):
-    """Windowed parent-child retrieval with :class:`~swrag_integrations.langchain.retriever.WindowedParentRetriever`.
+    """Windowed parent-child retrieval with `WindowedParentRetriever`.
 
-    The sources go into an in-memory :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
-    (small chunks of :data:`PARENT_CHILD_SIZE` units, embedded with the MiniLM model,
+    The sources go into an in-memory `SlidingWindowIndex`
+    (small chunks of `PARENT_CHILD_SIZE` units, embedded with the MiniLM model,
     plus BM25; parent windows are DDS windows of ``window`` units and ``step``
     delimiters); the retriever finds small chunks by hybrid search, widens them to
     their windows and assembles them by offset within the budget. ``k`` (if set) caps
@@ -218,7 +218,7 @@ class DefaultPipeline(ParentPipeline):
 
 
 class DefaultMilvusPipeline(DefaultPipeline):
-    """:class:`DefaultPipeline` with the vectors in Milvus Lite (a file in the pipeline's
+    """`DefaultPipeline` with the vectors in Milvus Lite (a file in the pipeline's
     temporary folder), so keyword search runs in Milvus (its BM25 over the jieba
     analyser) instead of the in-process BM25; everything else is the same."""
 

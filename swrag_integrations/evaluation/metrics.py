@@ -1,15 +1,15 @@
 """Answer and retrieval metrics (no LLM needed except for the answer itself).
 
-* :func:`qa_f1` is LongBench's QA F1: for English, the answer is lowercased, punctuation
+* `qa_f1` is LongBench's QA F1: for English, the answer is lowercased, punctuation
   and the articles *a/an/the* are removed and the rest is split on whitespace; for
   Chinese, the answer is cut with jieba and punctuation/whitespace tokens are dropped.
   The score is the F1 of the two token multisets, maximised over the gold answers.
-* :func:`context_recall` measures retrieval alone: the share of a gold answer's
+* `context_recall` measures retrieval alone: the share of a gold answer's
   normalised tokens (counted with multiplicity) that occur in the retrieved context,
   maximised over the gold answers. ``hit`` is ``recall == 1.0``.
-* :func:`span_hit` / :func:`source_recall` are exact, offset-level checks used in
+* `span_hit` / `source_recall` are exact, offset-level checks used in
   corpus mode.
-* :func:`bootstrap_ci` / :func:`paired_bootstrap` give seeded percentile intervals
+* `bootstrap_ci` / `paired_bootstrap` give seeded percentile intervals
   (``scipy.stats.bootstrap``).
 """
 
@@ -117,7 +117,7 @@ def context_recall(context: str | Counter, answers: Iterable[str], language: str
     is skipped; with no usable gold answer the recall is 0.0.
 
     Args:
-        context: the retrieved context (or its token :class:`Counter`, to reuse it).
+        context: the retrieved context (or its token `Counter`, to reuse it).
         answers: gold answers.
         language: ``"zh"`` or ``"en"``.
     """
@@ -182,7 +182,7 @@ def bootstrap_ci(
     The percentile interval (not scipy's default BCa) keeps the meaning and, with the
     same seed, the exact numbers of the earlier hand-written resampling (the same
     ``default_rng(seed).integers`` draws), so earlier tables stay comparable; it also
-    agrees with :func:`paired_bootstrap`'s ``p`` (the interval excludes 0 exactly when
+    agrees with `paired_bootstrap`'s ``p`` (the interval excludes 0 exactly when
     the bootstrap share beyond 0 is under ``alpha / 2``). Measured coverage of the 95%
     interval (2000 samples per cell, standard error about 0.005; populations shaped
     like the eval's per-question scores: context recall of multifieldqa_zh and qasper

@@ -1,21 +1,21 @@
 """The strategies of ``swrag eval``: the registry, the grid point and the window pipelines.
 
-Every pipeline is built over a list of :class:`~.datasets.Source` s and answers
-``retrieve(question) -> ranked [(source_id, start, end), ...]``; :meth:`Pipeline.context`
+Every pipeline is built over a list of `Source` s and answers
+``retrieve(question) -> ranked [(source_id, start, end), ...]``; `Pipeline.context`
 turns that into the budgeted context. Anything with this shape plugs into the runner.
 
-:data:`PIPELINES` maps a strategy name to its :class:`PipelineSpec`, whose ``builder`` is
+`PIPELINES` maps a strategy name to its `PipelineSpec`, whose ``builder`` is
 the pipeline class itself. Each module that defines pipelines registers them with
-:func:`register_pipeline` when it is imported, and :mod:`~.strategies` imports all those
+`register_pipeline` when it is imported, and `strategies` imports all those
 modules in one place (the ``evaluation`` package imports it, so the registry is complete
 whenever any evaluation module is in use). No module is imported by name.
 
 Defined here (no framework): ``ffs`` / ``dfs`` / ``dds``: the document is split into
-sliding windows with :func:`swrag_integrations.core.windows.iter_windows`, windows are
+sliding windows with `swrag_integrations.core.windows.iter_windows`, windows are
 ranked with BM25 over language-aware tokens (jieba for Chinese, from
-:mod:`swrag_integrations.keyword.bm25`), and the ranked windows are assembled **by
-offset** (:func:`~.context.assemble_by_offset`). The LangChain-built strategies (``rcs``,
-``parent``, ``default``, ``langchain-stock``...) are in :mod:`~.langchain_pipelines`.
+`swrag_integrations.keyword.bm25`), and the ranked windows are assembled **by
+offset** (`assemble_by_offset`). The LangChain-built strategies (``rcs``,
+``parent``, ``default``, ``langchain-stock``...) are in `langchain_pipelines`.
 
 With multi-query, the question plus LLM-written variants are each retrieved and, for
 the window pipelines, their rankings are fused by reciprocal rank (c = 60).
@@ -56,7 +56,7 @@ class PipelineSpec:
     """A strategy of ``swrag eval``: how to build it and what its step means.
 
     Args:
-        builder: the pipeline class (or any callable returning a :class:`Pipeline`), called
+        builder: the pipeline class (or any callable returning a `Pipeline`), called
             as ``builder(sources, config, k=, embeddings=, budget=, encoding_name=, **options)``.
         step_kind: ``"fraction"`` (FFS/DFS: a fraction of the window, or ``=N`` units),
             ``"count"`` (delimiters, or another integer parameter) or ``None`` (no step).
@@ -65,11 +65,11 @@ class PipelineSpec:
         description: one line for ``swrag eval --help``.
         options: keyword arguments passed to ``builder`` on top of the common ones (a
             peer anchor's configuration, e.g. ``{"chunk_size": 256}``: one class, many
-            configurations, see :mod:`~.peer_tuning`). A ``k`` here is used when the
+            configurations, see `peer_tuning`). A ``k`` here is used when the
             runner's ``k`` is ``None`` (the runner's ``--k`` wins).
         requires: ``(module, pip requirement)`` pairs of optional packages the strategy
             needs beyond the ``[eval]`` extra's core; without one, ``swrag eval`` skips the
-            strategy with a message naming it (:func:`missing_requirement`).
+            strategy with a message naming it (`missing_requirement`).
     """
 
     builder: Callable[..., "Pipeline"]
@@ -87,7 +87,7 @@ class PipelineSpec:
 
 
 # The strategies of ``swrag eval``, by name. Each module that defines pipelines registers
-# its own with :func:`register_pipeline` when imported; :mod:`~.strategies` imports every
+# its own with `register_pipeline` when imported; `strategies` imports every
 # such module in one place (the package imports it, so the registry is full on first use).
 PIPELINES: dict[str, PipelineSpec] = {}
 
@@ -98,7 +98,7 @@ def register_pipeline(name: str, spec: PipelineSpec) -> None:
 
     Raises:
         ValueError: an invalid ``name``.
-        TypeError: ``spec`` is not a :class:`PipelineSpec`.
+        TypeError: ``spec`` is not a `PipelineSpec`.
     """
     if not name or name != name.lower() or any(c in name for c in "|, "):
         raise ValueError(f"invalid strategy name {name!r}: lower-case, without '|', ',' or spaces")
@@ -109,7 +109,7 @@ def register_pipeline(name: str, spec: PipelineSpec) -> None:
 
 def missing_requirement(strategy: str) -> str | None:
     """Why ``strategy`` cannot run here (one line naming the package and how to install it),
-    or ``None`` when every module of its :attr:`PipelineSpec.requires` is importable."""
+    or ``None`` when every module of its `PipelineSpec.requires` is importable."""
     import importlib.util
     import re
 
@@ -127,7 +127,7 @@ def missing_requirement(strategy: str) -> str | None:
 
 def installed_strategies(strategies: Sequence[str], prog: str, what: str = "strategy") -> list[str]:
     """``strategies`` without those whose optional packages are missing, each skipped with a
-    line ``"<prog>: skipping <name>: <reason>"`` on stderr (:func:`missing_requirement`).
+    line ``"<prog>: skipping <name>: <reason>"`` on stderr (`missing_requirement`).
 
     Raises:
         ValueError: ``strategies`` is not empty and none of them can run (``what`` names
@@ -162,7 +162,7 @@ class EvalConfig:
     """One point of the grid.
 
     Args:
-        strategy: one of :data:`EVAL_STRATEGIES`.
+        strategy: one of `EVAL_STRATEGIES`.
         window: window / chunk size in ``unit``.
         step: label: a fraction ``"1/4"`` of the window (ffs, dfs), a
             delimiter count ``"3"`` (dds, parent), an absolute ``"=128"`` step in units
@@ -225,9 +225,9 @@ class EvalConfig:
 
 def chunk_spans(text: str, config: EvalConfig, *, encoding_name: str = DEFAULT_ENCODING) -> list[tuple[int, int]]:
     """Character spans of the sliding windows of ``text`` for ``config``'s strategy, from
-    :func:`iter_windows`: FFS/DFS/DDS windows for ``ffs``/``dfs``/``dds``, the DDS parent
+    `iter_windows`: FFS/DFS/DDS windows for ``ffs``/``dfs``/``dds``, the DDS parent
     windows for ``parent``. (``rcs`` chunks come from LangChain's splitter:
-    :func:`~.langchain_pipelines.rcs_spans`.)
+    `rcs_spans`.)
 
     Raises:
         ValueError: ``config.strategy`` is not a window strategy.
@@ -246,7 +246,7 @@ def chunk_spans(text: str, config: EvalConfig, *, encoding_name: str = DEFAULT_E
 def rrf_spans(lists: Sequence[Sequence[tuple[str, int, int]]], c: float = 60.0,
               weights: Sequence[float] | None = None) -> list[tuple[str, int, int]]:
     """Reciprocal-rank fusion of ranked span lists (identity = exact span; ``weights``
-    one per list, equal by default), by :func:`swrag_integrations.engine.fusion.rrf`."""
+    one per list, equal by default), by `swrag_integrations.engine.fusion.rrf`."""
     from swrag_integrations.engine.fusion import rrf
 
     return [span for span, _score, _ranks in rrf(lists, weights, c=c)]
@@ -258,12 +258,12 @@ def rrf_spans(lists: Sequence[Sequence[tuple[str, int, int]]], c: float = 60.0,
 class Pipeline:
     """Base class: index sources, rank spans, assemble a context.
 
-    Subclasses set ``chunks`` and ``index_bytes`` and implement :meth:`rank`.
+    Subclasses set ``chunks`` and ``index_bytes`` and implement `rank`.
     """
 
     assembly = "offset"
-    #: whether :meth:`retrieve` depends on the budget (a budget planner inside the retriever);
-    #: if not, one ranking per question serves every budget (:func:`shared_ranking`)
+    #: whether `retrieve` depends on the budget (a budget planner inside the retriever);
+    #: if not, one ranking per question serves every budget (`shared_ranking`)
     ranking_uses_budget = False
 
     def __init__(self, sources: Sequence[Source], config: EvalConfig, *, k: int | None = None,
@@ -312,7 +312,7 @@ def _bm25_bytes(index) -> int:
 
 
 class SpanBM25Pipeline(Pipeline):
-    """ffs / dfs / dds (rcs: :class:`~.langchain_pipelines.RCSPipeline`): chunks as offsets, BM25 ranking, offset assembly.
+    """ffs / dfs / dds (rcs: `RCSPipeline`): chunks as offsets, BM25 ranking, offset assembly.
 
     Zero-score chunks follow the scored ones in document order, so the budget is
     always filled. ``k`` (if set) caps how many ranked chunks are assembled.
@@ -360,7 +360,7 @@ def shared_ranking(pipeline: Pipeline) -> Iterator[None]:
 
     For a budget curve: the contexts of one question under several budgets then differ only
     in their assembly. A pipeline whose ranking depends on the budget
-    (:attr:`Pipeline.ranking_uses_budget`) ranks as usual. Covers ``retrieve`` and the
+    (`Pipeline.ranking_uses_budget`) ranks as usual. Covers ``retrieve`` and the
     LangChain anchors' ``_docs`` (the two ranking entry points of the pipelines here).
     """
     if pipeline.ranking_uses_budget:
@@ -397,7 +397,7 @@ def build_pipeline(
     budget: int = DEFAULT_BUDGET,
     encoding_name: str = DEFAULT_ENCODING,
 ) -> Pipeline:
-    """Index ``sources`` for ``config`` and return the pipeline (see :data:`PIPELINES`).
+    """Index ``sources`` for ``config`` and return the pipeline (see `PIPELINES`).
 
     The spec's ``options`` are passed to its builder too; their ``k`` applies when ``k``
     is ``None``.

@@ -1,7 +1,7 @@
 """Coarse question features the misses report and the adaptive lever reads (one definition each).
 
-* :func:`question_type`: a type guess from cue words (Chinese or English).
-* :func:`multi_hop_cue`: an English question that names one thing through another (a
+* `question_type`: a type guess from cue words (Chinese or English).
+* `multi_hop_cue`: an English question that names one thing through another (a
   relative clause: "the King who made the 1925 Birthday Honours") or compares two
   ("both", "same", "older"): its answer needs more than one passage.
 """

@@ -1,12 +1,12 @@
 """Markdown tables and matplotlib plots of evaluation results.
 
-* :func:`markdown_table`: rows strategy / window / step, one column per dataset (the
+* `markdown_table`: rows strategy / window / step, one column per dataset (the
   layout of the method's Table 2); cells ``mean ×100 [95% CI]``.
-* :func:`significance_table`: every configuration against the RCS baseline of the same
+* `significance_table`: every configuration against the RCS baseline of the same
   window (paired bootstrap over the same questions).
-* :func:`plot_heatmaps`: window × step heatmaps per strategy and dataset (the method's
+* `plot_heatmaps`: window × step heatmaps per strategy and dataset (the method's
   Figure 5).
-* :func:`plot_multi_query`: single- vs multi-query bars for configurations run both ways.
+* `plot_multi_query`: single- vs multi-query bars for configurations run both ways.
 """
 
 from __future__ import annotations
@@ -98,9 +98,9 @@ def markdown_table(rows: Sequence[dict], metric: str | None = None, *, with_ci: 
     """Table 2 layout: one row per configuration, one column per dataset.
 
     Args:
-        rows: summary rows (:func:`~.runner.summarize`).
+        rows: summary rows (`summarize`).
         metric: ``"f1"``, ``"context_recall"``, ``"hit"``, ``"source_recall"``,
-            ``"span_hit"``; default :func:`primary_metric`.
+            ``"span_hit"``; default `primary_metric`.
         with_ci: add the 95% bootstrap interval (F1 / recall only).
     """
     metric = metric or primary_metric(rows)

@@ -1,4 +1,4 @@
-"""A run folder's records, read for the reports of :mod:`~.peers` and :mod:`~.budgets`.
+"""A run folder's records, read for the reports of `peers` and `budgets`.
 
 ``checked_records`` reads one dataset's ``records.jsonl`` under a run folder (optionally one
 budget's), refusing results or records of another half and, without a budget, a folder holding

@@ -1,11 +1,11 @@
 """The evaluation grid: datasets x configurations x questions, resumable.
 
-:func:`run_eval` writes one JSON line per (configuration, question) to
+`run_eval` writes one JSON line per (configuration, question) to
 ``<out>/records.jsonl`` as soon as it is computed; a rerun with the same output
 directory skips every record already there (an interrupted run resumes where it
 stopped and gives the same results). At the end it writes the per-configuration
 summary (``results.json`` / ``results.csv``), the per-question records of this grid
-(``records.json`` / ``records.csv``), Markdown tables and plots (:mod:`.report`).
+(``records.json`` / ``records.csv``), Markdown tables and plots (`report`).
 """
 
 from __future__ import annotations

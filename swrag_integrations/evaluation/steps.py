@@ -1,21 +1,21 @@
 """Context-quality steps of the evaluation: what happens between retrieval and the context.
 
-:class:`ContextSteps` names the techniques of :mod:`swrag_integrations.methods.context` switched
+`ContextSteps` names the techniques of `swrag_integrations.methods.context` switched
 on for a run (``swrag eval --diversity --litm --rse --rerank embedding --contextual
---autocontext``); its :attr:`ContextSteps.label` becomes part of every record's key
+--autocontext``); its `ContextSteps.label` becomes part of every record's key
 (so a rerun resumes and tables show each combination as its own row).
 
 Post-retrieval steps work on the pipeline's ranked candidate list
 (``pipeline.retrieve()`` → ``[(source_id, start, end), ...]``) and are applied in this
-order (:func:`steps_context`):
+order (`steps_context`):
 
 1. ``rerank`` (``embedding``: `swrag_integrations.methods.context.rerank.EmbeddingRescorer`,
    cosine of the question to the best 128-token piece of each candidate; ``llm``:
    `swrag_integrations.methods.context.rerank.LLMJudgeRescorer`, P(yes) of the LLM) re-sorts the
    top ``pool`` candidates; the rest follow in their retrieval order.
 2. ``diversity`` (``greedy``: Haystack's greedy diversity order; ``mmr``: MMR with
-   lambda 0.5, :func:`~swrag_integrations.methods.context.greedy_diversity_order` /
-   :func:`~swrag_integrations.methods.context.mmr_order`) re-orders the top ``pool`` candidates;
+   lambda 0.5, `greedy_diversity_order` /
+   `mmr_order`) re-orders the top ``pool`` candidates;
    the rest follow. A candidate's vector is the mean of its 128-token pieces' vectors
    (MiniLM truncates at 256 word pieces, so a 512-token window embedded at once would
    be judged on its head).
@@ -23,7 +23,7 @@ order (:func:`steps_context`):
    ``balanced``, budget = the run's budget) turns the top ``pool`` candidates into
    contiguous segments of chunks; the context is these segments only (as in dsRAG).
 4. the context is assembled under the budget (by offset; stock LangChain by text);
-5. ``litm`` (:func:`~swrag_integrations.methods.context.litm_order`) re-orders the assembled
+5. ``litm`` (`litm_order`) re-orders the assembled
    pieces: best first, second best last. It runs *after* the budget selection, so the
    same text is in the context and context recall cannot change: LITM is meant for the
    LLM reading the context, not for retrieval.
@@ -39,17 +39,17 @@ segment of tiles ``i..j`` is mapped back to the union of chunks ``i..j``
 query; ``score_normalization="auto"``: zero-score chunks get ``-penalty``) or, with
 multi-query (RRF ranking), the rank alone. ``parent`` (its retriever returns windows
 already merged under the budget) and ``langchain-stock`` (no offsets-only chunk list)
-raise :class:`StepNotSupported`.
+raise `StepNotSupported`.
 
 Index-time steps: ``contextual`` / ``autocontext``
-(:class:`~swrag_integrations.methods.context.ContextualChunkHeaders`, mode ``contextual`` = one
+(`ContextualChunkHeaders`, mode ``contextual`` = one
 LLM call per chunk, ``auto`` = one per document) put a header in front of each chunk's
-text *for BM25 indexing only* (:func:`~swrag_integrations.methods.context.text_to_index`); the
+text *for BM25 indexing only* (`text_to_index`); the
 offsets, hence the assembled context, are the exact source text. Supported by the span
 pipelines; headers are cached in ``<out>/cache/headers.sqlite``.
 
-:func:`piece_diversity` is the evaluation's redundancy measure: the mean pairwise cosine
-distance (:func:`~swrag_integrations.methods.context.mean_pairwise_cosine_distance`) of the
+`piece_diversity` is the evaluation's redundancy measure: the mean pairwise cosine
+distance (`mean_pairwise_cosine_distance`) of the
 assembled context's pieces (merged blocks), each embedded as the mean of its 128-token
 pieces' vectors.
 """
@@ -167,7 +167,7 @@ class ContextSteps:
         }
 
     def check(self, strategy: str) -> None:
-        """Raise :class:`StepNotSupported` when ``strategy``'s pipeline cannot run these steps."""
+        """Raise `StepNotSupported` when ``strategy``'s pipeline cannot run these steps."""
         if self.rse and strategy not in RSE_STRATEGIES:
             raise StepNotSupported(
                 f"--rse needs a pipeline with a chunk list (source_id + chunk_index): {', '.join(RSE_STRATEGIES)}; "

@@ -1,8 +1,8 @@
 """Every strategy of ``swrag eval``, in one place: the modules that register pipelines.
 
 Each module below defines pipeline classes and registers them in
-:data:`~swrag_integrations.evaluation.pipelines.PIPELINES` with
-:func:`~swrag_integrations.evaluation.pipelines.register_pipeline` when it is imported.
+`PIPELINES` with
+`register_pipeline` when it is imported.
 Importing them here (plain imports, so the import graph sees every edge) fills the
 registry; the ``evaluation`` package imports this module, so the registry is complete as
 soon as any evaluation module is in use. A new strategy module is added to this list;

@@ -1,13 +1,13 @@
 """Load files and folders as documents, skipping (never garbling) bad input.
 
-:func:`load_files` turns ``.txt``/``.md``/``.markdown`` (one document each), ``.pdf``
+`load_files` turns ``.txt``/``.md``/``.markdown`` (one document each), ``.pdf``
 (one document, pages joined by a blank line) and ``.csv`` (one document per row) into
-:class:`~swrag_integrations.stores.storage.PlainDocument` objects (``page_content``,
+`PlainDocument` objects (``page_content``,
 ``metadata``: a LangChain ``Document``'s attribute names, taken by the engine and both
-faces); :func:`swrag_integrations.langchain.files.load_files` gives LangChain
+faces); `swrag_integrations.langchain.files.load_files` gives LangChain
 ``Document`` s. Its rule is that nothing is
 indexed lossily without saying so: a file that cannot be read faithfully is *skipped*
-with a reason and a hint (and one :class:`LoadWarning`), and lossy decoding happens
+with a reason and a hint (and one `LoadWarning`), and lossy decoding happens
 only when the caller opts in with ``errors="replace"`` (and is then reported too).
 
 Text decoding (``.txt``, ``.md``, ``.markdown`` and ``.csv``):
@@ -68,7 +68,7 @@ TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 """Suffixes loaded as one plain-text document each."""
 
 SUPPORTED_SUFFIXES = (*TEXT_SUFFIXES, ".pdf", ".csv")
-"""Every suffix :func:`load_files` reads (compared case-insensitively)."""
+"""Every suffix `load_files` reads (compared case-insensitively)."""
 
 CSV_EXTRA_LABEL = "column {n}"
 """Label of a CSV field beyond the header; ``n`` is its 1-based column number."""
@@ -113,11 +113,11 @@ class LoadWarning(UserWarning):
 
 @dataclass(frozen=True)
 class SkippedFile:
-    """A file :func:`load_files` did not load.
+    """A file `load_files` did not load.
 
     Attributes:
         path: the file's identity, the absolute path it was reached by (the same
-            string as a loaded document's ``source``; see :func:`load_files`).
+            string as a loaded document's ``source``; see `load_files`).
         reason: short and stable, e.g. ``"not UTF-8 text"``, ``"binary file"``,
             ``"no extractable text (scanned PDF?)"``.
         hint: what to do about it (may be empty).
@@ -146,7 +146,7 @@ def display_path(path: str | os.PathLike[str]) -> str:
 
 @dataclass
 class LoadResult:
-    """What :func:`load_files` found.
+    """What `load_files` found.
 
     Attributes:
         documents: the loaded documents, in file order (CSV rows in row order).
@@ -154,7 +154,7 @@ class LoadResult:
         files: every file with a supported suffix that was considered, loaded or
             skipped, by identity (absolute, symlinks not resolved) and without
             duplicates. An indexed source that is not in ``files`` may have vanished
-            (deleted or renamed); :meth:`vanished` makes that test safely. A skipped
+            (deleted or renamed); `vanished` makes that test safely. A skipped
             file *is* in ``files``, so a file that failed to load this time (say, it is
             briefly unreadable) does not look deleted.
         roots: the given paths, absolute (symlinks not resolved), in the given order.
@@ -183,8 +183,8 @@ class LoadResult:
         """The ``sources`` (e.g. of an index) whose file is gone.
 
         A source counts as vanished when it was not considered in this load (not in
-        :attr:`files`), no longer exists (not even as a dangling link), and either
-        lies under one of :attr:`roots` (as given, or with its links resolved: an
+        `files`), no longer exists (not even as a dangling link), and either
+        lies under one of `roots` (as given, or with its links resolved: an
         index that stored resolved paths), or is a file path elsewhere whose folder
         still exists (a file indexed from another folder, or the target of a link
         an earlier version stored, deleted since). The existence check keeps what
@@ -216,8 +216,8 @@ class LoadResult:
     def superseded(self, sources: Iterable[str | os.PathLike[str]]) -> list[str]:
         """The ``sources`` that name a considered file by another path: its resolved
         path (what indexes written before file identity kept the path given stored,
-        e.g. the target of a symlink), or a path that is in :attr:`duplicates`. The
-        file's content is indexed under its path in :attr:`files` now.
+        e.g. the target of a symlink), or a path that is in `duplicates`. The
+        file's content is indexed under its path in `files` now.
         """
         considered = {str(path) for path in self.files}
         other = {str(path) for path in self.duplicates}
@@ -229,8 +229,8 @@ class LoadResult:
               skipped: Iterable[str | os.PathLike[str]] = ()) -> list[str]:
         """The origins a re-index of these paths must remove (unless told to keep them).
 
-        That is: the ``indexed`` sources that :meth:`vanished`; those
-        :meth:`superseded` by another path to the same file; every ``skipped`` file
+        That is: the ``indexed`` sources that `vanished`; those
+        `superseded` by another path to the same file; every ``skipped`` file
         (it can no longer be read faithfully, so its old text must not be served); and
         every considered file that gave no document, neither ``loaded`` nor skipped
         (a CSV emptied to its header or to 0 bytes: its old rows are gone).
@@ -557,7 +557,7 @@ def _identity(path: Path) -> Path:
 
 def indexed_origins(store: Any) -> list[str]:
     """The files (``metadata["source"]`` origins) a source store holds sources of, sorted:
-    what a re-index of paths compares with the files it finds (:meth:`LoadResult.stale`)."""
+    what a re-index of paths compares with the files it finds (`LoadResult.stale`)."""
     return sorted({h.origin for h in store.heads().values() if h.origin})
 
 
@@ -804,9 +804,9 @@ def list_files(
     recursive: bool = True,
     on_skip: Callable[[SkippedFile], None] | None = None,
 ) -> LoadResult:
-    """The files :func:`load_files` would read, without reading them.
+    """The files `load_files` would read, without reading them.
 
-    The same walk and rules as :func:`load_files` (same ``files``, ``roots`` and
+    The same walk and rules as `load_files` (same ``files``, ``roots`` and
     ``vanished``); ``skipped`` holds the entries that cannot be read at all (dangling
     symlinks, unreadable folders, FIFOs...) and ``documents`` stays empty. For loading
     in other processes or machines: ``load_files([path])`` for each path of ``files``

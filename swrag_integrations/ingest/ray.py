@@ -1,6 +1,6 @@
 """Ingestion on Ray: a Ray Data pipeline feeding the index's one writer.
 
-:func:`index_with_ray` (``swrag index --ray ADDRESS``) runs on a laptop (``"local"``:
+`index_with_ray` (``swrag index --ray ADDRESS``) runs on a laptop (``"local"``:
 an in-process Ray), a ``ray start --head`` cluster or many machines (``"auto"``,
 ``"HOST:PORT"``, ``"ray://HOST:PORT"``)::
 
@@ -13,12 +13,12 @@ an in-process Ray), a ``ray start --head`` cluster or many machines (``"auto"``,
 
 Ray (an existing engine) does the scheduling, the data movement and the back
 pressure; nothing here schedules. The writer is the single-process one
-(:func:`~.writer.write_planned`): same pending -> complete states, delete-before-add,
-pruning of vanished files, BM25 refresh and save, :class:`~.writer.IndexReport`, and a
+(`write_planned`): same pending -> complete states, delete-before-add,
+pruning of vanished files, BM25 refresh and save, `IndexReport`, and a
 run that dies is finished by the next one. The vectors can live on a Chroma server
 (``SlidingWindowIndex(host=..., port=...)``: vectors in its collection, sources in
 its source collection) or in any LangChain store built with
-:class:`~.vectors.PrecomputedEmbeddings` (without it the actors are skipped and the
+`PrecomputedEmbeddings` (without it the actors are skipped and the
 writer embeds).
 
 Every node needs this package and its ``[ray]`` extra installed (or pass

@@ -1,22 +1,22 @@
 """Parallel ingestion on one machine: plan and embed in N worker processes, one writer.
 
-:func:`index_in_parallel` (``SlidingWindowIndex.add_files(paths, workers=N)``,
+`index_in_parallel` (``SlidingWindowIndex.add_files(paths, workers=N)``,
 ``index_documents(docs, workers=N)``, ``swrag index --workers N``) spreads the two
 costly steps of indexing over a ``concurrent.futures`` process pool (``spawn``
 context, so it is safe with threads, torch and Chroma in the parent):
 
-1. **load + plan** -- each file is read (:func:`~.files.load_files` of that one file)
-   and cut (:func:`~.records.plan_source`: exact chunk offsets, token counts,
+1. **load + plan** -- each file is read (`load_files` of that one file)
+   and cut (`plan_source`: exact chunk offsets, token counts,
    windows) in a worker; the records come back to the writer;
-2. **embed** -- the writer (:func:`~.writer.write_planned`, the package's one write
+2. **embed** -- the writer (`write_planned`, the package's one write
    path, under the index's writer lock) compares each record's content hash with the
    source store first: unchanged sources are not embedded again; the chunk texts of
    new and changed ones go back to the pool in batches, and the vectors are written
-   through the store's :class:`~swrag_integrations.embeddings.wrappers.PrecomputedEmbeddings` as they arrive, in
+   through the store's `PrecomputedEmbeddings` as they arrive, in
    order, with a bounded number of batches in flight (memory stays flat).
 
 Everything else is the single-process write: the same pending -> complete states,
-delete-before-add, pruning of vanished files, BM25 refresh, :class:`~.writer.IndexReport`
+delete-before-add, pruning of vanished files, BM25 refresh, `IndexReport`
 and resumability (a killed run leaves sources ``pending``; the next run, parallel
 or not, finishes them). The result equals a single-process build: same ids,
 offsets and BM25 ids, vectors equal up to float rounding (batching differs).
@@ -104,7 +104,7 @@ def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
 
 
 def build_embedding(spec: Any) -> Any:
-    """The embedding a :func:`portable_embedding` spec stands for (an embedding object
+    """The embedding a `portable_embedding` spec stands for (an embedding object
     as it is, a factory called)."""
     is_embedding = not isinstance(spec, type) and callable(getattr(spec, "embed_documents", None))
     return spec if is_embedding else spec()
@@ -138,7 +138,7 @@ def _dimension_task() -> int:
 
 def load_and_plan(path: str, config_json: str, encoding: str | None = None,
                   errors: str = "strict") -> tuple[list[SourceRecord], list[tuple[str, str, str]], list[str]]:
-    """Load one file (:func:`~.files.load_files`) and plan its documents.
+    """Load one file (`load_files`) and plan its documents.
 
     Returns ``(records, skipped, warnings)``: the planned (pending) records, the file
     as ``(path, reason, hint)`` if it was skipped, and the text of the warnings the
@@ -163,7 +163,7 @@ def load_and_plan(path: str, config_json: str, encoding: str | None = None,
 
 def _plan_task(docs: list[tuple[str, Any]], config_json: str) -> list[SourceRecord]:
     """Records of ``(source_id, document)`` pairs (ids decided for the batch by the caller;
-    the documents checked by :func:`~.writer.dedupe_documents`)."""
+    the documents checked by `dedupe_documents`)."""
     from swrag_integrations.engine.config import IndexConfig
     from swrag_integrations.engine.records import plan_checked
 
@@ -180,7 +180,7 @@ def portable_embedding(embedding: Any) -> Any:
     A picklable ``Embeddings`` is returned as it is; one that is not (the bundled
     MiniLM holds a lock and, once loaded, its model) becomes a factory calling its
     class with the constructor arguments read back from its attributes of the same
-    name; :class:`~swrag_integrations.embeddings.wrappers.IndexTextEmbeddings` is rebuilt around its inner
+    name; `IndexTextEmbeddings` is rebuilt around its inner
     embedding when its ``index_text`` function pickles. ``None`` when none works:
     then the workers only plan (or pass ``embedding_factory=``).
     """

@@ -3,7 +3,7 @@
 The order of writes makes every crash recoverable and nothing half-written servable:
 
 1. the previous version's record, if any, is marked ``pending`` and its vectors are
-   deleted (their ids carry that version, :func:`~.ids.vector_ids`);
+   deleted (their ids carry that version, `vector_ids`);
 2. the source's record goes to the source store as ``pending`` (text, offsets; its
    ``id_span`` remembers every chunk id whose vector may exist) and its vectors are
    added;
@@ -12,22 +12,22 @@ The order of writes makes every crash recoverable and nothing half-written serva
 
 Removal marks the record ``deleting``, deletes its vectors, then removes the record.
 Any later write first finishes what a dead writer left ``pending`` or ``deleting``
-(:func:`recover`) from the record the store holds now (never from a cached copy: the
+(`recover`) from the record the store holds now (never from a cached copy: the
 store's record cache replays the change log first).
 
 Every write is fenced: the source store refuses writes of a writer whose lease was
-taken over (:class:`~.sources.LeaseLostError`), and right before every vector write
+taken over (`LeaseLostError`), and right before every vector write
 (after the batch's vectors are computed, so a stall while embedding is caught) the
 writer checks its lease again; the lease renews itself while the lock is held, so
 cutting a large document does not let it expire. A writer that stalls between its last
 check and its vector write (a suspended process) still writes afterwards, but under the
 ids of its own version, which no record references: nothing serves them, and
-:func:`~.health.index_status` reports them and :func:`repair` deletes them.
+`index_status` reports them and `repair` deletes them.
 
-There is one write path: :func:`write_planned` takes records already cut by
-:func:`~.records.plan_source` (here, in worker processes or in Ray tasks), each with its
+There is one write path: `write_planned` takes records already cut by
+`plan_source` (here, in worker processes or in Ray tasks), each with its
 chunks' vectors when they were computed elsewhere, and does steps 1-4 in one writer;
-:func:`write_documents` plans in this process and calls it.
+`write_documents` plans in this process and calls it.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def chunk_documents(rec: SourceRecord, index_id: str, start: int = 0, stop: int 
 
 
 def _fence(index: "EngineState") -> None:
-    """Before a vector write: raise :class:`~.sources.LeaseLostError` if this writer no
+    """Before a vector write: raise `LeaseLostError` if this writer no
     longer holds the index's lease (its store's ``check_writer``; a store without one
     is not fenced)."""
     check = getattr(index.store, "check_writer", None)
@@ -131,7 +131,7 @@ def _write(index: "EngineState", plans: Iterable[Plan], desc: str,
 
     A plan's vectors (rows ``vectors[lo:hi]`` for chunks ``lo..hi-1``; ``None``: embedded
     here with the store's own embedding) are primed into the store's
-    :class:`~.vectors.PrecomputedEmbeddings` right before the store adds those chunks, so
+    `PrecomputedEmbeddings` right before the store adds those chunks, so
     the store writes them instead of embedding, and the lease is checked between the two
     (a store without ``PrecomputedEmbeddings`` embeds inside its ``add``, after the
     check). Returns the number of chunks written.
@@ -202,9 +202,9 @@ Piece = tuple[SourceRecord, int, int, Any]  # (record, first chunk, end chunk, t
 
 def _write_whole(index: "EngineState", plans: Iterable[Plan], desc: str,
                  total: int | Callable[[], int] | None = None) -> int:
-    """:func:`_write` for a transactional storage (``vectors.transactional``, e.g.
-    :class:`~.postgres.PostgresStorage`): each source's vectors computed first (given, or
-    embedded here, one source per call as :func:`_rows` does), then the record, its
+    """`_write` for a transactional storage (``vectors.transactional``, e.g.
+    `PostgresStorage`): each source's vectors computed first (given, or
+    embedded here, one source per call as `_rows` does), then the record, its
     chunks and vectors handed over in one call (``vectors.write_source``), which commits
     them together and checks the writer's lease inside that transaction: no pending state."""
     from tqdm.auto import tqdm
@@ -232,10 +232,10 @@ def _slices(batch: Sequence[Plan], size: int) -> Iterator[list[Piece]]:
     """The chunks of a batch's records in runs of at most ``size`` chunks across records:
     each run is written in one store call, however many (small) sources it holds (400
     one-line sources were 400 store writes), its vectors computed just before
-    (:func:`_rows`). A run holds whole pieces -- a record's chunks ``[j*size, (j+1)*size)``
-    -- the blocks a record's chunks are embedded in (as :mod:`.parallel` does), and no
+    (`_rows`). A run holds whole pieces -- a record's chunks ``[j*size, (j+1)*size)``
+    -- the blocks a record's chunks are embedded in (as `parallel` does), and no
     chunk text of one piece is in another piece of its run: the store's
-    :class:`~.vectors.PrecomputedEmbeddings` serves a primed text's vector once, so a text
+    `PrecomputedEmbeddings` serves a primed text's vector once, so a text
     repeated in another source of the run would be embedded again, apart."""
     group: list[Piece] = []
     room = size
@@ -257,10 +257,10 @@ def _slices(batch: Sequence[Plan], size: int) -> Iterator[list[Piece]]:
 def _rows(embedding: Any, pieces: Sequence[Piece], texts: Sequence[str]) -> list[Any]:
     """The vectors of a run's chunks (``texts``, in piece order): rows given with a record
     as they are, the others embedded by ``embedding`` one piece (one source's block of
-    chunks, :func:`_slices`) per call. Not the whole run in one call: with the bundled int8 MiniLM a text's vector
+    chunks, `_slices`) per call. Not the whole run in one call: with the bundled int8 MiniLM a text's vector
     depends on the texts batched with it (dynamic quantisation per batch; up to 0.019
     apart), so a source's vectors would depend on what else the write held and differ
-    from a parallel build's (:mod:`.parallel` embeds each source's chunks apart). The
+    from a parallel build's (`parallel` embeds each source's chunks apart). The
     store writes were the cost: 400 one-line sources took 4.3 s with one write per
     source, 1.7 s with one per run (``benchmarks/bench_adds.py``)."""
     rows: list[Any] = []
@@ -278,7 +278,7 @@ def _rows(embedding: Any, pieces: Sequence[Piece], texts: Sequence[str]) -> list
 
 
 class _Ahead:
-    """An iterator whose next item can be taken early (:meth:`fetch`); ``next()`` then
+    """An iterator whose next item can be taken early (`fetch`); ``next()`` then
     returns that item. An error taking it early is raised by that ``next()``, so it
     surfaces where it did without the early take (after the current batch is written)."""
 
@@ -355,9 +355,9 @@ def recover(index: "EngineState") -> tuple[int, int]:
 
 def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bool | str = False,
                     remove_origins: Iterable[str] | None = None, join_stored: bool = True) -> IndexReport:
-    """Index documents (see :meth:`~.engine.IndexEngine.index_documents`): plan
-    them here and write them with :func:`write_planned` (the store embeds).
-    ``join_stored``: see :func:`dedupe_documents`."""
+    """Index documents (see `index_documents`): plan
+    them here and write them with `write_planned` (the store embeds).
+    ``join_stored``: see `dedupe_documents`."""
     index = as_engine(index)
     prune = _check_prune(prune)
     by_sid, report = dedupe_documents(documents, index, join_stored=join_stored)
@@ -379,17 +379,17 @@ def write_documents(index: "EngineState", documents: Sequence[Any], *, prune: bo
 
 def dedupe_documents(documents: Sequence[Any], index: Any = None, *,
                      join_stored: bool = True) -> tuple[dict[str, Any], IndexReport]:
-    """Documents by source id (:func:`~.ids.batch_source_ids`: several different documents
+    """Documents by source id (`batch_source_ids`: several different documents
     of one source are parts of it, each kept; identical ones are written once) and a
     report whose ``ids`` list every document's id in order (its source id; for an offset
-    chunk, joined with the others of its source into a :class:`~.records.SourceSegment`
-    by :func:`~.records.join_offset_chunks`, its :func:`~.ids.member_id`); objects without a
-    text ``page_content`` (a LangChain ``Document``, a :class:`~.storage.PlainDocument`) raise.
+    chunk, joined with the others of its source into a `SourceSegment`
+    by `join_offset_chunks`, its `member_id`); objects without a
+    text ``page_content`` (a LangChain ``Document``, a `PlainDocument`) raise.
 
     ``index``: the engine written to; a document whose id is one of its source ids (the
     ids ``add_texts`` returns) is that source, so adding it replaces it; with
     ``join_stored`` the offset chunks are joined with those the index holds of their
-    sources (:func:`_stored_pieces`; ``report.superseded`` lists the stored segments met)."""
+    sources (`_stored_pieces`; ``report.superseded`` lists the stored segments met)."""
     report = IndexReport()
     for doc in documents:  # the add path's one check of each document, before anything is planned or written
         if not isinstance(getattr(doc, "page_content", None), str):
@@ -464,7 +464,7 @@ def write_planned(index: "EngineState", planned: Iterable[tuple[SourceRecord, An
                   report: IndexReport | None = None, total_chunks: int | Callable[[], int] | None = None,
                   lookahead: int = 0,
                   desc: str = "Embedding chunks") -> IndexReport:
-    """Write records planned elsewhere (:func:`~.records.plan_source`), with their vectors.
+    """Write records planned elsewhere (`plan_source`), with their vectors.
 
     The one write path of the package, with the guarantees of the module docstring:
     under the writer lock it first finishes what a dead writer left, then takes each
@@ -481,11 +481,11 @@ def write_planned(index: "EngineState", planned: Iterable[tuple[SourceRecord, An
             raises ``ValueError``). ``vectors``: ``None`` (the store embeds the chunk
             texts itself), rows indexable as ``vectors[lo:hi]`` (a ``(n_chunks, dim)``
             array: written as they are through the store's
-            :class:`~.vectors.PrecomputedEmbeddings`), or a callable ``record ->
+            `PrecomputedEmbeddings`), or a callable ``record ->
             rows`` called only when the record has to be written (so unchanged
             sources are never embedded). A store without ``PrecomputedEmbeddings``
             embeds itself and the given vectors are not used (said in ``notes``).
-        prune, remove_origins: as in :meth:`~.engine.IndexEngine.index_documents`;
+        prune, remove_origins: as in `index_documents`;
             ``remove_origins`` may be a callable, called after ``planned`` is consumed
             (e.g. the files a streaming load skipped).
         report: a report to fill (e.g. with ``ids`` already set).
@@ -495,7 +495,7 @@ def write_planned(index: "EngineState", planned: Iterable[tuple[SourceRecord, An
             many chunks ahead of the one being written.
 
     Returns:
-        The :class:`IndexReport` (the same as :func:`write_documents` gives).
+        The `IndexReport` (the same as `write_documents` gives).
     """
     index = as_engine(index)
     prune = _check_prune(prune)
@@ -647,7 +647,7 @@ def remove_sources(index: "EngineState", sids: Sequence[str]) -> int:
 
 def repair(index: "EngineState", *, deep: bool = False) -> IndexReport:
     """Make every derived part agree with the source store again (lock held): whatever
-    :func:`~.health.index_status` reports, ``deep`` or not (``deep`` also checks every
+    `index_status` reports, ``deep`` or not (``deep`` also checks every
     source's vectors when nothing was reported, and lists every vector id for ones no
     record references). Vectors no record references are deleted first."""
     from swrag_integrations.engine.health import probe_vectors, stale_vectors
@@ -688,7 +688,7 @@ def _rebuild_vectors(index: "EngineState", sids: Sequence[str]) -> None:
 
     The default Chroma store keeps every vector in its SQLite log even when its HNSW
     files are damaged, so the storage copies them into a new collection (no
-    re-embedding, :meth:`~.storage.VectorStorage.rebuild`); any other store gets every
+    re-embedding, `rebuild`); any other store gets every
     complete source's vectors deleted and written again.
     """
     try:

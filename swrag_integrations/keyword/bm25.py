@@ -1,17 +1,17 @@
 """Language-aware BM25 on top of ``bm25s``, persisted without pickle.
 
-* :func:`tokenize` lower-cases text and splits it into word tokens; runs of Han
+* `tokenize` lower-cases text and splits it into word tokens; runs of Han
   characters (Chinese) are segmented with ``jieba`` instead of being one "word" as with
   ``str.split``.
-* :class:`BM25Index` keeps the tokenised corpus as integer ids (so documents can be
+* `BM25Index` keeps the tokenised corpus as integer ids (so documents can be
   added, replaced and deleted without re-tokenising everything) and builds the
   ``bm25s`` score matrix lazily. It is serialised to one ``.npz`` blob (arrays and
-  JSON, loaded with ``allow_pickle=False``; :meth:`BM25Index.to_bytes`), which an index
+  JSON, loaded with ``allow_pickle=False``; `BM25Index.to_bytes`), which an index
   keeps in its source store.
-* :class:`~.bm25_tantivy.TantivyBM25Index` is BM25 over the same tokens in a tantivy
+* `TantivyBM25Index` is BM25 over the same tokens in a tantivy
   index on disk, written incrementally (a local index's keyword side).
 * Framework-free: the LangChain retriever over it is
-  :class:`~swrag_integrations.langchain.search.CJKBM25Retriever`.
+  `CJKBM25Retriever`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ _TOKEN = re.compile(f"([{HAN}]+)|({_WORD_CHAR}+)")
 _WORDLIKE = re.compile(r"[^\W_]")
 
 TOKENIZER_VERSION = 2
-"""Changes whenever :func:`tokenize` gives other tokens for the same text, so that stored
+"""Changes whenever `tokenize` gives other tokens for the same text, so that stored
 keyword indexes built with the older tokens are rebuilt (2: apostrophes split words)."""
 
 CLITICS = frozenset("s t d ll m re ve".split())
@@ -89,7 +89,7 @@ def tokenize(text: str, *, stopwords: bool | Iterable[str] = True) -> list[str]:
     never become tokens, so possessives and elisions split as Milvus' analyser splits
     them (``The walrus's tusk`` -> walrus, tusk; ``O'Brien`` -> o, brien).
     ``stopwords=True`` drops a small English + Chinese function-word list (with the
-    :data:`CLITICS` an apostrophe splits off); pass ``False`` or your own collection to
+    `CLITICS` an apostrophe splits off); pass ``False`` or your own collection to
     change that.
     """
     if not isinstance(text, str):
@@ -234,7 +234,7 @@ class BM25Index:
 
     def _load_saved(self):
         """The score matrix saved with the index (``bm25s.BM25.load``), or ``None`` when it
-        cannot be read back (then :meth:`_build` computes it again from the tokens, which
+        cannot be read back (then `_build` computes it again from the tokens, which
         it is derived from)."""
         import bm25s
 

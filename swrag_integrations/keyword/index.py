@@ -1,9 +1,9 @@
 """The keyword side of an index: BM25 over the complete sources' small chunks.
 
-:class:`KeywordIndex` is derived from the source store and never trusted beyond it.
+`KeywordIndex` is derived from the source store and never trusted beyond it.
 
 **Local index (SQLite source store): incremental.** BM25 lives in a tantivy index
-(:class:`~.bm25_tantivy.TantivyBM25Index`) in a directory beside the source store's file
+(`TantivyBM25Index`) in a directory beside the source store's file
 (``<dir>/sources/<collection>.keyword``). Catching up with the store's change log
 deletes the changed sources (one term each) and adds their chunks again, in one
 tantivy commit; the store generation it reflects is recorded after the commit. A crash
@@ -17,11 +17,11 @@ applied. Other processes' commits are seen on the next query (the searcher reloa
 the recorded state changed). The directory carries a random label that the store keeps
 too (blob ``keyword-owner``): one beside another store (the file replaced) is rebuilt. An index written by an older version (a bm25s snapshot
 blob) is migrated on first open (logged) without tokenising again. Scores are tantivy's
-BM25 (``k1 = 1.2``, quantised document lengths: see :class:`~.bm25_tantivy.TantivyBM25Index`);
+BM25 (``k1 = 1.2``, quantised document lengths: see `TantivyBM25Index`);
 giving ``k1``, ``b`` or ``method`` selects the snapshot backend instead.
 
 **Other source stores (a Chroma server, LangChain byte stores): a snapshot.** Its
-snapshot (a blob in the source store: the :class:`~.bm25.BM25Index`, the store
+snapshot (a blob in the source store: the `BM25Index`, the store
 generation it reflects and a SHA-256 of the payload) is loaded only if the checksum
 matches, then brought up to date by replaying the store's change log since that
 generation (or rebuilt from the store when the log no longer reaches back, the
@@ -223,7 +223,7 @@ class KeywordIndex:
 
     def _refresh_incremental(self, generation: int | None = None) -> bool:
         """Replay the store's change log into the tantivy index, commit, record the new
-        generation (cost: the changed sources; ``generation``: see :meth:`refresh`)."""
+        generation (cost: the changed sources; ``generation``: see `refresh`)."""
         assert isinstance(self.bm25, TantivyBM25Index)
         with self._lock:
             stored = self.bm25.generation
@@ -341,9 +341,9 @@ class KeywordIndex:
 
 class StorageKeyword:
     """The keyword side of an index whose storage searches keywords itself
-    (``vectors.keyword_search(query, k, native=...)``, e.g. :class:`~.milvus.MilvusStorage`):
-    the surface of :class:`~.keyword.KeywordIndex` the writer, the health checks and
-    :class:`~.search.CJKBM25Retriever` use, with nothing kept in this process (the
+    (``vectors.keyword_search(query, k, native=...)``, e.g. `MilvusStorage`):
+    the surface of `KeywordIndex` the writer, the health checks and
+    `CJKBM25Retriever` use, with nothing kept in this process (the
     storage derives its BM25 from the chunks it holds, so there is no snapshot to load,
     save or rebuild)."""
 
@@ -368,11 +368,11 @@ class StorageKeyword:
         """Nothing to save."""
 
     def rebuild(self) -> None:
-        """Nothing to rebuild (the storage's :meth:`~.storage.VectorStorage.rebuild` covers it)."""
+        """Nothing to rebuild (the storage's `rebuild` covers it)."""
 
     def search(self, query: str, k: int, *, allow: Callable[..., Any] | None = None,
                native: dict[str, Any] | None = None, generation: int | None = None) -> list[tuple[str, float]]:
-        """``(chunk_id, score)`` best first (:meth:`~.engine.IndexEngine.storage_keyword_hits`)."""
+        """``(chunk_id, score)`` best first (`storage_keyword_hits`)."""
         return self.engine.storage_keyword_hits(query, k, allow=allow, native=native, generation=generation)
 
     def __len__(self) -> int:

@@ -1,12 +1,12 @@
 """BM25 in a tantivy index on disk: the incremental keyword index of a local index.
 
-:class:`TantivyBM25Index` indexes the package's own tokens (:func:`~.bm25.tokenize`,
+`TantivyBM25Index` indexes the package's own tokens (`tokenize`,
 CJK-aware) pre-split, in Lucene-style segments: adding or deleting documents writes a
 new small segment or a delete file, never the whole index, so a write costs in
 proportion to the change (measured: ``benchmarks/bench_keyword.py``). Scores are
 tantivy's BM25 (``k1 = 1.2``, ``b = 0.75``, quantised document lengths), so rankings can
-differ a little from :class:`~.bm25.BM25Index` (bm25s, ``k1 = 1.5``), which stays the
-keyword index of other source stores. :class:`~.keyword.KeywordIndex` keeps it in step
+differ a little from `BM25Index` (bm25s, ``k1 = 1.5``), which stays the
+keyword index of other source stores. `KeywordIndex` keeps it in step
 with the source store.
 """
 
@@ -41,16 +41,16 @@ class TantivyBM25Index:
     segments: adding documents writes a new small segment, deleting marks them in a
     per-segment delete file, and background merges keep the number of segments
     logarithmic. A write therefore costs in proportion to the change, not to the index,
-    and every :meth:`transaction` ends in one tantivy commit, which is atomic: a crash
+    and every `transaction` ends in one tantivy commit, which is atomic: a crash
     leaves the previous commit.
 
-    Tokens are the package's own (:func:`tokenize`: jieba for Han text, the stop words),
+    Tokens are the package's own (`tokenize`: jieba for Han text, the stop words),
     stored pre-split: each document's tokens joined by spaces into a field that tantivy
     splits on whitespace only; a query is the same tokens as term queries (each once).
 
     Scores are tantivy's BM25 (Lucene's): idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``
     times ``(k1 + 1) tf / (tf + k1 (1 - b + b dl / avgdl))`` with tantivy's fixed
-    ``k1 = 1.2, b = 0.75``. They differ from :class:`BM25Index` (bm25s, ``k1 = 1.5`` by
+    ``k1 = 1.2, b = 0.75``. They differ from `BM25Index` (bm25s, ``k1 = 1.5`` by
     default, no ``k1 + 1`` factor) in three ways, so rankings agree closely but not
     exactly: ``k1``; document lengths are stored quantised to one byte (exact up to 40
     tokens, then within about 1/8); and ``N``, ``df`` and the token total still count
@@ -63,11 +63,11 @@ class TantivyBM25Index:
     Args:
         path: the directory (created if missing).
         k1, b: must be tantivy's (1.2, 0.75): they are not configurable there.
-        stopwords, tokenizer: as in :class:`BM25Index`.
+        stopwords, tokenizer: as in `BM25Index`.
         group: ``id -> group`` (e.g. a chunk id's source id), indexed so that a group is
             deleted by one term; by default the id itself.
         owner: a label of what the index is derived from, kept in its settings (an index
-            of another owner does not :meth:`exists` for this one).
+            of another owner does not `exists` for this one).
         timeout: seconds to wait for another writer.
         heap_size: bytes of the writer's indexing buffer.
     """
@@ -158,7 +158,7 @@ class TantivyBM25Index:
             raise
 
     def exists(self) -> bool:
-        """Whether the index exists, opens, and was written with this index's :meth:`settings`
+        """Whether the index exists, opens, and was written with this index's `settings`
         (a damaged one, e.g. a segment file lost, is logged and reported missing)."""
         import tantivy
 
@@ -260,7 +260,7 @@ class TantivyBM25Index:
         or ``state.json`` as folders (made by hand or by another program). Every open
         failed on them before (``FileExistsError`` and the like), repair included; the
         index is derived from the source store, so nothing is lost, and without a
-        ``state.json`` or ``segments/`` the index does not :meth:`exists` and is built
+        ``state.json`` or ``segments/`` the index does not `exists` and is built
         again (reported as rebuilt until saved)."""
         wrong = []
         if self.path.exists() and not self.path.is_dir():
@@ -381,8 +381,8 @@ class TantivyBM25Index:
             writer.add_document(tantivy.Document(id=doc_id, group=str(self._group(doc_id)), tokens=" ".join(tokens)))
 
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        """Add documents whose ids are not indexed (e.g. after :meth:`delete_groups` of
-        their groups): no delete per id, unlike :meth:`upsert`."""
+        """Add documents whose ids are not indexed (e.g. after `delete_groups` of
+        their groups): no delete per id, unlike `upsert`."""
         if len(ids) != len(texts):
             raise ValueError(f"got {len(ids)} ids for {len(texts)} texts")
         tokens = [self.tokenize(text) for text in texts]
@@ -438,7 +438,7 @@ class TantivyBM25Index:
                allow: Callable[[Sequence[str]], Sequence[bool]] | None = None) -> list[tuple[str, float]]:
         """The ``k`` best ``(id, score)`` pairs (score > 0), best first.
 
-        ``allow``: as in :meth:`BM25Index.search` (pages of hits in score order are
+        ``allow``: as in `BM25Index.search` (pages of hits in score order are
         read until ``k`` are allowed or none are left).
         """
         import tantivy

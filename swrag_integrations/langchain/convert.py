@@ -12,13 +12,13 @@ __all__ = ["span_to_document", "spans_to_documents"]
 
 
 def span_to_document(span: ContextSpan) -> Document:
-    """A :class:`~swrag_integrations.engine.assemble.ContextSpan` as a ``Document``: its exact
-    text, :meth:`~swrag_integrations.engine.assemble.ContextSpan.document_metadata` and id
-    ``"<source_id>:<start>-<end>"`` (:attr:`~swrag_integrations.engine.assemble.ContextSpan.span_id`)."""
+    """A `ContextSpan` as a ``Document``: its exact
+    text, `document_metadata` and id
+    ``"<source_id>:<start>-<end>"`` (`span_id`)."""
     return Document(page_content=span.text, metadata=span.document_metadata(), id=span.span_id)
 
 
 def spans_to_documents(spans: Iterable[ContextSpan]) -> list[Document]:
-    """Each span as a ``Document`` (:func:`span_to_document`), in order; an
-    :class:`~swrag_integrations.engine.assemble.AssembledContext`'s are ``ctx.spans``."""
+    """Each span as a ``Document`` (`span_to_document`), in order; an
+    `AssembledContext`'s are ``ctx.spans``."""
     return [span_to_document(span) for span in spans]

@@ -1,10 +1,10 @@
 """The package's embedding objects as LangChain ``Embeddings``.
 
-Importing this module registers :class:`~swrag_integrations.embeddings.base.EmbeddingsBase`
+Importing this module registers `EmbeddingsBase`
 as a virtual subclass of LangChain's ``Embeddings`` (an ``abc.ABC``), so
 ``isinstance(MiniLMEmbeddings(), Embeddings)`` holds, as it does for the wrappers
 (``IndexTextEmbeddings``, ``PrecomputedEmbeddings``); the LangChain index and vector store
-import it. The classes themselves live framework-free in :mod:`swrag_integrations.embeddings`.
+import it. The classes themselves live framework-free in `swrag_integrations.embeddings`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reciprocal-rank fusion of LangChain ``Document`` lists (the engine's :func:`~swrag_integrations.engine.fusion.fuse_documents`)."""
+"""Reciprocal-rank fusion of LangChain ``Document`` lists (the engine's `fuse_documents`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def reciprocal_rank_fusion(
     ``k``. Each carries ``metadata["rrf_score"]``, ``metadata["fused_rank"]`` (1-based)
     and ``metadata["<name>_rank"]`` for every list it appeared in (names default to
     ``list0``, ``list1``...); documents are told apart by
-    :func:`~swrag_integrations.engine.fusion.doc_key`, never by their text.
+    `doc_key`, never by their text.
     """
     return [Document(page_content=doc.page_content, metadata=meta, id=doc.id)
             for doc, meta in fuse_documents(result_lists, weights, c=c, k=k, list_names=list_names)]

@@ -3,7 +3,7 @@
 ``langchain_classic``'s ``MultiQueryRetriever`` splits the LLM output on newlines and
 uses every line, so "Here are three versions:", "1. ...", blank lines and echoed
 prompts all become queries, and an LLM error fails the whole retrieval. Here the
-output is cleaned (:func:`parse_query_variants`), the original question is always
+output is cleaned (`parse_query_variants`), the original question is always
 kept (first), retrieval runs for all queries concurrently and the results are fused
 by reciprocal rank; if the LLM raises or gives nothing usable the original question
 is used alone.
@@ -162,7 +162,7 @@ def generate_queries(llm: Any, question: str, n: int = 3, *, prompt: str = DEFAU
 
 
 async def agenerate_queries(llm: Any, question: str, n: int = 3, *, prompt: str = DEFAULT_PROMPT) -> list[str]:
-    """Async :func:`generate_queries`."""
+    """Async `generate_queries`."""
     if not isinstance(question, str) or not question.strip():
         raise ValueError("query must be a non-empty string")
     if n <= 0 or llm is None:

@@ -1,11 +1,11 @@
 """The plain LangChain ``VectorStore`` face of an index: the documents as they were added.
 
-:class:`~.index.SlidingWindowIndex` keeps each added document as one *source* and its
+`SlidingWindowIndex` keeps each added document as one *source* and its
 small chunks' vectors in a vector store. Its ``similarity_search`` family follows the
 ``VectorStore`` contract with these functions: the result is the added documents
 themselves (whole text, the user's own metadata and id), ranked by their best small
 chunk, with relevance scores in [0, 1] in rank order. Widening hits into windows is
-the retrievers' job (:class:`~.retriever.WindowedParentRetriever`), not this face's.
+the retrievers' job (`WindowedParentRetriever`), not this face's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ __all__ = ["search_documents", "source_document"]
 
 def source_document(rec: Any) -> Document:
     """A complete source record as the document that was added (its id: the one it was
-    added under, else the source id :meth:`~.index.SlidingWindowIndex.add_documents` returned)."""
+    added under, else the source id `add_documents` returned)."""
     return Document(page_content=rec.text, metadata=rec.doc_metadata, id=rec.doc_id or rec.source_id)
 
 
@@ -36,11 +36,11 @@ def search_documents(index: "EngineState", vector: Sequence[float], k: int, *, m
     chunks are fetched while fewer than ``k`` sources were found and the store had
     more (at most every chunk the index holds, and not once every source was found).
     ``k`` and ``fetch_k`` are checked and clipped to the index size
-    (:meth:`~.engine.IndexEngine.search_k`). Chunks of sources that are not complete,
+    (`search_k`). Chunks of sources that are not complete,
     or of an older version of a source's text, are dropped (as for every search of the index). The score is the
     best chunk's relevance in [0, 1] (``None`` for MMR, which has none).
 
-    ``filter``: a metadata filter (:func:`~.filters.parse_filter`), pushed down to the
+    ``filter``: a metadata filter (`parse_filter`), pushed down to the
     store where it can filter and checked against every source's record.
     """
     from swrag_integrations.engine.filters import SourceMatcher, parse_filter
@@ -77,7 +77,7 @@ def search_documents(index: "EngineState", vector: Sequence[float], k: int, *, m
 def _best_per_source(index: "EngineState", pairs: list[tuple[Any, float | None]],
                      matcher: Any = None) -> dict[str, float | None]:
     """Source id -> score of its first (best) chunk, in rank order; stale chunks and
-    sources the filter (``matcher``: a :class:`~.filters.SourceMatcher`) excludes dropped."""
+    sources the filter (``matcher``: a `SourceMatcher`) excludes dropped."""
     heads = index.store.heads(sorted({str((d.metadata or {}).get("source_id")) for d, _ in pairs}))
     best: dict[str, float | None] = {}
     for doc, score in pairs:

@@ -4,15 +4,15 @@ Every retriever here honours LangChain's call-time ``k`` (``retriever.invoke(q, 
 and raises ``TypeError`` for any other unknown keyword (and for unknown constructor
 fields), as LangChain's standard retriever tests expect.
 
-* :class:`CJKBM25Retriever` -- BM25 with jieba segmentation for Chinese and ``bm25s``
+* `CJKBM25Retriever` -- BM25 with jieba segmentation for Chinese and ``bm25s``
   scoring, over documents in memory or over an index's keyword side.
-* :class:`DenseChunkRetriever` -- nearest small chunks of an index (hydrated from its
+* `DenseChunkRetriever` -- nearest small chunks of an index (hydrated from its
   source store).
 
-Over an index (a :class:`~.index.SlidingWindowIndex` or its engine) each is built by its
+Over an index (a `SlidingWindowIndex` or its engine) each is built by its
 ``from_index``: ``HybridRetriever.from_index(index, k=20)``.
-* :class:`HybridRetriever` -- several retrievers fused by weighted reciprocal rank
-  (:func:`~.fusion.reciprocal_rank_fusion`). LangChain's ``EnsembleRetriever`` can keep
+* `HybridRetriever` -- several retrievers fused by weighted reciprocal rank
+  (`reciprocal_rank_fusion`). LangChain's ``EnsembleRetriever`` can keep
   distinct documents apart with its ``id_key`` option, but it still merges metadata by
   taking the first list's copy and gives no per-list ranks; here all copies' metadata
   is kept and ``<name>_rank``/``rrf_score``/``fused_rank`` are recorded, which the
@@ -67,7 +67,7 @@ def call_options(kwargs: dict[str, Any], allowed: dict[str, Any], where: str, *,
 def chunk_documents(engine: Any, ids: Sequence[str]) -> list[Document]:
     """Small/medium chunks of an index by chunk id (``<sid>:s:<i>`` / ``<sid>:m:<j>``) as
     LangChain Documents (order of ``ids``; unknown ids and incomplete sources are left out):
-    :meth:`~.engine.IndexEngine.get_chunks` (``engine``: an engine or a face over one)."""
+    `get_chunks` (``engine``: an engine or a face over one)."""
     return [Document(page_content=c.page_content, metadata=c.metadata, id=c.id)
             for c in as_engine(engine).get_chunks(ids)]
 
@@ -75,7 +75,7 @@ def chunk_documents(engine: Any, ids: Sequence[str]) -> list[Document]:
 def dense_documents(engine: Any, query: str, k: int = 20, *, search_type: str = "mmr", fetch_k: int | None = None,
                     lambda_mult: float = 0.5, filter: Any = None) -> list[Document]:
     """The ``k`` nearest small chunks of an index as Documents, ``metadata["dense_rank"]``
-    set (:meth:`~.engine.IndexEngine.dense_ids`; ``engine``: an engine or a face over one)."""
+    set (`dense_ids`; ``engine``: an engine or a face over one)."""
     engine = as_engine(engine)
     docs = chunk_documents(engine, engine.dense_ids(query, k, search_type=search_type, fetch_k=fetch_k,
                                                     lambda_mult=lambda_mult, filter=filter))
@@ -85,8 +85,8 @@ def dense_documents(engine: Any, query: str, k: int = 20, *, search_type: str = 
 
 
 class _EngineKeywords:
-    """An index's keyword search as ``search(query, k)`` for :class:`CJKBM25Retriever`:
-    through :meth:`~.engine.IndexEngine.bm25_search`, so ``k`` is checked and clipped there."""
+    """An index's keyword search as ``search(query, k)`` for `CJKBM25Retriever`:
+    through `bm25_search`, so ``k`` is checked and clipped there."""
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
@@ -100,10 +100,10 @@ class CJKBM25Retriever(BaseRetriever):
 
     Unlike ``langchain_community.retrievers.BM25Retriever`` (``str.split`` tokens,
     pure-Python scoring) it handles Chinese and scales to 100k+ chunks. Documents are
-    either kept in memory (:meth:`from_documents` / :meth:`from_texts`) or fetched by id
-    through ``fetch`` (how :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
+    either kept in memory (`from_documents` / `from_texts`) or fetched by id
+    through ``fetch`` (how `SlidingWindowIndex`
     uses it: texts live in its source store). ``index`` is anything with
-    ``search(query, k) -> [(id, score)]`` (a :class:`~.bm25.BM25Index`, an index's
+    ``search(query, k) -> [(id, score)]`` (a `BM25Index`, an index's
     keyword side).
 
     Each returned document carries ``metadata["bm25_score"]`` and its ``id``.
@@ -143,8 +143,8 @@ class CJKBM25Retriever(BaseRetriever):
 
     @classmethod
     def from_index(cls, index: Any, k: int = 20) -> "CJKBM25Retriever":
-        """BM25 over an index's small chunks (``index``: a :class:`~.index.SlidingWindowIndex`
-        or an :class:`~.engine.IndexEngine`), hydrated from its source store."""
+        """BM25 over an index's small chunks (``index``: a `SlidingWindowIndex`
+        or an `IndexEngine`), hydrated from its source store."""
         engine = as_engine(index)
         return cls(index=_EngineKeywords(engine), fetch=functools.partial(chunk_documents, engine), k=k)
 
@@ -176,10 +176,10 @@ class CJKBM25Retriever(BaseRetriever):
 
 
 class DenseChunkRetriever(BaseRetriever):
-    """Nearest small chunks of an index (``dense_rank`` set; :func:`dense_documents`).
+    """Nearest small chunks of an index (``dense_rank`` set; `dense_documents`).
 
-    ``index``: an :class:`~.engine.IndexEngine` or a face over one (a
-    :class:`~.index.SlidingWindowIndex`: its engine is kept).
+    ``index``: an `IndexEngine` or a face over one (a
+    `SlidingWindowIndex`: its engine is kept).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")

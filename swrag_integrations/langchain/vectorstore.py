@@ -1,12 +1,12 @@
 """The vectors of an index, in any LangChain ``VectorStore``.
 
-:class:`VectorBackend` is the small surface the index uses -- add, delete, look up by
+`VectorBackend` is the small surface the index uses -- add, delete, look up by
 id, search by vector, count -- over whatever store the user runs. Each small chunk is
 one LangChain ``Document`` in the store: its exact text as ``page_content`` (so the
 store is a normal LangChain store: ``similarity_search`` returns real chunks), and the
 metadata ``source_id``, ``chunk_index``, ``start_index``, ``end_index``,
 ``content_hash``, ``chunk_id``, ``swrag_index`` plus the source's own scalar metadata.
-Its id in the store is one of :func:`~.ids.vector_ids` (a UUID, accepted by every
+Its id in the store is one of `vector_ids` (a UUID, accepted by every
 store). The store embeds the texts itself, with its own embedding.
 
 Per-store capabilities (tested: embedded Chroma, Chroma server, ``InMemoryVectorStore``,
@@ -53,16 +53,16 @@ def _overrides(obj: Any, name: str) -> bool:
 
 
 class VectorBackend:
-    """A :class:`~.storage.VectorStorage` over a LangChain ``VectorStore``.
+    """A `VectorStorage` over a LangChain ``VectorStore``.
 
     Args:
         store: the vector store (its ``embeddings`` embed chunk texts at ``add``).
         embedding: the embedding used for queries; default ``store.embeddings``.
         reopen: ``() -> store``: a fresh handle on the same store (a local Chroma read
-            afresh), used by :meth:`reopen` and once when a search finds this one stale
-            (:func:`stale_chroma`).
+            afresh), used by `reopen` and once when a search finds this one stale
+            (`stale_chroma`).
         rebuild: ``(fence) -> store``: the store started afresh from the vectors it
-            holds (:meth:`rebuild`); without it a damaged store is re-embedded.
+            holds (`rebuild`); without it a damaged store is re-embedded.
     """
 
     def __init__(self, store: Any, embedding: Any = None, *, reopen: Callable[[], Any] | None = None,
@@ -95,7 +95,7 @@ class VectorBackend:
 
     @property
     def precomputed(self) -> "PrecomputedEmbeddings | None":
-        """The :class:`PrecomputedEmbeddings` the store embeds with, if it has one."""
+        """The `PrecomputedEmbeddings` the store embeds with, if it has one."""
         return precomputed_of(self.store)
 
     def reopen(self) -> None:
@@ -112,7 +112,7 @@ class VectorBackend:
         return True
 
     def native_filter(self, flt: Any) -> dict[str, Any] | None:
-        """The store's own filter keywords (:func:`~.filters.native_filter`)."""
+        """The store's own filter keywords (`native_filter`)."""
         from swrag_integrations.engine.filters import native_filter
 
         return native_filter(flt, self.store)
@@ -165,7 +165,7 @@ class VectorBackend:
 
     def stored_vectors(self, ids: Sequence[str]) -> dict[str, tuple[list[float], dict[str, Any]]]:
         """``{vector_id: (vector, metadata)}`` of the given ids that the store holds, read
-        back from a Chroma store's collection (:func:`~.chroma.chroma_collection`); empty
+        back from a Chroma store's collection (`chroma_collection`); empty
         for a store that cannot return its vectors (the engine embeds those chunks again)."""
         collection = chroma_collection(self.store)
         if collection is None:
@@ -212,8 +212,8 @@ class VectorBackend:
                lambda_mult: float = 0.5, native: dict[str, Any] | None = None) -> list[Any]:
         """The ``k`` nearest chunk documents of a query vector, best first (MMR optional).
 
-        ``native``: the store's own filter keywords (:func:`~.filters.native_filter`).
-        Guarded by :meth:`_guarded` (an empty store is not queried; a stale embedded
+        ``native``: the store's own filter keywords (`native_filter`).
+        Guarded by `_guarded` (an empty store is not queried; a stale embedded
         Chroma is reopened once).
         """
         return self._guarded(lambda: self._search(vector, k, mmr=mmr, fetch_k=fetch_k, lambda_mult=lambda_mult,
@@ -222,7 +222,7 @@ class VectorBackend:
     def _guarded(self, search: Callable[[], list[Any]]) -> list[Any]:
         """Run ``search`` unless the store is empty (no hits; an embedded Chroma collection
         queried while empty keeps a state that fails once another process writes). When
-        the store reports a stale embedded Chroma system anyway (:func:`stale_chroma`) and
+        the store reports a stale embedded Chroma system anyway (`stale_chroma`) and
         the backend has ``reopen``, the store is reopened once and asked again."""
         if not self._nonempty:
             held = self.count()
@@ -253,7 +253,7 @@ class VectorBackend:
 
     def search_scored(self, vector: Sequence[float], k: int, *,
                       native: dict[str, Any] | None = None) -> list[tuple[Any, float]]:
-        """As :meth:`_search_scored`, guarded like :meth:`search`."""
+        """As `_search_scored`, guarded like `search`."""
         return self._guarded(lambda: self._search_scored(vector, k, native=native))
 
     def _search_scored(self, vector: Sequence[float], k: int, *,

@@ -3,13 +3,13 @@
 Both directions keep the text unchanged and the exact offsets: ``start_index``/
 ``end_index`` metadata <-> ``start_char_idx``/``end_char_idx``, and the source
 identity: ``metadata["source_id"]`` <-> the node's ``SOURCE`` relationship (its
-``ref_doc_id``). Spans from the framework-free core (:class:`~.retrieval.assemble.ContextSpan`)
+``ref_doc_id``). Spans from the framework-free core (`ContextSpan`)
 become nodes without passing through LangChain. Each framework is imported only when
 its side of a conversion is used.
 
 LlamaIndex ``MetadataFilters`` convert to and from the package's own filter
-(:class:`~swrag_integrations.engine.filters.MetadataFilter`): :func:`parse_llama_filter`
-takes either kind (or a LangChain-style dict), :func:`filter_to_llama_index` gives one to a
+(`MetadataFilter`): `parse_llama_filter`
+takes either kind (or a LangChain-style dict), `filter_to_llama_index` gives one to a
 ``VectorStoreIndex`` retriever.
 """
 
@@ -60,9 +60,9 @@ def document_to_node(doc: Any, *, score: float | None = None, with_score: bool =
 
 
 def span_to_node(span: Any, ref_doc_id: str | None = None) -> Any:
-    """A core :class:`~.retrieval.assemble.ContextSpan` as a ``NodeWithScore`` (exact offsets);
+    """A core `ContextSpan` as a ``NodeWithScore`` (exact offsets);
     its score is the span's ``relevance`` in [0, 1] where it has one (windows of
-    :meth:`~.retrieval.engine.IndexEngine.search_children` hits), else ``span.score``.
+    `search_children` hits), else ``span.score``.
 
     Args:
         span: the span.
@@ -85,7 +85,7 @@ def span_to_node(span: Any, ref_doc_id: str | None = None) -> Any:
 
 def node_to_item(item: Any) -> Any:
     """A ``NodeWithScore`` (or a node) as a framework-free
-    :class:`~swrag_integrations.stores.storage.PlainDocument`.
+    `PlainDocument`.
 
     The id is the node id; the score goes to ``metadata["score"]``; offsets to
     ``start_index``/``end_index``; the source to ``source_id`` (from the metadata, else
@@ -112,7 +112,7 @@ def node_to_item(item: Any) -> Any:
 
 
 def node_to_document(item: Any) -> Any:
-    """A ``NodeWithScore`` (or a node) as a LangChain ``Document`` (see :func:`node_to_item`)."""
+    """A ``NodeWithScore`` (or a node) as a LangChain ``Document`` (see `node_to_item`)."""
     from langchain_core.documents import Document
 
     plain = node_to_item(item)
@@ -149,7 +149,7 @@ def _llama_filter_spec(filters: Any) -> dict[str, Any]:
 def filter_from_llama_index(filters: Any) -> Any:
     """A LlamaIndex ``MetadataFilters`` (``ExactMatchFilter``/``MetadataFilter`` items,
     nested ``MetadataFilters``, condition ``and``/``or``) as a checked
-    :class:`~swrag_integrations.engine.filters.MetadataFilter`.
+    `MetadataFilter`.
 
     Raises:
         ValueError: an operator with no LangChain-style form (``text_match``,
@@ -161,7 +161,7 @@ def filter_from_llama_index(filters: Any) -> Any:
 
 
 def parse_llama_filter(spec: Any) -> Any:
-    """:func:`~swrag_integrations.engine.filters.parse_filter` that also takes LlamaIndex
+    """`parse_filter` that also takes LlamaIndex
     ``MetadataFilters`` (the filters of the LlamaIndex face)."""
     from swrag_integrations.engine.filters import parse_filter
 
@@ -174,7 +174,7 @@ def parse_llama_filter(spec: Any) -> Any:
 
 
 def filter_to_llama_index(flt: Any) -> Any:
-    """A :class:`~swrag_integrations.engine.filters.MetadataFilter` as LlamaIndex
+    """A `MetadataFilter` as LlamaIndex
     ``MetadataFilters`` (for a ``VectorStoreIndex`` retriever)."""
     from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
     from llama_index.core.vector_stores.types import MetadataFilter as LlamaFilter

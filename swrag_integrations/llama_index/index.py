@@ -1,19 +1,19 @@
 """LlamaIndex faces of windowed retrieval: native nodes in, ``NodeWithScore`` out.
 
-* :class:`WindowedLlamaIndexRetriever` -- a LlamaIndex ``BaseRetriever`` running the
-  framework-free planner (:mod:`.parents`) over a :class:`~.index.SlidingWindowIndex`
+* `WindowedLlamaIndexRetriever` -- a LlamaIndex ``BaseRetriever`` running the
+  framework-free planner (`parents`) over a `SlidingWindowIndex`
   or over a native ``VectorStoreIndex`` built with the package's node parsers, and
   returning ``NodeWithScore`` made straight from the core's spans (no LangChain types
   on that path). Its hits can also come from a LlamaIndex retriever, or it can wrap any
   LangChain retriever (``retriever=``).
-* :class:`NodeChunkIndex` -- the :class:`~.protocols.ChunkIndex` of a
+* `NodeChunkIndex` -- the `ChunkIndex` of a
   ``VectorStoreIndex``: the exact ``start_char_idx``/``end_char_idx`` of a document's
   nodes cut it into elementary pieces (the union of all node boundaries) that tile
   the covered text, so overlapping windows are merged by offset and budgeted exactly
   like the package's own small chunks.
-* :class:`MiniLMLlamaIndexEmbedding` -- the bundled MiniLM as a LlamaIndex embedding.
-* :class:`SlidingWindowLlamaIndex` -- the package's index for LlamaIndex users, over
-  the framework-free :class:`~.engine.IndexEngine` (no LangChain): insert LlamaIndex
+* `MiniLMLlamaIndexEmbedding` -- the bundled MiniLM as a LlamaIndex embedding.
+* `SlidingWindowLlamaIndex` -- the package's index for LlamaIndex users, over
+  the framework-free `IndexEngine` (no LangChain): insert LlamaIndex
   ``Document`` s or nodes, retrieve merged windows as ``NodeWithScore`` (with
   ``MetadataFilters``, ``similarity_top_k``), answer through a ``RetrieverQueryEngine`` or
   a chat engine, refresh changed documents, reopen from its folder.
@@ -73,18 +73,18 @@ def _contiguous(rows: Sequence[ChunkRow], lo: int, hi: int, w_lo: int, w_hi: int
 
 
 class NodeChunkIndex:
-    """:class:`~.protocols.ChunkIndex` over a LlamaIndex ``VectorStoreIndex``.
+    """`ChunkIndex` over a LlamaIndex ``VectorStoreIndex``.
 
     Args:
         index: a ``VectorStoreIndex`` whose nodes carry exact ``start_char_idx``/
             ``end_char_idx`` and a source document (``ref_doc_id``), e.g. built with
-            :class:`~swrag_integrations.llama_index.parsers.DynamicStepNodeParser`.
+            `DynamicStepNodeParser`.
         retriever: the first stage (default ``index.as_retriever(similarity_top_k=k)``).
         neighbors: widen each hit node by this many neighbouring nodes on each side
             (0: the node itself; its overlap with other hits is still merged).
         encoding_name: tiktoken encoding of budgets.
         filters: a metadata filter (LlamaIndex ``MetadataFilters`` or a LangChain-style
-            dict, :mod:`.filters`): passed to the index's retriever, checked on every
+            dict, `filters`): passed to the index's retriever, checked on every
             retrieved node, and nodes that fail it are left out of the windows too.
 
     A document's other nodes are read from ``index.docstore`` (a ``VectorStoreIndex``
@@ -292,7 +292,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
 
     @property
     def settings(self) -> RetrieverSettings:
-        """This retriever's :class:`~.settings.RetrieverSettings`."""
+        """This retriever's `RetrieverSettings`."""
         return self._settings
 
     def trace(self, query: str) -> Any:
@@ -333,15 +333,15 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
 class MiniLMLlamaIndexEmbedding(BaseEmbedding):
     """The bundled all-MiniLM-L6-v2 as a LlamaIndex embedding model (offline).
 
-    Wraps a :class:`~swrag_integrations.embeddings.MiniLMEmbeddings` (the embedding
-    object of :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` and
-    :class:`SlidingWindowLlamaIndex`; it needs no LangChain), so both frameworks embed
+    Wraps a `MiniLMEmbeddings` (the embedding
+    object of `SlidingWindowIndex` and
+    `SlidingWindowLlamaIndex`; it needs no LangChain), so both frameworks embed
     identically and share one loaded model.
 
     Args:
         embeddings: the core to wrap (any object with ``embed_documents``/``embed_query``,
             e.g. LangChain ``Embeddings``; default: the shared
-            :func:`~swrag_integrations.embeddings.default_embeddings` instance, or a new
+            `default_embeddings` instance, or a new
             ``MiniLMEmbeddings`` when ``model_path``/``device``/... are given).
         model_path, device, normalize, max_seq_length, batch_size: passed to a new
             ``MiniLMEmbeddings`` (only without ``embeddings``).
@@ -423,7 +423,7 @@ class MiniLMLlamaIndexEmbedding(BaseEmbedding):
 
 
 class _LlamaEmbedder:
-    """A LlamaIndex ``BaseEmbedding`` seen as the engine's :class:`~.storage.Embedder`."""
+    """A LlamaIndex ``BaseEmbedding`` seen as the engine's `Embedder`."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -438,7 +438,7 @@ class _LlamaEmbedder:
 
 def _as_embedder(embed_model: Any) -> Any:
     """The engine's embedder for ``embed_model``: the bundled MiniLM for ``None``, the
-    core of a :class:`MiniLMLlamaIndexEmbedding`, a LlamaIndex ``BaseEmbedding`` adapted,
+    core of a `MiniLMLlamaIndexEmbedding`, a LlamaIndex ``BaseEmbedding`` adapted,
     any object with ``embed_documents``/``embed_query`` as it is."""
     if embed_model is None:
         from swrag_integrations.embeddings.minilm import default_embeddings
@@ -463,7 +463,7 @@ def _is_random_id(doc_id: Any) -> bool:
 
 
 def _retriever_keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The keywords of :class:`WindowedLlamaIndexRetriever` taken out of ``kwargs`` (the
+    """The keywords of `WindowedLlamaIndexRetriever` taken out of ``kwargs`` (the
     rest go to the LlamaIndex engine), so that none is silently dropped by it."""
     keys = {*RetrieverSettings.keys(), "filters", "similarity_top_k", "min_relevance"}
     return {k: kwargs.pop(k) for k in list(kwargs) if k in keys}
@@ -518,14 +518,14 @@ def document_id(source_id: str, record: Any) -> str:
 
 
 def as_plain_document(doc: Any) -> Any:
-    """A LlamaIndex ``Document`` or node as the engine's :class:`~.storage.PlainDocument`.
+    """A LlamaIndex ``Document`` or node as the engine's `PlainDocument`.
 
     A ``Document`` is one source under its ``doc_id``. A node cut from a document (a
     ``ref_doc_id`` and an int ``start_char_idx``: the package's node parsers, LlamaIndex's
-    own) is an *offset chunk* (:func:`~.records.offset_of`) of source ``ref_doc_id`` (its
+    own) is an *offset chunk* (`offset_of`) of source ``ref_doc_id`` (its
     ``metadata["source"]`` when it has one) at ``start_char_idx``, its ``node_id`` kept in
     its metadata: the nodes of one document inserted together are joined back into that
-    document's text (:func:`~.records.join_offset_chunks`), so windows come back in the
+    document's text (`join_offset_chunks`), so windows come back in the
     document's own coordinates.
 
     Raises:

@@ -1,17 +1,17 @@
 """LlamaIndex faces: node parsers for the three sliding-window strategies, and the index.
 
 The index, its retriever and the bundled embedding (``[llama-index]`` extra, no
-LangChain) are loaded on first use: :class:`SlidingWindowLlamaIndex`,
-:class:`WindowedLlamaIndexRetriever`, :class:`MiniLMLlamaIndexEmbedding`
-(:mod:`swrag_integrations.llama_index.index`).
+LangChain) are loaded on first use: `SlidingWindowLlamaIndex`,
+`WindowedLlamaIndexRetriever`, `MiniLMLlamaIndexEmbedding`
+(`swrag_integrations.llama_index.index`).
 
-Thin wrappers over :mod:`swrag_integrations.core.windows`. Nodes carry exact
+Thin wrappers over `swrag_integrations.core.windows`. Nodes carry exact
 ``start_char_idx``/``end_char_idx`` (LlamaIndex's own ``str.find`` guess in
 ``NodeParser._postprocess_parsed_nodes`` is overridden, it is wrong on repeated text),
 the same metadata keys as the LangChain splitters, and SOURCE/PREVIOUS/NEXT
 relationships. They work inside an ``IngestionPipeline``, pickle (for worker
 processes), and take ``chunk_size``/``chunk_overlap`` as the LangChain splitters do
-(:func:`~swrag_integrations.core.windows.window_and_step`).
+(`window_and_step`).
 
 Example:
     >>> from swrag_integrations.llama_index import DynamicStepNodeParser
@@ -65,9 +65,9 @@ def _checked(data: Dict[str, Any], strategy: str, default_step: int) -> Dict[str
 
     Without this, pydantic would accept ``window_size="8"``, ``8.0`` or ``step=True``,
     which the core (and the LangChain splitters) reject: every entry point accepts the
-    same values and raises the same errors (:func:`~swrag_integrations.core.windows.check_parameter`).
+    same values and raises the same errors (`check_parameter`).
     LangChain's ``chunk_size``/``chunk_overlap`` (also LlamaIndex's names) are mapped onto
-    ``window_size``/``step`` by :func:`~swrag_integrations.core.windows.window_and_step`.
+    ``window_size``/``step`` by `window_and_step`.
     """
     data = dict(data)
     if "chunk_size" in data or "chunk_overlap" in data:

@@ -13,7 +13,7 @@ __all__ = ["llama_index_default_embeddings"]
 
 def llama_index_default_embeddings() -> Any:
     """``llama_index.core.Settings.embed_model`` as an embedding object with
-    ``embed_documents``/``embed_query`` (:func:`~swrag_integrations.embeddings.minilm.as_embeddings`)
+    ``embed_documents``/``embed_query`` (`as_embeddings`)
     if one is set (never triggers LlamaIndex's default OpenAI model), else ``None``."""
     model = getattr(Settings, "_embed_model", None)
     return None if model is None else as_embeddings(model)

@@ -1,13 +1,13 @@
 """Local Llama-family LLMs (IPEX-LLM low-bit, or plain transformers) for LangChain and LlamaIndex.
 
-``load_llama3()`` returns a :class:`LocalLLM`: one generation core with
-``.as_chat_model()`` (a LangChain chat model, :class:`~.chat.LocalChatModel`; also
+``load_llama3()`` returns a `LocalLLM`: one generation core with
+``.as_chat_model()`` (a LangChain chat model, `LocalChatModel`; also
 ``.as_langchain(chat=True)``), ``.as_langchain()`` (a ``langchain_core`` ``LLM``) and
 ``.as_llamaindex()`` (a LlamaIndex ``CustomLLM``) as thin wrappers, and ``.prefix_cache()`` / ``.generate_with_prefix()`` for
 many prompts sharing one long prefix (the prefix runs through the model once). The
-framework wrappers live in :mod:`.langchain_llm` and :mod:`.llamaindex_llm`, each
+framework wrappers live in `langchain_llm` and `llamaindex_llm`, each
 importing only its own framework, and are imported lazily so that loading needs neither. Converted and low-bit models are cached on disk with checked,
-content-keyed entries (:mod:`.cache`).
+content-keyed entries (`cache`).
 """
 
 from __future__ import annotations

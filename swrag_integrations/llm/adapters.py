@@ -1,6 +1,6 @@
-"""The LLM classes of both frameworks, thin adapters over :class:`~.core.LocalLLM`:
-:class:`~.langchain_llm.LangChainLLM` (LangChain only) and
-:class:`~.llamaindex_llm.LlamaIndexLLM` (LlamaIndex only).
+"""The LLM classes of both frameworks, thin adapters over `LocalLLM`:
+`LangChainLLM` (LangChain only) and
+`LlamaIndexLLM` (LlamaIndex only).
 
 Each lives in its own module, which imports only its own framework; this module names
 both and imports each on first use, so ``from swrag_integrations.llm.adapters import

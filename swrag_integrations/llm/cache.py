@@ -3,16 +3,16 @@
 A cache entry is a directory ``<root>/<kind>/<name>-<digest>`` where ``digest`` is a hash
 of the entry's *key*: a JSON-able dict naming everything that changes the weights or the
 tokenizer (source identity, converter version, low-bit format, library versions, loading
-options). An entry is complete exactly when it holds :data:`MANIFEST_NAME`, written last:
+options). An entry is complete exactly when it holds `MANIFEST_NAME`, written last:
 
 * entries are built in a temporary sibling directory (``.<name>.tmp-<pid>-<random>``) and
-  renamed into place in one step (:func:`staging_dir` + :func:`publish`), so a crash never
+  renamed into place in one step (`staging_dir` + `publish`), so a crash never
   leaves a directory under the final name — and a directory without a manifest (an old
   layout, a hand copy) never counts as complete;
-* the manifest records the key and the size and SHA-256 of every file; :func:`check_entry`
+* the manifest records the key and the size and SHA-256 of every file; `check_entry`
   compares them with what is on disk and with the key the caller expects, and returns the
   reason when they differ (the caller then rebuilds the entry with a
-  :class:`CacheRebuildWarning`; a cache never silently serves a different model).
+  `CacheRebuildWarning`; a cache never silently serves a different model).
 
 File hashes of *sources* (a GGUF file, the files of a model directory) are memoised under
 ``<root>/file-hashes`` by ``(path, size, mtime_ns, ctime_ns, inode, device)``: ctime
@@ -64,7 +64,7 @@ def _stat_key(path: Path) -> str:
 
 
 def memo_sha256(path: str | os.PathLike[str], memo_dir: str | os.PathLike[str] | None) -> str:
-    """:func:`sha256_file`, memoised under ``memo_dir`` by the file's full stat identity.
+    """`sha256_file`, memoised under ``memo_dir`` by the file's full stat identity.
 
     Any write to the file changes its ctime (which cannot be set back), so a memoised
     hash is only ever reused for unchanged contents. ``memo_dir=None`` always hashes.
@@ -237,7 +237,7 @@ def remove_stale_staging(parent: str | os.PathLike[str], name: str) -> None:
 def staging_dir(final: str | os.PathLike[str]) -> Iterator[Path]:
     """A fresh temporary sibling of ``final`` to build an entry in; removed afterwards.
 
-    Publish it with :func:`publish` inside the ``with`` block; whatever is left (an error,
+    Publish it with `publish` inside the ``with`` block; whatever is left (an error,
     a ``KeyboardInterrupt``) is deleted on exit. A hard crash leaves only a hidden
     ``.<name>.tmp-<pid>-...`` directory, which the next write of the same entry removes.
     """

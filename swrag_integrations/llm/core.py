@@ -1,20 +1,20 @@
 """The one generation core shared by the LangChain and LlamaIndex wrappers.
 
-:class:`LocalLLM` owns a loaded causal LM and its tokenizer and knows how to
+`LocalLLM` owns a loaded causal LM and its tokenizer and knows how to
 
 * turn a prompt (or a list of chat messages) into input ids, through the tokenizer's chat
   template when it has one;
 * generate with the method's defaults (greedy, repetition penalty 1.1), stopping on the
   end-of-turn tokens (``<|eot_id|>`` for Llama-3, ``<|im_end|>`` for ChatML models) and
   on caller-supplied stop strings;
-* return only the new text, either at once (:meth:`LocalLLM.generate`) or piece by piece
-  (:meth:`LocalLLM.stream`); the streamed pieces always join to the non-streamed text;
-* report token usage and why generation ended (:meth:`LocalLLM.generate_result`, the
-  ``result`` of :meth:`LocalLLM.stream`), and constrain the output to a JSON schema
+* return only the new text, either at once (`LocalLLM.generate`) or piece by piece
+  (`LocalLLM.stream`); the streamed pieces always join to the non-streamed text;
+* report token usage and why generation ended (`LocalLLM.generate_result`, the
+  ``result`` of `LocalLLM.stream`), and constrain the output to a JSON schema
   (``json_schema=``, through lm-format-enforcer);
 * answer many prompts that share a long prefix (a document + one chunk each, say) with
-  the prefix run through the model once (:meth:`LocalLLM.prefix_cache`,
-  :meth:`LocalLLM.generate_with_prefix`, :class:`PrefixCache`).
+  the prefix run through the model once (`LocalLLM.prefix_cache`,
+  `LocalLLM.generate_with_prefix`, `PrefixCache`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _GENERATION_OPTIONS = ("max_new_tokens", "temperature", "repetition_penalty")
 
 
 class GenerationStream(Iterator[str]):
-    """The text pieces of :meth:`LocalLLM.stream`; :attr:`result` fills in as they arrive.
+    """The text pieces of `LocalLLM.stream`; `result` fills in as they arrive.
 
     Once the stream is exhausted ``result`` holds the joined text, the token counts and the
     finish reason. ``close()`` (or leaving a ``for`` loop over a ``with`` block) stops
@@ -242,7 +242,7 @@ class LocalLLM:
 
     @property
     def supports_system_role(self) -> bool:
-        """Whether the chat template renders system messages (see :meth:`render`)."""
+        """Whether the chat template renders system messages (see `render`)."""
         return not self.has_chat_template or _template_facts(self.tokenizer.chat_template)[0]
 
     @property
@@ -728,7 +728,7 @@ def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
 class PrefixCache:
     """The KV cache of a prompt prefix, reused by many prompts that start with it.
 
-    Made by :meth:`LocalLLM.prefix_cache`. The prompt of ``generate(suffix)`` is exactly
+    Made by `LocalLLM.prefix_cache`. The prompt of ``generate(suffix)`` is exactly
     the one ``llm.generate(prefix + suffix)`` would use: it is rendered and tokenized as a
     whole (chat template, system prompt and all), and the cached prefix is the longest run
     of leading tokens it shares with the prefix alone. Where tokenization merges the last
@@ -737,7 +737,7 @@ class PrefixCache:
     batch-invariant kernels the output — never differ from the plain call.
 
     The prefix is run through the model once, when the object is made (``passes == 1``);
-    every :meth:`generate` call works on its own copy of the cache (generation appends
+    every `generate` call works on its own copy of the cache (generation appends
     to it). ``reused`` counts calls that used the cache, ``uncached`` calls that could
     not (a prompt sharing no token with the prefix).
 
@@ -794,7 +794,7 @@ class PrefixCache:
 
     # -------------------------------------------------------------- generation
     def generate_ids(self, suffix: str, *, stop: Sequence[str] | None = None, **options: Any) -> list[int]:
-        """New token ids for ``prefix + suffix`` (as :meth:`LocalLLM.generate_ids`)."""
+        """New token ids for ``prefix + suffix`` (as `LocalLLM.generate_ids`)."""
         llm = self.llm
         config, stops = llm._generation_config(stop, options)
         ids = self.prompt_ids(suffix)
@@ -814,7 +814,7 @@ class PrefixCache:
         return llm._run_generate(kwargs, stops)
 
     def generate(self, suffix: str, *, stop: Sequence[str] | None = None, **options: Any) -> str:
-        """Generated text for ``prefix + suffix`` (as :meth:`LocalLLM.generate`)."""
+        """Generated text for ``prefix + suffix`` (as `LocalLLM.generate`)."""
         _, stops = self.llm._split_stops(stop)
         return self.llm._finish_text(self.generate_ids(suffix, stop=stop, **options), stops)
 

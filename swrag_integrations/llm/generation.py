@@ -1,7 +1,7 @@
 """What the framework faces (``langchain_llm``, ``llamaindex_llm``, ``chat``) need of a generation core, without
-importing it: the prompt type, the records a core returns (:class:`Generation`,
-:class:`LoadInfo`) and :class:`GenerationCore`, the protocol that
-:class:`~swrag_integrations.llm.core.LocalLLM` implements.
+importing it: the prompt type, the records a core returns (`Generation`,
+`LoadInfo`) and `GenerationCore`, the protocol that
+`LocalLLM` implements.
 
 ``core`` builds the faces (``LocalLLM.as_chat_model()`` and friends) and imports them
 when asked; the faces import only this module, so the package's import graph has no
@@ -23,7 +23,7 @@ such as ``tool_calls`` are passed to the chat template as they are)."""
 
 @dataclass
 class LoadInfo:
-    """How a :class:`~swrag_integrations.llm.core.LocalLLM` was loaded (for logs and benchmarks)."""
+    """How a `LocalLLM` was loaded (for logs and benchmarks)."""
 
     source: str
     backend: str  # "ipex-llm" or "transformers"
@@ -55,7 +55,7 @@ class Generation:
 @runtime_checkable
 class GenerationCore(Protocol):
     """The generation core the LangChain and LlamaIndex faces wrap (see
-    :class:`~swrag_integrations.llm.core.LocalLLM` for the meaning of each member)."""
+    `LocalLLM` for the meaning of each member)."""
 
     info: LoadInfo
     max_new_tokens: int

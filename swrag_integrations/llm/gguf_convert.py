@@ -9,25 +9,25 @@ and answers "The capital of France is Paris."). ipex-llm 2.2, however, patches t
 low-bit ``from_pretrained`` needs a transformers checkpoint, so this module writes one by
 hand with the ``gguf`` package:
 
-* tensors are dequantized with :func:`gguf.quants.dequantize` and renamed to the HF names;
+* tensors are dequantized with `gguf.quants.dequantize` and renamed to the HF names;
 * Q and K projections are un-permuted (llama.cpp's converter interleaves the rotary halves
   of every head for its own RoPE kernel);
 * the GPT-2 byte-level BPE vocabulary and merges become a ``tokenizers`` BPE tokenizer
-  wrapped in :class:`transformers.PreTrainedTokenizerFast`, with bos/eos/chat template
+  wrapped in `transformers.PreTrainedTokenizerFast`, with bos/eos/chat template
   taken from the GGUF metadata.
 
 The result is written once to a cache directory and reused afterwards. The directory's
 name and manifest carry a key made of the GGUF file's SHA-256 and size,
-:data:`CONVERTER_VERSION` and the versions of the libraries that shape the output, so a
+`CONVERTER_VERSION` and the versions of the libraries that shape the output, so a
 new release of the GGUF (even one with the same path, size and mtime), a changed
 converter or a new ``transformers``/``tokenizers`` gets its own checkpoint. Every use
-re-checks the files against the manifest (see :mod:`.cache`); an entry that fails is
-rebuilt with a :class:`~.cache.CacheRebuildWarning`.
+re-checks the files against the manifest (see `cache`); an entry that fails is
+rebuilt with a `CacheRebuildWarning`.
 
 The weights are stored as float16 (the config says so): load them with an explicit
 ``torch_dtype`` (the loader uses float32). With ``torch_dtype="auto"`` transformers and
 ipex-llm build the model in float16, and the rotary-embedding cos/sin tables are then
-computed in float16 too (see :mod:`.loader`).
+computed in float16 too (see `loader`).
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def _build_config(reader: Any, tied: bool) -> Any:
 def gguf_identity(gguf_path: str | os.PathLike[str], memo_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """What identifies a GGUF file's contents: its SHA-256 and size (name and path do not).
 
-    ``memo_dir`` memoises the hash by the file's stat identity (see :func:`.cache.memo_sha256`).
+    ``memo_dir`` memoises the hash by the file's stat identity (see `cache.memo_sha256`).
     """
     gguf_path = Path(gguf_path)
     if not gguf_path.is_file():
@@ -241,7 +241,7 @@ def gguf_cache_key(gguf_path: str | os.PathLike[str], memo_dir: str | os.PathLik
 
 
 def hf_checkpoint_dir(gguf_path: str | os.PathLike[str], cache_dir: str | os.PathLike[str]) -> Path:
-    """Where :func:`ensure_hf_checkpoint` keeps the checkpoint of ``gguf_path`` (may not exist yet)."""
+    """Where `ensure_hf_checkpoint` keeps the checkpoint of ``gguf_path`` (may not exist yet)."""
     cache_dir = Path(cache_dir)
     return cache_dir / "hf-from-gguf" / gguf_cache_key(gguf_path, cache_dir / "file-hashes")
 
@@ -252,7 +252,7 @@ def convert_gguf_to_hf(
     """Write a transformers Llama checkpoint (fp16 safetensors) + tokenizer for ``gguf_path``.
 
     The directory is built under a temporary name, gets a manifest (``key`` — by default
-    :func:`hf_checkpoint_key` — and the checksums of its files) and is renamed into place
+    `hf_checkpoint_key` — and the checksums of its files) and is renamed into place
     at the end, so a crashed conversion never leaves a checkpoint that looks complete.
     """
     import gguf
@@ -291,7 +291,7 @@ def ensure_hf_checkpoint(gguf_path: str | os.PathLike[str], cache_dir: str | os.
 
     A cached checkpoint is used only if its manifest's key matches this GGUF file and
     library set and its files still match their recorded checksums; otherwise it is
-    converted again (with a :class:`~.cache.CacheRebuildWarning` when a directory was there).
+    converted again (with a `CacheRebuildWarning` when a directory was there).
     """
     gguf_path, cache_dir = Path(gguf_path), Path(cache_dir)
     key = hf_checkpoint_key(gguf_path, cache_dir / "file-hashes")

@@ -1,7 +1,7 @@
-"""LangChain chat model over the local generation core (:class:`~.core.LocalLLM`).
+"""LangChain chat model over the local generation core (`LocalLLM`).
 
 ``load_llama3().as_chat_model()`` (or ``.as_langchain(chat=True)``) gives a
-:class:`LocalChatModel`. Compared with the plain ``LLM`` of :mod:`.langchain_llm`:
+`LocalChatModel`. Compared with the plain ``LLM`` of `langchain_llm`:
 
 * **Messages** go through the model's own chat template with their roles (system, user,
   assistant, tool). A template without a system role (it raises on one or drops it) gets
@@ -20,7 +20,7 @@
   ``get_num_tokens_from_messages``) uses the model's own tokenizer, offline.
   ``get_num_tokens_from_messages`` counts the whole rendered prompt (template tokens,
   default system prompt and the assistant header included), i.e. ``input_tokens``.
-* **Structured output** (:meth:`LocalChatModel.with_structured_output`): constrained
+* **Structured output** (`LocalChatModel.with_structured_output`): constrained
   decoding with lm-format-enforcer when it is installed, else generate, parse, validate
   and retry.
 * **Tools**: only for models whose chat template renders ``tools`` (Llama-3.1+, Qwen2.5,
@@ -404,7 +404,7 @@ class LocalChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        """:meth:`_generate` in a worker thread."""
+        """`_generate` in a worker thread."""
         return await run_in_executor(None, self._generate, messages, stop, None, **kwargs)
 
     async def _astream(
@@ -414,7 +414,7 @@ class LocalChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        """:meth:`_stream` stepped in a worker thread; leaving early stops the generation."""
+        """`_stream` stepped in a worker thread; leaving early stops the generation."""
         chunks = self._stream(messages, stop, None, **kwargs)
         try:
             while (chunk := await run_in_executor(None, next, chunks, _DONE)) is not _DONE:

@@ -1,4 +1,4 @@
-"""The LangChain ``LLM`` over a :class:`~.core.LocalLLM`: a thin adapter that maps
+"""The LangChain ``LLM`` over a `LocalLLM`: a thin adapter that maps
 LangChain's call signature onto ``core.generate`` / ``core.stream``.
 
 Imports LangChain only (``langchain_core``): a LangChain install without LlamaIndex

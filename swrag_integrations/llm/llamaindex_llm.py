@@ -1,4 +1,4 @@
-"""The LlamaIndex ``CustomLLM`` over a :class:`~.core.LocalLLM`: a thin adapter that maps
+"""The LlamaIndex ``CustomLLM`` over a `LocalLLM`: a thin adapter that maps
 LlamaIndex's call signatures and response types onto ``core.generate`` / ``core.stream``.
 
 Imports LlamaIndex only (``llama_index.core``): a LlamaIndex install without LangChain

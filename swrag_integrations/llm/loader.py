@@ -11,7 +11,7 @@ The low-bit cache
 -----------------
 IPEX-LLM quantises a checkpoint when it loads it (``from_pretrained(...,
 load_in_low_bit=...)``); ``save_low_bit`` / ``load_low_bit`` keep the result so that the
-next load skips the work. Entries live under ``<cache>/low-bit/`` (see :mod:`.cache`):
+next load skips the work. Entries live under ``<cache>/low-bit/`` (see `cache`):
 
 * **Key.** An entry's directory name and manifest carry a key made of the source's
   identity (a GGUF file's SHA-256 and size plus the converter version; a local
@@ -25,8 +25,8 @@ next load skips the work. Entries live under ``<cache>/low-bit/`` (see :mod:`.ca
 * **Checked loads.** On load the entry's files are compared with the sizes and SHA-256
   recorded in the manifest, and the loaded model must reproduce the recorded
   *fingerprint*: the tokenizer's ids for a fixed probe text, its rendered chat prompt, and
-  the top-16 next-token logits of the probe (within :data:`FINGERPRINT_ATOL`). Any
-  mismatch rebuilds the entry with a :class:`~.cache.CacheRebuildWarning`.
+  the top-16 next-token logits of the probe (within `FINGERPRINT_ATOL`). Any
+  mismatch rebuilds the entry with a `CacheRebuildWarning`.
 * **First load == cached load.** A cold load quantises, writes the entry, and then serves
   the model *read back from that entry*, so the first and every later load run the very
   same model (identical logits). The fingerprint of the in-memory quantised model is
@@ -108,7 +108,7 @@ class LLMFallbackWarning(UserWarning):
 
 def default_cache_dir() -> Path:
     """``$SWRAG_CACHE``, else ``$XDG_CACHE_HOME/swrag``, else ``~/.cache/swrag``
-    (:func:`swrag_integrations.core.paths.cache_dir`)."""
+    (`swrag_integrations.core.paths.cache_dir`)."""
     from swrag_integrations.core.paths import cache_dir
 
     return cache_dir()
@@ -147,7 +147,7 @@ def _resolve_device(device: str) -> str:
 def transformers_reads_gguf() -> bool:
     """Whether the installed transformers loads GGUF files itself (``from_pretrained(dir,
     gguf_file=...)``: transformers >= 4.41 with the ``gguf`` package). transformers 4.37,
-    the release ipex-llm 2.2 patches, cannot; :mod:`.gguf_convert` does it there."""
+    the release ipex-llm 2.2 patches, cannot; `gguf_convert` does it there."""
     import transformers
     from packaging.version import Version
 
@@ -168,7 +168,7 @@ def _import_ipex() -> Any:
 
     ipex-llm calls ``logging.basicConfig(level=INFO)`` on import, which would make every
     library's INFO/DEBUG records appear in the user's program; the root logger is
-    restored to what it was (:func:`~swrag_integrations.core._logging.root_logging_kept`).
+    restored to what it was (`root_logging_kept`).
     """
     from swrag_integrations.core._logging import root_logging_kept
 
@@ -299,9 +299,9 @@ def _chat_probe(tokenizer: Any) -> str | None:
 def model_fingerprint(model: Any, tokenizer: Any) -> dict[str, Any]:
     """What a cache entry must reproduce on load: tokenizer behaviour and probe logits.
 
-    ``probe_ids``: the tokenizer's ids for :data:`FINGERPRINT_PROBE`; ``chat_sha256``: hash
+    ``probe_ids``: the tokenizer's ids for `FINGERPRINT_PROBE`; ``chat_sha256``: hash
     of a rendered one-message chat prompt; ``vocab``: tokenizer size; ``top_ids`` /
-    ``top_logits``: the :data:`FINGERPRINT_TOP_K` largest next-token logits after the probe.
+    ``top_logits``: the `FINGERPRINT_TOP_K` largest next-token logits after the probe.
     """
     ids = [int(i) for i in tokenizer(FINGERPRINT_PROBE)["input_ids"]]
     logits = _probe_logits(model, ids)
@@ -316,7 +316,7 @@ def model_fingerprint(model: Any, tokenizer: Any) -> dict[str, Any]:
 
 
 def fingerprint_problem(model: Any, tokenizer: Any, recorded: Any, atol: float = FINGERPRINT_ATOL) -> str | None:
-    """Why ``model``/``tokenizer`` differ from a recorded :func:`model_fingerprint` (``None``: they match)."""
+    """Why ``model``/``tokenizer`` differ from a recorded `model_fingerprint` (``None``: they match)."""
     if not isinstance(recorded, dict) or not recorded.get("top_ids"):
         return "no fingerprint recorded"
     ids = [int(i) for i in tokenizer(FINGERPRINT_PROBE)["input_ids"]]
@@ -436,8 +436,8 @@ def _load_transformers(source: _Source, device: str, trust_remote_code: bool,
                        model_kwargs: dict[str, Any]) -> tuple[Any, Any, str, bool]:
     """``(model, tokenizer, what was loaded, gguf_converted_now)`` through plain transformers.
 
-    A GGUF file is read by transformers itself when it can (:func:`transformers_reads_gguf`),
-    else converted once by :mod:`.gguf_convert`.
+    A GGUF file is read by transformers itself when it can (`transformers_reads_gguf`),
+    else converted once by `gguf_convert`.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -472,7 +472,7 @@ def ensure_gguf_read_by_transformers(gguf_path: str | os.PathLike[str], cache_ro
     saved checkpoint (``load_llama3()`` timed twice each way). The entry is keyed by the
     GGUF's SHA-256 and size, the dtype and the versions of the libraries that shape it, built
     in a staging directory and published atomically, and checked on every use (see
-    :mod:`.cache`); an unusable entry is rebuilt with a :class:`~.cache.CacheRebuildWarning`.
+    `cache`); an unusable entry is rebuilt with a `CacheRebuildWarning`.
     ``(None, False)`` when transformers kept the weights in GGUF blocks (its GGUF kernels),
     which it cannot save: the caller then reads the GGUF file on every load.
     """

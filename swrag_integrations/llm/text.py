@@ -1,5 +1,5 @@
 """Text out of language models, whatever their framework: the text of a result, the
-:class:`~swrag_integrations.llm.LocalLLM` behind a wrapper, a stable model name for cache
+`LocalLLM` behind a wrapper, a stable model name for cache
 keys, and an answer cleaned of labels and quotes. Shared by the context steps, the RAPTOR
 summaries and the tuning (one definition each, below all of them)."""
 
@@ -32,7 +32,7 @@ def llm_text(result: Any) -> str:
 
 
 def local_core(llm: Any) -> Any:
-    """The :class:`~swrag_integrations.llm.LocalLLM` behind ``llm`` (or ``None``).
+    """The `LocalLLM` behind ``llm`` (or ``None``).
 
     Accepts a ``LocalLLM`` itself or its LangChain / LlamaIndex adapters (``.core``).
     """

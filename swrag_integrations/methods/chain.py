@@ -1,12 +1,12 @@
 """The answer of the method, framework-free: prompt -> LLM -> answer with its sources.
 
 The core of the RAG chain: the method's prompt (in Chinese for Chinese questions) over the
-retrieved windows (:func:`answer_prompt`, :func:`format_context`), the sources with their
-exact offsets, the grounding call (:func:`grounding_checker`) and the streaming chunks
-(:class:`AnswerChunks`); :func:`answer_locally` answers with the package's local LLM core.
-The faces: the LangChain LCEL chain :func:`~.langchain_chain.build_rag_chain` (and
-:func:`~.langchain_chain.chat_model_for`) and the LlamaIndex query engine
-:func:`~.llama_index_chain.build_query_engine`.
+retrieved windows (`answer_prompt`, `format_context`), the sources with their
+exact offsets, the grounding call (`grounding_checker`) and the streaming chunks
+(`AnswerChunks`); `answer_locally` answers with the package's local LLM core.
+The faces: the LangChain LCEL chain `build_rag_chain` (and
+`chat_model_for`) and the LlamaIndex query engine
+`build_query_engine`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def answer_prompt(question: str, docs: Sequence[Any]) -> str:
 
 def grounding_checker(grounding: Any) -> Any:
     """The grounding checker a chain uses: ``True`` -> a default
-    :class:`~swrag_integrations.methods.grounding.GroundingChecker`, a checker -> itself,
+    `GroundingChecker`, a checker -> itself,
     ``False``/``None`` -> ``None`` (no grounding)."""
     if grounding is False or grounding is None:
         return None
@@ -85,17 +85,17 @@ def _sources(docs: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def answer_locally(llm: Any, question: str, docs: Sequence[Any], *, grounding: Any = True) -> dict[str, Any]:
-    """What :func:`~.langchain_chain.build_rag_chain` returns, without LangChain: the method's prompt over
+    """What `build_rag_chain` returns, without LangChain: the method's prompt over
     ``docs`` (retrieved windows, rank order), answered by the package's local LLM core
-    (:class:`~swrag_integrations.llm.LocalLLM`) through its chat template, as the chain's
+    (`LocalLLM`) through its chat template, as the chain's
     chat model renders a one-turn prompt, with the same generation settings.
 
     Args:
-        llm: a :class:`~swrag_integrations.llm.LocalLLM` (``load_llama3()``).
+        llm: a `LocalLLM` (``load_llama3()``).
         question: the question.
         docs: the retrieved windows (``page_content`` and ``metadata`` with ``source``,
             ``start_index``, ``end_index``).
-        grounding: as in :func:`~.langchain_chain.build_rag_chain` (:func:`grounding_checker`).
+        grounding: as in `build_rag_chain` (`grounding_checker`).
 
     Returns:
         ``{"question", "answer", "context", "sources", "grounding"}`` (``grounding`` is

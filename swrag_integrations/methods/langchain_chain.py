@@ -1,8 +1,8 @@
 """The LangChain face of the answer chain: an LCEL ``Runnable`` over the framework-free core.
 
-:func:`build_rag_chain` wires a LangChain retriever and LLM around the core of
-:mod:`swrag_integrations.methods.chain` (the method's prompt, the sources with exact offsets,
-the grounding call, the streaming chunks); :func:`chat_model_for` serves the package's own
+`build_rag_chain` wires a LangChain retriever and LLM around the core of
+`swrag_integrations.methods.chain` (the method's prompt, the sources with exact offsets,
+the grounding call, the streaming chunks); `chat_model_for` serves the package's own
 local LLM through its chat model.
 """
 
@@ -23,9 +23,9 @@ __all__ = ["build_rag_chain", "chat_model_for"]
 def chat_model_for(llm: Any) -> Any:
     """The chat model for the package's own local LLM, anything else unchanged.
 
-    A :class:`~swrag_integrations.llm.LocalLLM` or its plain LangChain ``LLM`` adapter
+    A `LocalLLM` or its plain LangChain ``LLM`` adapter
     (``load_llama3().as_langchain()``) becomes the
-    :class:`~swrag_integrations.llm.LocalChatModel` over the same loaded model with the
+    `LocalChatModel` over the same loaded model with the
     same settings (``max_new_tokens`` -> ``max_tokens``, ``temperature``,
     ``repetition_penalty``). For a one-turn prompt both render the same chat-template
     ids, so answers do not change; the chat model adds usage metadata and token
@@ -50,15 +50,15 @@ def build_rag_chain(retriever: Runnable, llm: Runnable, *, grounding: Any = True
         retriever: any LangChain retriever (e.g. ``WindowedParentRetriever``).
         llm: any LangChain chat model or LLM, e.g. ``load_llama3().as_chat_model()``.
             The package's plain local LLM (``.as_langchain()``) or a ``LocalLLM`` is
-            served through its chat model (:func:`chat_model_for`).
+            served through its chat model (`chat_model_for`).
 
     Input: the question as a string, or ``{"question": "..."}``. ``sources`` lists, per
     retrieved window, its source, exact offsets and text; ``answer`` is stripped of
     surrounding whitespace. ``grounding`` (with ``grounding=True``, the default, or a
-    :class:`~swrag_integrations.methods.grounding.GroundingChecker`, see
-    :func:`~.chain.grounding_checker`) ties every answer sentence
+    `GroundingChecker`, see
+    `grounding_checker`) ties every answer sentence
     to exact source offsets and flags unsupported sentences and claims
-    (:meth:`~swrag_integrations.methods.grounding.GroundedAnswer.to_dict`); ``grounding=False``
+    (`to_dict`); ``grounding=False``
     leaves it out.
 
     Streaming (``.stream`` / ``.astream``): **sources first**. The first chunk is

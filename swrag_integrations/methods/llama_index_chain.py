@@ -1,7 +1,7 @@
 """The LlamaIndex face of the answer chain: a query engine with the method's prompt.
 
-:func:`build_query_engine` is LlamaIndex's ``RetrieverQueryEngine`` with the prompt of the
-framework-free core (:func:`~swrag_integrations.methods.chain.llama_index_template`),
+`build_query_engine` is LlamaIndex's ``RetrieverQueryEngine`` with the prompt of the
+framework-free core (`llama_index_template`),
 wrapped by the grounding's LlamaIndex face so every response carries its grounding.
 """
 
@@ -26,7 +26,7 @@ def build_query_engine(retriever: Any, llm: Any, *, language: str = "en", ground
         llm: a LlamaIndex LLM (e.g. ``load_llama3().as_llamaindex()``).
         language: ``"en"`` or ``"zh"`` prompt.
         grounding: wrap it so every response carries ``metadata["grounding"]``
-            (:class:`~swrag_integrations.methods.grounding.GroundedQueryEngine`).
+            (`GroundedQueryEngine`).
     """
     engine = RetrieverQueryEngine.from_args(
         retriever=retriever, llm=llm, text_qa_template=PromptTemplate(llama_index_template(language)),

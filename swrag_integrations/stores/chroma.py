@@ -1,12 +1,12 @@
 """Chroma for an index, through ``chromadb`` itself (no LangChain).
 
-* :func:`open_client` -- an embedded (``<dir>/chroma``), server or given client, with
-  clear errors; :func:`fresh_client` drops chromadb's cached system for a folder.
-* :func:`vector_collection` -- the chunk-vector collection (cosine distance), the same
-  one ``langchain_chroma.Chroma`` opens for :class:`~.index.SlidingWindowIndex`.
-* :func:`copy_collection` -- start a collection afresh from the vectors it holds.
-* :class:`ChromaStorage` -- a :class:`~.storage.VectorStorage` over such a collection,
-  the default storage of :class:`~.engine.IndexEngine`.
+* `open_client` -- an embedded (``<dir>/chroma``), server or given client, with
+  clear errors; `fresh_client` drops chromadb's cached system for a folder.
+* `vector_collection` -- the chunk-vector collection (cosine distance), the same
+  one ``langchain_chroma.Chroma`` opens for `SlidingWindowIndex`.
+* `copy_collection` -- start a collection afresh from the vectors it holds.
+* `ChromaStorage` -- a `VectorStorage` over such a collection,
+  the default storage of `IndexEngine`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def open_client(root: Path | None, *, host: str | None = None, port: int | None 
                 lock_timeout: float = 600.0) -> tuple[Any, str | None]:
     """``(chromadb client, server URL or None)``: ``client`` as given, a server at
     ``host`` (over TLS with ``ssl``; with chromadb's token authentication when
-    ``SWRAG_CHROMA_TOKEN`` is set: :func:`~.store_uri.server_token`), else an embedded
+    ``SWRAG_CHROMA_TOKEN`` is set: `server_token`), else an embedded
     database in ``root / "chroma"``.
 
     Raises:

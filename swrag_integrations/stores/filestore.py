@@ -3,15 +3,15 @@
 ``LocalFileStore.mset`` writes a value with ``Path.write_bytes``: the file is
 truncated, then filled. A reader in another process that opens it in between reads
 an empty or partial value (``JSONDecodeError`` on the ``meta`` or ``lock`` record of
-a :class:`~.sources.KVSourceStore`), and ``mget``/``mdelete`` test ``exists()`` before
+a `KVSourceStore`), and ``mget``/``mdelete`` test ``exists()`` before
 reading or unlinking, so a value deleted in between raises ``FileNotFoundError``.
 
-:class:`AtomicFileStore` wraps such a store (same folder, same keys, same files): a
+`AtomicFileStore` wraps such a store (same folder, same keys, same files): a
 value is written to a temporary file beside its key (``.swrag.tmp.<random>``) and
 renamed over it with ``os.replace``, which POSIX makes atomic, so a reader sees the
 old value or the new one, never a mix; a key deleted while it is read is ``None``.
-:func:`atomic_byte_store` applies it to every ``LocalFileStore`` a
-:class:`~.sources.KVSourceStore` is given.
+`atomic_byte_store` applies it to every ``LocalFileStore`` a
+`KVSourceStore` is given.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _local_file_store_class(store: Any) -> type | None:
 
 
 def atomic_byte_store(store: Any) -> Any:
-    """``store`` wrapped in :class:`AtomicFileStore` if it is a LangChain
+    """``store`` wrapped in `AtomicFileStore` if it is a LangChain
     ``LocalFileStore`` (or a subclass that keeps its ``mset``), else ``store`` itself
     (in-memory, Redis and Chroma stores replace a value in one step already)."""
     cls = _local_file_store_class(store)

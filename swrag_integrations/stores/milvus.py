@@ -1,9 +1,9 @@
 """Milvus for an index, through ``pymilvus``' ``MilvusClient`` (no LangChain).
 
-:class:`MilvusStorage` is a :class:`~.storage.VectorStorage` over one Milvus collection,
+`MilvusStorage` is a `VectorStorage` over one Milvus collection,
 on Milvus Lite (a local ``.db`` file, ``pip install swrag-integrations[milvus]``) or a
 Milvus server (``http(s)://host:19530``): the same code for both, tested here on Milvus
-Lite 3.2 only. It holds what :class:`~.chroma.ChromaStorage` holds -- one entry per small
+Lite 3.2 only. It holds what `ChromaStorage` holds -- one entry per small
 chunk under the package's vector id, the chunk's exact text and the writer's metadata
 (a JSON field), its vector under cosine similarity -- and searches keywords itself:
 
@@ -12,26 +12,26 @@ chunk under the package's vector id, the chunk's exact text and the writer's met
   metric (``k1 = 1.5``, ``b = 0.75``: the bm25s index's values; Milvus Lite 3.2.2 scores
   with ``k1 = 1.5`` whatever the index's ``bm25_k1`` says -- measured with 1.2 and 2.0 --
   so tantivy's 1.2, a local index's keyword index, cannot be matched there);
-* the analyser (:data:`ANALYZER`) is ``jieba`` in search mode for every chunk: on Han runs
-  it segments words as the package's :func:`~.bm25.tokenize` does (both use jieba's
+* the analyser (`ANALYZER`) is ``jieba`` in search mode for every chunk: on Han runs
+  it segments words as the package's `tokenize` does (both use jieba's
   ``cut_for_search``), and on other text it splits at spaces and punctuation, which
   gives the word tokens of the standard tokenizer; one field and one analyser therefore
   serve Chinese, English and mixed chunks alike, decided per token as the package does
-  (:mod:`swrag_integrations.core.lang`), with no language flag to keep per chunk. Milvus
+  (`swrag_integrations.core.lang`), with no language flag to keep per chunk. Milvus
   Lite 3.2 knows only the ``standard`` and ``jieba`` tokenizers (no multi-language
   analyser) and reads only ``stop`` filters, so punctuation is dropped through the stop
   list (the package's English and Chinese stop words plus punctuation); a server also
   applies ``lowercase`` and ``removepunct``.
 
-:meth:`MilvusStorage.keyword_search` is the optional keyword capability the engine uses
-instead of its in-process BM25 (:class:`~.engine.IndexEngine`, ``keyword_search="auto"``);
-fusion with the dense hits stays the engine's one RRF (:func:`~.fusion.rrf`), not
+`MilvusStorage.keyword_search` is the optional keyword capability the engine uses
+instead of its in-process BM25 (`IndexEngine`, ``keyword_search="auto"``);
+fusion with the dense hits stays the engine's one RRF (`rrf`), not
 Milvus' ``hybrid_search``: its ``RRFRanker`` has no per-list weights and the dense side
 would lose the engine's MMR and checks.
 
 Against the in-process BM25 (measured on Milvus Lite 3.2.2, tests/stores/test_retrieval_milvus.py):
 English and Chinese text gives the same tokens, and with one segment every chunk's score
-is the in-process bm25s one (:class:`~.bm25.BM25Index`, same ``k1``, ``b``) times ``k1 + 1``
+is the in-process bm25s one (`BM25Index`, same ``k1``, ``b``) times ``k1 + 1``
 (Milvus keeps that factor, bm25s' lucene variant drops it), so the rankings agree up to
 the order of tied chunks; a local index's tantivy keyword index (``k1 = 1.2``, quantised
 lengths) ranks a little differently. Known differences: a
@@ -42,15 +42,15 @@ filtered chunks when a filter is pushed down (a server: collection-wide), so sco
 differ a little in large or filtered collections.
 
 Differences from Chroma, each handled here: collection names allow only letters, digits
-and ``_`` (:func:`milvus_collection_name`); a VARCHAR holds at most 65,535 bytes (a longer
+and ``_`` (`milvus_collection_name`); a VARCHAR holds at most 65,535 bytes (a longer
 chunk is refused with a clear error); Milvus Lite serves one process at a time (a second
-process gets :class:`MilvusLiteBusy`: use a Milvus server for several processes); a
+process gets `MilvusLiteBusy`: use a Milvus server for several processes); a
 collection is created with Strong consistency, so a search sees every acknowledged write.
 
 Milvus Lite is an unauthenticated gRPC server inside this process. pymilvus starts it on
 a TCP port of 127.0.0.1, where every local user could read and delete the index while it
-is open; :func:`open_milvus` starts it on a Unix socket in a private (0700) folder instead
-(:func:`_serve_lite`), which only this user can reach.
+is open; `open_milvus` starts it on a Unix socket in a private (0700) folder instead
+(`_serve_lite`), which only this user can reach.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class MilvusLiteBusy(ConnectionError):
 
 
 _LITE_GRPC = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": 0}
-"""gRPC channel options of a Milvus Lite client (see :func:`open_milvus`)."""
+"""gRPC channel options of a Milvus Lite client (see `open_milvus`)."""
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _LITE_USERS: dict[str, int] = {}  # Milvus Lite file -> open MilvusStorage handles of this process
@@ -239,7 +239,7 @@ def open_milvus(*, path: Path | None = None, server: str | None = None, token: s
     """A ``MilvusClient`` for a Milvus Lite file ``path`` (created private, 0700 with the folders
     above it that are missing: milvus-lite >= 3.2 keeps a folder there) or a ``server`` URL
     (``https://`` for TLS), with clear errors. A server's ``token`` defaults to
-    ``SWRAG_MILVUS_TOKEN`` (:func:`~.store_uri.server_token`).
+    ``SWRAG_MILVUS_TOKEN`` (`server_token`).
 
     Raises:
         ModuleNotFoundError: pymilvus (or, for a file, milvus-lite) is not installed; names the extra.
@@ -311,9 +311,9 @@ def _plain(text: str) -> bool:
 def _expression(flt: Any) -> str | None:
     """A Milvus expression that every chunk passing ``flt`` passes (``None``: no
     condition, i.e. all pass). Parts whose Milvus semantics differ from
-    :meth:`~.filters.MetadataFilter.matches` are left out (``None``): ``$ne``/``$nin``
+    `matches` are left out (``None``): ``$ne``/``$nin``
     (Milvus fails missing keys and values of another type, the package passes them),
-    equality with a boolean, and keys or strings that are not :func:`_plain`; the engine
+    equality with a boolean, and keys or strings that are not `_plain`; the engine
     checks every hit against the filter itself, so a wider expression only costs a
     larger fetch."""
     if flt.op in ("and", "or"):
@@ -339,8 +339,8 @@ def _expression(flt: Any) -> str | None:
 
 def milvus_filter(flt: Any) -> str | None:
     """A Milvus filter expression over the ``metadata`` JSON field for a
-    :class:`~.filters.MetadataFilter`, or ``None`` when no part of it can be pushed down
-    (see :func:`_expression`)."""
+    `MetadataFilter`, or ``None`` when no part of it can be pushed down
+    (see `_expression`)."""
     return _expression(flt)
 
 

@@ -1,27 +1,27 @@
 """Source stores: the one truth of an index.
 
-A source store keeps every source once (:class:`~.records.SourceRecord`: exact text,
+A source store keeps every source once (`SourceRecord`: exact text,
 chunk offsets, state), the index's manifest, a numbered log of changes, and the
 derived keyword index as a blob. Everything else (vectors, BM25) is derived from it
-and checked against it. Two implementations of :class:`SourceStore`:
+and checked against it. Two implementations of `SourceStore`:
 
-* :class:`SqliteSourceStore` -- one SQLite file (the default for a local index):
+* `SqliteSourceStore` -- one SQLite file (the default for a local index):
   changes are transactions, readers never block writers (WAL), and the writer lock
   is a file lock beside the database (``filelock``).
-* :class:`KVSourceStore` -- any LangChain ``BaseStore[str, bytes]`` (``LocalFileStore``,
+* `KVSourceStore` -- any LangChain ``BaseStore[str, bytes]`` (``LocalFileStore``,
   ``InMemoryByteStore``, Redis, ...) or a Chroma collection through
-  :class:`ChromaByteStore` (the default when the vectors live on a Chroma server).
+  `ChromaByteStore` (the default when the vectors live on a Chroma server).
   The writer lock is a lease record (owner, expiry and an *epoch* that grows by one
   with every acquisition), renewed by a background thread for as long as the lock is
   held. The epoch is a fencing token: every write of the holder (records, states,
   manifest, blobs) first checks that the lease still carries its epoch, and the index's
   writer checks it again right before every vector write
-  (:meth:`KVSourceStore.check_writer`); a writer whose lease expired and was taken by
-  another one raises :class:`LeaseLostError` and writes nothing more.
+  (`KVSourceStore.check_writer`); a writer whose lease expired and was taken by
+  another one raises `LeaseLostError` and writes nothing more.
 
 The *generation* counts changes: every ``put``/``set_state``/``remove`` call bumps it
 once and logs the source ids it touched, so a derived part that remembers the
-generation it reflects can catch up by replaying :meth:`SourceStore.changes_since`.
+generation it reflects can catch up by replaying `SourceStore.changes_since`.
 The record cache of a store is such a derived part: before any record is served from
 it, the cache replays the change log since the generation it last saw and drops what
 another handle or process changed, so a long-lived handle never uses replaced text.
@@ -292,7 +292,7 @@ class _CachedStore:
 
     Records are immutable once loaded, but another handle (or process) may replace or
     remove a source at any time; before records are served from the cache, the cache
-    replays :meth:`changes_since` the generation it last saw and drops every source
+    replays `changes_since` the generation it last saw and drops every source
     changed since (all of them when the log no longer reaches back). Subclasses
     provide ``_load``, ``generation`` and ``changes_since``.
     """
@@ -611,7 +611,7 @@ class KVSourceStore(_CachedStore):
 
     Args:
         store: the byte store (e.g. ``LocalFileStore("sources/")``; a ``LocalFileStore``
-            is written atomically, through :class:`~.filestore.AtomicFileStore`).
+            is written atomically, through `AtomicFileStore`).
         lease_seconds: how long a writer's lease lasts without renewal.
     """
 
@@ -760,7 +760,7 @@ class KVSourceStore(_CachedStore):
         """The index's lease: a ``lock`` record (owner, expiry, epoch), renewed every
         third of ``lease_seconds`` by a background thread while held (re-entrant for
         this handle). Writes made while it is held are fenced by its epoch
-        (:meth:`check_writer`); it is released only if this writer still holds it."""
+        (`check_writer`); it is released only if this writer still holds it."""
 
         @contextlib.contextmanager
         def held() -> Iterator[None]:
@@ -854,7 +854,7 @@ class KVSourceStore(_CachedStore):
         self.store.mset([("lock", json.dumps(lease).encode())])
 
     def _verify(self, lease: "_Lease") -> None:
-        """Raise :class:`LeaseLostError` unless the stored lease is still ``lease`` (lock held)."""
+        """Raise `LeaseLostError` unless the stored lease is still ``lease`` (lock held)."""
         if lease.lost is None:
             found = self._read_lease()
             if found.get("owner") != self._owner or int(found.get("epoch", -1)) != lease.epoch:
@@ -867,16 +867,16 @@ class KVSourceStore(_CachedStore):
             raise LeaseLostError(lease.lost)
 
     def check_writer(self) -> None:
-        """Raise :class:`LeaseLostError` when this handle holds the writer lock but its lease
+        """Raise `LeaseLostError` when this handle holds the writer lock but its lease
         now belongs to another writer (the fencing check before every write). Writes made
-        outside :meth:`writer_lock` are not fenced."""
+        outside `writer_lock` are not fenced."""
         with self._lock:
             if self._lease is not None:
                 self._verify(self._lease)
 
     def renew_lock(self) -> None:
         """Extend this writer's lease now (the lock renews itself while held); raises
-        :class:`LeaseLostError` if it was lost."""
+        `LeaseLostError` if it was lost."""
         with self._lock:
             if self._lease is not None:
                 self._verify(self._lease)
@@ -918,7 +918,7 @@ class ChromaByteStore:
 
     Values are kept base64-encoded in record metadata with a 1-d placeholder vector;
     the collection holds nothing else. Implements ``mget``/``mset``/``mdelete``/
-    ``yield_keys`` (the ``BaseStore`` interface used by :class:`KVSourceStore`).
+    ``yield_keys`` (the ``BaseStore`` interface used by `KVSourceStore`).
     """
 
     def __init__(self, client: Any, name: str) -> None:

@@ -1,32 +1,32 @@
 """The vector storage of an index engine: a small, framework-free interface.
 
-:class:`~.engine.IndexEngine` keeps every store-agnostic part of an index (the source
+`IndexEngine` keeps every store-agnostic part of an index (the source
 store, the keyword index, the writer and its checks) and talks to the vectors only
-through :class:`VectorStorage`. Three implementations ship:
+through `VectorStorage`. Three implementations ship:
 
-* :class:`~.chroma.ChromaStorage` -- an embedded (or server) Chroma collection through
+* `ChromaStorage` -- an embedded (or server) Chroma collection through
   ``chromadb`` itself (no LangChain), the engine's default;
-* :class:`~swrag_integrations.langchain.vectorstore.VectorBackend` -- any LangChain ``VectorStore`` (the LangChain face
-  :class:`~.index.SlidingWindowIndex` uses it, also for its default Chroma);
-* :class:`~.milvus.MilvusStorage` -- a Milvus collection (Milvus Lite file or server)
+* `VectorBackend` -- any LangChain ``VectorStore`` (the LangChain face
+  `SlidingWindowIndex` uses it, also for its default Chroma);
+* `MilvusStorage` -- a Milvus collection (Milvus Lite file or server)
   through ``pymilvus``, which also searches keywords (BM25) itself.
 
 All hold the same data: one entry per small chunk, its exact text, the metadata of
-:func:`~.writer.chunk_documents` and the id :func:`~.ids.vector_id`, under cosine
+`chunk_documents` and the id `vector_id`, under cosine
 similarity; the first two share one Chroma collection, so an index written through one
-opens with the other. The stores are named by URI in :mod:`.store_uri`.
+opens with the other. The stores are named by URI in `store_uri`.
 
 Optional capabilities beyond the protocol (looked up with ``getattr``):
 
 * ``keyword_search(query, k, *, native=None) -> [(chunk, score)]`` -- the ``k`` best
   chunks by the store's own keyword index, best first (``native``: as for
-  :meth:`VectorStorage.search`). The engine then searches keywords there instead of in
+  `VectorStorage.search`). The engine then searches keywords there instead of in
   its in-process BM25 (``IndexEngine(keyword_search="auto")``), checks every hit as it
   checks dense ones and fuses both with its one RRF.
 * ``stored_vectors(vector_ids) -> {vector_id: (vector, metadata)}`` -- the vectors the
   store holds, read back; the engine measures keyword-only hits' relevance on them
-  (:meth:`~.engine.IndexEngine.relevances`) instead of embedding those chunks again.
-* ``close()`` -- release the store (:meth:`~.engine.IndexEngine.close` calls it).
+  (`relevances`) instead of embedding those chunks again.
+* ``close()`` -- release the store (`close` calls it).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = ["Embedder", "PlainDocument", "VectorStorage"]
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Any embedding object: LangChain ``Embeddings``, :class:`~.embeddings.MiniLMEmbeddings`
+    """Any embedding object: LangChain ``Embeddings``, `MiniLMEmbeddings`
     or your own class with these two methods."""
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -54,7 +54,7 @@ class Embedder(Protocol):
 @dataclass
 class PlainDocument:
     """A text with its metadata and id, without any framework: a document given to
-    :meth:`~.engine.IndexEngine.index_documents` or a chunk a storage returns. It has
+    `index_documents` or a chunk a storage returns. It has
     the attribute names of a LangChain ``Document``, so code reading either needs no
     conversion (the engine takes both)."""
 

@@ -53,7 +53,7 @@ _DEFAULT_PORT = {"chroma": 8000, "milvus": 19530}
 
 def server_token(kind: str, server: str | None = None) -> str | None:
     """The token for a ``kind`` (``"chroma"``/``"milvus"``) server from its environment
-    variable (:data:`TOKEN_ENV`), or ``None`` when unset or empty; warns when it would
+    variable (`TOKEN_ENV`), or ``None`` when unset or empty; warns when it would
     travel over plain HTTP to ``server``."""
     token = os.environ.get(TOKEN_ENV[kind], "").strip() or None
     if token and server is not None and not server.startswith("https://"):

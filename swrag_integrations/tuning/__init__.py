@@ -1,10 +1,10 @@
 """A configuration tuned to the user's corpus, without labelled questions.
 
 ``tune(paths | documents, out="config.json")`` builds self-supervised questions from the
-documents (:mod:`.synthetic`), searches index and retriever settings by successive halving
-(:mod:`.search`, :mod:`.space`, :mod:`.engine`) on their context recall, and returns a
-:class:`TunedConfig` (:mod:`.config`) whose ``index_kwargs`` / ``retriever_kwargs`` go to
-``SlidingWindowIndex(...)`` / ``index.as_retriever(...)``. ``swrag tune`` is :mod:`.cli`.
+documents (`synthetic`), searches index and retriever settings by successive halving
+(`search`, `space`, `engine`) on their context recall, and returns a
+`TunedConfig` (`config`) whose ``index_kwargs`` / ``retriever_kwargs`` go to
+``SlidingWindowIndex(...)`` / ``index.as_retriever(...)``. ``swrag tune`` is `cli`.
 Measured on the dev sets in ``docs/eval/tuning.md``.
 """
 

@@ -1,5 +1,5 @@
-"""The tuner's output file: :class:`TunedConfig` (defined in
-:mod:`swrag_integrations.engine.tuned`, because an index reads it when it is built or
+"""The tuner's output file: `TunedConfig` (defined in
+`swrag_integrations.engine.tuned`, because an index reads it when it is built or
 reopened with ``config=``; re-exported here where the tuner's users look for it)."""
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
 """Scoring one candidate configuration on questions: build (or reuse) its index, retrieve,
 assemble under the budget, measure context recall.
 
-The index is the package's own :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
-with the candidate's index keywords, over in-memory parts (:func:`~.langchain_index.memory_index`,
+The index is the package's own `SlidingWindowIndex`
+with the candidate's index keywords, over in-memory parts (`memory_index`,
 the tuner's LangChain face): vectors in a FAISS flat
 L2 index over normalised vectors (exact cosine search, MMR supported; langchain-community's
 ``FAISS``) and sources in LangChain's ``InMemoryByteStore``. Nothing touches disk, and a
 rebuild with the same small chunks re-embeds nothing when ``embeddings`` is a
-:class:`~swrag_integrations.evaluation.embeddings.CachedEmbeddings` (the tuner wraps the
+`CachedEmbeddings` (the tuner wraps the
 given embeddings in one). LangChain's ``InMemoryVectorStore`` was not used: it converts
 every stored vector to a new array on each query (0.2-0.5 s per query at 5,000 chunks).
 
 The score of a question is exactly what ``swrag eval`` computes:
-:func:`~swrag_integrations.evaluation.context.assemble_by_offset` of the retrieved spans
+`assemble_by_offset` of the retrieved spans
 under ``budget_tokens``, then
-:func:`~swrag_integrations.evaluation.metrics.context_recall` of the gold answers.
+`context_recall` of the gold answers.
 
 ``scope="corpus"``: one index over all sources, every question searches all of them (a
 user's folder). ``scope="document"``: one index per source, a question searches only its
@@ -43,9 +43,9 @@ class Evaluator:
 
     Args:
         sources: the corpus, objects with ``source_id`` and ``text``
-            (:class:`~swrag_integrations.evaluation.datasets.Source`).
+            (`Source`).
         questions: objects with ``qid``, ``query``, ``answers``, ``language`` and
-            ``source_id`` (:class:`~.synthetic.SyntheticQuestion` or an adapter of
+            ``source_id`` (`SyntheticQuestion` or an adapter of
             labelled examples).
         embeddings: LangChain ``Embeddings`` (wrap them in a cache: rebuilds re-embed).
         budget_tokens: the context budget every candidate gets.
@@ -130,7 +130,7 @@ class Evaluator:
 
     # ------------------------------------------------------------------ scoring
     def context(self, candidate: Candidate, question: Any) -> Any:
-        """The assembled context (:class:`~swrag_integrations.engine.AssembledContext`)
+        """The assembled context (`AssembledContext`)
         ``candidate`` retrieves for ``question``."""
         index, ids = self._index_for(candidate, question.source_id)
         retriever = index.as_retriever(budget_tokens=self.budget_tokens, **candidate.retriever_kwargs)

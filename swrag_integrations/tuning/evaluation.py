@@ -1,8 +1,8 @@
 """A tuned configuration as a strategy of ``swrag eval`` (``--config CONFIG.json``).
 
-:func:`register_config` loads a configuration file and registers a pipeline named
-``config-<file stem>`` in :data:`~swrag_integrations.evaluation.pipelines.PIPELINES`: the
-windowed parent retriever of :class:`~swrag_integrations.evaluation.langchain_pipelines.ParentPipeline`
+`register_config` loads a configuration file and registers a pipeline named
+``config-<file stem>`` in `PIPELINES`: the
+windowed parent retriever of `ParentPipeline`
 (Chroma + the eval's cached MiniLM), with the configuration's index and retriever keywords.
 The eval's ``--budget`` (and ``--k``) win over the file's ``budget_tokens``: every strategy
 of a grid gets the same budget.
@@ -24,8 +24,8 @@ __all__ = ["ConfigPipeline", "register_config", "config_strategy_name"]
 
 
 class ConfigPipeline(ParentPipeline):
-    """``ParentPipeline`` with a :class:`~.config.TunedConfig`'s keywords (set ``CONFIG``
-    on a subclass; :func:`register_config` does)."""
+    """``ParentPipeline`` with a `TunedConfig`'s keywords (set ``CONFIG``
+    on a subclass; `register_config` does)."""
 
     CONFIG: TunedConfig | None = None
 
@@ -55,7 +55,7 @@ def register_config(path: str | os.PathLike, name: str | None = None) -> str:
     """Register the configuration file ``path`` as an eval strategy; returns its name.
 
     Raises:
-        FileNotFoundError / ValueError: see :meth:`TunedConfig.load`.
+        FileNotFoundError / ValueError: see `TunedConfig.load`.
     """
     loaded = TunedConfig.load(path)
     name = name or config_strategy_name(path)

@@ -1,9 +1,9 @@
-"""The tuner's in-memory index over LangChain parts (a framework face of :mod:`~.engine`).
+"""The tuner's in-memory index over LangChain parts (a framework face of `engine`).
 
-:func:`memory_index` is the package's :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`
+`memory_index` is the package's `SlidingWindowIndex`
 over a FAISS flat L2 index of normalised vectors (exact cosine, MMR supported;
 langchain-community's ``FAISS``) and LangChain's ``InMemoryByteStore``; nothing touches
-disk. :func:`source_documents` turns the corpus's texts into the documents it indexes.
+disk. `source_documents` turns the corpus's texts into the documents it indexes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def source_documents(texts: Mapping[str, str], source_ids: Sequence[str]) -> lis
 
 def memory_index(documents: Sequence[Any], embeddings: Any, index_kwargs: Mapping[str, Any], *,
                  encoding_name: str = DEFAULT_ENCODING) -> Any:
-    """A :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` in memory (FAISS +
+    """A `SlidingWindowIndex` in memory (FAISS +
     ``InMemoryByteStore``) holding ``documents``."""
     import faiss
     from langchain_community.docstore.in_memory import InMemoryDocstore

@@ -73,7 +73,7 @@ def _grid(evaluator: Any, candidates: Sequence[Any], qids: Sequence[str], state:
 
 
 def _search_order(qids: Sequence[str], seed: int) -> list[str]:
-    """The question order of :func:`~.search.successive_halving` for ``seed`` (its first
+    """The question order of `successive_halving` for ``seed`` (its first
     rungs' questions come first, so a grid on a prefix reuses the search's scores)."""
     import random
 

@@ -1,6 +1,6 @@
 """Successive halving under a budget: resumable, seeded, with progress.
 
-:func:`successive_halving` is the synchronous algorithm of Jamieson and Talwalkar (2016):
+`successive_halving` is the synchronous algorithm of Jamieson and Talwalkar (2016):
 every candidate is scored on the first ``r_0`` questions, the best ``1/eta`` go on to
 ``eta`` times as many questions, and so on until the survivors are scored on all of
 them. The questions are one seeded permutation, so every comparison within a rung is
@@ -132,7 +132,7 @@ class Rung:
 
 @dataclass
 class SearchResult(Generic[T]):
-    """What :func:`successive_halving` found.
+    """What `successive_halving` found.
 
     Attributes:
         best: the winning candidate; ``best_key`` its key.
@@ -220,10 +220,10 @@ def successive_halving(
         deadline: stop after this many seconds (checked between evaluations).
         state: where scores are kept (resume); default in memory.
         progress: a tqdm bar on stderr.
-        on_rung: called with each finished :class:`Rung`.
+        on_rung: called with each finished `Rung`.
 
     Returns:
-        :class:`SearchResult`. Ties are broken by the candidates' order in ``candidates``.
+        `SearchResult`. Ties are broken by the candidates' order in ``candidates``.
     """
     start = time.monotonic()
     items = list(candidates)

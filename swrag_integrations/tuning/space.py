@@ -1,14 +1,14 @@
 """The configuration space the tuner searches: index parameters x retriever parameters.
 
-A :class:`~swrag_integrations.engine.tuned.Candidate` is one point: ``index`` (keywords of
-:class:`~swrag_integrations.langchain.index.SlidingWindowIndex`, i.e. of
-:class:`~swrag_integrations.engine.config.IndexConfig`) and ``retriever`` (keywords of
-:meth:`SlidingWindowIndex.as_retriever`, i.e. of
-:class:`~swrag_integrations.langchain.retriever.WindowedParentRetriever`). Index
+A `Candidate` is one point: ``index`` (keywords of
+`SlidingWindowIndex`, i.e. of
+`IndexConfig`) and ``retriever`` (keywords of
+`SlidingWindowIndex.as_retriever`, i.e. of
+`WindowedParentRetriever`). Index
 parameters need a rebuild; retriever parameters reuse one index, so the search evaluates
-candidates grouped by :attr:`Candidate.index_key`.
+candidates grouped by `Candidate.index_key`.
 
-:data:`DEFAULT_CANDIDATE` is read from the code's own defaults (``IndexConfig()`` and the
+`DEFAULT_CANDIDATE` is read from the code's own defaults (``IndexConfig()`` and the
 retriever's field defaults), so "today's default" always means the current package.
 """
 
@@ -34,7 +34,7 @@ __all__ = [
 
 def default_candidate() -> Candidate:
     """Today's defaults: ``SlidingWindowIndex()`` + ``as_retriever()`` (``IndexConfig()`` and
-    :data:`~swrag_integrations.engine.settings.DEFAULT_SETTINGS`)."""
+    `DEFAULT_SETTINGS`)."""
     cfg = IndexConfig()
     return Candidate.make({k: getattr(cfg, k) for k in INDEX_KEYS},
                           {k: getattr(DEFAULT_SETTINGS, k) for k in RETRIEVER_KEYS})
@@ -81,9 +81,9 @@ class SearchSpace:
             combined with every child of that unit.
         retriever: retriever parameter -> values (the product is taken).
 
-    Presets: :meth:`default` (token unit, 50-token fixed and sentence children, 8
-    window shapes, 54 retriever settings: 864 candidates), :meth:`small` (for tests
-    and quick looks) and :meth:`full` (adds 100-token and 200-character children).
+    Presets: `default` (token unit, 50-token fixed and sentence children, 8
+    window shapes, 54 retriever settings: 864 candidates), `small` (for tests
+    and quick looks) and `full` (adds 100-token and 200-character children).
     """
 
     children: tuple[Mapping[str, Any], ...]

@@ -17,21 +17,21 @@ it -- every word and every run of adjacent query words that a plain substring se
 (``grep``) would find only inside the gold sentence is dropped -- and the kept words are
 shuffled (seeded) so no multi-word phrase of the sentence survives in order. The other
 ``verbatim_rate`` of the questions keep the sentence's exact wording (answer removed), as
-ICT does. :func:`exact_match_leak` is the measurement: a query *leaks* when some run of
+ICT does. `exact_match_leak` is the measurement: a query *leaks* when some run of
 1-4 of its words occurs in the corpus only inside the gold sentence (so string matching
-alone finds the answer). :attr:`SyntheticSet.report` gives the leak rate of the raw ICT
+alone finds the answer). `SyntheticSet.report` gives the leak rate of the raw ICT
 query (the sentence itself), of the unguarded cloze query (sentence minus answer) and
 of the queries actually used.
 
 **LLM-written questions** (optional, ``llm=`` any LangChain chat model or LLM): the model
 is asked for a question whose answer is the chosen term, in its own words; a reply that
-names the answer, leaks by :func:`exact_match_leak` or is empty is replaced by the
+names the answer, leaks by `exact_match_leak` or is empty is replaced by the
 guarded query (counted in the report).
 
 Chinese and English: sentences come from
-:func:`swrag_integrations.methods.grounding.sentences.split_sentences` (exact offsets), words from
+`swrag_integrations.methods.grounding.sentences.split_sentences` (exact offsets), words from
 jieba for text with Han characters and a Unicode word pattern otherwise; stopwords are
-the BM25 ones (:mod:`swrag_integrations.keyword.bm25`).
+the BM25 ones (`swrag_integrations.keyword.bm25`).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class SyntheticQuestion:
         kind: ``"cloze"`` (guarded), ``"verbatim"`` (the sentence's own words) or ``"llm"``.
         sentence_start, sentence_end: the sentence in the source text.
         answer_start, answer_end: the answer term in the source text.
-        leak: :func:`exact_match_leak` of the query.
+        leak: `exact_match_leak` of the query.
     """
 
     qid: str
@@ -356,7 +356,7 @@ def build_synthetic_set(
 
     Args:
         sources: objects with ``source_id`` and ``text``
-            (:class:`~swrag_integrations.evaluation.datasets.Source`).
+            (`Source`).
         n: questions wanted.
         seed: sentence sampling, answer tie-breaks, the verbatim share and word order.
         verbatim_rate: share of questions that keep the sentence's wording (ICT keeps
@@ -369,7 +369,7 @@ def build_synthetic_set(
         max_answer_count: the answer term occurs at most this often in the corpus
             (rarer answers make recall depend on finding the right place).
         min_questions: fewer usable questions than this raises
-            :class:`TooLittleTextError`.
+            `TooLittleTextError`.
         llm: optional LangChain chat model / LLM that rewrites each question.
         progress: called as ``progress(done, n)``.
 

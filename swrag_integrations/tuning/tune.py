@@ -1,17 +1,17 @@
 """``tune()``: pick index and retriever settings for a corpus without labelled questions.
 
-1. Build a self-supervised question set from the corpus (:mod:`.synthetic`).
-2. Sample candidate configurations from the space (:class:`~.space.SearchSpace`,
+1. Build a self-supervised question set from the corpus (`synthetic`).
+2. Sample candidate configurations from the space (`SearchSpace`,
    stratified so every index shape is in the first rung; today's default is always one
    of them).
-3. Successive halving (:mod:`.search`): score candidates by context recall on the
-   synthetic questions (:class:`~.engine.Evaluator`), rung by rung, candidates grouped by
+3. Successive halving (`search`): score candidates by context recall on the
+   synthetic questions (`Evaluator`), rung by rung, candidates grouped by
    the index they need so each rung builds each index once.
 4. Compare the winner with the default on **fresh questions** (paired bootstrap): a
    seeded share of the synthetic set (``holdout``, default a quarter) is kept aside
    before the search and never scored during it, so the final test is not flattered by
    the winner having been picked among many candidates on the same questions (the
-   winner's curse). Return a :class:`~.config.TunedConfig` with the evidence; the default
+   winner's curse). Return a `TunedConfig` with the evidence; the default
    is kept when the winner does not beat it on the held-out questions.
 
 Everything that takes time is kept in a state folder (default ``<out>.state/``): the
@@ -67,7 +67,7 @@ def split_holdout(question_ids: Sequence[str], share: float, seed: int = 0) -> t
 
 
 def load_sources(corpus: Any) -> list[Any]:
-    """The corpus as :class:`~swrag_integrations.evaluation.datasets.Source` s.
+    """The corpus as `Source` s.
 
     Accepts a path or a list of paths (files and folders, read like ``swrag index`` reads
     them), LangChain ``Document`` s, or objects with ``source_id`` and ``text``.

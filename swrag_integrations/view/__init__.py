@@ -1,18 +1,18 @@
 """Offline HTML views of windows, retrieval and grounded answers.
 
-* :class:`~.split.WindowsView` - a document under one or more splitter configurations.
-* :class:`~.retrieval.RetrievalView` - a question against an index: the children that
+* `WindowsView` - a document under one or more splitter configurations.
+* `RetrievalView` - a question against an index: the children that
   matched (with each ranker's rank), the windows they widened to, the spans merged under
   the budget, and what was cut.
-* :class:`~.answer.AnswerView` - an answer with its sources, each sentence linked to its
+* `AnswerView` - an answer with its sources, each sentence linked to its
   supporting spans when a grounding result is given.
 
 Each view writes one self-contained HTML file (``save(path)``; styles and script inline,
 no network) and shows itself in Jupyter (``_repr_html_``). Importing this package
-registers the views with :mod:`swrag_integrations.core.display`, through which
+registers the views with `swrag_integrations.core.display`, through which
 ``splitter.view(text)``, ``retriever.explain(question)`` and the ``_repr_html_`` of an
 assembled context or a grounded answer reach them. The escaping and rendering
-core is :mod:`.html`; ``swrag view`` is :mod:`.cli`. See docs/view.md.
+core is `html`; ``swrag view`` is `cli`. See docs/view.md.
 """
 
 from __future__ import annotations

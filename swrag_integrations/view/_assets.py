@@ -1,7 +1,7 @@
 """The style sheet and the script shared by every view (inline in each page; no network).
 
 Kept as Python strings so they ship inside the package modules. The script only reads
-the page (attributes set by :mod:`.html`) and writes classes and ``textContent``; it never
+the page (attributes set by `html`) and writes classes and ``textContent``; it never
 builds HTML from data.
 """
 

@@ -29,7 +29,7 @@ mapping of this shape; an object with ``to_dict()`` is converted)::
 
 Sources are the retrieved spans: dicts ``{source, source_id, start_index, end_index,
 text}`` (the ``"sources"`` of the RAG chain's output), LangChain Documents with that
-metadata, or :class:`~swrag_integrations.engine.assemble.ContextSpan` s.
+metadata, or `ContextSpan` s.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ __all__ = ["AnswerView", "SourceSpan", "SupportSpan", "Sentence", "Claim"]
 @dataclass(frozen=True)
 class SourceSpan:
     """A retrieved span as the answer view draws it: ``text == source_text[start:end]``, or
-    offsets ``None`` when unknown. Not :class:`~swrag_integrations.engine.assemble.ContextSpan`
+    offsets ``None`` when unknown. Not `ContextSpan`
     (the package's one retrieved-span type, built from it where offsets exist) because the
     answer view also draws documents from any LangChain retriever, whose offsets may be
     unknown, and a ContextSpan always has exact offsets."""

@@ -1,10 +1,10 @@
 """The one escaping and rendering core of the HTML views.
 
-Every view (:mod:`.split`, :mod:`.retrieval`, :mod:`.answer`) writes its text through
+Every view (`split`, `retrieval`, `answer`) writes its text through
 this module, so one set of rules holds everywhere:
 
-* **Escaping.** Text goes through :func:`text_html` (exact: the browser's DOM text is the
-  input) or :func:`label` (names, ids, numbers: escaped, control characters shown as
+* **Escaping.** Text goes through `text_html` (exact: the browser's DOM text is the
+  input) or `label` (names, ids, numbers: escaped, control characters shown as
   symbols). Nothing from the input is ever written unescaped, into a URL or into a
   script: a document holding ``<script>``, ``</style>``, ``javascript:`` links or control
   characters renders as text and runs nothing.
@@ -17,7 +17,7 @@ this module, so one set of rules holds everywhere:
   character offsets, Python ``str`` indices), inside a ``<div class="doc" data-doc=ID>``.
   A region (a window, a hit, a support span) is the run of segments between its
   offsets; segments are cut at every region boundary, so each region is drawn by whole
-  segments. :func:`marked_regions` reads them back the way a browser does (used by the
+  segments. `marked_regions` reads them back the way a browser does (used by the
   tests and usable by anyone checking a page).
 * **CR and other characters HTML cannot carry.** The HTML parser turns a raw CR (and
   CRLF) into LF and drops U+0000. A CR is therefore written as the character reference
@@ -28,9 +28,9 @@ this module, so one set of rules holds everywhere:
   at size 0); U+0000 and lone surrogates are put
   into the DOM by the page's script (``data-fix``). So the DOM text of every segment
   equals the source, CR included.
-* **Large inputs.** Segments are grouped into pages of about :data:`PAGE_CHARS`
+* **Large inputs.** Segments are grouped into pages of about `PAGE_CHARS`
   characters (cut after a newline where one is near); in documents longer than
-  :data:`LAZY_CHARS` the pages use CSS ``content-visibility: auto``, so the browser lays
+  `LAZY_CHARS` the pages use CSS ``content-visibility: auto``, so the browser lays
   out and paints only the pages near the viewport.
 """
 
@@ -297,7 +297,7 @@ def render_doc(
         inserts: HTML (already escaped) put at an absolute offset, between segments.
         css_class: extra classes of the container.
         lazy: pages with CSS ``content-visibility: auto`` (laid out only near the
-            viewport); default: when the pieces hold more than :data:`LAZY_CHARS`
+            viewport); default: when the pieces hold more than `LAZY_CHARS`
             characters. Short documents are laid out at once, so that positions never
             move when a page is first drawn.
     """
@@ -409,7 +409,7 @@ def iframe(document: str, *, height: int = 640) -> str:
 
 
 class View:
-    """Base of the views: :meth:`to_html` (a whole page), :meth:`save`, and
+    """Base of the views: `to_html` (a whole page), `save`, and
     ``_repr_html_`` (the page in a sandboxed iframe, for Jupyter)."""
 
     notebook_height = 640

@@ -1,11 +1,10 @@
 """A question against an index, as one HTML page: what matched, what it widened to,
 what the budget kept, and what was cut.
 
-Stage 1 (:meth:`~swrag_integrations.engine.protocols.ChunkIndex.search_children`)
+Stage 1 (`search_children`)
 gives small-chunk hits with each ranker's rank (``bm25_rank``/``bm25_score``,
 ``dense_rank``) and the fused ``rrf_score``; each hit knows its window (``lower``/``upper``
-chunks, ``window_start``/``window_end``). Stages 2-3 (:func:`~swrag_integrations.engine.
-parents.spans_for`) group hits into parents and merge spans by offset under the token
+chunks, ``window_start``/``window_end``). Stages 2-3 (`spans_for`) group hits into parents and merge spans by offset under the token
 budget. The page shows the hits (with their status: in the context, trimmed, or cut),
 the parents, the final spans, and per source the text around them: final context
 shaded green, hit chunks underlined (cut ones with a red wavy line), the widened windows

@@ -1,9 +1,9 @@
 """A document under one or more splitter configurations, as one HTML page.
 
 Each configuration is a panel: the text with every window drawn as a thin band (one
-line per window, in up to :data:`~.html.MAX_LANES` lanes so that overlapping windows
+line per window, in up to `MAX_LANES` lanes so that overlapping windows
 never share a line; shading shows how many windows hold a character), a bar at every
-window start, the delimiter units of DFS/DDS (:meth:`WindowConfig.unit_bounds`) marked
+window start, the delimiter units of DFS/DDS (`WindowConfig.unit_bounds`) marked
 and alternately coloured, and a table of windows (index, offsets, characters, tokens).
 Panels sit side by side; their scrolling can be linked by offset. Clicking a row
 highlights its window in the text; clicking the text lists the windows that hold it.
@@ -80,7 +80,7 @@ def _config_label(config: WindowConfig) -> str:
 def _spans_of(text: str, item: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """Offsets of a split result: LangChain Documents (``start_index``/``end_index``
     metadata and ``page_content``), LlamaIndex nodes (``start_char_idx``), or
-    ``(start, end)`` pairs (:class:`~swrag_integrations.core.windows.Span`, ``Chunk``)."""
+    ``(start, end)`` pairs (`Span`, ``Chunk``)."""
     starts, ends = [], []
     for i, obj in enumerate(item):
         what = f"window {i}"
@@ -112,7 +112,7 @@ def _spans_of(text: str, item: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _config_of(item: Any) -> WindowConfig | None:
-    """The :class:`WindowConfig` of a config, a LangChain splitter (``.config``) or a
+    """The `WindowConfig` of a config, a LangChain splitter (``.config``) or a
     LlamaIndex node parser (``._config``) of this package."""
     if isinstance(item, WindowConfig):
         return item
@@ -124,7 +124,7 @@ def _config_of(item: Any) -> WindowConfig | None:
 
 
 def layout_of(text: str, item: Any, name: str | None = None) -> Layout:
-    """A :class:`Layout` from a :class:`WindowConfig` or one of the package's splitters or
+    """A `Layout` from a `WindowConfig` or one of the package's splitters or
     node parsers (its windows are computed), or from a split result (a list of
     Documents, nodes, Spans or ``(start, end)`` pairs)."""
     config_of = _config_of(item)

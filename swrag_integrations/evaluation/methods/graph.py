@@ -1,18 +1,18 @@
 """``swrag eval`` pipelines of graph retrieval (registered as ``hipporag``, ``graphrag-local``).
 
 Both build what the ``parent`` pipeline builds (an in-memory
-:class:`~swrag_integrations.langchain.index.SlidingWindowIndex`: 50-token small chunks, MiniLM
+`SlidingWindowIndex`: 50-token small chunks, MiniLM
 vectors in Chroma, BM25, DDS windows of ``window`` tokens / 3 delimiters), then the
-passage-phrase graph over its medium chunks (:func:`~.graph.build_graph`), and answer
+passage-phrase graph over its medium chunks (`build_graph`), and answer
 with the windows the graph ranks, merged by offset under the budget.
 
-* :class:`HippoRAGPipeline` / :class:`GraphRAGLocalPipeline`: the rule extractor (no LLM).
-* :class:`HippoRAGLLMPipeline` / :class:`GraphRAGLocalLLMPipeline`: triples from the
-  local LLM (:func:`~swrag_integrations.llm.load_llama3`, the bundled 135M model unless
+* `HippoRAGPipeline` / `GraphRAGLocalPipeline`: the rule extractor (no LLM).
+* `HippoRAGLLMPipeline` / `GraphRAGLocalLLMPipeline`: triples from the
+  local LLM (`load_llama3`, the bundled 135M model unless
   ``SWRAG_LLAMA3`` names another), answers cached in ``<cache>/graph/extraction.sqlite``
   so an interrupted build resumes. Slow: about 8 s per 150-token passage here.
 
-After the build, ``pipeline.build_report`` (:class:`~.graph.BuildReport`) holds the
+After the build, ``pipeline.build_report`` (`BuildReport`) holds the
 build time, graph size and extraction counts (LLM calls, parse failures).
 """
 

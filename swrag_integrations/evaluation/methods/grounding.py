@@ -7,13 +7,13 @@
   end) and the dataset's documents, grounds the record's ``prediction`` and reports the
   flag rate (unsupported sentences / checked sentences), unsupported claims per answer
   and the checker's cost per answer (warm: after one warm-up call that loads jieba);
-* grounds the gold answers of records whose context holds them (:func:`gold_flags`):
+* grounds the gold answers of records whose context holds them (`gold_flags`):
   flags there are false flags;
 * with ``--labels`` (JSON lines: ``dataset``, ``qid``, ``sentence_start``,
   ``sentence_end``, ``label`` in ``supported``/``unsupported``), the checker's precision
   and recall at flagging unsupported sentences, next to the flag-everything baseline.
 
-:func:`sample_sentences` draws the sentences to label (seeded, without looking at the
+`sample_sentences` draws the sentences to label (seeded, without looking at the
 checker).
 """
 
@@ -60,7 +60,7 @@ def load_answers(records: str | Path, data: Sequence[str | Path] = (),
 
 
 def ground_records(answers: Iterable[dict], checker: GroundingChecker | None = None) -> list[dict]:
-    """Ground every answer; each gets ``grounded`` (a :class:`GroundedAnswer`) and ``ms``."""
+    """Ground every answer; each gets ``grounded`` (a `GroundedAnswer`) and ``ms``."""
     checker = checker or GroundingChecker()
     answers = list(answers)
     # warm-up: jieba's dictionaries and POS model load once per process
@@ -103,7 +103,7 @@ def summary(grounded: Sequence[dict]) -> dict[str, Any]:
 
 def gold_flags(answers: Sequence[dict], checker: GroundingChecker | None = None) -> dict[str, Any]:
     """Ground, per record, the first gold answer whose tokens all occur in the retrieved
-    context (:func:`~swrag_integrations.evaluation.metrics.context_recall` of 1 for that
+    context (`context_recall` of 1 for that
     answer alone): the context supports it, so a flag there is most likely a false flag
     (a token match does not prove support; see the examples returned)."""
     from swrag_integrations.evaluation.metrics import context_recall
@@ -189,9 +189,9 @@ def flag_everything(unsupported: int, supported: int) -> dict[str, float | None]
 
 def judge_labels(answers: Sequence[dict], labels: Iterable[dict], judge: Any,
                  checker: GroundingChecker | None = None) -> dict[str, Any]:
-    """Ask ``judge`` (an :class:`~.judge.LLMJudge`) about each labelled sentence (with the
+    """Ask ``judge`` (an `LLMJudge`) about each labelled sentence (with the
     context the checker would give it) and score its "no" answers against the labels
-    like :func:`label_scores` (``no_claim`` labels skipped; unparsed replies counted)."""
+    like `label_scores` (``no_claim`` labels skipped; unparsed replies counted)."""
     checker = checker or GroundingChecker()
     by_key = {(a["dataset"], a["qid"]): a for a in answers}
     tp = fp = fn = tn = failed = 0

@@ -3,20 +3,20 @@
 ===================  ==============================================================
 strategy             pipeline
 ===================  ==============================================================
-``raptor``           :class:`RaptorPipeline`: collapsed tree (hybrid ranking), extractive summaries
-``raptor-dense``     :class:`RaptorDensePipeline`: the same ranked by cosine alone (RAPTOR's own)
-``raptor-llm``       :class:`RaptorLLMPipeline`: collapsed tree, LLM summaries
-``raptor-traverse``  :class:`RaptorTraversePipeline`: tree traversal, extractive
+``raptor``           `RaptorPipeline`: collapsed tree (hybrid ranking), extractive summaries
+``raptor-dense``     `RaptorDensePipeline`: the same ranked by cosine alone (RAPTOR's own)
+``raptor-llm``       `RaptorLLMPipeline`: collapsed tree, LLM summaries
+``raptor-traverse``  `RaptorTraversePipeline`: tree traversal, extractive
 ===================  ==============================================================
 
 The grid's ``window`` is the **leaf size**: leaves are the index's small chunks
-(FFS pieces tiling the text, :func:`~.leaves.leaves_from_text` ``strategy="chunks"``)
+(FFS pieces tiling the text, `leaves_from_text` ``strategy="chunks"``)
 of ``window`` tokens; RAPTOR's own leaves were 100-token chunks
 (``--windows 100``). Leaves are embedded with the runner's embedder (MiniLM).
 In document mode every document gets its tree; in corpus mode all sources form a
 forest of per-document trees (``SWRAG_RAPTOR_SCOPE=corpus``: one tree over all).
 
-Contexts are the budgeted :class:`~.search.RaptorContext` as an
+Contexts are the budgeted `RaptorContext` as an
 ``AssembledContext``: leaves and extractive sentences merged by offset; an LLM summary
 is a piece of the pseudo-source ``raptor-summary:<node id>`` (its words count for
 context recall like any other context text).
@@ -32,7 +32,7 @@ Environment (all optional):
 * ``SWRAG_RAPTOR_TREES``: a sqlite file that keeps the trees between runs (per
   document, keyed by text and settings; runs sharing it must not run at once).
 * ``SWRAG_RAPTOR_LOG``: a JSONL file; every tree build appends its
-  :class:`~.build.BuildReport` (build time, LLM calls, fallbacks, layers).
+  `BuildReport` (build time, LLM calls, fallbacks, layers).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class RaptorPipeline(Pipeline):
         return [NodeHit(int(i), float(score)) for i, score, _ in fused]
 
     def search(self, question: str, budget: int = DEFAULT_BUDGET, queries: Sequence[str] = ()):
-        """The :class:`~.search.RaptorContext` for ``question``."""
+        """The `RaptorContext` for ``question``."""
         return assemble_hits(self.searcher.tree, self._hits(question, queries), budget, k=self.k,
                              encoding_name=self.encoding_name)
 

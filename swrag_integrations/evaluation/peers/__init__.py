@@ -1,8 +1,8 @@
-"""Peer comparisons: other RAG libraries measured on the same questions (:mod:`.peers`), their
-tuning (:mod:`.peer_tuning`), the framework anchors (:mod:`.anchors`, shared, and the faces
-:mod:`.langchain_peers`, :mod:`.llama_index_peers`, :mod:`.llama_index_hybrid`),
+"""Peer comparisons: other RAG libraries measured on the same questions (`peers`), their
+tuning (`peer_tuning`), the framework anchors (`anchors`, shared, and the faces
+`langchain_peers`, `llama_index_peers`, `llama_index_hybrid`),
 levers, misses and budgets. ``python -m swrag_integrations.evaluation.peers.peers`` runs the
-comparison. The names of :mod:`.peers` are importable from here (imported on first use)."""
+comparison. The names of `peers` are importable from here (imported on first use)."""
 
 from __future__ import annotations
 

@@ -1,51 +1,51 @@
 """The strongest peer pipelines as anchors of ``swrag eval``, built from shipped parts only:
 what they share, free of any framework (argument checks, offsets, jieba tokens). The
 pipelines themselves are framework faces: the LangChain anchors in
-:mod:`~.langchain_peers`, the LlamaIndex ones in :mod:`~.llama_index_peers` and
-:mod:`~.llama_index_hybrid`; each registers its strategy when imported.
+`langchain_peers`, the LlamaIndex ones in `llama_index_peers` and
+`llama_index_hybrid`; each registers its strategy when imported.
 
 Each anchor is what a LangChain or LlamaIndex user would build from the frameworks'
 own classes (as ``langchain-stock`` is); nothing of the package's ranking code
 (the package's own BM25, fusion, planner) is used. The only
-package parts they touch are the evaluation plumbing (:class:`~.pipelines.Pipeline`,
-:func:`~.context.assemble_by_text`) and, for LlamaIndex, the wrapper that hands the
+package parts they touch are the evaluation plumbing (`Pipeline`,
+`assemble_by_text`) and, for LlamaIndex, the wrapper that hands the
 runner's (cached) MiniLM embeddings to LlamaIndex
-(:class:`~swrag_integrations.llama_index.index.MiniLMLlamaIndexEmbedding`, which
+(`MiniLMLlamaIndexEmbedding`, which
 embeds and does nothing else).
 
-* ``langchain-ensemble`` (:class:`~.langchain_peers.LangChainEnsemblePipeline`): LangChain's
+* ``langchain-ensemble`` (`LangChainEnsemblePipeline`): LangChain's
   ``RecursiveCharacterTextSplitter.from_tiktoken_encoder`` (``window`` tokens, no
   overlap, ``add_start_index=True``), ``langchain_community`` ``BM25Retriever`` with a
-  jieba-aware ``preprocess_func`` (:func:`jieba_preprocess`, the fix a LangChain user
+  jieba-aware ``preprocess_func`` (`jieba_preprocess`, the fix a LangChain user
   writes for Chinese) and a Chroma/MiniLM retriever, fused by ``langchain_classic``'s
   ``EnsembleRetriever`` (weights 0.5/0.5, its weighted RRF).
-* ``llamaindex-window`` (:class:`~.llama_index_peers.LlamaIndexSentenceWindowPipeline`): LlamaIndex's
+* ``llamaindex-window`` (`LlamaIndexSentenceWindowPipeline`): LlamaIndex's
   ``SentenceWindowNodeParser`` (3 sentences each side), a ``VectorStoreIndex`` (its
   default in-memory vector store) over the sentence nodes with the MiniLM embeddings,
   ``similarity_top_k`` sentences, then ``MetadataReplacementPostProcessor`` swaps each
   sentence for its window.
-* ``langchain-parent`` (:class:`~.langchain_peers.LangChainParentDocumentPipeline`): ``langchain_classic``'s
+* ``langchain-parent`` (`LangChainParentDocumentPipeline`): ``langchain_classic``'s
   ``ParentDocumentRetriever``: children of ``window // 4`` tokens in Chroma (MiniLM),
   parents of ``window`` tokens in an ``InMemoryStore``.
-* ``llamaindex-hybrid`` (:class:`~.llama_index_hybrid.LlamaIndexHybridPipeline`, in
-  :mod:`~.llama_index_hybrid`): the sentence window above with LlamaIndex's ``BM25Retriever``
+* ``llamaindex-hybrid`` (`LlamaIndexHybridPipeline`, in
+  `llama_index_hybrid`): the sentence window above with LlamaIndex's ``BM25Retriever``
   beside the vector retriever, fused by ``QueryFusionRetriever`` (needs
   ``llama-index-retrievers-bm25``).
 
-All of them fetch ``k`` candidates (:data:`~.pipelines.STOCK_DEFAULT_K` when ``k`` is
+All of them fetch ``k`` candidates (`STOCK_DEFAULT_K` when ``k`` is
 ``None``) and assemble their context the way the frameworks hand it over: the returned
 texts concatenated in rank order under the token budget
-(:func:`~.context.assemble_by_text`; overlapping windows pay twice). The spans
+(`assemble_by_text`; overlapping windows pay twice). The spans
 reported with them are exact source offsets, checked against the source text when the
 index is built (an offset that does not spell its text raises ``RuntimeError``
 instead of being guessed).
 
 **Configurations.** Each anchor takes its framework's levers as keyword arguments (the
-registry's defaults reproduce the anchors above; :mod:`~.peer_tuning` sweeps them on the
+registry's defaults reproduce the anchors above; `peer_tuning` sweeps them on the
 tuning halves): the ensemble's ``chunk_size``, ``separators`` (``"cjk"``:
-:data:`~.langchain_pipelines.CJK_SEPARATORS`, sentence ends kept with their sentence) and
+`CJK_SEPARATORS`, sentence ends kept with their sentence) and
 ``weights``; the sentence window's ``window_size`` and ``sentence_splitter``
-(``"cjk"``: :func:`~.llama_index_peers.cjk_sentence_splitter`); the parent retriever's ``child_size``,
+(``"cjk"``: `cjk_sentence_splitter`); the parent retriever's ``child_size``,
 ``parent_size`` and ``separators``; and every anchor's ``k``.
 
 Multi-query (``queries``) uses the frameworks' own fusion too: LangChain's

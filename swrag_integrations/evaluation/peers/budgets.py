@@ -2,15 +2,15 @@
 
 ``python -m swrag_integrations.evaluation.peers.peers --budgets 300,500,1000,1500 ...`` runs every
 pipeline once per dev set with every budget (each index built once, see
-:func:`~.runner.run_eval`) and writes, from the per-budget records under its ``--out``,
-``budgets.md`` (:func:`budget_report`) and ``budgets.png`` (:func:`plot_budgets`).
+`run_eval`) and writes, from the per-budget records under its ``--out``,
+``budgets.md`` (`budget_report`) and ``budgets.png`` (`plot_budgets`).
 
 The table gives, per set and budget, each pipeline's context recall and hit (×100, 95%
 bootstrap intervals) and the paired bootstrap of ``default`` minus every other pipeline on
 the same questions, for both metrics, as the peers report does at one budget.
 
 **Context recall on free-form answers** (the LEval sets): one definition for every set
-(:func:`~.metrics.context_recall`: the share of the gold answer's normalised tokens, with
+(`context_recall`: the share of the gold answer's normalised tokens, with
 multiplicity, found in the context; the best gold answer counts). On an extractive set the
 answer is a short span, so recall is 1.0 when the span is in the context. LEval's answers are
 long and mostly written, not copied (none of the 68 financial answers and 6 of the 158

@@ -1,8 +1,8 @@
 """The LangChain peer anchors of ``swrag eval`` (a framework face): ``langchain-ensemble``
-(:class:`LangChainEnsemblePipeline`) and ``langchain-parent``
-(:class:`LangChainParentDocumentPipeline`), built from LangChain's shipped classes only
-(see :mod:`~.anchors` for what every anchor shares and how they are measured). Both are
-registered in :data:`~swrag_integrations.evaluation.pipelines.PIPELINES` when this module
+(`LangChainEnsemblePipeline`) and ``langchain-parent``
+(`LangChainParentDocumentPipeline`), built from LangChain's shipped classes only
+(see `anchors` for what every anchor shares and how they are measured). Both are
+registered in `PIPELINES` when this module
 is imported.
 """
 
@@ -32,7 +32,7 @@ __all__ = ["LangChainEnsemblePipeline", "LangChainParentDocumentPipeline"]
 
 
 class _ChromaCollection:
-    """A fresh collection in an in-process Chroma client, deleted by :meth:`close`."""
+    """A fresh collection in an in-process Chroma client, deleted by `close`."""
 
     def __init__(self, prefix: str) -> None:
         import chromadb
@@ -116,9 +116,9 @@ class LangChainEnsemblePipeline(_LangChainAnchor):
 
     Levers (defaults as above): ``chunk_size`` (the splitter's size in ``unit``; default
     the grid's ``window``), ``separators`` (``"default"`` or ``"cjk"``, see
-    :func:`~.langchain_pipelines.rcs_splitter`) and ``weights`` (BM25, dense).
+    `rcs_splitter`) and ``weights`` (BM25, dense).
 
-    ``fetch`` = ``k`` or :data:`~.pipelines.STOCK_DEFAULT_K`; the ensemble returns the
+    ``fetch`` = ``k`` or `STOCK_DEFAULT_K`; the ensemble returns the
     union of both lists (up to ``2 * fetch`` chunks, de-duplicated by text).
 
     ``index_bytes`` = chunk texts (UTF-8, stored once in Chroma; BM25 keeps the same

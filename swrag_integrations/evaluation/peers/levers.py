@@ -23,7 +23,7 @@ new retrieval code.
 * ``default+adaptive-k15`` / ``default+adaptive-k10``: ``k_child`` by the question's hit
   spread and type (docs/eval/misses.md): when the default's first stage scatters its
   hits over ``SPREAD`` or more sources and the question shows no multi-hop cue
-  (:func:`~.questions.multi_hop_cue`), the question is answered with ``k_child`` 15 / 10
+  (`multi_hop_cue`), the question is answered with ``k_child`` 15 / 10
   instead of 30, so the budget widens the best sources' hits (a factoid's answer is
   usually next to the matched sentence) instead of holding thirty one-sentence pieces;
   otherwise (one source, as in document mode, or a multi-hop question, which needs the
@@ -31,10 +31,10 @@ new retrieval code.
 
 * ``default+trim`` / ``default+trim-s1`` (issue 44): the default retriever asked for the
   windows of ``FETCH`` times the budget; each first-stage hit is narrowed to its sentence
-  holding the most question terms (:func:`swrag_integrations.engine.trim.narrow_hits`),
+  holding the most question terms (`swrag_integrations.engine.trim.narrow_hits`),
   and when the windows do not fit the budget whole each is cut to the sentences of its
   narrowed hits plus ``SENTENCES`` (0 / 1) sentences on either side
-  (:func:`swrag_integrations.engine.trim.trim_windows`, exact offsets), so the hits of
+  (`swrag_integrations.engine.trim.trim_windows`, exact offsets), so the hits of
   more windows fit the budget.
 
 * ``default+budget-k25`` / ``default+budget-k50`` (issue 44): ``k_child`` chosen from the
@@ -45,7 +45,7 @@ new retrieval code.
 The window levers assemble the fused spans by offset under the same budget as every
 pipeline; the weight levers are the default retriever with other settings.
 
-The choice rule, fixed before any test half is run (:func:`choose_lever`;
+The choice rule, fixed before any test half is run (`choose_lever`;
 ``python -m swrag_integrations.evaluation.peers.levers --run DIR --half tune --levers a,b``):
 the lever with the highest mean tuning-half margin over the default across the six
 sets, if above 0 and significantly worse on none; otherwise the default stays.
@@ -93,7 +93,7 @@ class DefaultWindowsFusionPipeline(DefaultPipeline):
 
 
 class DefaultWindowsLanguagePipeline(DefaultWindowsFusionPipeline):
-    """:class:`DefaultWindowsFusionPipeline` weighting the windows 2:1 for a question with
+    """`DefaultWindowsFusionPipeline` weighting the windows 2:1 for a question with
     Han characters and 1:2 for any other question."""
 
     def weights(self, question: str) -> tuple[float, float]:
@@ -115,7 +115,7 @@ class DefaultChineseWeightsPipeline(DefaultPipeline):
 
 
 class DefaultChineseWeights85Pipeline(DefaultChineseWeightsPipeline):
-    """:class:`DefaultChineseWeightsPipeline` with (BM25, dense) = (0.85, 0.15) for Chinese."""
+    """`DefaultChineseWeightsPipeline` with (BM25, dense) = (0.85, 0.15) for Chinese."""
 
     ZH_WEIGHTS = (0.85, 0.15)
 
@@ -143,7 +143,7 @@ class DefaultAdaptiveKPipeline(DefaultPipeline):
 
 
 class DefaultAdaptiveK10Pipeline(DefaultAdaptiveKPipeline):
-    """:class:`DefaultAdaptiveKPipeline` with ``k_child=10`` for spread single-hop questions."""
+    """`DefaultAdaptiveKPipeline` with ``k_child=10`` for spread single-hop questions."""
 
     SMALL_K_CHILD = 10
 
@@ -151,7 +151,7 @@ class DefaultAdaptiveK10Pipeline(DefaultAdaptiveKPipeline):
 class DefaultTrimPipeline(DefaultPipeline):
     """The default retriever with its windows trimmed to the sentences around their hits
     when the budget cannot hold them whole (see the module): windows are fetched for
-    ``FETCH`` times the budget, cut by :func:`~swrag_integrations.engine.trim.trim_windows`
+    ``FETCH`` times the budget, cut by `trim_windows`
     and assembled by offset under the budget like every pipeline."""
 
     SENTENCES: int = 0
@@ -180,7 +180,7 @@ class DefaultTrimPipeline(DefaultPipeline):
 
 
 class DefaultTrimS1Pipeline(DefaultTrimPipeline):
-    """:class:`DefaultTrimPipeline` keeping one sentence on either side of each narrowed hit."""
+    """`DefaultTrimPipeline` keeping one sentence on either side of each narrowed hit."""
 
     SENTENCES = 1
 
@@ -202,7 +202,7 @@ class DefaultBudgetKPipeline(DefaultPipeline):
 
 
 class DefaultBudgetK50Pipeline(DefaultBudgetKPipeline):
-    """:class:`DefaultBudgetKPipeline` with one hit per 50 tokens of budget."""
+    """`DefaultBudgetKPipeline` with one hit per 50 tokens of budget."""
 
     TOKENS_PER_HIT = 50
 
@@ -278,7 +278,7 @@ def choose_lever(margins: Mapping[str, Mapping[str, dict]], datasets: Sequence[s
 
 def margins_markdown(margins: Mapping[str, Mapping[str, dict]], datasets: Sequence[str]) -> str:
     """One row per lever: its margin over the baseline ×100 [paired 95% CI] per dataset, the
-    mean over ``datasets`` and the rule's verdict (:func:`choose_lever`)."""
+    mean over ``datasets`` and the rule's verdict (`choose_lever`)."""
     chosen = choose_lever(margins, datasets)
     lines = ["| lever | " + " | ".join(datasets) + " | mean | chosen |", "|---|" + "---|" * (len(datasets) + 2)]
     for lever, by_set in margins.items():

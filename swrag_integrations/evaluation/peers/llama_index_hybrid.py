@@ -1,13 +1,13 @@
 """``llamaindex-hybrid``: the LlamaIndex hybrid a careful LlamaIndex user builds, as a peer anchor
-(a framework face; registered in :data:`~swrag_integrations.evaluation.pipelines.PIPELINES`
+(a framework face; registered in `PIPELINES`
 when imported).
 
 Everything is LlamaIndex's own (``llama-index-core`` and ``llama-index-retrievers-bm25``),
-assembled as :class:`~.llama_index_peers.LlamaIndexSentenceWindowPipeline` assembles the sentence
+assembled as `LlamaIndexSentenceWindowPipeline` assembles the sentence
 window, of which this is a subclass (same nodes, windows, spans, context):
 
 * ``SentenceWindowNodeParser`` sentence nodes (``sentence_splitter`` ``"punkt"`` or
-  ``"cjk"``, :func:`~.llama_index_peers.cjk_sentence_splitter`; ``window_size`` sentences each side);
+  ``"cjk"``, `cjk_sentence_splitter`; ``window_size`` sentences each side);
 * a ``VectorStoreIndex`` retriever over them (the runner's MiniLM, as the window anchor)
   and a ``BM25Retriever.from_defaults(nodes=..., similarity_top_k=fetch)`` over the same
   nodes (bm25s with PyStemmer's English stemmer and English stopwords, as shipped);
@@ -25,20 +25,20 @@ with a Chinese sentence. Its ``from_defaults(tokenizer=...)`` (where a jieba tok
 would go) is deprecated in 0.8.0 and ignored: it only logs a warning. What 0.8.0 offers
 is the ``token_pattern`` (and ``stemmer``, ``skip_stemming``, ``language``) of the
 retriever, used for documents and queries alike; ``bm25_tokens="cjk"`` passes
-:data:`CJK_TOKEN_PATTERN`, every CJK ideograph a token of its own (character unigrams,
+`CJK_TOKEN_PATTERN`, every CJK ideograph a token of its own (character unigrams,
 what Lucene's standard analyzer does for Chinese), other words as before. A jieba
 tokenizer would need a hand-built bm25s index (``existing_bm25``) plus queries segmented
 before they reach the retriever: not the retriever as shipped, so it is not offered.
 
 Levers (keyword arguments; the registry's defaults are LlamaIndex's: punkt, window 3,
-``k`` :data:`~.pipelines.STOCK_DEFAULT_K`, reciprocal-rank fusion, the shipped
+``k`` `STOCK_DEFAULT_K`, reciprocal-rank fusion, the shipped
 tokenizer): ``window_size``, ``sentence_splitter``, ``fusion`` (one of
-:data:`FUSION_MODES`), ``weights`` (BM25, dense; for the score-based modes only:
+`FUSION_MODES`), ``weights`` (BM25, dense; for the score-based modes only:
 ``reciprocal_rerank`` ignores ``retriever_weights``), ``bm25_tokens`` (``"default"`` or
 ``"cjk"``) and ``k``.
 
 Needs ``llama-index-retrievers-bm25`` (in the ``[eval]`` extra); without it ``swrag eval``
-skips the strategy with a message (:func:`~.pipelines.missing_requirement`) and building
+skips the strategy with a message (`missing_requirement`) and building
 it directly raises ``ImportError`` naming the package.
 
 ``index_bytes`` = the sentence window's (texts, windows, vectors) + BM25's score matrix
@@ -78,11 +78,11 @@ class LlamaIndexHybridPipeline(LlamaIndexSentenceWindowPipeline):
 
     Args:
         sources, config, embeddings, window_size, sentence_splitter, k: as
-            :class:`~.llama_index_peers.LlamaIndexSentenceWindowPipeline`.
-        fusion: ``QueryFusionRetriever``'s ``mode``, one of :data:`FUSION_MODES`.
+            `LlamaIndexSentenceWindowPipeline`.
+        fusion: ``QueryFusionRetriever``'s ``mode``, one of `FUSION_MODES`.
         weights: ``(BM25, dense)`` ``retriever_weights`` for ``relative_score`` /
             ``dist_based_score``; ``None`` = equal.
-        bm25_tokens: ``"default"`` (bm25s as shipped) or ``"cjk"`` (:data:`CJK_TOKEN_PATTERN`).
+        bm25_tokens: ``"default"`` (bm25s as shipped) or ``"cjk"`` (`CJK_TOKEN_PATTERN`).
 
     Raises:
         ValueError: an unknown ``fusion`` or ``bm25_tokens``, bad ``weights``, or

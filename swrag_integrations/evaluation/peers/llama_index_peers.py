@@ -1,9 +1,9 @@
 """The LlamaIndex sentence-window peer anchor of ``swrag eval`` (a framework face):
-``llamaindex-window`` (:class:`LlamaIndexSentenceWindowPipeline`), built from LlamaIndex's
-shipped classes only (see :mod:`~.anchors` for what every anchor shares), and the
+``llamaindex-window`` (`LlamaIndexSentenceWindowPipeline`), built from LlamaIndex's
+shipped classes only (see `anchors` for what every anchor shares), and the
 CJK-aware sentence splitter it can use. Registered in
-:data:`~swrag_integrations.evaluation.pipelines.PIPELINES` when this module is imported;
-the hybrid variant is :mod:`~.llama_index_hybrid`.
+`PIPELINES` when this module is imported;
+the hybrid variant is `llama_index_hybrid`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def cjk_sentence_splitter() -> Callable[[str], list[str]]:
 
     LlamaIndex's default (NLTK punkt, ``split_by_sentence_tokenizer``) runs first, so
     English sentences are punkt's; each punkt sentence is then cut after every run of
-    :data:`~.anchors.CJK_SENTENCE_ENDS` (``。！？；…`` and newlines; closing quotes and brackets
+    `CJK_SENTENCE_ENDS` (``。！？；…`` and newlines; closing quotes and brackets
     right after them stay with the sentence) with LlamaIndex's own ``split_by_regex``.
     The pieces tile their text exactly (every character is in one piece, in order), so
     the sentences still tile the document and their offsets stay exact.
@@ -83,7 +83,7 @@ class LlamaIndexSentenceWindowPipeline(Pipeline):
     little less budget for it, never more.
 
     Levers: ``window_size`` (sentences on each side, default 3) and ``sentence_splitter``
-    (``"punkt"``, the default above, or ``"cjk"``: :func:`cjk_sentence_splitter`, which
+    (``"punkt"``, the default above, or ``"cjk"``: `cjk_sentence_splitter`, which
     also cuts after ``。！？；…`` and newlines; its sentences tile the text the same way).
 
     ``index_bytes`` = per sentence node its text, its ``window`` and ``original_text``

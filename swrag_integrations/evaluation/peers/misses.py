@@ -3,7 +3,7 @@
 ``python -m swrag_integrations.evaluation.peers.misses --run DIR --data-dir ../shared/data/eval
 --pipeline default --half tune`` reads the per-question records of a run folder (the
 peer runner's layout: ``DIR/<dataset>/records.jsonl``, read with
-:func:`~.report.read_records`) and, for every question of the pipeline whose context
+`read_records`) and, for every question of the pipeline whose context
 recall is below 1, lists the question's language, length and type guess, the gold
 evidence's size and position, how much of the budget the context used, and a cause:
 
@@ -18,7 +18,7 @@ evidence's size and position, how much of the budget the context used, and a cau
 
 With ``--trace`` the pipeline is rebuilt over the same sources (embeddings from the run's
 cache) and each ``source missed`` / ``evidence cut`` miss is retraced
-(:meth:`~..retrieval.WindowedParentRetriever.trace`) to tell where the answer's tokens
+(`trace`) to tell where the answer's tokens
 were lost:
 
 * ``hit, cut by budget/merge``: a child hit in a gold source holds answer tokens the

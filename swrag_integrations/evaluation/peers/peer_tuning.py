@@ -2,10 +2,10 @@
 
 ``python -m swrag_integrations.evaluation.peers.peer_tuning --data-dir ../shared/data/eval
 --out runs/peers-tune --write docs/eval/peers_tuned.json`` runs, for every dev set
-(:data:`~.datasets.DEV_SETS`, in its mode) and every peer anchor, the fixed grid of that
-peer (:data:`PEER_GRIDS`) on the set's **tuning half only** (retrieval only, the same
+(`DEV_SETS`, in its mode) and every peer anchor, the fixed grid of that
+peer (`PEER_GRIDS`) on the set's **tuning half only** (retrieval only, the same
 1500-token budget, window 512, the runner's cached MiniLM embeddings and context recall
-as every other run), chooses one configuration per (peer, set) with :func:`choose`, and
+as every other run), chooses one configuration per (peer, set) with `choose`, and
 writes the choices to a JSON file. ``python -m swrag_integrations.evaluation.peers.peers
 --peer-config FILE --half test`` then runs each peer with its chosen configuration
 (as the strategy ``<peer>-tuned``).
@@ -137,7 +137,7 @@ def register_peer(peer: str, options: Mapping[str, Any], name: str | None = None
     """Register ``peer``'s anchor with ``options`` as an eval strategy; returns its name.
 
     The strategy is the peer's own registry entry with ``options`` passed to its class
-    (:attr:`~.pipelines.PipelineSpec.options`): the same class, not a copy.
+    (`options`): the same class, not a copy.
 
     Raises:
         ValueError: an unknown peer or option.
@@ -151,7 +151,7 @@ def register_peer(peer: str, options: Mapping[str, Any], name: str | None = None
 
 
 def choose(candidates: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The candidate the choice rule (:data:`CHOICE_RULE`) picks.
+    """The candidate the choice rule (`CHOICE_RULE`) picks.
 
     Args:
         candidates: in grid order, each with ``context_recall`` (the tuning-half mean)
@@ -202,12 +202,12 @@ def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], p
     Args:
         data_dir: folder with ``<dataset>.jsonl``.
         out: run folder (one sub-folder per dataset; resumable).
-        datasets: names from :data:`~.datasets.ALL_DEV_SETS`.
-        peers: names from :data:`PEER_GRIDS`.
+        datasets: names from `ALL_DEV_SETS`.
+        peers: names from `PEER_GRIDS`.
         half: must be ``"tune"`` (any other value raises: no tuning on the test half).
         limit: first ``limit`` tuning questions of each set (for smoke runs).
         budgets: tune for each of these context budgets (one run: every grid index serves
-            every budget); ``None``: the one budget :data:`~.context.DEFAULT_BUDGET`.
+            every budget); ``None``: the one budget `DEFAULT_BUDGET`.
 
     Returns:
         ``dataset -> peer -> {"chosen": ..., "candidates": [...]}``; with ``budgets``,
@@ -266,7 +266,7 @@ def tune_peers(data_dir: str | Path, out: str | Path, datasets: Sequence[str], p
 
 
 def write_choices(path: str | Path, results: Mapping[str, Mapping[str, dict]]) -> dict:
-    """Merge ``results`` (from :func:`tune_peers`) into the JSON file ``path``; returns its content.
+    """Merge ``results`` (from `tune_peers`) into the JSON file ``path``; returns its content.
 
     Sets already in the file and not in ``results`` are kept, so sets tuned by separate
     runs accumulate in one file; ``not_tuned`` lists the dev sets without choices (their
@@ -298,7 +298,7 @@ def write_choices(path: str | Path, results: Mapping[str, Mapping[str, dict]]) -
 
 
 def load_peer_config(path: str | Path, budget: int | None = None) -> dict[str, dict[str, dict[str, Any]]]:
-    """The chosen options in a file written by :func:`write_choices`: ``dataset -> peer -> options``.
+    """The chosen options in a file written by `write_choices`: ``dataset -> peer -> options``.
 
     Args:
         path: the file.

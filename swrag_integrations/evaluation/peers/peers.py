@@ -16,12 +16,12 @@ against every other pipeline on the same questions. Each dataset's run is resuma
 there.
 
 ``--half tune`` / ``--half test`` runs and reports only that fixed half of every dev
-set's questions (:func:`~.datasets.half_of`; corpus indexes still hold every document):
+set's questions (`half_of`; corpus indexes still hold every document):
 tune on ``--half tune``, report ``--half test``, each into its own ``--out``. The report
 names its half in its heading and refuses a run folder whose results come from another
 half (or a record of another half's question), so no table mixes them.
 
-``--peer-config FILE`` (written by :mod:`~.peer_tuning` on the tuning halves) runs each
+``--peer-config FILE`` (written by `peer_tuning` on the tuning halves) runs each
 peer with the configuration chosen for that dataset, as the strategy ``<peer>-tuned``
 (a peer without a choice for a dataset runs as its plain anchor); the configurations
 used are kept in ``OUT/<dataset>/peer_config.json``, and a run folder made with another
@@ -34,8 +34,8 @@ whole curve); with ``--peer-config`` a peer runs at each budget with the configu
 for that budget (``peer_tuning --budgets``; once per distinct configuration, as its plain
 anchor at a budget without a choice). The report is then ``budgets.md`` (context recall and hit
 per set and budget, paired bootstrap of the default against each pipeline) with the plot
-``budgets.png`` (:mod:`~.budgets`). ``--datasets`` also takes the sets of
-:data:`~.datasets.ADDED_DEV_SETS` (DRCD, LEval).
+``budgets.png`` (`budgets`). ``--datasets`` also takes the sets of
+`ADDED_DEV_SETS` (DRCD, LEval).
 """
 
 from __future__ import annotations

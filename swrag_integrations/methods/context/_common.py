@@ -1,10 +1,10 @@
 """Small helpers shared by the context techniques (not public API).
 
 The cores of the context steps work on *document-like* items: anything with
-``page_content``, ``metadata`` and ``id`` (a :class:`~swrag_integrations.stores.storage.PlainDocument`,
-a LangChain ``Document``), or the engine's :class:`~swrag_integrations.engine.assemble.ContextSpan`
+``page_content``, ``metadata`` and ``id`` (a `PlainDocument`,
+a LangChain ``Document``), or the engine's `ContextSpan`
 (read as a document with ``source_id``/``start_index``/``end_index`` metadata, see
-:func:`as_items`). What they return are ``PlainDocument`` s; the faces convert them.
+`as_items`). What they return are ``PlainDocument`` s; the faces convert them.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ def copy_item(item: Any, metadata: dict[str, Any] | None = None, text: str | Non
 
 
 def span_item(span: ContextSpan) -> PlainDocument:
-    """A :class:`ContextSpan` as a ``PlainDocument``: its metadata plus ``source_id``,
+    """A `ContextSpan` as a ``PlainDocument``: its metadata plus ``source_id``,
     ``start_index``, ``end_index`` and (when set) ``score``, ``rank``, ``n_tokens``
-    (the metadata of :meth:`ContextSpan.to_document`)."""
+    (the metadata of `ContextSpan.to_document`)."""
     meta = dict(span.metadata)
     meta.update(source_id=span.source_id, start_index=span.start, end_index=span.end)
     for key in ("score", "rank", "n_tokens"):
@@ -57,13 +57,13 @@ def span_item(span: ContextSpan) -> PlainDocument:
 
 def item_span(item: Any) -> ContextSpan:
     """A document-like item with ``source_id``/``start_index``/``end_index`` metadata as a
-    :class:`ContextSpan` (the inverse of :func:`span_item`)."""
+    `ContextSpan` (the inverse of `span_item`)."""
     return ContextSpan.from_document(item)
 
 
 def as_items(items: Sequence[Any]) -> list[Any]:
     """The items a context step's core takes: document-like items as they are,
-    :class:`ContextSpan` s through :func:`span_item`; anything else raises ``TypeError``."""
+    `ContextSpan` s through `span_item`; anything else raises ``TypeError``."""
     out = []
     for position, item in enumerate(items):
         if isinstance(item, ContextSpan):

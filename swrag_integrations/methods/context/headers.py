@@ -9,14 +9,14 @@ Two modes (after Anthropic's *Contextual Retrieval* and dsRAG's *AutoContext*):
 
 The header goes into the chunk's metadata (``context_header``); the chunk's
 ``page_content`` and its ``start_index``/``end_index`` stay exactly the source's.
-:func:`text_to_index` gives the text to embed / BM25-index (``header + "\\n\\n" + chunk``)
-and :class:`HeadedEmbedder` (LangChain face: ``ContextualEmbeddings``) applies it transparently inside any embedder
-(so a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` built with it embeds the
+`text_to_index` gives the text to embed / BM25-index (``header + "\\n\\n" + chunk``)
+and `HeadedEmbedder` (LangChain face: ``ContextualEmbeddings``) applies it transparently inside any embedder
+(so a `SlidingWindowIndex` built with it embeds the
 headed text while storing the exact chunk).
 
 Cost. The document is the shared part of every chunk's prompt, so it is placed first
-and, for the local transformers model (a :class:`~swrag_integrations.llm.LocalLLM` or its
-LangChain adapter), :meth:`~swrag_integrations.llm.LocalLLM.prefix_cache` runs it through
+and, for the local transformers model (a `LocalLLM` or its
+LangChain adapter), `prefix_cache` runs it through
 the model **once per document** and every chunk's header is generated from a copy of
 that KV cache (same prompt ids, stop strings and eos handling as
 ``LocalLLM.generate`` on the whole prompt). Per chunk, only the chunk part of the prompt
@@ -34,7 +34,7 @@ differ from an uncached call in wording, not in kind.
 Headers are cached on disk (sqlite, ``cache_path``) by (document hash, chunk span,
 model name, prompt hash): re-running skips finished chunks, so an interrupted run
 resumes where it stopped. Failures never raise: an LLM that raises or answers nothing
-leaves the chunk without header, counted in :class:`HeaderReport` (not cached, so a
+leaves the chunk without header, counted in `HeaderReport` (not cached, so a
 later run retries); over-long answers are trimmed to ``max_header_tokens``.
 """
 
@@ -102,7 +102,7 @@ def text_to_index(doc: Any, header: str | None = None) -> str:
 
 # ------------------------------------------------------------------------ cache
 class HeaderCache(TextCache):
-    """Headers on disk (sqlite; ``path=None``: in memory), keyed by :meth:`key`."""
+    """Headers on disk (sqlite; ``path=None``: in memory), keyed by `key`."""
 
     @staticmethod
     def key(document_hash: str, start: int, end: int, model: str, prompt_hash: str) -> str:
@@ -112,7 +112,7 @@ class HeaderCache(TextCache):
 
 @dataclass
 class HeaderReport:
-    """What one run of :class:`ChunkHeaderWriter` (``ContextualChunkHeaders``) did."""
+    """What one run of `ChunkHeaderWriter` (``ContextualChunkHeaders``) did."""
 
     documents: int = 0
     chunks: int = 0
@@ -144,8 +144,8 @@ class ChunkHeaderWriter:
 
     Documents are document-like (``page_content``, ``metadata``, ``id``: a
     ``PlainDocument``, a LangChain ``Document``); the chunks returned are built by
-    :meth:`_make` (``PlainDocument`` s here; the LangChain face
-    :class:`~.langchain.ContextualChunkHeaders` makes LangChain ``Document`` s).
+    `_make` (``PlainDocument`` s here; the LangChain face
+    `ContextualChunkHeaders` makes LangChain ``Document`` s).
 
     Args:
         llm: any LangChain LLM / chat model, a `LocalLLM`
@@ -533,10 +533,10 @@ class HeadedEmbedder:
     """Embed ``header + "\\n\\n" + chunk`` for chunks that have a header (framework-free).
 
     Wraps any embedder (``embed_documents``/``embed_query``); ``headers`` maps a chunk's
-    exact text to its header (:meth:`ChunkHeaderWriter.header_map`). Texts without a
+    exact text to its header (`ChunkHeaderWriter.header_map`). Texts without a
     header and queries are embedded unchanged. Give it to an index as its embedding and
     the index stores exact chunks but searches headed vectors. The LangChain face
-    (an ``Embeddings``) is :class:`~.langchain.ContextualEmbeddings`.
+    (an ``Embeddings``) is `ContextualEmbeddings`.
     """
 
     def __init__(self, base: Any, headers: Mapping[str, str]) -> None:

@@ -1,7 +1,7 @@
 """LlamaIndex faces of the context steps: thin node postprocessors over the framework-free cores.
 
-:class:`CompressorNodePostprocessor` runs a context step on ``NodeWithScore`` lists: nodes
-become framework-free documents (:func:`~swrag_integrations.llama_index.convert.node_to_item`),
+`CompressorNodePostprocessor` runs a context step on ``NodeWithScore`` lists: nodes
+become framework-free documents (`node_to_item`),
 the step's core runs on them (a core's ``apply``; a LangChain face of this package gives its
 ``core()``), its results become nodes again. Only a foreign LangChain
 ``BaseDocumentCompressor`` (e.g. ``CrossEncoderReranker``) is run through LangChain
@@ -11,11 +11,11 @@ one); new texts (RSE segments) become new ``TextNode`` s with their metadata and
 offsets.
 
 Named shortcuts build the core from keyword arguments:
-:class:`DiversityPostprocessor` (:class:`~.ordering.DiversityOrder`),
-:class:`LostInTheMiddlePostprocessor` (:class:`~.ordering.LostInTheMiddle`),
-:class:`RelevantSegmentPostprocessor` (:class:`~.rse.SegmentExtractor`),
-:class:`RerankPostprocessor` (any :class:`~.rerank.Rescorer` or LangChain reranker).
-:class:`ContextualHeaderTransform` is the indexing side: a LlamaIndex ``TransformComponent``
+`DiversityPostprocessor` (`DiversityOrder`),
+`LostInTheMiddlePostprocessor` (`LostInTheMiddle`),
+`RelevantSegmentPostprocessor` (`SegmentExtractor`),
+`RerankPostprocessor` (any `Rescorer` or LangChain reranker).
+`ContextualHeaderTransform` is the indexing side: a LlamaIndex ``TransformComponent``
 turning documents into header-annotated chunk nodes whose ``context_header`` metadata is
 part of the embedded text.
 """

@@ -1,21 +1,21 @@
 """Ordering a context: diversity (Haystack's greedy order, or MMR) and lost-in-the-middle.
 
-* :func:`greedy_diversity_order` — Haystack ``SentenceTransformersDiversityRanker``'s
+* `greedy_diversity_order` — Haystack ``SentenceTransformersDiversityRanker``'s
   order: first the document most similar to the query, then repeatedly the one whose
   *average* cosine similarity to the already chosen ones is lowest.
-* :func:`mmr_order` — maximal marginal relevance:
+* `mmr_order` — maximal marginal relevance:
   ``lambda * sim(query, d) - (1 - lambda) * max_{s chosen} sim(d, s)``.
-* :func:`litm_order` — "lost in the middle" (Liu et al. 2023, arXiv:2307.03172): the
+* `litm_order` — "lost in the middle" (Liu et al. 2023, arXiv:2307.03172): the
   best documents at both ends, the weakest in the middle. Ranks 1..10 become
   ``1 3 5 7 9 10 8 6 4 2`` (Haystack ``LostInTheMiddleRanker``'s order).
-* :func:`mean_pairwise_cosine_distance` — ``mean_{i<j} (1 - cos(v_i, v_j))`` of a
+* `mean_pairwise_cosine_distance` — ``mean_{i<j} (1 - cos(v_i, v_j))`` of a
   context, the redundancy measure reported by the evaluation.
 
-Framework-free cores on document-like items or :class:`~swrag_integrations.engine.assemble.ContextSpan` s:
-:class:`DiversityOrder` and :class:`LostInTheMiddle`. Their LangChain faces
-(:class:`~.langchain.DiversityReranker`, :class:`~.langchain.LostInTheMiddleReorder`) live in
-:mod:`swrag_integrations.methods.context.langchain`, the LlamaIndex ones in
-:mod:`swrag_integrations.methods.context.llama_index`.
+Framework-free cores on document-like items or `ContextSpan` s:
+`DiversityOrder` and `LostInTheMiddle`. Their LangChain faces
+(`DiversityReranker`, `LostInTheMiddleReorder`) live in
+`swrag_integrations.methods.context.langchain`, the LlamaIndex ones in
+`swrag_integrations.methods.context.llama_index`.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def apply_budget(
     """The longest rank-order prefix of ``documents`` within ``budget`` words/tokens.
 
     Selection stops at the first document that does not fit (no trimming; use
-    :func:`~swrag_integrations.engine.assemble_context` for cut-to-fit). The best
+    `assemble_context` for cut-to-fit). The best
     document is always kept, even if it alone exceeds the budget.
     """
     if budget is None:
@@ -149,7 +149,7 @@ def mean_pairwise_cosine_distance(vectors: Any) -> float:
 
 
 def context_diversity(documents: Sequence[Any], embeddings: Embedder) -> float:
-    """:func:`mean_pairwise_cosine_distance` of the documents' (or strings', or spans') embeddings."""
+    """`mean_pairwise_cosine_distance` of the documents' (or strings', or spans') embeddings."""
     texts = [d if isinstance(d, str) else getattr(d, "page_content", getattr(d, "text", str(d))) for d in documents]
     if len(texts) < 2:
         return 0.0

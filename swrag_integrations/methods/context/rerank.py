@@ -1,21 +1,21 @@
 """Rerankers, framework-free: one interface and two offline implementations.
 
-* :class:`Reranker` — the protocol: ``rerank(query, documents, top_n) -> documents``
+* `Reranker` — the protocol: ``rerank(query, documents, top_n) -> documents``
   (best first, ``relevance_score`` and ``rerank_rank`` in metadata).
-* :class:`Rescorer` — base class of the cores: implement :meth:`Rescorer.score`; documents
+* `Rescorer` — base class of the cores: implement `Rescorer.score`; documents
   are document-like items (``page_content``, ``metadata``, ``id``) or
-  :class:`~swrag_integrations.engine.assemble.ContextSpan` s, results ``PlainDocument`` s.
-* :class:`EmbeddingRescorer` — re-scores whole candidate windows with any embedder
+  `ContextSpan` s, results ``PlainDocument`` s.
+* `EmbeddingRescorer` — re-scores whole candidate windows with any embedder
   (``embed_documents``/``embed_query``). MiniLM truncates its input at 256 word pieces, so a long window
   embedded at once is judged on its head only; instead the window is cut into
   sentence-ish pieces of at most ``piece_tokens`` tokens and scored by the best piece
   (``aggregate="max"``; ``"mean"`` and ``"max_mean"`` also available).
-* :class:`LLMJudgeRescorer` — relevance probability from the local model: one forward
+* `LLMJudgeRescorer` — relevance probability from the local model: one forward
   pass over a yes/no question, softmax over the logits of the "yes" and "no" answer
   tokens. For any other LLM (``invoke``) it falls back to asking and parsing the answer.
 
 The LangChain faces (``BaseReranker``, ``EmbeddingReranker``, ``LLMJudgeReranker``,
-``CompressorReranker``: document compressors) are in :mod:`swrag_integrations.methods.context.langchain`.
+``CompressorReranker``: document compressors) are in `swrag_integrations.methods.context.langchain`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _ranked(documents: Sequence[Any], scores: Sequence[float], top_n: int | None
 
 @dataclass(kw_only=True)
 class Rescorer(ABC):
-    """Score-based reranker core: implement :meth:`score`.
+    """Score-based reranker core: implement `score`.
 
     Args:
         top_n: default number of documents kept (``None``: all).
@@ -104,7 +104,7 @@ class Rescorer(ABC):
         return _ranked(documents, scores, top_n if top_n is not None else self.top_n)
 
     def apply(self, documents: Sequence[Any], query: str | None = None) -> list[PlainDocument]:
-        """The context-step interface: :meth:`rerank` with the default ``top_n``."""
+        """The context-step interface: `rerank` with the default ``top_n``."""
         return self.rerank(query or "", documents)
 
 

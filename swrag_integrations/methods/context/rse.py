@@ -14,14 +14,14 @@ until no segment reaches ``minimum_value``, the chunk caps (``max_length`` per s
 ``overall_max_length`` in total) are used up, or the token budget is full. A segment
 that would overflow the budget is shrunk to its best sub-segment that fits.
 
-The core is :class:`SegmentExtractor` (framework-free: document-like chunks or
-:class:`~swrag_integrations.engine.assemble.ContextSpan` s in, :class:`Segment` s out); the
-LangChain compressor :class:`~.langchain.RelevantSegmentExtractor` and the LlamaIndex
+The core is `SegmentExtractor` (framework-free: document-like chunks or
+`ContextSpan` s in, `Segment` s out); the
+LangChain compressor `RelevantSegmentExtractor` and the LlamaIndex
 ``RelevantSegmentPostprocessor`` are its faces.
 
 Each segment is returned with exact offsets: ``start_index`` of its first chunk,
 ``end_index`` of its last, and the concatenated chunk text (the chunks of a
-:class:`~swrag_integrations.langchain.index.SlidingWindowIndex` tile their source, so this is
+`SlidingWindowIndex` tile their source, so this is
 ``source[start_index:end_index]``; gaps raise ``LookupError``). Chunks inside a segment
 that were not retrieved are fetched from ``chunks`` (the index, via ``chunk_range``,
 or a callable).
@@ -143,7 +143,7 @@ class Segment:
                              id=f"{self.source_id}:seg:{self.first_chunk}-{self.last_chunk}")
 
     def to_span(self) -> ContextSpan:
-        """The segment as a :class:`ContextSpan` (exact offsets, value as score)."""
+        """The segment as a `ContextSpan` (exact offsets, value as score)."""
         return ContextSpan(self.source_id, self.start, self.end, self.text, score=self.value, rank=self.rank,
                            metadata=dict(self.metadata), n_tokens=self.n_tokens)
 
@@ -266,8 +266,8 @@ class SegmentExtractor:
 
     Input: small chunks in rank order (best first), document-like (metadata
     ``source_id`` and ``chunk_index``, plus ``start_index``/``end_index`` unless
-    ``chunks`` is given) or :class:`ContextSpan` s with ``chunk_index`` metadata;
-    anything else raises ``ValueError``. :meth:`apply` returns the segments as
+    ``chunks`` is given) or `ContextSpan` s with ``chunk_index`` metadata;
+    anything else raises ``ValueError``. `apply` returns the segments as
     documents with ``source_id``, ``start_index``, ``end_index``, ``first_chunk``,
     ``last_chunk``, ``segment_value`` (= ``score``), ``rank``, ``n_tokens`` and ``hit_ranks``.
     """

@@ -1,17 +1,17 @@
 """Graph retrieval over sliding windows: HippoRAG (personalized PageRank) and GraphRAG (communities).
 
-One passage-phrase graph (:class:`PassageGraph`) is built over a
-:class:`~swrag_integrations.langchain.index.SlidingWindowIndex`'s chunks or windows
-(:func:`build_graph`), from phrases and triples given by a rule extractor
-(:class:`RuleExtractor`, no model) or any LangChain LLM (:class:`LLMExtractor`).
+One passage-phrase graph (`PassageGraph`) is built over a
+`SlidingWindowIndex`'s chunks or windows
+(`build_graph`), from phrases and triples given by a rule extractor
+(`RuleExtractor`, no model) or any LangChain LLM (`LLMExtractor`).
 
-* :class:`HippoRAG` -- query phrases -> personalized PageRank -> passages, fused with
+* `HippoRAG` -- query phrases -> personalized PageRank -> passages, fused with
   the hybrid ranking, widened to windows and merged by offset under the budget;
-  :class:`HippoRAGRetriever` (LangChain) and :class:`HippoRAGLlamaIndexRetriever`.
-* :class:`GraphRAG` -- Leiden community hierarchy, community reports (extractive or
-  by an LLM), local search (:class:`GraphRAGLocalRetriever`,
-  :class:`GraphRAGLocalLlamaIndexRetriever`) and global search
-  (:class:`GlobalSearch`: map over reports, reduce).
+  `HippoRAGRetriever` (LangChain) and `HippoRAGLlamaIndexRetriever`.
+* `GraphRAG` -- Leiden community hierarchy, community reports (extractive or
+  by an LLM), local search (`GraphRAGLocalRetriever`,
+  `GraphRAGLocalLlamaIndexRetriever`) and global search
+  (`GlobalSearch`: map over reports, reduce).
 
 Graph algorithms come from ``igraph`` (PRPACK PageRank) and ``leidenalg``; install
 them with the ``graph`` extra. Names are imported on first use.

@@ -1,6 +1,6 @@
 """What HippoRAG and GraphRAG local search share: query linking, passage rankings, hits.
 
-* :class:`QueryLinker`: a question -> seed phrases of the graph. Phrases the question
+* `QueryLinker`: a question -> seed phrases of the graph. Phrases the question
   contains verbatim (normalised; on word boundaries for Latin text, the longest match
   wins; a capitalised phrase only where the question capitalises it, so a heading
   "Government" is not linked by "what government position") are linked with score 1; the question's own entities (its extractor's
@@ -8,13 +8,13 @@
   reaches ``link_threshold``. A seed's weight is its score divided by the number of
   passages mentioning the phrase (HippoRAG's node specificity), and only the
   ``link_top_k`` heaviest seeds are kept.
-* :func:`hybrid_passages`: the index's hybrid (BM25 + dense, RRF) small-chunk hits
+* `hybrid_passages`: the index's hybrid (BM25 + dense, RRF) small-chunk hits
   summed per passage -- the ranking the graph's is fused with.
-* :func:`fuse_rankings`: weighted reciprocal-rank fusion of the graph's ranking with the
-  hybrid one (:func:`~swrag_integrations.engine.fusion.rrf`).
-* :func:`passage_hits`: ranked passages -> :class:`~swrag_integrations.engine.protocols.ChildHit`
+* `fuse_rankings`: weighted reciprocal-rank fusion of the graph's ranking with the
+  hybrid one (`rrf`).
+* `passage_hits`: ranked passages -> `ChildHit`
   lists (each passage's chunks share its score), for
-  :func:`~swrag_integrations.engine.parents.spans_for`, which widens them to their
+  `spans_for`, which widens them to their
   windows and merges them by offset under the token budget.
 """
 
@@ -59,7 +59,7 @@ class QueryLinker:
     """Links questions to graph phrases (see the module docstring).
 
     Args:
-        graph: the :class:`~.graph.PassageGraph`.
+        graph: the `PassageGraph`.
         extractor: gives the question's entities (``query_entities``); default the rule extractor.
         embeddings: LangChain ``Embeddings`` (the graph's phrase vectors' model); ``None``:
             lexical links only.
@@ -209,7 +209,7 @@ def passage_hits(index: Any, graph: PassageGraph, ranked: Sequence[tuple[str, fl
                  extra: dict[str, dict[str, Any]] | None = None, *, focus: bool = True,
                  phrase_weights: dict[str, float] | None = None,
                  best_chunks: dict[str, int] | None = None) -> list[ChildHit]:
-    """Ranked ``(passage id, score)`` -> :class:`ChildHit` s for the parent planner.
+    """Ranked ``(passage id, score)`` -> `ChildHit` s for the parent planner.
 
     With ``focus`` (default) a passage gives one hit: its chunk found by the hybrid
     search (``best_chunks``), else its chunk holding the most ``phrase_weights`` (phrase
@@ -218,7 +218,7 @@ def passage_hits(index: Any, graph: PassageGraph, ranked: Sequence[tuple[str, fl
     with 14 HotpotQA sources instead of the parent retriever's 23; see
     docs/eval/graph.md). Without it every chunk of the passage is a hit, the passage's
     score divided among them. Each hit keeps its chunk's own window, which
-    :func:`~swrag_integrations.engine.parents.spans_for` widens to. ``extra`` adds
+    `spans_for` widens to. ``extra`` adds
     metadata per passage id.
     """
     probes = {_flat(k): w for k, w in (phrase_weights or {}).items() if _flat(k)}

@@ -1,19 +1,19 @@
 """GraphRAG's community hierarchy and community reports over the passage-phrase graph.
 
-:func:`detect_communities` partitions the phrase graph (phrase-phrase edges of
-:meth:`~.graph.PassageGraph.phrase_edges`: triples, synonyms and co-mentions in a
+`detect_communities` partitions the phrase graph (phrase-phrase edges of
+`phrase_edges`: triples, synonyms and co-mentions in a
 passage) with the Leiden algorithm (``leidenalg``, modularity with a resolution
 parameter, fixed seed), then re-partitions every community larger than
 ``max_cluster_size`` on its own subgraph, level by level -- the hierarchy GraphRAG
 builds (GraphRAG calls graspologic's ``hierarchical_leiden`` with
 ``max_cluster_size=10``). A community that Leiden does not split stays a leaf.
 
-A :class:`CommunityReport` describes one community:
+A `CommunityReport` describes one community:
 
-* :func:`extractive_report` (no LLM): its top entities (by weighted degree inside the
+* `extractive_report` (no LLM): its top entities (by weighted degree inside the
   community), the relations between them, and the passages that mention the most of
   them, each with its exact ``(source_id, start, end)``, cut to ``max_tokens``;
-* :func:`llm_report`: a title and summary written by any LangChain LLM from that
+* `llm_report`: a title and summary written by any LangChain LLM from that
   extractive material; an answer without a usable summary keeps the extractive text
   (counted, never fatal). Either way the entities and passages (with offsets) stay.
 """

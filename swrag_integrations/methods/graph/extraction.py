@@ -1,23 +1,23 @@
 """Phrases and triples from passages: a rule extractor (no LLM) and an LLM extractor.
 
-Both give an :class:`Extraction` per passage: its entity phrases and open-information
-triples ``(subject, relation, object)``; the graph (:mod:`.graph`) turns phrases into
-nodes. Phrases are compared by :func:`normalize_phrase` (NFKC, lower case, punctuation
+Both give an `Extraction` per passage: its entity phrases and open-information
+triples ``(subject, relation, object)``; the graph (`graph`) turns phrases into
+nodes. Phrases are compared by `normalize_phrase` (NFKC, lower case, punctuation
 and a leading article dropped).
 
-* :class:`RuleExtractor` needs no model: English named-entity-like spans (runs of
+* `RuleExtractor` needs no model: English named-entity-like spans (runs of
   capitalised words on one line, with inner connectives such as "of"/"the"/"de"; a
   sentence's capitalised first word only if it is capitalised elsewhere too; short
   quoted spans; short title lines) and, for Chinese, jieba part-of-speech tags (person ``nr*``, place ``ns``,
   organisation ``nt``, other proper noun ``nz`` and, optionally, nouns ``n`` of two or
   more characters). Mixed text gets both. It gives no triples.
-* :class:`LLMExtractor` asks any LangChain LLM or chat model (anything with
+* `LLMExtractor` asks any LangChain LLM or chat model (anything with
   ``invoke(str)``) for entities and triples and reads the answer with
-  :func:`parse_extraction`, which accepts JSON (also inside prose or code fences, with
+  `parse_extraction`, which accepts JSON (also inside prose or code fences, with
   single quotes or trailing commas), lists of triples in the usual notations
   (``(a, r, b)``, ``a | r | b``, ``a -> r -> b``, ``["a", "r", "b"]``) and, failing
   that, names found in prose. Small models' output is often none of these: such a
-  passage counts as a failure (:class:`ExtractionStats`) and gets the rule
+  passage counts as a failure (`ExtractionStats`) and gets the rule
   extractor's phrases instead (``fallback``), never an exception. With ``grounded``
   (default) a phrase the passage does not contain is dropped, so invented names never
   become nodes. Answers are cached in SQLite (``cache_path``) so a long build resumes.
@@ -67,7 +67,7 @@ class Extraction:
     status: str = "rule"
 
     def phrases(self) -> list[str]:
-        """Entities and triple ends, de-duplicated by :func:`normalize_phrase` (first spelling kept)."""
+        """Entities and triple ends, de-duplicated by `normalize_phrase` (first spelling kept)."""
         seen: dict[str, str] = {}
         for name in [*self.entities, *(t[0] for t in self.triples), *(t[2] for t in self.triples)]:
             key = normalize_phrase(name)
@@ -410,7 +410,7 @@ def parse_extraction(output: Any) -> Extraction:
 
     Tries, in order: JSON (or a Python literal) anywhere in the text; triple lines in
     the usual notations and ``Entities: a, b`` lines; bullet lists of names; names in
-    prose (capitalised runs, as :class:`RuleExtractor` finds them). ``status`` tells
+    prose (capitalised runs, as `RuleExtractor` finds them). ``status`` tells
     which one worked (``"json"``, ``"list"``, ``"prose"``) or ``"failed"``.
     """
     if hasattr(output, "content"):  # a chat message

@@ -1,7 +1,7 @@
 """One passage-phrase graph over an index's chunks or windows.
 
-Nodes are *phrases* (normalised entity names, :func:`~.extraction.normalize_phrase`)
-and *passages* (:class:`Passage`: a chunk range of one source with its exact
+Nodes are *phrases* (normalised entity names, `normalize_phrase`)
+and *passages* (`Passage`: a chunk range of one source with its exact
 character offsets, ``source_text[start:end]``). Edges:
 
 * passage -- phrase (weight 1) for every phrase a passage mentions;
@@ -14,15 +14,15 @@ character offsets, ``source_text[start:end]``). Edges:
   phrases with Han characters get no synonym edges unless ``cjk_synonyms=True``.
 
 The graph is kept as plain tables (passages, mentions, triples, phrase vectors) and
-handed to ``igraph`` for the algorithms (:meth:`PassageGraph.personalized_pagerank`
+handed to ``igraph`` for the algorithms (`PassageGraph.personalized_pagerank`
 uses igraph's PRPACK solver). Adding or replacing passages only touches their rows;
 synonym edges are computed for new phrases only. It is stored without pickle:
-:meth:`PassageGraph.save` writes ``graph.json`` + ``phrase_vectors.npy``;
-:meth:`PassageGraph.to_bytes` one checksummed blob (JSON + ``.npy`` in an ``.npz``)
-for the index's source store (:func:`save_graph` / :func:`load_graph`).
+`PassageGraph.save` writes ``graph.json`` + ``phrase_vectors.npy``;
+`PassageGraph.to_bytes` one checksummed blob (JSON + ``.npy`` in an ``.npz``)
+for the index's source store (`save_graph` / `load_graph`).
 
-:func:`build_graph` brings a graph up to date with a
-:class:`~swrag_integrations.langchain.index.SlidingWindowIndex`: new and changed sources
+`build_graph` brings a graph up to date with a
+`SlidingWindowIndex`: new and changed sources
 are extracted, vanished ones removed, unchanged ones left alone.
 """
 
@@ -81,7 +81,7 @@ def passages_from_index(index: Any, unit: str = "medium", source_ids: Sequence[s
     """The passages of an index's complete sources, with their exact texts.
 
     Args:
-        index: a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`.
+        index: a `SlidingWindowIndex`.
         unit: ``"chunks"`` (each small chunk), ``"medium"`` (the index's medium
             chunks: ``medium_size`` small chunks, tiling the source; the default),
             ``"windows"`` (the index's windows, which overlap) or ``"sources"`` (a
@@ -353,7 +353,7 @@ class PassageGraph:
 
     def personalized_pagerank(self, reset: dict[tuple[str, str], float], *, damping: float = 0.5) -> np.ndarray:
         """PageRank with restarts to ``reset`` (node -> non-negative weight), by
-        igraph's PRPACK solver; the vector over :meth:`nodes` order (sums to 1).
+        igraph's PRPACK solver; the vector over `nodes` order (sums to 1).
 
         ``damping`` is the probability of following an edge (HippoRAG uses 0.5).
         Raises ``ValueError`` when no reset weight is positive.
@@ -511,7 +511,7 @@ def load_graph(index: Any, name: str = GRAPH_BLOB) -> PassageGraph | None:
 
 @dataclass
 class BuildReport:
-    """What :func:`build_graph` did."""
+    """What `build_graph` did."""
 
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)

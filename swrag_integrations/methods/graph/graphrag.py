@@ -1,25 +1,25 @@
 """GraphRAG over sliding windows: communities, local search and global search.
 
-:class:`GraphRAG` holds the community hierarchy of the passage-phrase graph
-(:func:`~.communities.detect_communities`, Leiden) and its reports
-(:func:`~.communities.extractive_report`, or :func:`~.communities.llm_report` with any
+`GraphRAG` holds the community hierarchy of the passage-phrase graph
+(`detect_communities`, Leiden) and its reports
+(`extractive_report`, or `llm_report` with any
 LangChain LLM).
 
-*Local search* (:meth:`GraphRAG.rank` / :meth:`GraphRAG.spans`): the question's seed
-phrases (:class:`~.common.QueryLinker`), their strongest neighbours in the phrase
+*Local search* (`GraphRAG.rank` / `GraphRAG.spans`): the question's seed
+phrases (`QueryLinker`), their strongest neighbours in the phrase
 graph (``neighbour_weight``) and the other members of their smallest community
 (``community_weight``) score the passages that mention them; that ranking is fused
 with the hybrid one (``graph_weight``) and the passages are widened to windows and
 merged by offset under the budget by the parent retriever's planner. With
-``community_share`` (:meth:`GraphRAG.local_context`) part of the budget goes to the
+``community_share`` (`GraphRAG.local_context`) part of the budget goes to the
 reports of the seeds' communities.
 
-*Global search* (:class:`GlobalSearch`): the reports of one level are packed into
+*Global search* (`GlobalSearch`): the reports of one level are packed into
 batches of at most ``map_tokens`` tokens; each batch is one LLM call that lists key
 points with a 0-100 importance (map); the points, best first, fill ``reduce_tokens``
 tokens of a last call that writes the answer (reduce). Every call's prompt and answer
 tokens (cl100k counts), the calls and the seconds are reported in
-:attr:`GlobalSearchResult.stats`. Points the map answers do not give in the asked
+`GlobalSearchResult.stats`. Points the map answers do not give in the asked
 format are still read from plain lines (score 50); a batch with no usable line counts
 as ``failed_maps``.
 """
@@ -373,7 +373,7 @@ class GlobalSearch:
     """Map-reduce over community reports (see the module docstring).
 
     Args:
-        reports: the :class:`~.communities.CommunityReport` s to search.
+        reports: the `CommunityReport` s to search.
         llm: any LangChain LLM or chat model.
         map_tokens: token budget of the reports in one map call.
         reduce_tokens: token budget of the points in the reduce call.

@@ -1,8 +1,8 @@
 """HippoRAG over sliding windows: query phrases -> personalized PageRank -> windows.
 
-For a question, :class:`HippoRAG`:
+For a question, `HippoRAG`:
 
-1. links it to graph phrases (:class:`~.common.QueryLinker`: verbatim phrases and the
+1. links it to graph phrases (`QueryLinker`: verbatim phrases and the
    question's entities by embedding; each weighted by its specificity, 1 / passages);
 2. optionally seeds passage nodes with the index's hybrid ranking too (HippoRAG 2
    scales normalised dense passage scores by 0.05: ``passage_seed_weight``);
@@ -12,7 +12,7 @@ For a question, :class:`HippoRAG`:
    graph alone, 0 = the hybrid retriever alone);
 5. turns each passage into its focus chunk (the hybrid search's hit in it, else the
    chunk holding the most probability of the phrases) and hands these hits to the windowed parent
-   retriever's planner (:func:`~swrag_integrations.engine.parents.spans_for`): widened
+   retriever's planner (`spans_for`): widened
    to their windows, merged by offset, cut to the token budget.
 
 When no phrase is linked and the hybrid search finds nothing, nothing is returned.

@@ -1,6 +1,6 @@
-"""LangChain retrievers over graph retrieval: thin adapters over :class:`~.hipporag.HippoRAG`
-and :class:`~.graphrag.GraphRAG` local search (and GraphRAG's global search as a ``Runnable``:
-:func:`global_search_runnable`).
+"""LangChain retrievers over graph retrieval: thin adapters over `HippoRAG`
+and `GraphRAG` local search (and GraphRAG's global search as a ``Runnable``:
+`global_search_runnable`).
 
 Both return the windows the graph ranks, merged by offset under ``budget_tokens``, as
 documents whose ``page_content == source_text[start_index:end_index]`` (metadata as
@@ -31,8 +31,8 @@ __all__ = ["HippoRAGRetriever", "GraphRAGLocalRetriever", "global_search_runnabl
 
 
 def global_search_runnable(search: Any) -> RunnableLambda:
-    """A :class:`~.graphrag.GlobalSearch` as a LangChain ``Runnable``: question ->
-    :class:`~.graphrag.GlobalSearchResult` (named ``GraphRAGGlobalSearch``)."""
+    """A `GlobalSearch` as a LangChain ``Runnable``: question ->
+    `GlobalSearchResult` (named ``GraphRAGGlobalSearch``)."""
     if not callable(getattr(search, "invoke", None)):
         raise TypeError(f"search must be a GlobalSearch (GraphRAG.global_search(llm)), got {type(search).__name__}")
     return RunnableLambda(lambda question: search.invoke(question), name="GraphRAGGlobalSearch")

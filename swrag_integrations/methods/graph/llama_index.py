@@ -1,10 +1,10 @@
 """LlamaIndex-native graph retrievers: ``NodeWithScore`` straight from the core's spans.
 
-:class:`HippoRAGLlamaIndexRetriever` and :class:`GraphRAGLocalLlamaIndexRetriever` are
-LlamaIndex ``BaseRetriever`` s over :class:`~.hipporag.HippoRAG` /
-:class:`~.graphrag.GraphRAG` local search; each returned node is one merged window
+`HippoRAGLlamaIndexRetriever` and `GraphRAGLocalLlamaIndexRetriever` are
+LlamaIndex ``BaseRetriever`` s over `HippoRAG` /
+`GraphRAG` local search; each returned node is one merged window
 (``start_char_idx``/``end_char_idx`` exact, ``metadata["source_id"]``) made by
-:func:`swrag_integrations.llama_index.convert.span_to_node`; no LangChain object on the way.
+`swrag_integrations.llama_index.convert.span_to_node`; no LangChain object on the way.
 """
 
 from __future__ import annotations

@@ -2,18 +2,18 @@
 
 Framework-free core:
 
-* :func:`~.sentences.split_sentences` - answer sentences (Chinese and English) with exact offsets;
-* :class:`~.align.GroundingChecker` / :func:`~.align.ground_answer` - align each sentence to
+* `split_sentences` - answer sentences (Chinese and English) with exact offsets;
+* `GroundingChecker` / `ground_answer` - align each sentence to
   the retrieved spans (lexical, CJK-aware, optionally embeddings), supports as exact source
-  sub-spans, unsupported numbers/dates/names (:mod:`.claims`), optional LLM judge
-  (:class:`~.judge.LLMJudge`);
-* :class:`~.result.GroundedAnswer` - the result: per sentence supports, score, claims;
+  sub-spans, unsupported numbers/dates/names (`claims`), optional LLM judge
+  (`LLMJudge`);
+* `GroundedAnswer` - the result: per sentence supports, score, claims;
   de-duplicated numbered citations; ``to_dict``/``to_json``/``render``;
-* :func:`~.align.groundedness` - the per-answer figures ``swrag eval`` records.
+* `groundedness` - the per-answer figures ``swrag eval`` records.
 
-Framework faces (imported on first use): :func:`ground_chain_output`,
-:func:`grounding_runnable`, :func:`format_grounded_answer` (LangChain, ``.langchain``) and
-:func:`ground_response`, :class:`GroundedQueryEngine` (LlamaIndex, ``.llama_index``).
+Framework faces (imported on first use): `ground_chain_output`,
+`grounding_runnable`, `format_grounded_answer` (LangChain, ``.langchain``) and
+`ground_response`, `GroundedQueryEngine` (LlamaIndex, ``.llama_index``).
 """
 
 from __future__ import annotations

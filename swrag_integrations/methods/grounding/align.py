@@ -1,13 +1,13 @@
 """Align answer sentences to the retrieved context: the grounding checker.
 
-:class:`GroundingChecker` (and the shortcut :func:`ground_answer`) takes an answer and
-the retrieved passages and returns a :class:`~.result.GroundedAnswer`:
+`GroundingChecker` (and the shortcut `ground_answer`) takes an answer and
+the retrieved passages and returns a `GroundedAnswer`:
 
-1. The answer is split into sentences (:func:`~.sentences.split_sentences`), each
+1. The answer is split into sentences (`split_sentences`), each
    passage into units (sentences, long ones cut at clause punctuation:
-   :func:`~.sentences.split_units`) whose offsets are exact sub-spans of the passage,
+   `split_units`) whose offsets are exact sub-spans of the passage,
    hence of its source (``passage start + unit offset``).
-2. A sentence's *items* are its content tokens (:func:`~swrag_integrations.keyword.bm25.tokenize`:
+2. A sentence's *items* are its content tokens (`tokenize`:
    lower case, stopwords dropped, jieba for Chinese; English inflections ``-s/-es/-ed/-ing/-ly``
    folded) plus, for Chinese, its Han character bigrams (jieba may cut the answer and
    the context differently). A unit covers an item when it has the same token / bigram.
@@ -17,16 +17,16 @@ the retrieved passages and returns a :class:`~.result.GroundedAnswer`:
    sentence that occurs verbatim in a passage is supported by exactly that occurrence
    (score 1). With ``embeddings`` (any LangChain ``Embeddings``, e.g. the bundled
    MiniLM) the score is ``(1 - w) * lexical + w * cosine`` of the best unit.
-4. Claims (:mod:`.claims`): numbers, dates and names of the sentence that occur nowhere
+4. Claims (`claims`): numbers, dates and names of the sentence that occur nowhere
    in the context (nor in the ``question``, when given) are unsupported claims.
 5. A sentence is supported when its score reaches ``threshold`` and it has no
    unsupported claim; ``supported`` is ``None`` for a sentence without content words
-   or claims ("Yes."). An optional :class:`~.judge.LLMJudge` then decides for each
+   or claims ("Yes."). An optional `LLMJudge` then decides for each
    checked sentence; when its output cannot be parsed (or it raises), the lexical
    verdict stays and the failure is counted.
 
 Passages may be LangChain ``Document`` s (``source_id``/``source``, ``start_index``,
-``end_index`` metadata), :class:`~swrag_integrations.engine.assemble.ContextSpan` s,
+``end_index`` metadata), `ContextSpan` s,
 dicts such as the chain's ``sources`` entries (``source``, ``source_id``, ``start_index``,
 ``end_index``, ``text``), ``(source_id, start, end, text)`` tuples or plain strings. A
 passage without usable offsets is still used, its supports carry ``start_index=None``
@@ -164,7 +164,7 @@ def _passage(item: Any, position: int, warnings: list[str]) -> Passage | None:
 
 
 def to_passages(sources: Any) -> tuple[list[Passage], list[str]]:
-    """Normalise retrieved sources to :class:`Passage` s (duplicates dropped) and warnings.
+    """Normalise retrieved sources to `Passage` s (duplicates dropped) and warnings.
 
     Raises:
         TypeError: ``sources`` is not an iterable of supported items.

@@ -1,6 +1,6 @@
 """Checkable claims in an answer: numbers, dates and names, and whether a context has them.
 
-:func:`extract_claims` finds, with exact offsets into the text it is given:
+`extract_claims` finds, with exact offsets into the text it is given:
 
 * **numbers**: Arabic digits (``1,200``, ``3.5``, ``60%``, full-width digits), English
   number words (``sixty``, ``forty-two``, ``three hundred``; values of at least 2),
@@ -15,8 +15,8 @@
   Chinese person/place/organisation names tagged ``nr``/``ns``/``nt`` by jieba's POS
   tagger.
 
-:class:`ContextFacts` indexes a context once (its numbers as values, its text
-case-folded, its words) and :meth:`ContextFacts.supports` says whether a claim occurs
+`ContextFacts` indexes a context once (its numbers as values, its text
+case-folded, its words) and `ContextFacts.supports` says whether a claim occurs
 in it: a number when the same value occurs in any notation (``40`` = ``forty`` =
 ``四十``), a date when the date text occurs or all its numbers (and its month) do, a
 name when it occurs as text (case-insensitive) or, for an English multi-word name, when
@@ -323,7 +323,7 @@ def extract_claims(text: str) -> list[Claim]:
 
 
 class ContextFacts:
-    """A context indexed once for :meth:`supports`.
+    """A context indexed once for `supports`.
 
     Args:
         texts: the context passages (and, if wanted, the question: what the question

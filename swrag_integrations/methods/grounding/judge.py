@@ -1,12 +1,12 @@
 """An optional LLM judge for the grounding checker: is this sentence supported by this context?
 
-:class:`LLMJudge` wraps any LangChain chat model or LLM (anything with ``invoke``
+`LLMJudge` wraps any LangChain chat model or LLM (anything with ``invoke``
 returning a string or a message) and asks one yes/no question per sentence.
-:func:`parse_verdict` reads the reply robustly: the first verdict word wins (``yes``/
+`parse_verdict` reads the reply robustly: the first verdict word wins (``yes``/
 ``no``, ``true``/``false``, ``supported``/``not supported``/``unsupported``, ``是``/
 ``否``/``不是``, ``支持``/``不支持``), ``<think>...</think>`` blocks are skipped, and
 anything else gives ``None``. The judge never raises: a failing call or an unreadable
-reply is ``None``, which :class:`~.align.GroundingChecker` counts as a judge failure and
+reply is ``None``, which `GroundingChecker` counts as a judge failure and
 answers with its lexical verdict instead.
 """
 

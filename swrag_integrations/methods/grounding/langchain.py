@@ -1,16 +1,16 @@
 """The LangChain face of grounding: a Runnable the RAG chain can append, and CLI formatting.
 
-* :func:`ground_chain_output` takes a chain output dict (``{"question", "answer",
-  "sources" | "documents" | "docs", ...}``, as :func:`swrag_integrations.methods.langchain_chain.build_rag_chain`
-  returns) and returns a copy with ``"grounding"``: :meth:`GroundedAnswer.to_dict`
+* `ground_chain_output` takes a chain output dict (``{"question", "answer",
+  "sources" | "documents" | "docs", ...}``, as `swrag_integrations.methods.langchain_chain.build_rag_chain`
+  returns) and returns a copy with ``"grounding"``: `GroundedAnswer.to_dict`
   (``None`` when ``answer`` is ``None``, i.e. nothing was generated).
-* :func:`grounding_runnable` is the same as a LangChain ``Runnable``:
+* `grounding_runnable` is the same as a LangChain ``Runnable``:
   ``build_rag_chain(retriever, llm) | grounding_runnable()``.
-* :func:`format_grounded_answer` renders such a dict for the terminal: the answer with
+* `format_grounded_answer` renders such a dict for the terminal: the answer with
   ``[n]`` markers, unsupported sentences/claims marked, one entry per distinct cited
   span, and the distinct retrieved spans.
 
-All three run the one checker (:class:`~.align.GroundingChecker`).
+All three run the one checker (`GroundingChecker`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """The LlamaIndex face of grounding: a response hook and a query-engine wrapper.
 
-* :func:`ground_response` grounds a LlamaIndex ``Response`` in its ``source_nodes``
+* `ground_response` grounds a LlamaIndex ``Response`` in its ``source_nodes``
   (offsets from ``start_char_idx``/``end_char_idx``, the source from the ``source_id``
-  metadata, else ``ref_doc_id``: :func:`swrag_integrations.llama_index.convert.node_to_document`),
-  stores :meth:`GroundedAnswer.to_dict` in ``response.metadata["grounding"]`` and
-  returns the :class:`~.result.GroundedAnswer`.
-* :class:`GroundedQueryEngine` wraps any query engine (e.g.
-  :func:`swrag_integrations.methods.llama_index_chain.build_query_engine`) so that every ``query``/``aquery``
+  metadata, else ``ref_doc_id``: `swrag_integrations.llama_index.convert.node_to_document`),
+  stores `GroundedAnswer.to_dict` in ``response.metadata["grounding"]`` and
+  returns the `GroundedAnswer`.
+* `GroundedQueryEngine` wraps any query engine (e.g.
+  `swrag_integrations.methods.llama_index_chain.build_query_engine`) so that every ``query``/``aquery``
   response carries ``metadata["grounding"]``.
 
-Both run the one checker (:class:`~.align.GroundingChecker`).
+Both run the one checker (`GroundingChecker`).
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
 """The structured result of grounding an answer, its JSON form and its text rendering.
 
-* :class:`Support`: an exact sub-span of a retrieved source span that supports (part of)
+* `Support`: an exact sub-span of a retrieved source span that supports (part of)
   an answer sentence: ``source``, ``source_id``, ``start_index``, ``end_index`` (source
   offsets; ``None`` when the retrieved passage came without offsets), ``score``,
   ``text``.
-* :class:`SentenceGrounding`: one answer sentence with its offsets in the answer,
+* `SentenceGrounding`: one answer sentence with its offsets in the answer,
   ``supported`` (``None``: nothing to check, e.g. "Yes."), ``score``, ``supports``,
-  ``unsupported_claims``, ``citations`` (numbers into :attr:`GroundedAnswer.citations`)
+  ``unsupported_claims``, ``citations`` (numbers into `GroundedAnswer.citations`)
   and ``reasons`` (why it is not supported).
-* :class:`GroundedAnswer`: all sentences, the de-duplicated :class:`Citation` list (one
+* `GroundedAnswer`: all sentences, the de-duplicated `Citation` list (one
   entry per distinct span, numbered 1, 2, ... in order of first use), the share of
   supported sentences, warnings (e.g. passages without offsets), the optional LLM
-  judge's counts, :meth:`~GroundedAnswer.to_dict`/:meth:`~GroundedAnswer.to_json` and
-  :meth:`~GroundedAnswer.render` (inline ``[1]`` markers, visible marks for
+  judge's counts, `to_dict`/`to_json` and
+  `render` (inline ``[1]`` markers, visible marks for
   unsupported sentences and claims).
 """
 
@@ -171,7 +171,7 @@ class GroundedAnswer:
 
     def _repr_html_(self) -> str | None:
         """Jupyter: each sentence linked to its supporting spans, once
-        :mod:`swrag_integrations.view` is imported (it registers the view), else ``None``."""
+        `swrag_integrations.view` is imported (it registers the view), else ``None``."""
         from swrag_integrations.core.display import html_of
 
         return html_of("answer", self)

@@ -1,6 +1,6 @@
 """Sentence splitting for answers and contexts, Chinese and English, with exact offsets.
 
-:func:`split_sentences` returns :class:`Sentence` pieces whose ``text`` is always
+`split_sentences` returns `Sentence` pieces whose ``text`` is always
 ``text[start:end]`` (no normalisation, no ``str.find``). Rules, in order:
 
 * a line break always ends a sentence (LLM answers are often lists); a list marker at
@@ -16,7 +16,7 @@
 Written by hand rather than taken from a library: NLTK's Punkt needs model data that
 is not available offline here, and neither it nor the splitters shipped with the
 frameworks (LangChain's ``NLTKTextSplitter``, LlamaIndex's ``SentenceSplitter``) return
-exact offsets for Chinese. :func:`split_units` cuts long sentences further at clause
+exact offsets for Chinese. `split_units` cuts long sentences further at clause
 punctuation, for aligning against context passages.
 """
 

@@ -9,15 +9,15 @@ with exact offsets, leaf results are merged by offset like the windowed parent
 retriever, and every summary knows which leaves (and offsets) it summarises.
 
 =================  ===================================================================
-``clustering``     :func:`cluster_embeddings` (UMAP or PCA, GaussianMixture, BIC)
-``tree``           :class:`Leaf`, :class:`RaptorNode`, :class:`RaptorTree` (JSON + .npy)
+``clustering``     `cluster_embeddings` (UMAP or PCA, GaussianMixture, BIC)
+``tree``           `Leaf`, `RaptorNode`, `RaptorTree` (JSON + .npy)
 ``leaves``         leaves from a text or from a ``SlidingWindowIndex``
-``summarise``      :class:`ExtractiveSummarizer` (no LLM), :class:`LLMSummarizer`, cache
-``build``          :class:`TreeBuilder`, :class:`TreeConfig`, :class:`BuildReport`
-``store``          :class:`RaptorIndex`: trees beside an index, incremental per document
-``search``         collapsed tree / traversal, budgeted assembly, :class:`RaptorSearcher` (framework-free core)
-``retrievers``     :class:`RaptorRetriever` (LangChain face)
-``llama_index``    :class:`RaptorLlamaIndexRetriever` (LlamaIndex)
+``summarise``      `ExtractiveSummarizer` (no LLM), `LLMSummarizer`, cache
+``build``          `TreeBuilder`, `TreeConfig`, `BuildReport`
+``store``          `RaptorIndex`: trees beside an index, incremental per document
+``search``         collapsed tree / traversal, budgeted assembly, `RaptorSearcher` (framework-free core)
+``retrievers``     `RaptorRetriever` (LangChain face)
+``llama_index``    `RaptorLlamaIndexRetriever` (LlamaIndex)
 ``evaluation``     ``swrag eval --strategies raptor,raptor-llm,raptor-traverse``
 ``cli``            ``swrag raptor build|show|ask``
 =================  ===================================================================

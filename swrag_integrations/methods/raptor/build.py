@@ -1,7 +1,7 @@
 """Build a RAPTOR tree: embed leaves, cluster, summarise, re-embed, repeat.
 
-:class:`TreeBuilder` follows the RAPTOR recipe (arXiv:2401.18059): the nodes of a
-layer are soft-clustered (:func:`~.clustering.cluster_embeddings`), a cluster whose
+`TreeBuilder` follows the RAPTOR recipe (arXiv:2401.18059): the nodes of a
+layer are soft-clustered (`cluster_embeddings`), a cluster whose
 members hold more than ``max_cluster_tokens`` tokens (RAPTOR: 3500) is clustered
 again (and, if clustering cannot split it, cut in two in node order), every cluster of
 two or more nodes is summarised into a node of the next layer, the summaries are
@@ -10,8 +10,8 @@ embedded, and this repeats until a layer has at most ``min_nodes`` nodes (RAPTOR
 is found, the layer does not shrink, or ``max_layers`` is reached.
 
 Bad input never crashes a build: no leaves gives an empty tree, too few leaves a tree
-of leaves only, both with a note in :class:`BuildReport` saying why; a failing LLM
-falls back per cluster (see :mod:`.summarise`).
+of leaves only, both with a note in `BuildReport` saying why; a failing LLM
+falls back per cluster (see `summarise`).
 """
 
 from __future__ import annotations
@@ -139,15 +139,15 @@ def _sparse_sources(leaves: Sequence[Leaf]) -> dict[str, str]:
 
 
 class TreeBuilder:
-    """Builds :class:`~.tree.RaptorTree` s.
+    """Builds `RaptorTree` s.
 
     Args:
         embeddings: LangChain ``Embeddings`` for leaves, summaries and (extractive)
             sentences; the retrievers must embed queries with the same model.
-        summarizer: :class:`~.summarise.ExtractiveSummarizer` (default) or
-            :class:`~.summarise.LLMSummarizer` (or anything with
+        summarizer: `ExtractiveSummarizer` (default) or
+            `LLMSummarizer` (or anything with
             ``summarize(cluster, ctx) -> Summary``).
-        config: :class:`TreeConfig`.
+        config: `TreeConfig`.
         show_progress: tqdm bars for embedding and summarising.
         encoding_name: tiktoken encoding for token counts.
     """
@@ -211,7 +211,7 @@ class TreeBuilder:
             leaves: the leaves (duplicates and blank ones are dropped).
             sources: the source texts (mapping or ``source_id -> text``) for extractive
                 summaries; default: rebuilt from the leaves (exact wherever a leaf is).
-            report: a :class:`BuildReport` to add to (default: a new one, in the
+            report: a `BuildReport` to add to (default: a new one, in the
                 tree's ``meta["report"]``).
             label: shown in progress bars and notes (e.g. the source id).
         """

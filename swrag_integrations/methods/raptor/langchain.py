@@ -1,10 +1,10 @@
 """RAPTOR's LangChain face over the framework-free core.
 
-:class:`~.search.RaptorSearcher` (in :mod:`.search`) embeds the query, ranks the tree's nodes (collapsed tree or
-traversal, :mod:`.search`) and fills the token budget. :class:`RaptorRetriever`
-(LangChain ``BaseRetriever``) and :class:`~.llama_index.RaptorLlamaIndexRetriever`
-(LlamaIndex ``BaseRetriever``, in :mod:`.llama_index`) only convert its
-:class:`~.search.RaptorContext`:
+`RaptorSearcher` (in `search`) embeds the query, ranks the tree's nodes (collapsed tree or
+traversal, `search`) and fills the token budget. `RaptorRetriever`
+(LangChain ``BaseRetriever``) and `RaptorLlamaIndexRetriever`
+(LlamaIndex ``BaseRetriever``, in `llama_index`) only convert its
+`RaptorContext`:
 
 * exact pieces (leaves and extractive summary sentences, merged by offset) become
   documents / nodes with ``source_id``, ``start_index``, ``end_index``
@@ -35,7 +35,7 @@ __all__ = ["RaptorSearcher", "RaptorRetriever", "context_documents"]
 
 
 def context_documents(context: RaptorContext) -> list[Document]:
-    """A :class:`~.search.RaptorContext` as LangChain documents (see the module docstring)."""
+    """A `RaptorContext` as LangChain documents (see the module docstring)."""
     docs = []
     for item in context.items:
         if isinstance(item, SummaryPiece):

@@ -1,12 +1,12 @@
 """Leaves of a RAPTOR tree: the package's chunks or windows, with exact offsets.
 
-* :func:`leaves_from_text` cuts a text the way the index does: ``"chunks"`` are the
-  :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`'s small chunks (FFS pieces
+* `leaves_from_text` cuts a text the way the index does: ``"chunks"`` are the
+  `SlidingWindowIndex`'s small chunks (FFS pieces
   of ``size`` units with step == size, tiling the text: the same call as
-  :func:`~swrag_integrations.engine.records.plan_source`), ``"FFS"``/``"DFS"``/``"DDS"``
-  are sliding windows from :func:`~swrag_integrations.core.windows.iter_windows`
+  `plan_source`), ``"FFS"``/``"DFS"``/``"DDS"``
+  are sliding windows from `iter_windows`
   (overlapping leaves are fine: contexts are merged by offset).
-* :func:`leaves_from_index` reads them from an existing index: its small chunks,
+* `leaves_from_index` reads them from an existing index: its small chunks,
   its medium chunks, or its windows.
 """
 
@@ -55,7 +55,7 @@ def leaves_from_text(source_id: str, text: str, *, strategy: str = "chunks", siz
 
 
 def leaves_from_index(index: Any, source_ids: Sequence[str] | None = None, *, level: str = "small") -> list[Leaf]:
-    """Leaves from a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex` (complete sources).
+    """Leaves from a `SlidingWindowIndex` (complete sources).
 
     Args:
         index: the index.

@@ -1,9 +1,9 @@
 """RAPTOR as a LlamaIndex-native retriever (``NodeWithScore`` straight from the core).
 
-The same :class:`~.retrievers.RaptorSearcher` as the LangChain retriever; no LangChain
+The same `RaptorSearcher` as the LangChain retriever; no LangChain
 types on the way. Exact pieces (leaves, extractive sentences, merged by offset) become
 nodes with ``start_char_idx``/``end_char_idx`` and ``source_id``/``start_index``/
-``end_index`` metadata (:func:`~swrag_integrations.llama_index.convert.span_to_node`); LLM summaries
+``end_index`` metadata (`span_to_node`); LLM summaries
 become ``TextNode`` s without offsets whose metadata ``raptor_leaves`` lists
 ``source_id:start-end`` of the leaves they summarise.
 """

@@ -1,23 +1,23 @@
 """Retrieval over a RAPTOR tree, framework-free: collapsed tree and tree traversal.
 
-* :func:`collapsed_hits` ranks **all** nodes of all layers by cosine similarity to the
+* `collapsed_hits` ranks **all** nodes of all layers by cosine similarity to the
   query (RAPTOR's *collapsed tree*; with a 2000-token budget it was the better of the
   two modes in the paper);
-* :func:`hybrid_hits` ranks them as the package's index does: the reciprocal-rank fusion
-  (:func:`~swrag_integrations.engine.fusion.rrf`) of that cosine ranking and BM25 over
+* `hybrid_hits` ranks them as the package's index does: the reciprocal-rank fusion
+  (`rrf`) of that cosine ranking and BM25 over
   the nodes' texts with the package's tokenizer (jieba for Chinese,
-  :class:`~swrag_integrations.keyword.bm25.BM25Index`). The bundled MiniLM is an English
+  `BM25Index`). The bundled MiniLM is an English
   model: ranked by cosine alone, RAPTOR fell 24 and 43 points below the default retriever
   on the Chinese dev sets' test halves (docs/eval/raptor.md), so ``"hybrid"`` is the
   searcher's default ranking;
-* :func:`traversal_hits` walks the tree top-down: the ``top_k`` most similar nodes of
+* `traversal_hits` walks the tree top-down: the ``top_k`` most similar nodes of
   the top layer, then the ``top_k`` most similar of their children, and so on down to
   the leaves; nodes without a parent join the candidates of their own layer (a forest
   of per-document trees has many tops).
 
-:func:`assemble_hits` fills a token budget (default 2000 cl100k tokens) with the ranked
+`assemble_hits` fills a token budget (default 2000 cl100k tokens) with the ranked
 nodes. Nodes made of exact source spans -- leaves and extractive summaries -- go through
-the package's one offset merger, :func:`~swrag_integrations.engine.assemble.assemble_context`
+the package's one offset merger, `assemble_context`
 (overlapping or touching pieces of a source are merged, no text is paid twice, the last
 piece is cut at a token boundary). LLM summaries are free text: each is kept whole or
 left out, and carries the exact leaf spans it summarises (``leaves``) for citation.
@@ -96,7 +96,7 @@ def hybrid_hits(tree: RaptorTree, query: str, query_vector: Any, *, keyword: BM2
         tree: the tree to rank.
         query: the question (for BM25).
         query_vector: its embedding (for the cosine ranking).
-        keyword: a :func:`node_keyword_index` of ``tree`` (built here when not given).
+        keyword: a `node_keyword_index` of ``tree`` (built here when not given).
         weights: RRF weights of (BM25, dense), as the index's ``weights``.
         layers: only nodes of these layers.
 
@@ -160,10 +160,10 @@ class SummaryPiece:
 class RaptorContext:
     """A budgeted context: merged exact spans and whole LLM summaries, in rank order.
 
-    ``items`` interleaves :class:`~swrag_integrations.engine.assemble.ContextSpan` s
+    ``items`` interleaves `ContextSpan` s
     (leaves and extractive sentences, merged by offset; metadata ``raptor_nodes``,
     ``raptor_layers``, ``raptor_kinds`` of the nodes inside them) and
-    :class:`SummaryPiece` s, best first. ``text`` joins them with ``separator``;
+    `SummaryPiece` s, best first. ``text`` joins them with ``separator``;
     ``text_tokens <= budget_tokens``.
     """
 
@@ -193,7 +193,7 @@ class RaptorContext:
         return [(s.source_id, s.start, s.end) for s in self.spans]
 
     def as_assembled(self) -> AssembledContext:
-        """As the package's :class:`~swrag_integrations.engine.assemble.AssembledContext`
+        """As the package's `AssembledContext`
         (for the evaluation): an LLM summary becomes a span of the pseudo-source
         ``raptor-summary:<node_id>`` (offsets 0..len(text)); real spans keep theirs."""
         spans = []
@@ -232,7 +232,7 @@ def assemble_hits(tree: RaptorTree, hits: Sequence[NodeHit], budget_tokens: int 
 
     Args:
         tree: the tree the hits index into.
-        hits: ranked nodes (:func:`collapsed_hits` / :func:`traversal_hits`).
+        hits: ranked nodes (`collapsed_hits` / `traversal_hits`).
         budget_tokens: tokens of the whole joined context (``None``: no limit, then
             ``k`` or all hits are used).
         k: use at most this many nodes.
@@ -318,7 +318,7 @@ def assemble_hits(tree: RaptorTree, hits: Sequence[NodeHit], budget_tokens: int 
 
 
 class RaptorSearcher:
-    """The retrieval core over a :class:`~.store.RaptorIndex` or a :class:`~.tree.RaptorTree`
+    """The retrieval core over a `RaptorIndex` or a `RaptorTree`
     (the index is recognised by its ``tree``, ``embeddings`` and ``encoding_name``, so
     this module does not import the store that builds on it).
 
@@ -328,7 +328,7 @@ class RaptorSearcher:
             bare tree). Must be the model that embedded the tree.
         encoding_name: tiktoken encoding of the budget.
         ranking: how the collapsed tree ranks nodes: ``"hybrid"`` (default; BM25 fused with
-            cosine, :func:`hybrid_hits`) or ``"dense"`` (cosine alone, RAPTOR's own).
+            cosine, `hybrid_hits`) or ``"dense"`` (cosine alone, RAPTOR's own).
             Traversal always ranks by cosine.
         weights: RRF weights of (BM25, dense) for ``"hybrid"``.
 

@@ -1,12 +1,12 @@
 """RAPTOR trees kept beside an index, rebuilt only where their sources changed.
 
-:class:`RaptorIndex` builds trees over a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`'s
+`RaptorIndex` builds trees over a `SlidingWindowIndex`'s
 chunks (or over plain texts) and keeps them
 
 * in the index's **source store** as blobs (``put_blob``/``get_blob``: one
-  :meth:`~.tree.RaptorTree.to_bytes` blob per tree -- JSON + ``.npy``, no pickle -- and
+  `to_bytes` blob per tree -- JSON + ``.npy``, no pickle -- and
   a JSON manifest), so they live and travel with the index; or
-* in a folder (:meth:`RaptorIndex.save` / :meth:`RaptorIndex.load`: ``manifest.json``
+* in a folder (`RaptorIndex.save` / `RaptorIndex.load`: ``manifest.json``
   and one ``tree.json`` + ``embeddings.npy`` folder per tree); or only in memory.
 
 Two scopes:

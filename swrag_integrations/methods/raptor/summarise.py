@@ -1,22 +1,22 @@
 """Summaries of clusters: any LangChain LLM, or extractive (central sentences, exact spans).
 
-Both summarisers take a :class:`Cluster` (the nodes to summarise, their embeddings,
-the exact leaf spans under them) and a :class:`SummaryContext` (embedding with a
-cache, the source texts) and return a :class:`Summary`.
+Both summarisers take a `Cluster` (the nodes to summarise, their embeddings,
+the exact leaf spans under them) and a `SummaryContext` (embedding with a
+cache, the source texts) and return a `Summary`.
 
-* :class:`ExtractiveSummarizer` needs no LLM: the sentences of the sources that lie in
+* `ExtractiveSummarizer` needs no LLM: the sentences of the sources that lie in
   the cluster's leaves are embedded, and those closest to the cluster's centroid (the
   mean of its members' unit embeddings; for unit vectors this is the mean cosine
   similarity to the members, i.e. degree centrality) are kept until ``max_tokens``,
   near-duplicates skipped, in document order. Each kept sentence is an exact span of
   its source, so an extractive summary cites itself.
-* :class:`LLMSummarizer` prompts any LangChain LLM or chat model (default: the local
-  model from :func:`swrag_integrations.llm.load_llama3`) with the members' texts. The
+* `LLMSummarizer` prompts any LangChain LLM or chat model (default: the local
+  model from `swrag_integrations.llm.load_llama3`) with the members' texts. The
   prompt is configurable (``{context}``). Answers are cached by their inputs (model,
   prompt, length limit and the exact input text) in sqlite, in an index's source store
   (``put_blob``) or in memory. An LLM that raises or answers nothing usable never stops
   a build: that cluster gets the extractive summary instead (``kind="fallback"``), and
-  the failure is counted (:class:`SummaryStats`); failures are not cached, so a later
+  the failure is counted (`SummaryStats`); failures are not cached, so a later
   build retries them.
 """
 
@@ -164,7 +164,7 @@ class SummaryContext:
         embed: ``texts -> (n, d) array`` (e.g. an ``Embeddings.embed_documents``).
         source_text: ``source_id -> text`` (the whole source), or ``source_id -> (base,
             text)`` (a piece starting at source offset ``base``, as
-            :func:`~swrag_integrations.engine.trace.source_piece` gives it).
+            `source_piece` gives it).
         max_sentence_tokens: longest sentence piece (longer ones are cut).
         encoding_name: tiktoken encoding for counting.
     """
@@ -185,7 +185,7 @@ class SummaryContext:
         return (int(got[0]), got[1]) if isinstance(got, tuple) else (0, got)
 
     def source_text(self, source_id: str) -> str:
-        """The text held of a source (starting at its base: slice it with :meth:`span`)."""
+        """The text held of a source (starting at its base: slice it with `span`)."""
         return self.source_piece(source_id)[1]
 
     def span(self, source_id: str, start: int, end: int) -> str:
@@ -330,7 +330,7 @@ class SummaryCache:
 
     Args:
         backend: ``None`` (in memory), a path (a sqlite file, via the package's
-            sqlite key-value table of :class:`~swrag_integrations.methods.context.headers.HeaderCache`)
+            sqlite key-value table of `HeaderCache`)
             or anything with ``get_blob``/``put_blob`` (an index's source store).
     """
 

@@ -1,16 +1,16 @@
 """The RAPTOR tree: leaves with exact offsets, summary nodes that know what they summarise.
 
-A :class:`RaptorTree` is a flat list of :class:`RaptorNode` s plus one embedding row
+A `RaptorTree` is a flat list of `RaptorNode` s plus one embedding row
 per node. Layer 0 holds the *leaves*: pieces of the sources with exact offsets
-(``text == source_text[start:end]``), e.g. a :class:`~swrag_integrations.langchain.index.SlidingWindowIndex`'s
+(``text == source_text[start:end]``), e.g. a `SlidingWindowIndex`'s
 small chunks or FFS/DFS/DDS windows. Every higher layer holds *summaries* of clusters
 of the layer below: ``children`` are the summarised nodes, ``leaves`` the leaf nodes
 under them (transitively), so a summary can always be cited back into the sources;
 an extractive summary also keeps the exact spans of the sentences it consists of.
 
-Persistence without pickle: :meth:`RaptorTree.to_bytes` writes one self-describing
+Persistence without pickle: `RaptorTree.to_bytes` writes one self-describing
 blob (magic, JSON header with the nodes, then the embeddings as ``.npy`` bytes,
-``allow_pickle=False``), :meth:`RaptorTree.save` a folder with ``tree.json`` and
+``allow_pickle=False``), `RaptorTree.save` a folder with ``tree.json`` and
 ``embeddings.npy``. Both round-trip exactly (float32 embeddings).
 """
 
@@ -287,7 +287,7 @@ class RaptorTree:
 
 def interval_union(spans: Iterable[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
     """The union of ``(source_id, start, end)`` intervals, per source, sorted (for citing
-    what a summary covers; contexts are merged by :func:`~swrag_integrations.engine.assemble.assemble_context`)."""
+    what a summary covers; contexts are merged by `assemble_context`)."""
     merged: list[list[Any]] = []
     for sid, a, b in sorted(spans):
         if merged and merged[-1][0] == sid and a <= merged[-1][2]:
