@@ -17,8 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings
-from swrag_integrations.stores.storage import PlainDocument
+from swrag_integrations.stores.storage import EmbeddingSide, PlainDocument
 from swrag_integrations.core.paths import private_dir
 
 __all__ = ["open_client", "fresh_client", "vector_collection", "copy_collection", "ChromaStorage", "mmr_select",
@@ -187,7 +186,7 @@ def mmr_select(query: Any, candidates: Any, k: int, lambda_mult: float) -> list[
     return chosen
 
 
-class ChromaStorage:
+class ChromaStorage(EmbeddingSide):
     """A `VectorStorage` over a Chroma collection, through ``chromadb``.
 
     Args:
@@ -210,9 +209,7 @@ class ChromaStorage:
                  root: Path | None = None, lock_timeout: float = 600.0) -> None:
         self.client = client
         self.collection_name = collection_name
-        self.embedding = embedding
-        self.precomputed = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, index_text) if index_text
-                                                 else embedding)
+        self._use_embedding(embedding, index_text)
         self.root = root
         self.reopenable = root is not None
         self.lock_timeout = lock_timeout
@@ -379,28 +376,6 @@ class ChromaStorage:
         """
         where = flt.to_chroma()  # exact, or wider (see MetadataFilter.to_chroma): the engine checks every hit
         return None if where is None else {"where": where}
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed chunk texts as `add` would (with ``index_text`` applied).
-
-        Args:
-            texts: the chunk texts.
-
-        Returns:
-            One vector per text.
-        """
-        return self.precomputed.base.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """The query vector of ``text`` (the embedding's ``embed_query``).
-
-        Args:
-            text: the query.
-
-        Returns:
-            The vector as a list.
-        """
-        return list(self.embedding.embed_query(text))
 
     def reopen(self) -> None:
         """Read the embedded collection afresh after another process wrote to it.

@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from swrag_integrations.engine.filters import MAX_PUSHED_VALUES
-from swrag_integrations.stores.storage import PlainDocument
+from swrag_integrations.stores.storage import EmbeddingSide, PlainDocument
 from swrag_integrations.core.paths import private_dir
 
 __all__ = ["MilvusStorage", "MilvusLiteBusy", "open_milvus", "milvus_collection_name", "milvus_filter", "ANALYZER", "MAX_TEXT_BYTES",
@@ -347,7 +347,7 @@ def milvus_filter(flt: Any) -> str | None:
 # ---------------------------------------------------------------------------- the storage
 
 
-class MilvusStorage:
+class MilvusStorage(EmbeddingSide):
     """A `VectorStorage` over a Milvus collection, with BM25 in the store.
 
     Args:
@@ -369,14 +369,10 @@ class MilvusStorage:
 
     def __init__(self, client: Any, collection_name: str, embedding: Any, *, index_text: Any = None,
                  lite_path: Path | None = None, server: str | None = None) -> None:
-        from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings
-
         self.client = client
         self.collection_name = milvus_collection_name(collection_name)
-        self.embedding = embedding
         self.index_text = index_text or (lambda text: text)
-        self.precomputed = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, index_text) if index_text
-                                                 else embedding)
+        self._use_embedding(embedding, index_text)
         self.lite_path = Path(lite_path).absolute() if lite_path is not None else None
         self.server = server
         self._exists = False
@@ -592,28 +588,6 @@ class MilvusStorage:
         """
         expr = milvus_filter(flt)
         return None if expr is None else {"filter": expr}
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed chunk texts as `add` would (with ``index_text`` applied).
-
-        Args:
-            texts: the chunk texts.
-
-        Returns:
-            One vector per text.
-        """
-        return self.precomputed.base.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """The query vector of ``text`` (the embedding's ``embed_query``).
-
-        Args:
-            text: the query.
-
-        Returns:
-            The vector as a list.
-        """
-        return list(self.embedding.embed_query(text))
 
     # ------------------------------------------------------------------ upkeep
     def reopen(self) -> None:

@@ -68,7 +68,7 @@ import numpy as np
 from swrag_integrations.engine.filters import MAX_PUSHED_VALUES
 from swrag_integrations.engine.records import STATES, SourceRecord
 from swrag_integrations.stores.sources import LeaseLostError, LockTimeout, RecordHead
-from swrag_integrations.stores.storage import PlainDocument
+from swrag_integrations.stores.storage import EmbeddingSide, PlainDocument
 from swrag_integrations.stores.store_uri import check_postgres_uri, redacted_uri
 
 __all__ = ["PostgresStorage", "postgres_filter", "table_prefix", "keyword_terms", "POSTGRES_EXTRA", "PAUSE_ENV"]
@@ -198,7 +198,7 @@ class _Lease:
         self.creating = False  # holds the collection's advisory lock (no manifest yet)
 
 
-class PostgresStorage:
+class PostgresStorage(EmbeddingSide):
     """Sources, vectors and keywords of one index in PostgreSQL (see the module docstring).
 
     Args:
@@ -253,11 +253,7 @@ class PostgresStorage:
 
     def set_embedding(self, embedding: Any) -> None:
         """Embed with ``embedding`` (queries; chunks not given with vectors)."""
-        from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings
-
-        self.embedding = embedding
-        self.precomputed = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, self._index_text)
-                                                 if self._index_text else embedding)
+        self._use_embedding(embedding, self._index_text)
 
     @classmethod
     def open(cls, uri: Any, collection_name: str, embedding: Any, *, index_text: Any = None,
@@ -888,14 +884,6 @@ class PostgresStorage:
                 "ORDER BY s.score DESC, c.vector_id").format(chunks=self._t("chunks"), where=where),
                 [BM25_K1, BM25_B, BM25_B, avgdl, terms, idf, tsquery, *params, int(k)]).fetchall()
         return [(PlainDocument(r[0], dict(r[1]), r[2]), float(r[3])) for r in rows if float(r[3]) > 0]
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed chunk texts with the index's embedding."""
-        return self.precomputed.base.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed a query with the index's embedding."""
-        return list(self.embedding.embed_query(text))
 
     # ------------------------------------------------------------------ upkeep
     def reopen(self) -> None:

@@ -63,6 +63,45 @@ class PlainDocument:
     id: str | None = None
 
 
+class EmbeddingSide:
+    """The embedding side every storage adapter shares: the query embedding and the
+    `PrecomputedEmbeddings` the adapter embeds chunk texts through (with ``index_text``
+    applied), so vectors computed elsewhere pass through unchanged."""
+
+    embedding: Any
+    precomputed: Any
+
+    def _use_embedding(self, embedding: Any, index_text: Any = None) -> None:
+        """Embed queries with ``embedding`` and chunk texts with it after ``index_text``."""
+        from swrag_integrations.embeddings.wrappers import IndexTextEmbeddings, PrecomputedEmbeddings
+
+        self.embedding = embedding
+        self.precomputed = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, index_text) if index_text
+                                                 else embedding)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed chunk texts as `add` would (with ``index_text`` applied).
+
+        Args:
+            texts: the chunk texts.
+
+        Returns:
+            One vector per text.
+        """
+        return self.precomputed.base.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """The query vector of ``text`` (the embedding's ``embed_query``).
+
+        Args:
+            text: the query.
+
+        Returns:
+            The vector as a list.
+        """
+        return list(self.embedding.embed_query(text))
+
+
 @runtime_checkable
 class VectorStorage(Protocol):
     """What `IndexEngine` needs from a vector store.
