@@ -51,7 +51,7 @@ def vector_ids(index: Any) -> list[str]:
         return sorted(str(row["id"]) for row in vectors.rows())
     if vectors.kind == "PostgreSQL":
         return sorted(vectors.held_ids())
-    return sorted(index.vectors.store._collection.get(include=[])["ids"])
+    return sorted(index.vectors.collection.get(include=[])["ids"])
 
 
 # ---------------------------------------------------------------------------- PostgreSQL

@@ -36,7 +36,7 @@ DEFAULT_INDEX = "$SWRAG_HOME/index"
 EXTRA_OF_MODULE = {
     "langchain_core": "langchain", "langchain_text_splitters": "langchain",
     "llama_index": "llama-index",
-    "langchain_chroma": "retrieval",
+    "langchain_chroma": "eval",
     "chromadb": "engine", "bm25s": "engine", "tantivy": "engine", "jieba": "engine",
     "pypdf": "engine", "filelock": "engine", "charset_normalizer": "engine", "tqdm": "engine",
     "torch": "local", "transformers": "local", "tokenizers": "local", "accelerate": "local",

@@ -10,8 +10,8 @@ which the BM25 side index (`KeywordIndex`) is derived. Windows and
 
 All of that lives in the framework-free `IndexEngine` (``index.engine``);
 this module adds the LangChain contract (documents in and out, ``VectorStore`` search
-methods, retrievers) and opens the default Chroma store through ``langchain_chroma``
-(the same collection the engine's own `ChromaStorage` reads).
+methods, retrievers). The default Chroma store is the engine's own `ChromaStorage`
+(one adapter for the collection, whichever face or command opened it).
 
 Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py``):
 
@@ -43,7 +43,6 @@ import contextlib
 import functools
 import os
 import warnings
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from langchain_core.documents import Document
@@ -52,7 +51,7 @@ from langchain_core.vectorstores import VectorStore
 
 from swrag_integrations.engine.engine import FORMAT, IndexDamagedError, IndexEngine, IndexMismatchError, validate_collection_name
 from swrag_integrations.engine.ids import parse_member_id
-from swrag_integrations.langchain.vectorstore import IndexTextEmbeddings, PrecomputedEmbeddings, VectorBackend, default_chroma
+from swrag_integrations.langchain.vectorstore import VectorBackend, default_chroma
 
 __all__ = ["SlidingWindowIndex", "IndexMismatchError", "IndexDamagedError", "validate_collection_name", "FORMAT"]
 
@@ -230,7 +229,7 @@ class SlidingWindowIndex(VectorStore):
             self.engine: IndexEngine = IndexEngine.open(
                 persist_directory, embedding=embedding, storage=storage, source_store=source_store,
                 collection_name=name, host=host, port=port, ssl=ssl, headers=headers, client=client,
-                storage_factory=_ChromaFactory(name), batch_size=batch_size, show_progress=show_progress,
+                batch_size=batch_size, show_progress=show_progress,
                 index_text=index_text, lock_timeout=lock_timeout, keyword_search=keyword_search, **chunking)
         except IndexMismatchError as exc:
             if vectorstore is None or "already holds" not in str(exc):
@@ -484,38 +483,6 @@ class SlidingWindowIndex(VectorStore):
                 f"collection_name={engine.collection_name!r}, vectors={engine.vectors.kind}, config={engine.config})")
 
 
-class _ChromaFactory:
-    """The default vectors of a face (``IndexEngine.open(storage_factory=...)``): a
-    ``langchain_chroma.Chroma`` over the engine's collection, embedding through
-    `PrecomputedEmbeddings`, so vectors computed by worker processes or
-    Ray actors are written as they are. It keeps the chromadb client, which it renews
-    when another process wrote to an embedded Chroma."""
-
-    def __init__(self, collection_name: str) -> None:
-        self.collection_name = collection_name
-        self.client: Any = None
-
-    def __call__(self, client: Any, root: Path | None, embedding: Any, index_text: Any,
-                 lock_timeout: float) -> VectorBackend:
-        from swrag_integrations.stores.chroma import copy_collection, fresh_client
-
-        self.client = client
-        name = self.collection_name
-        store_embedding = PrecomputedEmbeddings(IndexTextEmbeddings(embedding, index_text) if index_text
-                                                else embedding)
-
-        def reopen() -> Any:  # see chroma.fresh_client: an embedded Chroma another process wrote to
-            self.client = fresh_client(self.client, root, lock_timeout)
-            return default_chroma(self.client, name, store_embedding)
-
-        def rebuild(fence: Any) -> Any:  # see chroma.copy_collection: no re-embedding
-            copy_collection(self.client, name, fence)
-            return default_chroma(self.client, name, store_embedding)
-
-        return VectorBackend(default_chroma(client, name, store_embedding), embedding,
-                             reopen=reopen if root is not None else None, rebuild=rebuild)
-
-
 def _engine_attribute(name: str) -> Callable[[SlidingWindowIndex], Any]:
     return lambda index: getattr(index.engine, name)
 
@@ -545,7 +512,8 @@ _ENGINE_NAMES = ("store", "vectors", "keyword", "manifest", "index_id", "config"
 
 DEPRECATED: dict[str, tuple[str, Callable[[SlidingWindowIndex], Any]]] = {
     **{name: (f"index.engine.{name}", _engine_attribute(name)) for name in _ENGINE_NAMES},
-    "vectorstore": ("index.engine.vectors.store", lambda index: index.engine.vectors.store),
+    "vectorstore": ("index.engine.vectors (the engine's vector storage; for a LangChain vector store you passed, "
+                    "index.engine.vectors.store)", lambda index: _legacy_vectorstore(index)),
     "get_chunks": ("swrag_integrations.langchain.search.chunk_documents(index.engine, ids)",
                    _from_search("chunk_documents")),
     "dense_search": ("DenseChunkRetriever.from_index(index, k=..., ...).invoke(query) or "
@@ -561,6 +529,24 @@ DEPRECATED: dict[str, tuple[str, Callable[[SlidingWindowIndex], Any]]] = {
 }
 """Names `SlidingWindowIndex` forwarded before 0.3 (removed in 0.4): name ->
 (the new spelling, a function of the index that serves it)."""
+
+
+def _legacy_vectorstore(index: SlidingWindowIndex) -> Any:
+    """What ``index.vectorstore`` was before 0.3: the LangChain vector store you passed,
+    or, for the default Chroma, a ``langchain_chroma.Chroma`` over the engine's collection
+    (a view made on request; the index itself writes through `ChromaStorage`)."""
+    vectors = index.engine.vectors
+    store = getattr(vectors, "store", None)
+    if store is not None:
+        return store
+    if not hasattr(vectors, "collection_name") or not hasattr(vectors, "client"):
+        return vectors
+    try:
+        import langchain_chroma  # noqa: F401
+    except ImportError:
+        raise ImportError("index.vectorstore over the default Chroma needs langchain-chroma "
+                          "(pip install langchain-chroma); or use index.engine.vectors") from None
+    return default_chroma(vectors.client, vectors.collection_name, vectors.precomputed)
 
 
 def _stored_documents(vectorstore: Any) -> list[Document]:

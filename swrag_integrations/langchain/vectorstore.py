@@ -310,7 +310,9 @@ class VectorBackend:
 
 
 def default_chroma(client: Any, collection_name: str, embedding: Any) -> Any:
-    """The default store: a ``langchain_chroma.Chroma`` collection with cosine distance."""
+    """A ``langchain_chroma.Chroma`` over an index's collection (cosine distance): what the
+    deprecated ``SlidingWindowIndex.vectorstore`` returns for the default Chroma (the
+    index itself reads and writes it through `ChromaStorage`)."""
     from langchain_chroma import Chroma
 
     return Chroma(collection_name=collection_name, embedding_function=embedding, client=client,

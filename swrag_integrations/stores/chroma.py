@@ -2,8 +2,8 @@
 
 * `open_client` -- an embedded (``<dir>/chroma``), server or given client, with
   clear errors; `fresh_client` drops chromadb's cached system for a folder.
-* `vector_collection` -- the chunk-vector collection (cosine distance), the same
-  one ``langchain_chroma.Chroma`` opens for `SlidingWindowIndex`.
+* `vector_collection` -- the chunk-vector collection (cosine distance), which the
+  engine, both faces and the CLI open through `ChromaStorage` (one adapter).
 * `copy_collection` -- start a collection afresh from the vectors it holds.
 * `ChromaStorage` -- a `VectorStorage` over such a collection,
   the default storage of `IndexEngine`.

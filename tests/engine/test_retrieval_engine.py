@@ -94,8 +94,8 @@ def test_engine_indexes_searches_and_reads_spans_without_langchain(tmp_path: Pat
 
 
 def test_engine_and_langchain_face_share_one_index(tmp_path: Path) -> None:
-    """What the engine writes through chromadb, SlidingWindowIndex (langchain_chroma) reads,
-    with the same dense ranking, and the other way round."""
+    """What the engine writes, SlidingWindowIndex reads with the same dense ranking, and the
+    other way round: both open the collection through the one adapter, `ChromaStorage`."""
     from swrag_integrations.engine.engine import IndexEngine
     from swrag_integrations.langchain.index import SlidingWindowIndex
 
@@ -103,6 +103,7 @@ def test_engine_and_langchain_face_share_one_index(tmp_path: Path) -> None:
     engine = IndexEngine.open(tmp_path / "a", embedding=emb, show_progress=False)
     ids = engine.index_texts(TEXTS, METAS)
     face = SlidingWindowIndex(tmp_path / "a", embedding=emb, show_progress=False)
+    assert type(face.engine.vectors) is type(engine.vectors) and type(engine.vectors).__name__ == "ChromaStorage"
     assert face.engine.source_ids() == sorted(ids) and face.engine.index_id == engine.index_id
     for query in ("yeast and flour", "the harbour at night", "tails of comets"):
         for search_type in ("similarity", "mmr"):

@@ -119,6 +119,6 @@ def test_plain_repair_fixes_the_stale_vectors_status_reports(tmp_path):
     assert not idx.engine.status().healthy
     report = idx.engine.repair()
     assert report.repaired == 1 and idx.engine.status().healthy
-    got = idx.engine.vectors.store._collection.get(where={"source_id": sid}, include=["metadatas"])
+    got = idx.engine.vectors.collection.get(where={"source_id": sid}, include=["metadatas"])
     assert {m["content_hash"] for m in got["metadatas"]} == {idx.engine.store.heads()[sid].content_hash}
     idx.close()

@@ -88,7 +88,7 @@ def state(idx):
     sources = {sid: (h.content_hash, h.state, h.n_chunks, rec.arrays.tolist(), rec.windows.tolist(), rec.text,
                      sorted(rec.metadata.items()))
                for sid, h in heads.items() for rec in [records[sid]]}
-    got = idx.engine.vectors.store._collection.get(include=["embeddings", "metadatas", "documents"])
+    got = idx.engine.vectors.collection.get(include=["embeddings", "metadatas", "documents"])
     vectors = {vid: (np.asarray(vec, dtype=np.float64), doc, sorted(meta.items()))
                for vid, vec, doc, meta in zip(got["ids"], got["embeddings"], got["documents"], got["metadatas"])}
     return sources, vectors, sorted(idx.engine.keyword.bm25.ids)
@@ -152,7 +152,7 @@ def test_workers_build_equals_a_single_process_build(tmp_path):
     assert report.added == len(docs) - 1 and report.skipped_empty == 1 and not report.notes
     embedded_in = {int(p.name) for p in marks.iterdir()}
     assert embedded_in and os.getpid() not in embedded_in  # the chunks were embedded in the workers
-    assert par.engine.vectors.store.embeddings.served == report.chunks  # ... and written as they came
+    assert par.engine.vectors.precomputed.served == report.chunks  # ... and written as they came
     assert_same(single, par, tol=0.0)
     # idempotent: nothing is embedded again; a changed document is replaced like in one process
     assert par.engine.index_documents(docs, workers=2).unchanged == len(docs) - 1
@@ -170,7 +170,7 @@ def test_the_writer_does_not_embed_when_the_workers_do(tmp_path):
     emb = WriterSideCounting(size=16)
     par = mk(tmp_path / "par", embedding=emb)
     report = par.engine.index_documents(corpus(), workers=2)
-    assert report.added == len(corpus()) - 1 and par.engine.vectors.store.embeddings.served == report.chunks
+    assert report.added == len(corpus()) - 1 and par.engine.vectors.precomputed.served == report.chunks
     assert (emb.queries, emb.documents) == (0, 0)  # nothing embedded in the writer's process
     assert par.engine.manifest["embedding"]["dim"] == 16  # ... and the dimension is recorded
     other = mk(tmp_path / "par", embedding=WriterSideCounting(size=8))
@@ -206,7 +206,7 @@ def test_the_writer_starts_the_next_records_vectors_before_it_waits_for_the_last
             return np.asarray(emb.embed_documents([self.rec.chunk_text(i) for i in range(item.start, item.stop)]))
 
     report = write_planned(idx, [(rec, Rows) for rec in records], lookahead=16)
-    assert report.added == 3 and idx.engine.vectors.store.embeddings.served == report.chunks == sum(r.n_chunks for r in records)
+    assert report.added == 3 and idx.engine.vectors.precomputed.served == report.chunks == sum(r.n_chunks for r in records)
     for first, second in zip(records, records[1:]):
         asked = log.index(("asked", second.source_id))
         reads = [i for i, entry in enumerate(log) if entry[0] == "read" and entry[1] == first.source_id]
@@ -376,6 +376,6 @@ def test_workers_with_the_real_minilm_equal_one_process(tmp_path):
     par = mk(tmp_path / "par", embedding=MiniLMEmbeddings())
     single.add_files(root)
     report = par.add_files(root, workers=2)
-    assert report.added == 4 and par.engine.vectors.store.embeddings.served == report.chunks > 0
-    assert par.engine.vectors.store.embeddings.base._model is None  # the writer never loaded the model
+    assert report.added == 4 and par.engine.vectors.precomputed.served == report.chunks > 0
+    assert par.engine.vectors.precomputed.base._model is None  # the writer never loaded the model
     assert_same(single, par, tol=1e-5)

@@ -286,7 +286,7 @@ def test_a_handle_opened_on_an_empty_index_sees_what_another_process_wrote(tmp_p
     reader = mk(tmp_path)
     assert reader.as_retriever().invoke("zzb1") == [] and reader.engine.status().healthy  # searched while empty
     # something else in this process queries the empty collection itself: the stale state
-    assert reader.engine.vectors.store.similarity_search_by_vector([0.1] * 16, k=1) == []
+    assert reader.engine.vectors.collection.query(query_embeddings=[[0.1] * 16], n_results=1)["ids"] == [[]]
     writer = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), "b", "3"], capture_output=True, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
     assert writer.returncode == 0, writer.stderr[-2000:]
@@ -322,7 +322,7 @@ def test_searching_an_empty_chroma_collection_does_not_query_it(tmp_path, monkey
     """The trigger of the stale state: a nearest-neighbour query on an empty embedded
     Chroma collection (see SlidingWindowIndex._reopen_chroma)."""
     idx = mk(tmp_path)
-    collection = type(idx.engine.vectors.store._collection)
+    collection = type(idx.engine.vectors.collection)
 
     def refuse(self, *args, **kwargs):
         raise AssertionError("an empty collection was queried")

@@ -51,7 +51,7 @@ def kv_index(root, lease, **kw):
 
 
 def vector_hashes(idx, sid):
-    got = idx.engine.vectors.store._collection.get(where={"source_id": sid}, include=["metadatas"])
+    got = idx.engine.vectors.collection.get(where={"source_id": sid}, include=["metadatas"])
     return {m["content_hash"] for m in got["metadatas"]}
 
 

@@ -24,6 +24,7 @@ from test_kill_loop import clean_build, run_child
 from swrag_integrations.cli import main as cli_main
 from swrag_integrations.engine.engine import IndexDamagedError, IndexMismatchError
 from swrag_integrations.langchain.index import SlidingWindowIndex
+from swrag_integrations.langchain.vectorstore import default_chroma
 from swrag_integrations.stores.sources import SourceStoreError
 from swrag_integrations.langchain.search import CJKBM25Retriever
 
@@ -310,4 +311,6 @@ def test_vectors_of_another_index_are_refused(tmp_path):
     b = mk(tmp_path / "b")
     b.engine.index_documents(corpus(2))
     with pytest.raises(IndexMismatchError, match="another index"):
-        SlidingWindowIndex(vectorstore=a.engine.vectors.store, source_store=b.engine.store, show_progress=False)
+        SlidingWindowIndex(vectorstore=default_chroma(a.engine.vectors.client, a.engine.vectors.collection_name,
+                                                      a.engine.vectors.precomputed),
+                           source_store=b.engine.store, show_progress=False)

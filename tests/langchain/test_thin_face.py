@@ -122,7 +122,8 @@ NEW_SPELLING = {
     "as_document_retriever": (lambda v, ix: _docs(v(search_kwargs={"k": 2}).invoke(QUERY)),
                               lambda ix: _docs(VectorStoreRetriever(vectorstore=ix, search_kwargs={"k": 2})
                                                .invoke(QUERY))),
-    "vectorstore": (lambda v, ix: v, lambda ix: ix.engine.vectors.store),
+    "vectorstore": (lambda v, ix: sorted(v.get(include=[])["ids"]),  # a langchain_chroma view of the collection
+                    lambda ix: sorted(ix.engine.vectors.collection.get(include=[])["ids"])),
 }
 """Names whose use needs arguments (or whose new home is not the engine attribute of the same name)."""
 

@@ -100,7 +100,7 @@ def test_index_lifecycle_on_each_store(tmp_path, kind):
         assert d.page_content == texts[d.metadata["source_id"]][d.metadata["start_index"]:d.metadata["end_index"]]
     assert idx.as_retriever().invoke("mayor Name47")  # hybrid (dense half through the store)
     # the store is a normal LangChain store: its documents are the exact chunk texts
-    if kind == "postgres":  # no LangChain VectorStore there: the storage's own search gives the chunks
+    if not hasattr(idx.engine.vectors, "store"):  # the engine's own storage (Chroma, PostgreSQL): its search
         found = idx.engine.vectors.search(idx.engine.vectors.embed_query("Port3"), 3)
     else:
         found = idx.engine.vectors.store.similarity_search("Port3", k=3)
