@@ -124,3 +124,30 @@ def test_default_learned_fusion_strategy_ranks_the_default_pool_by_the_model():
         assert got != pipe._spans(pipe.retriever.retrieve_many([question]))  # not the RRF default
     finally:
         pipe.close()
+
+
+def test_fit_learns_the_sign_of_a_feature_that_separates_the_labels():
+    import random
+
+    from swrag_integrations.evaluation.methods.fit_fusion import fit
+
+    rng = random.Random(0)
+
+    def rows(n: int):
+        xs, ys = [], []
+        for _ in range(n):
+            good = rng.random() < 0.3
+            row = [rng.random() for _ in FEATURES]
+            row[FEATURES.index("bm25_norm")] = rng.uniform(0.6, 1.0) if good else rng.uniform(0.0, 0.5)
+            xs.append(row)
+            ys.append(int(good))
+        return xs, ys
+
+    model = fit({"big": rows(400), "small": rows(60)})
+    assert model.features == FEATURES and model.meta["rows"] == {"big": [400, model.meta["rows"]["big"][1]],
+                                                                 "small": [60, model.meta["rows"]["small"][1]]}
+    strongest = max(range(len(FEATURES)), key=lambda i: abs(model.coef[i]))
+    assert FEATURES[strongest] == "bm25_norm" and model.coef[strongest] > 0
+    high, low = [0.5] * len(FEATURES), [0.5] * len(FEATURES)
+    high[strongest], low[strongest] = 0.9, 0.1
+    assert model.score(high) > 0.5 > model.score(low)
