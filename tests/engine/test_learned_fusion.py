@@ -151,3 +151,27 @@ def test_fit_learns_the_sign_of_a_feature_that_separates_the_labels():
     high, low = [0.5] * len(FEATURES), [0.5] * len(FEATURES)
     high[strongest], low[strongest] = 0.9, 0.1
     assert model.score(high) > 0.5 > model.score(low)
+
+
+def test_fitting_labels_the_candidates_whose_chunk_holds_the_answer():
+    from fake_embeddings import TrigramEmbedder
+
+    from swrag_integrations.evaluation.datasets import Example, example_sources
+    from swrag_integrations.evaluation.methods.fit_fusion import candidate_rows
+    from swrag_integrations.evaluation.pipelines import EvalConfig, build_pipeline
+
+    context = " ".join(f"Harbour town {i} traded copper and wool with its neighbours." for i in range(40))
+    context += " The guild hall of harbour town 17 was built from blue granite quarried at Kestrel Point."
+    example = Example("q1", "What was the guild hall of harbour town 17 built from?", context,
+                      ("blue granite quarried at Kestrel Point",))
+    pipe = build_pipeline(EvalConfig("default", 512), example_sources(example), embeddings=TrigramEmbedder())
+    try:
+        rows, labels = candidate_rows(pipe, example, split=False)
+        hits = pipe.retriever.find_chunks(example.question, 60)
+        assert len(rows) == len(labels) == len(hits) and all(len(r) == len(FEATURES) for r in rows)
+        holding = [int("blue granite quarried at Kestrel" in context[h.start:h.end]) for h in hits]
+        assert labels == holding and sum(labels) >= 1
+        other = Example("q2", example.question, context, ("basalt",))  # an answer no chunk holds
+        assert sum(candidate_rows(pipe, other, split=False)[1]) == 0
+    finally:
+        pipe.close()

@@ -25,9 +25,12 @@ __all__ = ["DefaultLearnedFusionPipeline", "learned_hits"]
 def learned_hits(retriever, query: str, model: FusionModel) -> list:
     """Stage 1 of ``default+learned-fusion`` for one query: the retriever's RRF first stage
     over ``POOL_FACTOR`` times its ``k_child`` candidates, re-ranked by ``model``, its
-    ``k_child`` best (`ChildHit` s)."""
+    ``k_child`` best (`ChildHit` s), without those under the retriever's
+    ``min_relevance`` (as the default retriever drops them)."""
+    from swrag_integrations.engine.trace import above_floor
+
     pool = retriever.find_chunks(query, POOL_FACTOR * retriever.k_child)
-    return rerank(pool, retriever.k_child, model) if pool else []
+    return above_floor(rerank(pool, retriever.k_child, model), retriever.min_relevance) if pool else []
 
 
 class DefaultLearnedFusionPipeline(DefaultPipeline):
