@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from fake_embeddings import TrigramEmbedder
@@ -191,3 +193,28 @@ def test_budget_k_child_follows_the_budget():
         assert issubclass(DefaultBudgetK50Pipeline, DefaultBudgetKPipeline) and DefaultBudgetK50Pipeline.TOKENS_PER_HIT == 50
     finally:
         lever.close()
+
+
+def test_margins_over_a_baseline_of_another_run_pair_questions_per_budget(tmp_path):
+    """``--baseline-run``/``--budget``: the same strategy in two run folders (e.g. two
+    embeddings), paired by question within one budget."""
+    import json
+
+    from swrag_integrations.evaluation.peers.levers import lever_margins
+
+    def write(run, recalls):
+        (tmp_path / run / "qasper").mkdir(parents=True)
+        rows = [{"strategy": "default", "qid": f"q{i}", "budget": b, "half": "test", "context_recall": r}
+                for b, values in recalls.items() for i, r in enumerate(values)]
+        (tmp_path / run / "qasper" / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    write("e5", {300: [1.0, 1.0, 0.5, 1.0], 500: [1.0, 1.0, 1.0, 1.0]})
+    write("minilm", {300: [0.0, 1.0, 0.5, 0.0], 500: [1.0, 1.0, 1.0, 1.0], 1000: [0.0, 0.0, 0.0, 0.0]})
+    at300 = lever_margins(tmp_path / "e5", ["default"], "test", datasets=["qasper"], budget=300,
+                          baseline_run=tmp_path / "minilm")
+    assert at300["default"]["qasper"]["diff"] == pytest.approx(0.5) and at300["default"]["qasper"]["n"] == 4
+    at500 = lever_margins(tmp_path / "e5", ["default"], "test", datasets=["qasper"], budget=500,
+                          baseline_run=tmp_path / "minilm")
+    assert at500["default"]["qasper"]["diff"] == 0.0
+    with pytest.raises(ValueError, match="several budgets"):
+        lever_margins(tmp_path / "e5", ["default"], "test", datasets=["qasper"], baseline_run=tmp_path / "minilm")

@@ -231,11 +231,16 @@ for _name, _builder, _description in (
 
 
 def lever_margins(run: str | Path, levers: Sequence[str], half: str | None, baseline: str = "default",
-                  datasets: Sequence[str] | None = None) -> dict[str, dict[str, dict]]:
+                  datasets: Sequence[str] | None = None, *, budget: int | None = None,
+                  baseline_run: str | Path | None = None) -> dict[str, dict[str, dict]]:
     """Each lever's paired margin over ``baseline`` per dataset of the run folder ``run``
     (the peer runner's layout): lever -> dataset -> ``paired_bootstrap`` of lever minus
     baseline over their shared questions (plus ``n``); a dataset without the lever's
     records is left out of that lever's dict.
+
+    ``budget`` reads that budget's records of a budget-curve run; ``baseline_run`` takes the
+    baseline's records from another run folder (e.g. the same strategy with another
+    embedding, ``peers --embedding``), paired by question.
 
     Raises:
         ValueError: a dataset's results or records come from another half than ``half``.
@@ -247,8 +252,9 @@ def lever_margins(run: str | Path, levers: Sequence[str], half: str | None, base
     names = list(datasets) if datasets else [n for n, _, _ in DEV_SETS]
     out: dict[str, dict[str, dict]] = {lever: {} for lever in levers}
     for name in names:
-        recs = _checked_records(run, name, half)
-        base = recs.get(baseline, {})
+        recs = _checked_records(run, name, half, budget)
+        base = (recs if baseline_run is None else _checked_records(Path(baseline_run), name, half, budget)).get(
+            baseline, {})
         for lever in levers:
             other = recs.get(lever, {})
             shared = sorted(set(base) & set(other))
@@ -306,10 +312,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--half", choices=["tune", "test"], required=True, help="the half the run was made on")
     parser.add_argument("--baseline", default="default", help="the strategy the margins are taken over")
     parser.add_argument("--datasets", default=",".join(n for n, _, _ in DEV_SETS), help="dev sets (comma-separated)")
+    parser.add_argument("--budget", type=int, default=None, help="that budget's records (of a budget-curve run)")
+    parser.add_argument("--baseline-run", default=None, metavar="DIR",
+                        help="read the baseline from this run folder instead (e.g. another --embedding)")
     args = parser.parse_args(argv)
     names = [n for n in args.datasets.split(",") if n]
     try:
-        margins = lever_margins(args.run, [x for x in args.levers.split(",") if x], args.half, args.baseline, names)
+        margins = lever_margins(args.run, [x for x in args.levers.split(",") if x], args.half, args.baseline, names,
+                                budget=args.budget, baseline_run=args.baseline_run)
     except ValueError as exc:
         print(f"levers: error: {exc}", file=sys.stderr)
         return 2
