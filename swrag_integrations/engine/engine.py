@@ -998,7 +998,8 @@ class IndexEngine:
         fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
         bm25_score = dict(bm25)
         parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
-        records = self.store.get_many(sorted({p.source_id for _, p, _, _ in parsed if p is not None}))
+        records = self.records_of([p.source_id for _, p, _, _ in parsed if p is not None],
+                                  matcher.records if matcher is not None else None)  # the filter read most already
         relevance = {cid: score for cid, score in dense_scored if score is not None}
         unscored = [cid for cid, _, _ in fused if cid not in relevance]
         if unscored:  # keyword-only hits (and MMR's): measured the same way, on the records fetched above

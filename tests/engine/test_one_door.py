@@ -94,22 +94,23 @@ def test_llama_index_retrieve_is_one_door(index, monkeypatch):
 
 
 SEARCHES = {"hybrid": {}, "bm25": {"weights": (1.0, 0.0)}, "dense": {"weights": (0.0, 1.0)},
-            "medium": {"expand": "medium"}, "budget": {"budget_tokens": 120}}
+            "medium": {"expand": "medium"}, "budget": {"budget_tokens": 120}, "filter": {"filter": {"n": {"$lt": 6}}}}
 
 
 @pytest.mark.parametrize("face", ["langchain", "llama_index"])
 @pytest.mark.parametrize("search", sorted(SEARCHES))
 def test_each_search_reads_records_and_generation_once(index, monkeypatch, face, search):
-    """Every path (dense, BM25, hybrid; windows, medium chunks, a budget; both faces'
-    retrievers) reads the sources' records once (the search's ``get_many``: the windows'
-    rows, the medium ranges and the LlamaIndex node ids use the records the hits carry)
-    and the store's generation once besides that read."""
+    """Every path (dense, BM25, hybrid; windows, medium chunks, a budget, a filter; both
+    faces' retrievers) reads the sources' records once (one ``get_many``: the filter's
+    check, the hits, the windows' rows, the medium ranges and the LlamaIndex node ids
+    share it) and the store's generation once besides that read."""
     options = SEARCHES[search]
     if face == "langchain":
         retriever = index.as_retriever(k_child=12, **options)
         run = retriever.invoke
-    else:
-        retriever = WindowedLlamaIndexRetriever(index, k_child=12, **options)
+    else:  # LlamaIndex's name of the filter: filters
+        retriever = WindowedLlamaIndexRetriever(index, k_child=12,
+                                                **{("filters" if k == "filter" else k): v for k, v in options.items()})
         run = retriever.retrieve
     counts = _count(monkeypatch, index)
     assert run("harbour crane bread")
@@ -145,6 +146,16 @@ def test_windows_are_cut_from_the_records_the_hits_carry(index, monkeypatch):
 def test_similarity_search_is_one_door(index, monkeypatch):
     counts = _count(monkeypatch, index)
     assert index.similarity_search("harbour crane bread", k=3)
+    assert _search_figures(counts) == ONE_SEARCH
+    assert counts["get_many"] == 1
+
+
+def test_filtered_similarity_search_reads_records_once(index, monkeypatch):
+    """The filter checks the sources found in one read of their records, and the
+    documents returned are built from that read."""
+    counts = _count(monkeypatch, index)
+    docs = index.similarity_search("harbour crane bread", k=3, filter={"n": {"$lt": 6}})
+    assert docs and all(d.metadata["n"] < 6 for d in docs)
     assert _search_figures(counts) == ONE_SEARCH
     assert counts["get_many"] == 1
 
