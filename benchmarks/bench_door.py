@@ -1,6 +1,6 @@
 """One query and one small add, timed on two code trees in one run (issue 40, item 3).
 
-    python benchmarks/bench_door.py [--baseline-tree PATH] [--rounds 15] [--per-round 10] [--chunks 300]
+    python benchmarks/bench_door.py [--baseline-tree PATH] [--rounds 15] [--per-round 10] [--chunks 300] [--queries-only]
 
 Each tree runs in its own worker process (``PYTHONPATH=<tree>``) that builds the same
 small index with the bundled MiniLM ONNX embedding (``swrag_integrations/data/sample.md``
@@ -70,7 +70,7 @@ def _worker(chunks: int) -> None:
         print(json.dumps({"ready": True}), flush=True)
         n_add = 0
         for line in sys.stdin:
-            per_round = int(line.split()[1])
+            per_round, queries_only = int(line.split()[1]), "queries" in line.split()
             out: dict[str, list[float]] = {op: [] for op in OPS}
             for i in range(per_round):
                 q = QUERIES[i % len(QUERIES)]
@@ -78,6 +78,8 @@ def _worker(chunks: int) -> None:
                     t = time.perf_counter()
                     run(q)
                     out[op].append(time.perf_counter() - t)
+                if queries_only:
+                    continue
                 n_add += 1
                 doc = Document(page_content=_add_text(n_add, paras), metadata={"source": f"note{n_add}.md", "group": 1})
                 t = time.perf_counter()
@@ -105,8 +107,8 @@ def _start(tree: Path, chunks: int) -> subprocess.Popen:
     return proc
 
 
-def _round(proc: subprocess.Popen, per_round: int) -> dict[str, list[float]]:
-    proc.stdin.write(f"round {per_round}\n")
+def _round(proc: subprocess.Popen, per_round: int, queries_only: bool = False) -> dict[str, list[float]]:
+    proc.stdin.write(f"round {per_round}{' queries' if queries_only else ''}\n")
     proc.stdin.flush()
     return json.loads(proc.stdout.readline())
 
@@ -117,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--per-round", type=int, default=10)
     parser.add_argument("--chunks", type=int, default=300, help="paragraph documents added beside sample.md")
+    parser.add_argument("--queries-only", action="store_true",
+                        help="time the queries only (no add between them: more calls, less noise)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -132,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         names = list(trees)
         for r in range(args.rounds):
             for name in (names if r % 2 == 0 else names[::-1]):
-                for op, values in _round(procs[name], args.per_round).items():
+                for op, values in _round(procs[name], args.per_round, args.queries_only).items():
                     times[name][op].extend(values)
     finally:
         for proc in procs.values():
@@ -146,13 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     if "old" in trees:
         print("| operation | old median ms | new median ms | new/old |")
         print("|---|---:|---:|---:|")
-        for op in OPS:
+        for op in (QUERY_OPS if args.queries_only else OPS):
             old, new = statistics.median(times["old"][op]) * 1e3, statistics.median(times["new"][op]) * 1e3
             print(f"| {op} | {old:.2f} | {new:.2f} | {new / old:.2f} |")
     else:
         print("| operation | median ms |")
         print("|---|---:|")
-        for op in OPS:
+        for op in (QUERY_OPS if args.queries_only else OPS):
             print(f"| {op} | {statistics.median(times['new'][op]) * 1e3:.2f} |")
     print()
     print(f"/proc/loadavg before: {load_before}; after: {load_after}")
