@@ -1,12 +1,14 @@
 """One query and one small add, timed on two code trees in one run (issue 40, item 3).
 
-    python benchmarks/bench_door.py [--baseline-tree PATH] [--rounds 15] [--per-round 10] [--chunks 300]
+    python benchmarks/bench_door.py [--baseline-tree PATH] [--rounds 15] [--per-round 10] [--chunks 300] [--queries-only]
 
 Each tree runs in its own worker process (``PYTHONPATH=<tree>``) that builds the same
 small index with the bundled MiniLM ONNX embedding (``swrag_integrations/data/sample.md``
 plus ``--chunks`` paragraphs cut from it, shuffled with a fixed seed) and then times, per
-round, ``--per-round`` calls of each operation: ``similarity_search`` (k=4), the
-LangChain retriever's ``invoke`` and ``add_documents`` of one new source of about 2k tokens. Rounds
+round, ``--per-round`` calls of each operation: ``similarity_search`` (k=4; and with a
+metadata filter passing half the sources), the LangChain retriever's ``invoke`` (windows;
+and ``expand="medium"``), the LlamaIndex retriever's ``retrieve`` and ``add_documents``
+of one new source of about 2k tokens. Rounds
 alternate between the trees (old, new, new, old, ...), so a load that comes and goes on
 a shared machine falls on both alike. Printed: a markdown table of the medians (ms) over
 all calls, and new/old; then ``/proc/loadavg`` before and after.
@@ -29,7 +31,11 @@ HERE = Path(__file__).resolve().parent.parent
 QUERIES = ["How are windows merged under the token budget?", "exact character offsets of chunks",
            "hybrid BM25 and dense search", "What does the splitter do with Chinese text?",
            "sliding window parent retriever"]
-OPS = ("similarity_search", "retriever.invoke", "add_documents (1 source, ~2k tokens)")
+QUERY_OPS = ("similarity_search", "similarity_search (filter)", "retriever.invoke", "retriever.invoke (expand=medium)",
+             "LlamaIndex retrieve")
+ADD_OP = "add_documents (1 source, ~2k tokens)"
+OPS = (*QUERY_OPS, ADD_OP)
+FILTER = {"group": 0}  # half the sources
 ADD_CHARS = 8000  # about 2k tokens of sample.md's English
 
 
@@ -44,35 +50,41 @@ def _worker(chunks: int) -> None:
     text = (HERE / "swrag_integrations" / "data" / "sample.md").read_text(encoding="utf-8")
     paras = [p.strip() for p in text.split("\n\n") if len(p.strip()) > 40]
     rng = random.Random(7)
-    docs = [Document(page_content=text, metadata={"source": "sample.md"})]
+    docs = [Document(page_content=text, metadata={"source": "sample.md", "group": 0})]
     for i in range(chunks):
         picked = rng.sample(paras, min(3, len(paras)))
-        docs.append(Document(page_content="\n\n".join(picked), metadata={"source": f"part{i}.md"}))
+        docs.append(Document(page_content="\n\n".join(picked), metadata={"source": f"part{i}.md", "group": i % 2}))
     with tempfile.TemporaryDirectory() as tmp:
+        from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
+
         index = SlidingWindowIndex(Path(tmp) / "idx", embedding=default_embeddings(), show_progress=False)
         index.add_documents(docs)
-        retriever = index.as_retriever()
+        retriever, medium = index.as_retriever(), index.as_retriever(expand="medium")
+        llama = WindowedLlamaIndexRetriever(index)
+        queries = dict(zip(QUERY_OPS, (lambda q: index.similarity_search(q, k=4),
+                                       lambda q: index.similarity_search(q, k=4, filter=FILTER),
+                                       retriever.invoke, medium.invoke, llama.retrieve)))
         for q in QUERIES:  # warm-up: model, probe, caches
-            index.similarity_search(q, k=4)
-            retriever.invoke(q)
+            for run in queries.values():
+                run(q)
         print(json.dumps({"ready": True}), flush=True)
         n_add = 0
         for line in sys.stdin:
-            per_round = int(line.split()[1])
+            per_round, queries_only = int(line.split()[1]), "queries" in line.split()
             out: dict[str, list[float]] = {op: [] for op in OPS}
             for i in range(per_round):
                 q = QUERIES[i % len(QUERIES)]
-                t = time.perf_counter()
-                index.similarity_search(q, k=4)
-                out[OPS[0]].append(time.perf_counter() - t)
-                t = time.perf_counter()
-                retriever.invoke(q)
-                out[OPS[1]].append(time.perf_counter() - t)
+                for op, run in queries.items():
+                    t = time.perf_counter()
+                    run(q)
+                    out[op].append(time.perf_counter() - t)
+                if queries_only:
+                    continue
                 n_add += 1
-                doc = Document(page_content=_add_text(n_add, paras), metadata={"source": f"note{n_add}.md"})
+                doc = Document(page_content=_add_text(n_add, paras), metadata={"source": f"note{n_add}.md", "group": 1})
                 t = time.perf_counter()
                 index.add_documents([doc])
-                out[OPS[2]].append(time.perf_counter() - t)
+                out[ADD_OP].append(time.perf_counter() - t)
             print(json.dumps(out), flush=True)
 
 
@@ -95,8 +107,8 @@ def _start(tree: Path, chunks: int) -> subprocess.Popen:
     return proc
 
 
-def _round(proc: subprocess.Popen, per_round: int) -> dict[str, list[float]]:
-    proc.stdin.write(f"round {per_round}\n")
+def _round(proc: subprocess.Popen, per_round: int, queries_only: bool = False) -> dict[str, list[float]]:
+    proc.stdin.write(f"round {per_round}{' queries' if queries_only else ''}\n")
     proc.stdin.flush()
     return json.loads(proc.stdout.readline())
 
@@ -107,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--per-round", type=int, default=10)
     parser.add_argument("--chunks", type=int, default=300, help="paragraph documents added beside sample.md")
+    parser.add_argument("--queries-only", action="store_true",
+                        help="time the queries only (no add between them: more calls, less noise)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -122,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         names = list(trees)
         for r in range(args.rounds):
             for name in (names if r % 2 == 0 else names[::-1]):
-                for op, values in _round(procs[name], args.per_round).items():
+                for op, values in _round(procs[name], args.per_round, args.queries_only).items():
                     times[name][op].extend(values)
     finally:
         for proc in procs.values():
@@ -136,13 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     if "old" in trees:
         print("| operation | old median ms | new median ms | new/old |")
         print("|---|---:|---:|---:|")
-        for op in OPS:
+        for op in (QUERY_OPS if args.queries_only else OPS):
             old, new = statistics.median(times["old"][op]) * 1e3, statistics.median(times["new"][op]) * 1e3
             print(f"| {op} | {old:.2f} | {new:.2f} | {new / old:.2f} |")
     else:
         print("| operation | median ms |")
         print("|---|---:|")
-        for op in OPS:
+        for op in (QUERY_OPS if args.queries_only else OPS):
             print(f"| {op} | {statistics.median(times['new'][op]) * 1e3:.2f} |")
     print()
     print(f"/proc/loadavg before: {load_before}; after: {load_after}")

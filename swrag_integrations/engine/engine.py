@@ -689,8 +689,7 @@ class IndexEngine:
         order of ``ids`` (unknown ids and incomplete sources are left out); ``records``:
         the sources' records when the caller fetched them already (``store.get_many``)."""
         parsed = [(cid, p) for cid in ids if (p := parse_chunk_id(cid)) is not None]
-        if records is None or any(p.source_id not in records for _, p in parsed):
-            records = self.store.get_many([p.source_id for _, p in parsed])
+        records = self.records_of([p.source_id for _, p in parsed], records)
         m = self.config.medium_size
         out = []
         for cid, p in parsed:
@@ -704,9 +703,21 @@ class IndexEngine:
                 out.append(PlainDocument(rec.span(meta["start_index"], meta["end_index"]), meta, str(cid)))
         return out
 
-    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
-        """Rows of chunk ranges ``(source_id, lower, upper)`` (see `ChunkIndex`)."""
-        records = self.store.get_many([r[0] for r in ranges])
+    def records_of(self, source_ids: Sequence[str], records: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The records of ``source_ids`` (unknown ones left out): those in ``records`` (read
+        by this search already: `ChildHit.record`) as they are, the others read from the
+        store in one ``get_many`` (none when all were given)."""
+        given = records or {}
+        missing = sorted({sid for sid in source_ids if sid not in given})
+        if not missing:
+            return given
+        return {**self.store.get_many(missing), **given}
+
+    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]], *,
+                   records: dict[str, Any] | None = None) -> dict[str, list[ChunkRow]]:
+        """Rows of chunk ranges ``(source_id, lower, upper)`` (see `ChunkIndex`);
+        ``records``: the sources' records this search read already (`ChildHit.record`)."""
+        records = self.records_of([r[0] for r in ranges], records)
         wanted: dict[str, set[int]] = {}
         for sid, lower, upper in ranges:
             rec = records.get(sid)
@@ -721,10 +732,12 @@ class IndexEngine:
                                  text[a[START, i]:a[END, i]]) for i in sorted(idx)]
         return out
 
-    def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
-        """Chunk and character range of the medium chunks whose windows cover a small chunk."""
-        rec = self.record(source_id)
-        if rec is None:
+    def medium_range(self, source_id: str, chunk_index: int, *,
+                     record: Any = None) -> tuple[int, int, int, int] | None:
+        """Chunk and character range of the medium chunks whose windows cover a small chunk;
+        ``record``: the source's record as this search read it (`ChildHit.record`)."""
+        rec = self.records_of([source_id], {source_id: record} if record is not None else None).get(source_id)
+        if rec is None or not rec.complete:
             return None
         m = self.config.medium_size
         firsts = np.arange(0, rec.n_chunks, m)
@@ -912,8 +925,7 @@ class IndexEngine:
         this search already fetched them (``store.get_many``), so they are not fetched again.
         """
         ids = [str(c) for c in chunk_ids]
-        if records is None:
-            records = self.store.get_many(sorted({p.source_id for c in ids if (p := parse_chunk_id(c)) is not None}))
+        records = self.records_of([p.source_id for c in ids if (p := parse_chunk_id(c)) is not None], records)
         vectors: dict[str, Any] = {}
         stored = getattr(self.vectors, "stored_vectors", None)
         if callable(stored):
@@ -986,7 +998,8 @@ class IndexEngine:
         fused = rrf([[cid for cid, _ in bm25], dense], weights, c=rrf_c)[:k]
         bm25_score = dict(bm25)
         parsed = [(cid, parse_chunk_id(cid), score, ranks) for cid, score, ranks in fused]
-        records = self.store.get_many(sorted({p.source_id for _, p, _, _ in parsed if p is not None}))
+        records = self.records_of([p.source_id for _, p, _, _ in parsed if p is not None],
+                                  matcher.records if matcher is not None else None)  # the filter read most already
         relevance = {cid: score for cid, score in dense_scored if score is not None}
         unscored = [cid for cid, _, _ in fused if cid not in relevance]
         if unscored:  # keyword-only hits (and MMR's): measured the same way, on the records fetched above
@@ -1007,7 +1020,7 @@ class IndexEngine:
                 meta["dense_rank"] = ranks[1]
             hits.append(ChildHit(p.source_id, p.index, score, len(hits) + 1, meta["window_lower_bound"],
                                  meta["window_upper_bound"], meta["window_start_index"], meta["window_end_index"],
-                                 meta["start_index"], meta["end_index"], meta))
+                                 meta["start_index"], meta["end_index"], meta, rec))
         return hits
 
     def disk_size(self) -> int:

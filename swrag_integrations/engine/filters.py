@@ -371,12 +371,14 @@ class SourceMatcher:
         self.flt = flt
         self.store = store
         self._known: dict[str, bool] = {}
+        self.records: dict[str, Any] = {}  # the records read to decide: the search serves these, not a re-read
 
     def passes(self, sids: Sequence[str]) -> list[bool]:
         """For each source id: complete and its metadata passes the filter."""
         todo = sorted({s for s in sids if s not in self._known})
         if todo:
             records = self.store.get_many(todo)
+            self.records.update(records)
             for sid in todo:
                 rec = records.get(sid)
                 self._known[sid] = rec is not None and rec.complete and self.flt.matches(

@@ -24,7 +24,7 @@ from swrag_integrations.engine.assemble import ContextSpan, assemble_context
 from swrag_integrations.engine.protocols import ChildHit, ChunkIndex, ChunkRow
 from swrag_integrations.engine.settings import EXPAND_MODES
 
-__all__ = ["Candidate", "Planner", "rank_parents", "expand_parents", "EXPAND_MODES", "CHUNK_KEYS"]
+__all__ = ["Candidate", "Planner", "rank_parents", "expand_parents", "hit_records", "EXPAND_MODES", "CHUNK_KEYS"]
 
 # chunk-level metadata keys that do not describe a merged span
 CHUNK_KEYS = frozenset({
@@ -45,6 +45,7 @@ class Candidate:
     end: int
     hits: list[tuple[int, float, int, dict]] = field(default_factory=list)  # (chunk, score, hit rank, metadata)
     query_index: int = 0
+    record: Any = field(default=None, repr=False, compare=False)  # the source's record, as its hits carried it
 
     @property
     def score(self) -> float:
@@ -59,7 +60,7 @@ def _hit_range(hit: ChildHit, expand: str, index: ChunkIndex) -> tuple[int, int,
     if expand == "chunk":
         return hit.chunk_index, hit.chunk_index, hit.start, hit.end
     if expand == "medium":
-        got = index.medium_range(hit.source_id, hit.chunk_index)
+        got = index.medium_range(hit.source_id, hit.chunk_index, record=hit.record)
         if got is not None:
             return got
     return hit.lower, hit.upper, hit.window_start, hit.window_end
@@ -74,7 +75,7 @@ def rank_parents(hits: Sequence[ChildHit], index: ChunkIndex, *, query_index: in
     for hit in hits:
         lower, upper, start, end = _hit_range(hit, expand, index)
         cand = Candidate(hit.source_id, lower, upper, start, end,
-                         [(hit.chunk_index, hit.score, hit.rank, hit.metadata)], query_index)
+                         [(hit.chunk_index, hit.score, hit.rank, hit.metadata)], query_index, hit.record)
         per_source.setdefault(hit.source_id, []).append(cand)
     ranked: list[Candidate] = []
     for group in per_source.values():
@@ -171,7 +172,7 @@ def expand_parents(per_query: Sequence[Sequence[Candidate]], index: ChunkIndex, 
             if depth_i < len(cands):
                 order.append(cands[depth_i])
     order = _accept(order, k)
-    fetched = index.chunk_rows([(c.source_id, c.lower, c.upper) for c in order])
+    fetched = index.chunk_rows([(c.source_id, c.lower, c.upper) for c in order], records=hit_records(order))
     by_index = {sid: {r.index: r for r in rows} for sid, rows in fetched.items()}
     rows_of = {id(c): [by_index[c.source_id][i] for i in range(c.lower, c.upper + 1) if i in by_index.get(c.source_id, {})]
                for c in order}
@@ -207,6 +208,13 @@ def expand_parents(per_query: Sequence[Sequence[Candidate]], index: ChunkIndex, 
     for span in out:
         _fix_metadata(span, by_index.get(span.source_id, {}))
     return out
+
+
+def hit_records(items: Sequence[Any]) -> dict[str, Any]:
+    """The sources' records the search read, by source id, from hits or candidates
+    (`ChildHit.record`): what the later stages and the faces use instead of reading
+    them again."""
+    return {item.record.source_id: item.record for item in items if getattr(item, "record", None) is not None}
 
 
 def _fix_metadata(span: ContextSpan, rows: dict[int, ChunkRow]) -> None:

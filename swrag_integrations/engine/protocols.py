@@ -32,6 +32,10 @@ class ChildHit:
     ``window_end`` its character offsets; ``score`` is the fused (RRF) score and
     ``rank`` its 1-based rank; ``metadata`` the chunk's metadata (the source's own keys
     plus ``source_id``, ``chunk_index``, ``start_index``, ``end_index``, per-ranker ranks).
+    ``record``: the source's record as the search read it (a ``SourceRecord``), handed on
+    to the later stages (`ChunkIndex.chunk_rows`, `ChunkIndex.medium_range`, the faces)
+    so one search reads each record once and every stage sees the version its hits
+    came from; ``None`` where the index keeps no records (a LlamaIndex ``VectorStoreIndex``).
     """
 
     source_id: str
@@ -45,6 +49,7 @@ class ChildHit:
     start: int
     end: int
     metadata: dict[str, Any] = field(default_factory=dict)
+    record: Any = field(default=None, repr=False, compare=False)
 
 
 @runtime_checkable
@@ -64,14 +69,19 @@ class ChunkIndex(Protocol):
         only when one is set."""
         ...
 
-    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
+    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]], *,
+                   records: dict[str, Any] | None = None) -> dict[str, list[ChunkRow]]:
         """Rows of the chunk ranges ``(source_id, lower, upper)`` (inclusive), per source,
-        sorted and de-duplicated; unknown sources map to ``[]``."""
+        sorted and de-duplicated; unknown sources map to ``[]``. ``records``: the
+        sources' records the search read already (`ChildHit.record`, by source id),
+        not read again; an index without records ignores it."""
         ...
 
-    def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
+    def medium_range(self, source_id: str, chunk_index: int, *,
+                     record: Any = None) -> tuple[int, int, int, int] | None:
         """``(lower, upper, start, end)`` of the medium chunks whose windows cover a
-        small chunk (``None`` when the index has none)."""
+        small chunk (``None`` when the index has none); ``record``: the source's record
+        as the search read it (`ChildHit.record`), not read again."""
         ...
 
 

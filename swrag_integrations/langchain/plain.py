@@ -69,7 +69,7 @@ def search_documents(index: "EngineState", vector: Sequence[float], k: int, *, m
             break
         n = min(4 * n, size)
     chosen = list(best.items())[:k]
-    records = index.store.get_many([sid for sid, _ in chosen])
+    records = index.records_of([sid for sid, _ in chosen], matcher.records if matcher is not None else None)
     return [(source_document(records[sid]), score) for sid, score in chosen
             if sid in records and records[sid].complete]
 
@@ -86,6 +86,7 @@ def _best_per_source(index: "EngineState", pairs: list[tuple[Any, float | None]]
         head = heads.get(sid)
         if head is None or head.state != "complete" or meta.get("content_hash") != head.content_hash:
             continue
-        if sid not in best and (matcher is None or matcher.passes([sid])[0]):
-            best[sid] = score
+        best.setdefault(sid, score)
+    if matcher is not None:  # every source checked in one read of their records
+        best = {sid: score for (sid, score), ok in zip(best.items(), matcher.passes(list(best))) if ok}
     return best

@@ -39,7 +39,7 @@ from pydantic import PrivateAttr
 from swrag_integrations.llama_index.convert import document_to_node, span_to_node
 from swrag_integrations.core.windows import DEFAULT_ENCODING, count_units
 from swrag_integrations.engine.engine import IndexEngine
-from swrag_integrations.engine.parents import check_query, spans_for
+from swrag_integrations.engine.parents import check_query, hit_records, spans_for
 from swrag_integrations.engine.settings import DEFAULT_SETTINGS as _D
 from swrag_integrations.engine.settings import RetrieverSettings, positive_int
 from swrag_integrations.engine.protocols import ChildHit, ChunkIndex, ChunkRow
@@ -191,7 +191,9 @@ class NodeChunkIndex:
                                      tiling.rows[w_lo].start, tiling.rows[w_hi].end, row.start, row.end, dict(meta)))
         return hits
 
-    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]]) -> dict[str, list[ChunkRow]]:
+    def chunk_rows(self, ranges: Sequence[tuple[str, int, int]], *,
+                   records: dict[str, Any] | None = None) -> dict[str, list[ChunkRow]]:
+        """Rows of the retrieved documents' tilings (``records``: none here, the tilings are them)."""
         out: dict[str, list[ChunkRow]] = {}
         for sid, lower, upper in ranges:
             tiling = self._tilings.get(sid)
@@ -200,7 +202,9 @@ class NodeChunkIndex:
                 rows.extend(r for r in tiling.rows[max(0, lower):upper + 1] if r is not None)
         return {sid: sorted({r.index: r for r in rows}.values()) for sid, rows in out.items()}
 
-    def medium_range(self, source_id: str, chunk_index: int) -> tuple[int, int, int, int] | None:
+    def medium_range(self, source_id: str, chunk_index: int, *,
+                     record: Any = None) -> tuple[int, int, int, int] | None:
+        """``None``: nodes have no medium chunks."""
         return None
 
 
@@ -311,8 +315,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
                                                              weights=o.weights, rrf_c=o.rrf_c, **extra),
                            self._min_relevance)
         spans = spans_for([hits], self._chunk_index, budget_tokens=o.budget_tokens, k=o.k, expand=o.expand)
-        store = getattr(self._chunk_index, "store", None)
-        records = store.get_many(sorted({s.source_id for s in spans})) if store is not None and spans else {}
+        records = hit_records(hits)  # as the search read them: every span comes from a hit's source
         return [span_to_node(s, document_id(s.source_id, records.get(s.source_id))) for s in spans]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -82,8 +82,8 @@ def test_retriever_invoke_is_one_door(index, monkeypatch):
     docs = retriever.invoke("harbour crane bread")
     assert docs
     assert _search_figures(counts) == ONE_SEARCH
-    # records: once by the search, once more by the windows' rows (chunk_rows), not by the relevance
-    assert counts["get_many"] == 2
+    # records: once, by the search; the windows' rows (chunk_rows) and the relevance use them
+    assert counts["get_many"] == 1
 
 
 def test_llama_index_retrieve_is_one_door(index, monkeypatch):
@@ -93,9 +93,69 @@ def test_llama_index_retrieve_is_one_door(index, monkeypatch):
     assert _search_figures(counts) == ONE_SEARCH
 
 
+SEARCHES = {"hybrid": {}, "bm25": {"weights": (1.0, 0.0)}, "dense": {"weights": (0.0, 1.0)},
+            "medium": {"expand": "medium"}, "budget": {"budget_tokens": 120}, "filter": {"filter": {"n": {"$lt": 6}}}}
+
+
+@pytest.mark.parametrize("face", ["langchain", "llama_index"])
+@pytest.mark.parametrize("search", sorted(SEARCHES))
+def test_each_search_reads_records_and_generation_once(index, monkeypatch, face, search):
+    """Every path (dense, BM25, hybrid; windows, medium chunks, a budget, a filter; both
+    faces' retrievers) reads the sources' records once (one ``get_many``: the filter's
+    check, the hits, the windows' rows, the medium ranges and the LlamaIndex node ids
+    share it) and the store's generation once besides that read."""
+    options = SEARCHES[search]
+    if face == "langchain":
+        retriever = index.as_retriever(k_child=12, **options)
+        run = retriever.invoke
+    else:  # LlamaIndex's name of the filter: filters
+        retriever = WindowedLlamaIndexRetriever(index, k_child=12,
+                                                **{("filters" if k == "filter" else k): v for k, v in options.items()})
+        run = retriever.retrieve
+    counts = _count(monkeypatch, index)
+    assert run("harbour crane bread")
+    figures = _search_figures(counts)
+    assert (figures["check_query"], figures["generation"]) == (1, 1)
+    assert counts["get_many"] == 1
+
+
+def test_windows_are_cut_from_the_records_the_hits_carry(index, monkeypatch):
+    """The rows of a window come from the record the search read (the version its hits
+    point into), not from a second read of the store."""
+    from swrag_integrations.engine.parents import hit_records
+
+    hits = index.engine.search_children("harbour crane bread", 6)
+    records = hit_records(hits)
+    assert records and all(h.record is records[h.source_id] for h in hits)
+
+    def refuse(sids):
+        raise AssertionError(f"records read again: {list(sids)}")
+
+    monkeypatch.setattr(index.engine.store, "get_many", refuse)
+    ranges = [(h.source_id, h.lower, h.upper) for h in hits]
+    rows = index.engine.chunk_rows(ranges, records=records)
+    for h in hits:
+        text = records[h.source_id].text
+        got = {r.index: r for r in rows[h.source_id]}
+        assert h.chunk_index in got and got[h.chunk_index].start == h.start and got[h.chunk_index].end == h.end
+        assert all(r.text == text[r.start - records[h.source_id].base:r.end - records[h.source_id].base]
+                   for r in got.values())
+        assert index.engine.medium_range(h.source_id, h.chunk_index, record=h.record) is not None
+
+
 def test_similarity_search_is_one_door(index, monkeypatch):
     counts = _count(monkeypatch, index)
     assert index.similarity_search("harbour crane bread", k=3)
+    assert _search_figures(counts) == ONE_SEARCH
+    assert counts["get_many"] == 1
+
+
+def test_filtered_similarity_search_reads_records_once(index, monkeypatch):
+    """The filter checks the sources found in one read of their records, and the
+    documents returned are built from that read."""
+    counts = _count(monkeypatch, index)
+    docs = index.similarity_search("harbour crane bread", k=3, filter={"n": {"$lt": 6}})
+    assert docs and all(d.metadata["n"] < 6 for d in docs)
     assert _search_figures(counts) == ONE_SEARCH
     assert counts["get_many"] == 1
 
