@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from swrag_integrations.evaluation import pipelines  # ffs, dfs, dds
 from swrag_integrations.evaluation import langchain_pipelines  # rcs, parent, default*, langchain-stock
-from swrag_integrations.evaluation import postgres_pipelines  # default@postgres, default@postgres+local-bm25
+from swrag_integrations.evaluation import postgres_pipelines  # default@postgres (+keyword-only, +dense-only)
 from swrag_integrations.evaluation.peers import levers  # default+... (levers on the default)
 from swrag_integrations.evaluation.peers import langchain_peers  # langchain-ensemble, langchain-parent
 from swrag_integrations.evaluation.peers import llama_index_peers  # llamaindex-window

@@ -38,29 +38,33 @@ def _databases() -> set[str]:
         return {r[0] for r in con.execute("SELECT datname FROM pg_database")}
 
 
-@pytest.mark.parametrize("strategy, keyword_mode", [("default@postgres", "store"),
-                                                    ("default@postgres+local-bm25", "local")])
-def test_postgres_strategy_is_the_default_on_postgres(strategy, keyword_mode):
-    """The index is a PostgresStorage (keyword search in SQL, or in process for the
-    ``+local-bm25`` variant), the retriever settings are the default's, and the context
-    is the same kind of result: exact spans of the sources within the budget, led by the
-    span the default pipeline puts first when one passage alone matches."""
-    assert PIPELINES[strategy].needs_embeddings
-    base, pipe = _build("default"), _build(strategy)
+@pytest.mark.parametrize("strategy, control, weights", [("default@postgres", "default", (0.5, 0.5)),
+                                                     ("default@postgres+keyword-only", "default+keyword-only", (1.0, 0.0)),
+                                                     ("default@postgres+dense-only", "default+dense-only", (0.0, 1.0))])
+def test_postgres_strategy_is_its_control_on_postgres(strategy, control, weights):
+    """The index is a PostgresStorage (keyword search in SQL) where the control's is Chroma
+    with tantivy, the retriever settings are the control's, and the context is the same
+    kind of result: exact spans of the sources within the budget, led by the span the
+    control puts first when one passage alone matches."""
+    assert PIPELINES[strategy].needs_embeddings and PIPELINES[control].needs_embeddings
+    base, pipe = _build(control), _build(strategy)
     database = pipe._database
     try:
         assert type(pipe.index.engine.store).__name__ == "PostgresStorage"
-        assert pipe.index.engine.keyword_mode == keyword_mode
+        assert pipe.index.engine.keyword_mode == "store"
+        assert base.index.engine.keyword_mode == "local" and base.index.engine.keyword.incremental  # tantivy
         assert pipe.retriever.settings == base.retriever.settings
+        assert pipe.retriever.settings.weights == weights
         assert pipe.chunks == base.chunks > 0
         for question in ("copper trade of harbour town 17", "北京大学图书馆的古籍"):
             context, expected = pipe.context(question, budget=200), base.context(question, budget=200)
             assert type(context) is type(expected)
             assert context.spans and context.n_tokens <= 200
             assert all(sp.text == TEXTS[sp.source_id][sp.start:sp.end] for sp in context.spans)
-        # the one passage that matches (jieba tokens in SQL for the SQL BM25) leads in both; English
-        # questions that tie on many chunks may order the ties differently (SQL breaks them by chunk id)
-        question = "北京大学图书馆的古籍"
+        # the one passage that matches (jieba tokens in SQL for the SQL BM25, its own text for the
+        # dense search) leads in both; questions that tie on many chunks may order the ties
+        # differently (SQL breaks them by chunk id, HNSW by graph order)
+        question = "北京大学的图书馆收藏了许多古籍善本"
         first = pipe.retrieve(question)[0]
         assert first == base.retrieve(question)[0] and "北京大学的图书馆" in ZH[first[1]:first[2]]
         assert database.rsplit("?", 1)[0].rsplit("/", 1)[-1] in _databases()
