@@ -72,3 +72,24 @@ def test_postgres_strategy_is_its_control_on_postgres(strategy, control, weights
         pipe.close()
         base.close()
     assert database.rsplit("?", 1)[0].rsplit("/", 1)[-1] not in _databases()  # close drops the database
+
+
+def test_sql_bm25_ranks_and_scores_as_the_local_tantivy_index():
+    """Keyword search alone: the SQL BM25 gives tantivy's scores (tantivy's carry the constant
+    factor ``k1 + 1``, which changes no order) and breaks ties in document order as tantivy
+    does, so a question that ties on many chunks gets the same ranked chunks and the same
+    context from both stores."""
+    from swrag_integrations.stores.postgres import BM25_K1
+
+    base, pipe = _build("default+keyword-only"), _build("default@postgres+keyword-only")
+    try:
+        for question in ("copper trade of harbour town 17", "港口城市的茶叶与丝绸贸易"):
+            local = base.index.engine.keyword.search(question, 20)
+            sql = pipe.index.engine.keyword.search(question, 20)
+            assert len(local) == len(sql) == 20
+            assert [cid for cid, _ in sql] == [cid for cid, _ in local]
+            assert [(1 + BM25_K1) * score for _, score in sql] == pytest.approx([score for _, score in local], rel=1e-3)
+            assert pipe.retrieve(question) == base.retrieve(question)
+    finally:
+        pipe.close()
+        base.close()
