@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from swrag_integrations.evaluation import pipelines  # ffs, dfs, dds
 from swrag_integrations.evaluation import langchain_pipelines  # rcs, parent, default*, langchain-stock
+from swrag_integrations.evaluation import postgres_pipelines  # default@postgres (+keyword-only, +dense-only)
 from swrag_integrations.evaluation.peers import levers  # default+... (levers on the default)
 from swrag_integrations.evaluation.methods import learned_fusion  # default+learned-fusion
 from swrag_integrations.evaluation.peers import langchain_peers  # langchain-ensemble, langchain-parent
@@ -23,6 +24,7 @@ from swrag_integrations.evaluation.methods import graph  # hipporag, graphrag-lo
 
 __all__ = ["STRATEGY_MODULES"]
 
-STRATEGY_MODULES = (pipelines, langchain_pipelines, levers, learned_fusion, langchain_peers, llama_index_peers, llama_index_hybrid,
+STRATEGY_MODULES = (pipelines, langchain_pipelines, postgres_pipelines, levers, learned_fusion, langchain_peers,
+                    llama_index_peers, llama_index_hybrid,
                     raptor, graph)
 """The modules whose import registers the strategies, in registration order."""

@@ -40,9 +40,11 @@ its rows locked meanwhile, so any later writer of those sources commits after it
 
 **Keyword search** (`keyword_search`) scores with BM25 in SQL
 (``k1 = 1.2``, ``b = 0.75``, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, the
-values of the tantivy index) over the tokens of `tokenize` (jieba for
-Chinese), written with the chunk. ``tsvector`` keeps at most 256 positions per term,
-so a term's frequency in one chunk counts up to 256.
+values of the tantivy index, whose scores are these times ``k1 + 1``) over the tokens of
+`tokenize` (jieba for Chinese), written with the chunk; equal scores rank
+in document order (source id, then chunk index), as the local index ranks a source's
+chunks. ``tsvector`` keeps at most 256 positions per term, so a term's frequency in one
+chunk counts up to 256.
 
 **Filters** (`postgres_filter`) are pushed down as parameterised SQL over the
 chunks' ``metadata``; every value is a query parameter and every name an
@@ -880,8 +882,9 @@ class PostgresStorage(EmbeddingSide):
                 "FROM {chunks} c CROSS JOIN LATERAL (SELECT lexeme, cardinality(positions) AS tf "
                 "FROM unnest(c.terms)) u JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = u.lexeme "
                 "WHERE c.terms @@ %s::tsquery AND {where} GROUP BY c.vector_id, c.n_terms "
-                "ORDER BY score DESC, c.vector_id LIMIT %s) s JOIN {chunks} c ON c.vector_id = s.vector_id "
-                "ORDER BY s.score DESC, c.vector_id").format(chunks=self._t("chunks"), where=where),
+                "ORDER BY score DESC, c.source_id, c.chunk_index LIMIT %s) s JOIN {chunks} c "
+                "ON c.vector_id = s.vector_id ORDER BY s.score DESC, c.source_id, c.chunk_index").format(
+                    chunks=self._t("chunks"), where=where),
                 [BM25_K1, BM25_B, BM25_B, avgdl, terms, idf, tsquery, *params, int(k)]).fetchall()
         return [(PlainDocument(r[0], dict(r[1]), r[2]), float(r[3])) for r in rows if float(r[3]) > 0]
 
