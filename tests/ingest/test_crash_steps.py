@@ -15,6 +15,21 @@ from stores import MILVUS
 from test_kill_loop import clean_build, forget_clients, run_child
 
 
+@pytest.fixture(scope="module")
+def clean_contents(tmp_path_factory):
+    """``clean_build`` of version 1 per store, built once for the module: every kill point's
+    test compares against the same clean build (the dicts are only read)."""
+    built: dict[str, dict] = {}
+
+    def contents(store: str) -> dict:
+        if store not in built:
+            built[store] = clean_build(tmp_path_factory.mktemp(f"clean-{store}"), store, 1)
+            forget_clients()
+        return built[store]
+
+    return contents
+
+
 # The named steps of a write (tests/kill_child.py): Milvus has no tantivy keyword index
 MILVUS_POINTS = [p for p in KILL_POINTS if not p.startswith("keyword.")]
 
@@ -22,7 +37,7 @@ MILVUS_POINTS = [p for p in KILL_POINTS if not p.startswith("keyword.")]
 @pytest.mark.integration
 @pytest.mark.parametrize("store, point", [("chroma", p) for p in KILL_POINTS]
                          + [pytest.param("milvus", p, marks=MILVUS.marks) for p in MILVUS_POINTS])
-def test_a_writer_killed_at_each_write_step_is_completed_by_the_next_write(tmp_path, store, point):
+def test_a_writer_killed_at_each_write_step_is_completed_by_the_next_write(tmp_path, store, point, clean_contents):
     """kill -9 at every step of a write (in the embedding, inside and after the record's
     put, during the stale-vector delete, during and after the vector add, between the add
     and 'complete', inside 'complete', during a removal, during the tantivy commit and
@@ -30,7 +45,7 @@ def test_a_writer_killed_at_each_write_step_is_completed_by_the_next_write(tmp_p
     is served; the next write (of other documents) finishes it; and after rewriting the
     same documents the index holds what a clean build holds (records, chunk texts and
     offsets, vectors, keyword ids)."""
-    want = clean_build(tmp_path / "clean", store, 1)
+    want = clean_contents(store)
     path = tmp_path / "crashed"
     first = run_child(path, store, "write", 0)  # an earlier, finished write (version 0)
     assert first.returncode == 0, first.stderr[-3000:]
