@@ -20,6 +20,14 @@ by monkeypatching library classes in this process only (no library code changes)
 
 A child that runs to the end prints ``done`` and exits 0, so a test can tell a kill
 (exit status -9) from a run that never reached its point.
+
+    python kill_child.py --serve
+
+is a fork server (:class:`Forks` starts and drives it): it imports the package, the stores
+and the keyword index once, then forks one writer per request, so the crash tests pay the
+interpreter start and the imports once rather than once per killed writer (about two
+thirds of each writer's time). A forked writer is a process of its own like a started one:
+it opens the index itself, installs its hooks itself and dies by its own SIGKILL.
 """
 
 from __future__ import annotations
@@ -28,11 +36,13 @@ import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -375,5 +385,93 @@ def main(argv: list[str]) -> None:
     print("done")
 
 
+#: What the fork server imports before it forks (everything a writer's run imports).
+PRELOAD = ("swrag_integrations.engine.engine", "swrag_integrations.keyword.tantivy", "swrag_integrations.stores.chroma",
+           "swrag_integrations.stores.milvus", "swrag_integrations.stores.sources", "langchain_core.documents",
+           "chromadb", "numpy")
+
+
+def _writer(request: dict[str, Any]) -> int:
+    """In a forked child: stdout and stderr into the request's files, a deadline (SIGALRM,
+    whose default action ends the process), then :func:`main`; returns the exit code."""
+    for fd, name in ((1, "out"), (2, "err")):
+        target = os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdin = open(os.devnull)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(int(request["timeout"]))
+    try:
+        main(request["argv"])
+        return 0
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        print(stop.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def serve() -> None:
+    """The fork server: one JSON request a line on stdin (``argv``, ``out``, ``err``,
+    ``timeout``), one JSON reply a line on stdout: ``{"returncode": n}``, negative for the
+    signal that ended the writer (as :mod:`subprocess` reports it)."""
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    if threading.active_count() != 1:  # a fork copies only the forking thread
+        raise SystemExit(f"kill_child --serve: the imports started threads {threading.enumerate()}; cannot fork")
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_writer(request))
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
+class Forks:
+    """A running fork server (``python kill_child.py --serve``): :meth:`run` returns what
+    :func:`subprocess.run` would for ``python kill_child.py ARGS`` with captured text output."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self._env = env
+        self._proc: subprocess.Popen | None = None
+
+    def run(self, argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
+        import tempfile
+
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self._env)
+        with tempfile.TemporaryDirectory(prefix="swrag-writer-") as scratch:
+            out, err = Path(scratch) / "out", Path(scratch) / "err"
+            request = {"argv": list(argv), "out": str(out), "err": str(err), "timeout": max(1, int(timeout))}
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+            reply = self._proc.stdout.readline()
+            if not reply:
+                raise RuntimeError(f"the kill_child fork server ended (exit {self._proc.wait()})")
+            returncode = json.loads(reply)["returncode"]
+            return subprocess.CompletedProcess(["kill_child.py", *argv], returncode,
+                                               out.read_text() if out.exists() else "",
+                                               err.read_text() if err.exists() else "")
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.stdin.close()
+            self._proc.wait(timeout=60)
+            self._proc = None
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        main(sys.argv[1:])

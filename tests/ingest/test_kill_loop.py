@@ -13,17 +13,17 @@ the index counted, so a random round cannot pass without a kill.
 
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Sequence
 
 import pytest
 
-from kill_child import POINTS, corpus, differences, index_contents, open_index
+from kill_child import POINTS, Forks, corpus, differences, index_contents, open_index
 from stores import MILVUS
 
 HERE = Path(__file__).resolve().parents[1]
@@ -32,15 +32,23 @@ ROUNDS = 30
 CHILD_TIMEOUT = 300  # seconds per child process: a generous bound on a loaded 2-core machine
 
 
+_FORKS: Forks | None = None
+
+
 def run_child(path: Path, store: str, op: str, version: int = 0, *, kill: str | None = None,
               pick: str | None = None, exclude: Sequence[str] = ()) -> subprocess.CompletedProcess:
-    """Run one writer (tests/kill_child.py) to its end or to its kill."""
-    args = [sys.executable, str(HERE / "kill_child.py"), str(path), store, op, str(version)]
+    """Run one writer (tests/kill_child.py, forked by its fork server: the imports are paid
+    once per test process) to its end or to its kill."""
+    global _FORKS
+    args = [str(path), store, op, str(version)]
     args += ["--kill", kill] if kill else []
     args += ["--pick", pick] if pick else []
     args += ["--exclude", ",".join(exclude)] if exclude else []
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]), ANONYMIZED_TELEMETRY="False")
-    return subprocess.run(args, capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env)
+    if _FORKS is None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]), ANONYMIZED_TELEMETRY="False")
+        _FORKS = Forks(env)
+        atexit.register(_FORKS.close)
+    return _FORKS.run(args, timeout=CHILD_TIMEOUT)
 
 
 def clean_build(path: Path, store: str, version: int) -> dict:

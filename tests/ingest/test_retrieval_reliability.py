@@ -6,7 +6,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -16,11 +15,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from kill_child import POINTS as KILL_POINTS
-from kill_child import corpus as versioned_corpus
-from kill_child import differences, index_contents, open_index
-from stores import MILVUS, POSTGRES, STORES, store_args, store_kwargs, vector_ids
-from test_kill_loop import clean_build, run_child
+from stores import POSTGRES, STORES, store_args, store_kwargs, vector_ids
 from swrag_integrations.cli import main as cli_main
 from swrag_integrations.engine.engine import IndexDamagedError, IndexMismatchError
 from swrag_integrations.langchain.index import SlidingWindowIndex
@@ -113,51 +108,6 @@ def test_concurrent_first_time_writers_in_separate_processes(tmp_path):
         hits = CJKBM25Retriever.from_index(idx, 1).invoke(f"zz{tag}5")
         assert hits and hits[0].metadata["source"] == f"{tag}5.txt"
     assert idx.engine.status().healthy
-
-
-# ------------------------------------------------------------ crashes (kill -9)
-
-
-# The named steps of a write (tests/kill_child.py): Milvus has no tantivy keyword index
-MILVUS_POINTS = [p for p in KILL_POINTS if not p.startswith("keyword.")]
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize("store, point", [("chroma", p) for p in KILL_POINTS]
-                         + [pytest.param("milvus", p, marks=MILVUS.marks) for p in MILVUS_POINTS])
-def test_a_writer_killed_at_each_write_step_is_completed_by_the_next_write(tmp_path, store, point):
-    """kill -9 at every step of a write (in the embedding, inside and after the record's
-    put, during the stale-vector delete, during and after the vector add, between the add
-    and 'complete', inside 'complete', during a removal, during the tantivy commit and
-    before its state is recorded): the kill must happen (exit -9); nothing half-written
-    is served; the next write (of other documents) finishes it; and after rewriting the
-    same documents the index holds what a clean build holds (records, chunk texts and
-    offsets, vectors, keyword ids)."""
-    want = clean_build(tmp_path / "clean", store, 1)
-    path = tmp_path / "crashed"
-    first = run_child(path, store, "write", 0)  # an earlier, finished write (version 0)
-    assert first.returncode == 0, first.stderr[-3000:]
-    killed = run_child(path, store, "write", 1, kill=f"{point}:1")  # replaces, removes and adds sources
-    assert killed.returncode == -signal.SIGKILL, f"not killed at {point} (exit {killed.returncode}): " + \
-        killed.stderr[-3000:]
-    forget_clients()
-    survivor = open_index(path, store)
-    try:
-        complete = {sid for sid, h in survivor.store.heads().items() if h.state == "complete"}
-        assert set(survivor.source_ids()) == complete
-        served = {cid.split(":")[0] for cid, _ in survivor.bm25_search("doc1 doc5 edition w1 w2 w3 w4 w5", k=500)}
-        served |= {cid.split(":")[0] for cid in survivor.dense_ids("doc5 edition w7 w9", k=500,
-                                                                  search_type="similarity")}
-        assert served <= complete
-        # a write of another document finishes what the dead one left
-        survivor.index_documents([Document(page_content="An unrelated note. " * 30, metadata={"source": "other.txt"})])
-        assert not survivor.status().incomplete
-        survivor.index_documents(versioned_corpus(1), prune="all")
-        problems = differences(index_contents(survivor), want)
-        assert not problems, "\n".join(problems[:40])
-    finally:
-        survivor.close()
-    assert not any(p.name.startswith((".swrag.tmp", ".swrag.old")) for p in path.rglob("*"))
 
 
 # ------------------------------------------------------------------ stale data
