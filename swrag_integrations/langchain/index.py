@@ -13,7 +13,7 @@ this module adds the LangChain contract (documents in and out, ``VectorStore`` s
 methods, retrievers). The default Chroma store is the engine's own `ChromaStorage`
 (one adapter for the collection, whichever face or command opened it).
 
-Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py``):
+Guarantees (tested in ``tests/ingest/test_retrieval_reliability.py`` and ``tests/ingest/test_crash_steps.py``):
 
 * **Only complete sources are served.** A source is written to the source store as
   ``pending`` first, then its vectors, then it is marked ``complete``; dense and
