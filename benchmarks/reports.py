@@ -165,17 +165,16 @@ REPORTS: tuple[Report, ...] = (
         (("{py}", "-m", "swrag_integrations.evaluation.peers.peers", "--data-dir", "{data}", "--out", "{run}",
           "--datasets", "multifieldqa_zh,qasper,minilongbench,squad_v2_articles,hotpotqa,cmrc2018_corpus,"
                         "leval_scientific_qa,leval_natural_question,leval_multidoc_qa,leval_financial_qa,"
-                        "leval_legal_contract_qa",
+                        "leval_legal_contract_qa,drcd_corpus",
           "--strategies", "default,langchain-ensemble,llamaindex-window,langchain-parent",
           "--budgets", "300,500,1000,1500", "--peer-config", "docs/eval/peers_tuned_budgets.json", "--half", "test",
           "--report", "{run}/budget_curve.md"),),
         {"budget_curve.md": "docs/eval/budget_curve.md"}, 300, "markdown",
         (*((f"*| {m}", SHARE_TOLERANCE) for m in ("context recall", "hit")), ("*", 0.0)),
         note="baseline written 2026-11-28: the six original sets at 7fe817e (10:10-10:37 UTC), the five LEval "
-             "tasks at 2c6caa0 (13:37-14:28 UTC), one run folder, shared machine; the per-budget peer choices "
-             "are docs/eval/peers_tuned_budgets.json (peer_tuning --budgets 300,500,1000,1500 on the tuning "
-             "halves). drcd_corpus joins --datasets when its per-budget tuning is written; the run also writes "
-             "budget_curve.png"),
+             "tasks at 2c6caa0 (13:37-14:28 UTC), drcd_corpus at 6eab825 (15:18-15:24 UTC), one run folder, "
+             "shared machine; the per-budget peer choices are docs/eval/peers_tuned_budgets.json (peer_tuning "
+             "--budgets 300,500,1000,1500 on the tuning halves); the run also writes budget_curve.png"),
     Report(
         "f1_local_model", "docs/evaluation/claims.md F1 of the local model (docs/eval/f1_local_model_results.json)",
         (), {}, 60, "eval-json", EVAL_TOLERANCES,
