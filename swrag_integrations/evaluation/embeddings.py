@@ -137,6 +137,19 @@ EVAL_EMBEDDINGS = ("minilm", "e5")
 """The models an evaluation can run on (``$SWRAG_EVAL_EMBEDDING``, ``peers --embedding``)."""
 
 
+def eval_embedding_name(name: str | None = None) -> str:
+    """The evaluation's embedding: ``name``, else ``$SWRAG_EVAL_EMBEDDING``, else ``"minilm"``.
+
+    Raises:
+        ValueError: a name not in `EVAL_EMBEDDINGS`.
+    """
+    name = name or os.environ.get("SWRAG_EVAL_EMBEDDING") or "minilm"
+    if name not in EVAL_EMBEDDINGS:
+        raise ValueError(f"the evaluation's embedding must be one of {', '.join(EVAL_EMBEDDINGS)} "
+                         f"($SWRAG_EVAL_EMBEDDING / --embedding), got {name!r}")
+    return name
+
+
 def default_embeddings(cache_path: str | os.PathLike | None = None, name: str | None = None) -> CachedEmbeddings:
     """The evaluation's embedding behind a text-hash cache at ``cache_path`` (in memory
     when ``None``), namespaced by its ``model_name``: the packaged MiniLM
@@ -151,11 +164,7 @@ def default_embeddings(cache_path: str | os.PathLike | None = None, name: str | 
     Raises:
         ValueError: an unknown name.
     """
-    name = name or os.environ.get("SWRAG_EVAL_EMBEDDING") or "minilm"
-    if name not in EVAL_EMBEDDINGS:
-        raise ValueError(f"the evaluation's embedding must be one of {', '.join(EVAL_EMBEDDINGS)} "
-                         f"($SWRAG_EVAL_EMBEDDING / --embedding), got {name!r}")
-    if name == "e5":
+    if eval_embedding_name(name) == "e5":
         from swrag_integrations.embeddings.e5 import E5Embeddings
 
         model: Any = E5Embeddings()

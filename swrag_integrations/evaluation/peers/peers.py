@@ -175,7 +175,9 @@ def _check_embedding(folder: Path) -> None:
     Raises:
         ValueError: ``folder`` was run with another embedding.
     """
-    name = os.environ.get("SWRAG_EVAL_EMBEDDING") or "minilm"
+    from swrag_integrations.evaluation.embeddings import eval_embedding_name
+
+    name = eval_embedding_name()
     record = folder / "embedding.txt"
     if record.exists():
         before = record.read_text(encoding="utf-8").strip()
