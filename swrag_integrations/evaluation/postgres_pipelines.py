@@ -78,11 +78,12 @@ class EvalPostgres:
     def new_database(cls) -> str:
         """The URI of a new, empty database (with pgvector) on this process's server."""
         import psycopg
+        from psycopg import sql
 
         admin = cls._admin_uri()
         name = f"swrag_eval_{os.getpid()}_{next(cls._count)}"
         with psycopg.connect(admin, autocommit=True) as con:
-            con.execute(f'CREATE DATABASE "{name}"')
+            con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         with psycopg.connect(cls._server.get_uri(name), autocommit=True) as con:
             con.execute("CREATE EXTENSION IF NOT EXISTS vector")
         return cls._server.get_uri(name)
@@ -91,12 +92,13 @@ class EvalPostgres:
     def drop_database(cls, uri: str) -> None:
         """Drop the database of ``uri`` (made by `new_database`); its connections must be closed."""
         import psycopg
+        from psycopg import sql
 
         if cls._server is None:
             return
         name = uri.split("?", 1)[0].rsplit("/", 1)[-1]
         with psycopg.connect(cls._server.get_uri(), autocommit=True) as con:
-            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            con.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
     @classmethod
     def stop(cls) -> None:
