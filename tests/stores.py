@@ -65,38 +65,16 @@ _PG: dict[str, Any] = {}
 
 def postgres_database() -> str:
     """The URI of a new, empty database on this test process's PostgreSQL, which
-    ``pgserver`` starts on first use in a private temporary folder (Unix socket only) and
-    stops at exit; skips the test with the reason when it cannot start."""
-    import atexit
-    import itertools
-    import os
-    import shutil
-    import tempfile
-
-    import psycopg
-
+    ``pgserver`` starts on first use in a private temporary folder (Unix socket only,
+    `PrivatePostgres`) and stops at exit; skips the test with the reason when it cannot start."""
     if "server" not in _PG:
-        import pgserver
+        from swrag_integrations.stores.private_postgres import PrivatePostgres
 
-        folder = tempfile.mkdtemp(prefix="swrag-pg-")
         try:
-            server = pgserver.get_server(folder, cleanup_mode="stop")
-            with psycopg.connect(server.get_uri(), autocommit=True) as con:
-                con.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        except Exception as exc:  # noqa: BLE001
-            shutil.rmtree(folder, ignore_errors=True)
-            pytest.skip(f"pgserver could not start PostgreSQL here: {type(exc).__name__}: {exc}")
-
-        def stop() -> None:
-            server.cleanup()
-            shutil.rmtree(folder, ignore_errors=True)
-
-        atexit.register(stop)
-        _PG.update(server=server, count=itertools.count())
-    name = f"t{os.getpid()}_{next(_PG['count'])}"
-    with psycopg.connect(_PG["server"].get_uri(), autocommit=True) as con:
-        con.execute(f'CREATE DATABASE "{name}"')
-    return _PG["server"].get_uri(name)
+            _PG["server"] = PrivatePostgres()
+        except RuntimeError as exc:
+            pytest.skip(str(exc))
+    return _PG["server"].create_database()
 
 
 def test_database() -> str:

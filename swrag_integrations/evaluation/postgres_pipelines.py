@@ -21,11 +21,6 @@ a private temporary folder (mode 0700, Unix socket only) and stops when the proc
 
 from __future__ import annotations
 
-import atexit
-import itertools
-import os
-import shutil
-import tempfile
 import threading
 from typing import Any
 
@@ -46,68 +41,35 @@ DENSE_ONLY = {"weights": (0.0, 1.0)}
 
 
 class EvalPostgres:
-    """One PostgreSQL server per process for the evaluation, started lazily by ``pgserver``
-    in a private temporary folder and stopped (folder removed) at exit."""
+    """One PostgreSQL server per process for the evaluation (`PrivatePostgres`: a private
+    temporary folder, Unix socket only), started on first use and stopped at exit."""
 
     _lock = threading.Lock()
     _server: Any = None
-    _folder: str | None = None
-    _count = itertools.count()
-
-    @classmethod
-    def _admin_uri(cls) -> str:
-        with cls._lock:
-            if cls._server is None:
-                import pgserver
-                import psycopg
-
-                folder = tempfile.mkdtemp(prefix="swrag-eval-pg-")  # mode 0700
-                try:
-                    server = pgserver.get_server(folder, cleanup_mode="stop")
-                    with psycopg.connect(server.get_uri(), autocommit=True) as con:
-                        con.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                except Exception as exc:
-                    shutil.rmtree(folder, ignore_errors=True)
-                    raise RuntimeError(f"pgserver could not start PostgreSQL in {folder}: "
-                                       f"{type(exc).__name__}: {exc}") from exc
-                cls._server, cls._folder = server, folder
-                atexit.register(cls.stop)
-            return cls._server.get_uri()
 
     @classmethod
     def new_database(cls) -> str:
         """The URI of a new, empty database (with pgvector) on this process's server."""
-        import psycopg
-        from psycopg import sql
+        with cls._lock:
+            if cls._server is None:
+                from swrag_integrations.stores.private_postgres import PrivatePostgres
 
-        admin = cls._admin_uri()
-        name = f"swrag_eval_{os.getpid()}_{next(cls._count)}"
-        with psycopg.connect(admin, autocommit=True) as con:
-            con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        with psycopg.connect(cls._server.get_uri(name), autocommit=True) as con:
-            con.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        return cls._server.get_uri(name)
+                cls._server = PrivatePostgres(prefix="swrag-eval-pg-")
+        return cls._server.create_database()
 
     @classmethod
     def drop_database(cls, uri: str) -> None:
-        """Drop the database of ``uri`` (made by `new_database`); its connections must be closed."""
-        import psycopg
-        from psycopg import sql
-
-        if cls._server is None:
-            return
-        name = uri.split("?", 1)[0].rsplit("/", 1)[-1]
-        with psycopg.connect(cls._server.get_uri(), autocommit=True) as con:
-            con.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        """Drop the database of ``uri`` (made by `new_database`), closing its connections."""
+        if cls._server is not None:
+            cls._server.drop_database(uri)
 
     @classmethod
     def stop(cls) -> None:
-        """Stop the server and remove its folder (registered with ``atexit``)."""
+        """Stop the server and remove its folder (also done at exit)."""
         with cls._lock:
             if cls._server is not None:
-                cls._server.cleanup()
-                shutil.rmtree(cls._folder or "", ignore_errors=True)
-                cls._server = cls._folder = None
+                cls._server.stop()
+                cls._server = None
 
 
 class DefaultPostgresPipeline(DefaultPipeline):

@@ -661,6 +661,10 @@ def repair(index: "EngineState", *, deep: bool = False) -> IndexReport:
             _fence(index)
             index.vectors.delete(garbage)
             report.notes.append(f"{len(garbage)} vector(s) no source referenced: deleted")
+        restore = getattr(index.vectors, "restore_indexes", None)  # PostgreSQL: after an interrupted bulk load
+        built = restore() if restore is not None else []
+        if built:
+            report.notes.append(f"search index(es) {', '.join(built)} were missing: built")
         complete = sorted(s for s, h in index.store.heads().items() if h.state == "complete")
         if complete:
             index.record_embedding()
