@@ -2,6 +2,7 @@
 
     python benchmarks/bench_pg_writers.py [--store postgresql://... | pgserver] [--writers 1,4]
                                           [--sources 40] [--doc-chars 20000]
+                                          [--pg-folder DIR --database bench --collection NAME]
 
 Each writer is its own process with its own index handle; together they write
 ``--sources`` sources (corpus documents of about ``--doc-chars`` characters, real text,
@@ -9,9 +10,11 @@ about 100 chunks each, under names no other writer uses) through the one write p
 (``write_planned``) with precomputed random unit vectors, so embedding is excluded. The
 figure is the chunks written per second of wall time from the first writer's start to the
 last one's end, for each number of writers, in one run (the ratio is what counts on a
-shared machine). ``pgserver`` starts a PostgreSQL for the run in a temporary folder
-(Unix socket only) and stops it at the end. Goal (issue 43): 4 writers at least 2x one
-writer's throughput.
+shared machine). ``pgserver`` starts a private PostgreSQL for the run (`PrivatePostgres`:
+a 0700 folder, Unix socket only) and stops it at the end: in a temporary folder, or in
+``--pg-folder`` (kept), e.g. the one ``bench_growth.py --store pgserver --keep DIR`` left in
+``DIR/pg``, so that with that index's ``--collection`` the writers add to an index of 1M
+chunks. Goal (issue 43): 4 writers at least 2x one writer's throughput.
 """
 
 from __future__ import annotations
@@ -19,10 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -90,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", default="1,4")
     parser.add_argument("--sources", type=int, default=40)
     parser.add_argument("--doc-chars", type=int, default=20000)
-    parser.add_argument("--collection", default="bench_writers")
+    parser.add_argument("--collection", default="bench_writers",
+                        help="the index's collection (another index's, e.g. bench_growth's, measures at its size)")
+    parser.add_argument("--pg-folder", default=None,
+                        help="with --store pgserver: the data folder of a PostgreSQL to start again and keep "
+                             "(e.g. bench_growth.py --keep DIR --store pgserver leaves DIR/pg)")
+    parser.add_argument("--database", default="bench", help="with --store pgserver: the database")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--tag", help=argparse.SUPPRESS)
     parser.add_argument("--first", type=int, help=argparse.SUPPRESS)
@@ -99,18 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         _writer(args.child, args.collection, args.tag, args.first, args.count, args.doc_chars)
         return 0
-    server = folder = None
+    server = None
     uri = args.store
-    if uri == "pgserver":
-        import pgserver
-        import psycopg
+    if uri == "pgserver":  # a private PostgreSQL: a temporary one, or the one kept in --pg-folder
+        from swrag_integrations.stores.private_postgres import PrivatePostgres
 
-        folder = tempfile.mkdtemp(prefix="swrag-bench-pg-")
-        server = pgserver.get_server(folder, cleanup_mode="stop")
-        with psycopg.connect(server.get_uri(), autocommit=True) as con:
-            con.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            con.execute("CREATE DATABASE bench")
-        uri = server.get_uri("bench")
+        server = PrivatePostgres(args.pg_folder) if args.pg_folder else PrivatePostgres(prefix="swrag-bench-pg-")
+        uri = server.create_database(args.database, exist_ok=bool(args.pg_folder))
     try:
         rows = [run(uri, int(n), args.sources, args.doc_chars, i) for i, n in enumerate(args.writers.split(","))]
         with open("/proc/loadavg") as fh:
@@ -123,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['chunks_per_s'] / rows[0]['chunks_per_s']:.2f}x |")
     finally:
         if server is not None:
-            server.cleanup()
-            shutil.rmtree(folder, ignore_errors=True)
+            server.stop()
     return 0
 
 

@@ -937,9 +937,16 @@ class PostgresStorage(EmbeddingSide):
     def keyword_search(self, query: str, k: int, *, native: dict[str, Any] | None = None) -> list[tuple[Any, float]]:
         """The ``k`` best chunks for ``query`` by BM25 in the database (see the module
         docstring), with their scores, best first; chunks without a query term are not
-        returned."""
-        from psycopg import sql
+        returned.
 
+        Exact top ``k`` without scoring every chunk that holds a common query term (MaxScore,
+        Turtle & Flood 1995): a term adds at most its idf to a chunk's score (``tf / (tf + K)
+        < 1``), so after the chunks holding the rarest terms are scored, a chunk holding
+        none of them scores below the sum of the other terms' idf; once that sum is at most
+        the ``k``-th best score found, the rest cannot enter the top ``k`` (nor tie with it)
+        and are never read. Otherwise the next-rarest terms join the candidates and the
+        query runs again (at most once per term).
+        """
         from swrag_integrations.keyword.bm25 import tokenize
 
         terms = sorted({t for t in tokenize(query) if len(t.encode()) <= _MAX_LEXEME_BYTES})
@@ -954,20 +961,44 @@ class PostgresStorage(EmbeddingSide):
             if n_docs <= 0:
                 return []
             avgdl = max(total / n_docs, 1e-9)
-            idf = [float(np.log(1 + (n_docs - stats.get(t, (0, 0))[0] + 0.5) / (stats.get(t, (0, 0))[0] + 0.5)))
-                   for t in terms]
-            tsquery = " | ".join(_query_literal(t) for t in terms)
-            rows = self.conn.execute(sql.SQL(
-                "SELECT c.text, c.metadata, c.vector_id, s.score FROM (SELECT c.vector_id, "
-                "sum(q.idf * u.tf / (u.tf + %s * (1 - %s + %s * c.n_terms / %s))) AS score "
-                "FROM {chunks} c CROSS JOIN LATERAL (SELECT lexeme, cardinality(positions) AS tf "
-                "FROM unnest(c.terms)) u JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = u.lexeme "
-                "WHERE c.terms @@ %s::tsquery AND {where} GROUP BY c.vector_id, c.n_terms "
-                "ORDER BY score DESC, c.source_id, c.chunk_index LIMIT %s) s JOIN {chunks} c "
-                "ON c.vector_id = s.vector_id ORDER BY s.score DESC, c.source_id, c.chunk_index").format(
-                    chunks=self._t("chunks"), where=where),
-                [BM25_K1, BM25_B, BM25_B, avgdl, terms, idf, tsquery, *params, int(k)]).fetchall()
+            df = {t: max(stats.get(t, (0, 0))[0], 0) for t in terms}
+            terms = [t for t in terms if df[t] > 0] or terms
+            idf = {t: float(np.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5))) for t in terms}
+            rarest = sorted(terms, key=lambda t: (-idf[t], t))
+            rest = [sum(idf[t] for t in rarest[j:]) for j in range(len(rarest) + 1)]  # the best a chunk can
+            # reach holding none of rarest[:j]
+            j, held = 0, 0
+            while j < len(rarest) and held < k:  # enough candidates to fill k (before overlaps)
+                held += df[rarest[j]]
+                j += 1
+            while True:
+                rows = self._bm25_rows(rarest[:j], terms, idf, avgdl, where, params, k)
+                if j >= len(rarest):
+                    break
+                theta = float(rows[-1][3]) if len(rows) >= k else 0.0
+                if rest[j] * (1 + 1e-9) <= theta:
+                    break
+                j = next((i for i in range(j + 1, len(rarest) + 1) if rest[i] * (1 + 1e-9) <= theta), len(rarest))
         return [(PlainDocument(r[0], dict(r[1]), r[2]), float(r[3])) for r in rows if float(r[3]) > 0]
+
+    def _bm25_rows(self, candidates: Sequence[str], terms: Sequence[str], idf: dict[str, float], avgdl: float,
+                   where: Any, params: Sequence[Any], k: int) -> list[tuple[Any, ...]]:
+        """The ``k`` best chunks holding one of ``candidates``, scored over all ``terms``:
+        ``(text, metadata, vector id, score)``, best first, ties in document order."""
+        from psycopg import sql
+
+        tsquery = " | ".join(_query_literal(t) for t in candidates)
+        return self.conn.execute(sql.SQL(
+            "SELECT c.text, c.metadata, c.vector_id, s.score FROM (SELECT c.vector_id, "
+            "sum(q.idf * u.tf / (u.tf + %s * (1 - %s + %s * c.n_terms / %s))) AS score "
+            "FROM {chunks} c CROSS JOIN LATERAL (SELECT lexeme, cardinality(positions) AS tf "
+            "FROM unnest(c.terms)) u JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON q.term = u.lexeme "
+            "WHERE c.terms @@ %s::tsquery AND {where} GROUP BY c.vector_id, c.n_terms "
+            "ORDER BY score DESC, c.source_id, c.chunk_index LIMIT %s) s JOIN {chunks} c "
+            "ON c.vector_id = s.vector_id ORDER BY s.score DESC, c.source_id, c.chunk_index").format(
+                chunks=self._t("chunks"), where=where),
+            [BM25_K1, BM25_B, BM25_B, avgdl, list(terms), [idf[t] for t in terms], tsquery, *params,
+             int(k)]).fetchall()
 
     # ------------------------------------------------------------------ upkeep
     def reopen(self) -> None:

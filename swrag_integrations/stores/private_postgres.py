@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 __all__ = ["PrivatePostgres"]
 
@@ -56,8 +57,9 @@ class PrivatePostgres:
         atexit.register(self.stop)
 
     def uri(self, database: str | None = None) -> str:
-        """The libpq URI of ``database`` (default the server's own ``postgres``)."""
-        return self.server.get_uri(database) if database else self.server.get_uri()
+        """The libpq URI of ``database`` (default the server's own ``postgres``; the name
+        percent-encoded)."""
+        return self.server.get_uri(quote(database, safe="")) if database else self.server.get_uri()
 
     def create_database(self, name: str | None = None, *, exist_ok: bool = False) -> str:
         """Create a database (default name: ``swrag_<pid>_<n>``) with pgvector; its URI."""
@@ -82,7 +84,7 @@ class PrivatePostgres:
 
         if self._stopped:
             return
-        name = uri_or_name.split("?", 1)[0].rsplit("/", 1)[-1]
+        name = unquote(uri_or_name.split("?", 1)[0].rsplit("/", 1)[-1]) if "://" in uri_or_name else uri_or_name
         with psycopg.connect(self.uri(), autocommit=True) as con:
             con.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 

@@ -34,7 +34,7 @@ def _databases() -> set[str]:
 
     from swrag_integrations.evaluation.postgres_pipelines import EvalPostgres
 
-    with psycopg.connect(EvalPostgres._admin_uri(), autocommit=True) as con:
+    with psycopg.connect(EvalPostgres._server.uri(), autocommit=True) as con:
         return {r[0] for r in con.execute("SELECT datname FROM pg_database")}
 
 

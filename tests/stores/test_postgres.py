@@ -203,6 +203,104 @@ def test_term_statistics_fold_without_changing_scores(pg_uri):
     engine.close()
 
 
+def test_keyword_top_k_skips_common_terms_and_stays_exact(pg_uri):
+    """MaxScore: the top k equals scoring every chunk that holds any query term (same ids,
+    scores and tie order, with and without a filter), while queries mixing rare and common
+    terms read fewer candidates than all of them."""
+    import random
+
+    engine = open_engine(pg_uri)
+    rng = random.Random(7)
+    vocab = [f"w{i}" for i in range(400)]
+    weights = [1 / (i + 1) for i in range(len(vocab))]  # Zipf: w0 in most chunks, w399 in few
+    texts = [" ".join(rng.choices(vocab, weights, k=rng.randint(5, 30))) for _ in range(300)]
+    engine.index_texts(texts, [{"part": i % 3} for i in range(len(texts))])
+    st = engine.store
+    calls: list[int] = []
+    rows_of = st._bm25_rows
+
+    def counting(candidates, terms, *args):
+        calls.append(len(candidates) < len(terms))
+        return rows_of(candidates, terms, *args)
+
+    st._bm25_rows = counting
+    from swrag_integrations.engine.filters import parse_filter
+
+    native = st.native_filter(parse_filter({"part": 1}))
+    pruned = 0
+    for _ in range(40):
+        query = " ".join(rng.sample(vocab[:5], 2) + rng.sample(vocab[100:], rng.randint(1, 3)))
+        for k in (1, 5, 20):
+            for flt in (None, native):
+                calls.clear()
+                got = st.keyword_search(query, k, native=flt)
+                pruned += all(calls)
+                from swrag_integrations.keyword.bm25 import tokenize
+
+                terms = sorted(set(tokenize(query)))
+                stats = dict((t, int(df)) for t, df, _ in st.conn.execute(st._sql(
+                    "SELECT term, sum(df), sum(len) FROM {t} WHERE term = ANY(%s) GROUP BY term", t="terms"),
+                    ([*terms, ""],)).fetchall())
+                n, total = stats[""], st.conn.execute(st._sql("SELECT sum(len) FROM {t} WHERE term = ''",
+                                                             t="terms")).fetchone()[0]
+                import math
+
+                idf = {t: math.log(1 + (n - stats.get(t, 0) + 0.5) / (stats.get(t, 0) + 0.5)) for t in terms}
+                where, params = st._where(flt)
+                with st.conn.transaction():
+                    want = rows_of(terms, terms, idf, int(total) / n, where, params, k)
+                assert [(d.id, sc) for d, sc in got] == [(r[2], pytest.approx(float(r[3]), rel=1e-9)) for r in want]
+    assert pruned > 20  # most such queries never read the common terms' chunks
+    engine.close()
+
+
+def test_bulk_load_builds_the_search_indexes_at_its_end(pg_uri):
+    engine = open_engine(pg_uri)
+    engine.index_texts(TEXTS[:1])
+    st = engine.store
+    with st.bulk_load():
+        assert sorted(st.missing_search_indexes()) == ["chunks_hnsw", "chunks_terms"]
+        ids = engine.index_texts(TEXTS[1:])
+        assert engine.bm25_search("harbour", 2)[0][0].split(":")[0] == ids[1]  # answered by scanning
+    assert st.missing_search_indexes() == []
+    assert engine.bm25_search("harbour lighthouse", 1)[0][0].split(":")[0] == ids[1]
+    assert st.check() == []
+    engine.close()
+
+
+def test_an_interrupted_bulk_load_is_reported_and_repaired(pg_uri):
+    engine = open_engine(pg_uri)
+    engine.index_texts(TEXTS)
+    st = engine.store
+    st.conn.execute(st._sql("DROP INDEX {i}", i="chunks_hnsw"))  # what a bulk load killed inside leaves
+    assert any("chunks_hnsw missing" in p for p in st.check())
+    report = engine.repair()
+    assert any("chunks_hnsw" in n for n in report.notes)
+    assert st.missing_search_indexes() == [] and st.check() == []
+    engine.close()
+
+
+def test_private_postgres_is_private_and_creates_databases_by_identifier(tmp_path):
+    import stat
+
+    import psycopg
+
+    from swrag_integrations.stores.private_postgres import PrivatePostgres
+
+    with PrivatePostgres(tmp_path / "pg") as server:
+        assert stat.S_IMODE((tmp_path / "pg").stat().st_mode) == 0o700
+        uri = server.create_database('odd "name"; drop')
+        with psycopg.connect(uri) as con:
+            assert con.execute("SELECT current_database()").fetchone()[0] == 'odd "name"; drop'
+            assert con.execute("SHOW listen_addresses").fetchone()[0] == ""  # no TCP port
+            assert con.execute("SELECT extname FROM pg_extension WHERE extname = 'vector'").fetchone()
+        with pytest.raises(ValueError, match="already exists"):
+            server.create_database('odd "name"; drop')
+        server.drop_database(uri)
+        with psycopg.connect(server.uri()) as con:
+            assert not con.execute("SELECT 1 FROM pg_database WHERE datname = %s", ('odd "name"; drop',)).fetchone()
+
+
 FILTERS = [{"topic": "sea"}, {"n": {"$gte": 2}}, {"$or": [{"topic": "town"}, {"n": 3}]},
            {"topic": {"$in": ["town", "none"]}}, {"topic": {"$ne": "sea"}}]
 
