@@ -134,7 +134,7 @@ def queries(n: int, seed: int = 0) -> list[str]:
 def _disk_mb(index, storage: str | None) -> float:
     """MB on disk of the index folder, plus a Milvus Lite file named outside it (``milvus:PATH.db``)
     or the PostgreSQL database (``pg_database_size``)."""
-    total = index.disk_size()
+    total = index.engine.disk_size()
     if storage and storage.startswith(("postgresql://", "postgres://")):
         store = index.engine.store
         total += int(store.conn.execute("SELECT pg_database_size(current_database())").fetchone()[0])
@@ -149,7 +149,7 @@ def _disk_mb(index, storage: str | None) -> float:
 
 
 def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, workers: int, doc_chars: int,
-         batch_size: int, backend: str) -> dict:
+         batch_size: int, backend: str, build_memory: str = "3GB") -> dict:
     """Grow the index at ``index_dir`` (vectors in ``storage``) to ``target`` small chunks (in this process)."""
     import numpy as np
     from langchain_core.documents import Document
@@ -161,11 +161,11 @@ def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, work
 
     index = SlidingWindowIndex(index_dir, storage=storage, embedding=MiniLMEmbeddings(backend=backend),
                                batch_size=batch_size, show_progress=False)
-    have = index.count("small")
+    have = index.engine.count("small")
     t0 = time.perf_counter()
     docs = corpus_documents(doc_chars)
     real = synthetic = 0
-    heads = index.store.heads()
+    heads = index.engine.store.heads()
     rng = np.random.default_rng(len(heads))
     base_records: dict[str, SourceRecord] = {}
     todo_real: list[Document] = []
@@ -178,7 +178,7 @@ def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, work
             source = f"copy{copy}/{name}"
             doc = Document(page_content=text, metadata={"source": source})
             if copy == 0 and name not in base_records:
-                base_records[name] = plan_source(Document(page_content=text, metadata={"source": name}), index.config)
+                base_records[name] = plan_source(Document(page_content=text, metadata={"source": name}), index.engine.config)
             base = base_records[name]
             from swrag_integrations.engine.ids import source_id_for
 
@@ -197,13 +197,13 @@ def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, work
             have += base.n_chunks
         copy += 1
     if todo_real:
-        index.index_documents(todo_real, workers=workers)
+        index.engine.index_documents(todo_real, workers=workers)
     # synthetic records in parts of about 100k chunks, so the log shows the write rate while it runs;
     # PostgreSQL loads many at once with its search indexes built at the end (bulk_load)
     bulk = getattr(index.engine.vectors, "bulk_load", None)
     bulk_used = bulk is not None and synthetic >= BULK_FROM
     done = 0
-    with bulk() if bulk_used else contextlib.nullcontext():
+    with bulk(maintenance_work_mem=build_memory) if bulk_used else contextlib.nullcontext():
         while todo_syn:
             part, n = [], 0
             while todo_syn and n < 100_000:
@@ -217,7 +217,7 @@ def grow(index_dir: Path, storage: str | None, target: int, real_upto: int, work
     index_s = time.perf_counter() - loaded if bulk_used and done else 0.0
     if index_s:
         print(f"     search indexes built in {index_s:.0f} s (bulk load)", flush=True)
-    return {"chunks": index.count("small"), "sources": len(index.source_ids()), "added_real": real,
+    return {"chunks": index.engine.count("small"), "sources": len(index.engine.source_ids()), "added_real": real,
             "added_synthetic": synthetic, "index_build_s": index_s, "build_s": time.perf_counter() - t0,
             "build_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "disk_mb": _disk_mb(index, storage)}
@@ -258,6 +258,7 @@ def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: boo
             doc_chars: int, backend: str) -> dict:
     """Open the index fresh, time the query paths, then adding and deleting one source (in this process)."""
     from swrag_integrations.langchain.index import SlidingWindowIndex
+    from swrag_integrations.langchain.search import CJKBM25Retriever, DenseChunkRetriever, HybridRetriever
 
     t0 = time.perf_counter()
     embedding = _cached_minilm(backend=backend)
@@ -266,9 +267,9 @@ def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: boo
     # synthetic vectors: skip it (it runs once per index object, never per query)
     index.engine.probed = True
     qs = queries(n_queries)
-    bm25 = index.bm25_retriever(k=20)
-    dense = index.dense_retriever(k=20, search_type="mmr")
-    hybrid = index.hybrid_retriever(k=20)
+    bm25 = CJKBM25Retriever.from_index(index, k=20)
+    dense = DenseChunkRetriever.from_index(index, k=20, search_type="mmr")
+    hybrid = HybridRetriever.from_index(index, k=20)
     windowed = index.as_retriever(k=4, k_child=20)
     before_queries = memory_now()  # the model and the index's handles, before any search loads its index
     for fn in (bm25.invoke, dense.invoke, hybrid.invoke, windowed.invoke):
@@ -305,7 +306,7 @@ def measure(index_dir: Path, storage: str | None, n_queries: int, langchain: boo
     if langchain:
         from langchain_community.retrievers import BM25Retriever
 
-        texts = [rec.chunk_text(i) for rec in index.store.iter_records() for i in range(rec.n_chunks)]
+        texts = [rec.chunk_text(i) for rec in index.engine.store.iter_records() for i in range(rec.n_chunks)]
         t = time.perf_counter()
         lc = BM25Retriever.from_texts(texts, k=20)
         build = time.perf_counter() - t
@@ -360,6 +361,7 @@ def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) ->
     from langchain_core.documents import Document
 
     from swrag_integrations.engine.records import plan_source
+    from swrag_integrations.langchain.search import CJKBM25Retriever
 
     docs = corpus_documents(doc_chars)
     rng = random.Random(1)
@@ -367,14 +369,14 @@ def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) ->
     stamp = int(time.time())
     probe_docs = [Document(page_content=text, metadata={"source": f"probe-{stamp}-{k}/{name}"})
                   for k, (name, text) in enumerate(picked)]
-    records = [plan_source(d, index.config) for d in probe_docs]
+    records = [plan_source(d, index.engine.config) for d in probe_docs]
     t = time.perf_counter()
     embedding.warm([rec.chunk_text(i) for rec in records for i in range(rec.n_chunks)])
     embed_ms = (time.perf_counter() - t) * 1000
-    bm25 = index.bm25_retriever(k=20)
+    bm25 = CJKBM25Retriever.from_index(index, k=20)
     # first-write costs (lock, handles; completing what an interrupted writer left) not counted
     index.delete(index.add_documents([probe_docs.pop(0)]))
-    before = index.count("small")
+    before = index.engine.count("small")
     add_ms, del_ms, first_ms = [], [], []
     for doc in probe_docs:
         misses = embedding.misses
@@ -389,7 +391,7 @@ def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) ->
         t = time.perf_counter()
         index.delete(ids)
         del_ms.append((time.perf_counter() - t) * 1000)
-    after = index.count("small")
+    after = index.engine.count("small")
     if after != before:
         raise RuntimeError(f"probes left the index at {after:,} chunks, not {before:,}")
     out = {"probes": probes, "chunks_per_probe": statistics.median(r.n_chunks for r in records),
@@ -409,7 +411,7 @@ def write_probe(index, embedding, qs: list[str], probes: int, doc_chars: int) ->
 def _child(args: argparse.Namespace) -> int:
     if args.run == "grow":
         out = grow(Path(args.index_dir), args.store, args.target, args.real_upto, args.workers, args.doc_chars,
-                   args.batch_size, args.backend)
+                   args.batch_size, args.backend, args.pg_build_memory)
     else:
         out = measure(Path(args.index_dir), args.store, args.queries, args.langchain, args.profile, args.probes,
                       args.doc_chars, args.backend)
@@ -451,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
                              "default the embedded Chroma (keyword index in "
                              "tantivy); 'milvus' (Milvus Lite in the index folder) or 'milvus:PATH.db'")
     parser.add_argument("--probes", type=int, default=5, help="sources added and deleted per level")
+    parser.add_argument("--pg-build-memory", default="3GB",
+                        help="PostgreSQL: maintenance_work_mem of the index builds after a bulk load (about 2 KB "
+                             "per chunk keeps the HNSW graph in memory)")
     parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                         help="the MiniLM backend of the writer and the readers (default: the package's, "
                              f"{DEFAULT_BACKEND}; sentence-transformers loads torch into every process)")
@@ -483,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
         for level in levels:
             grown = _spawn(["--run", "grow", "--index-dir", str(index_dir), *store_args, "--target", str(level), "--real-upto",
                             str(args.real_upto), "--workers", str(args.workers), "--doc-chars", str(args.doc_chars),
-                            "--batch-size", str(args.batch_size)], root / f"grow-{level}.json")
+                            "--batch-size", str(args.batch_size), "--pg-build-memory", args.pg_build_memory],
+                           root / f"grow-{level}.json")
             extra = ["--langchain"] if level == lc_level else []
             if args.profile and level == levels[-1]:
                 extra.append("--profile")

@@ -241,6 +241,18 @@ REPORTS: tuple[Report, ...] = (
         {"stdout.md": "docs/reports/bench_growth_milvus.md"}, 15, "markdown", (("*", None),),
         note="stops at 100k (an earlier 1M reader passed 7.6 GB); " + WRITTEN + BENCH_NOTE),
     Report(
+        "bench_growth_postgres", "docs/how-to/scaling.md growth table (PostgreSQL rows), docs/scaling.md",
+        (("{py}", "benchmarks/bench_growth.py", "--levels", "10000,100000,1000000", "--real-upto", "10000",
+          "--store", "pgserver"),),
+        {"stdout.md": "docs/reports/bench_growth_postgres.md"}, 40, "markdown", (("*", None),),
+        note="a PostgreSQL 16 + pgvector that pgserver starts (private folder, Unix socket); loads past 50k "
+             "synthetic chunks in bulk (bulk_load); " + WRITTEN + BENCH_NOTE),
+    Report(
+        "bench_pg_writers", "docs/how-to/scaling.md PostgreSQL writers table",
+        (("{py}", "benchmarks/bench_pg_writers.py", "--writers", "1,2,4", "--sources", "40"),),
+        {"stdout.md": "docs/reports/bench_pg_writers.md"}, 5, "markdown", (("*", None),),
+        note=WRITTEN + BENCH_NOTE),
+    Report(
         "bench_keyword", "docs/scaling.md keyword-index table",
         (("{py}", "benchmarks/bench_keyword.py", "--levels", "10000,100000,1000000", "--old-writes-upto", "100000",
           "--probes", "15", "--queries", "100"),),

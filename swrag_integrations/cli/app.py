@@ -16,6 +16,7 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -197,6 +198,12 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     from swrag_integrations.cli.common import ingest_from_args
 
+    if getattr(args, "bulk", False) and getattr(args, "store", None):  # before anything is opened
+        from swrag_integrations.stores.store_uri import parse_store_uri
+
+        if parse_store_uri(args.store).kind != "postgres":
+            raise ValueError(f"--bulk needs a PostgreSQL store (--store postgresql://...), got --store {args.store}: "
+                             "drop --bulk")
     address, workers = getattr(args, "ray", None), getattr(args, "workers", None)
     ray_started = False
     if address:
@@ -214,8 +221,16 @@ def cmd_index(args: argparse.Namespace) -> int:
         # chunking merged with the options, the configuration recorded)
         face = bool(getattr(args, "config", None))
         index = as_engine(open_index(args, must_exist=False)) if face else open_engine(args, must_exist=False)
+        loading = contextlib.nullcontext()
+        if getattr(args, "bulk", False):
+            bulk_load = getattr(index.vectors, "bulk_load", None)
+            if bulk_load is None:
+                raise ValueError(f"--bulk needs a PostgreSQL store (--store postgresql://...); this index's store "
+                                 f"is {getattr(index.vectors, 'kind', type(index.vectors).__name__)}: drop --bulk")
+            loading = bulk_load()
         began = time.perf_counter()
-        report = ingest_from_args(index, args)
+        with loading:
+            report = ingest_from_args(index, args)
         seconds = time.perf_counter() - began
     finally:
         if ray_started:

@@ -324,7 +324,7 @@ def _workers_arg(value: str) -> int:
 
 
 def add_ingest_arguments(parser: Any) -> None:
-    """``--workers N`` and ``--ray ADDRESS`` for ``swrag index``."""
+    """``--workers N``, ``--ray ADDRESS`` and ``--bulk`` for ``swrag index``."""
     parser.add_argument("--workers", type=_workers_arg, default=None, metavar="N",
                         help="load, cut and embed in N worker processes, one writer (default: in this process); "
                              "with --ray: N embedding actors (default 2)")
@@ -332,6 +332,9 @@ def add_ingest_arguments(parser: Any) -> None:
                         help="run the ingestion as a Ray Data pipeline: 'local' (a Ray started in this process), "
                              "'auto', 'HOST:PORT' (a `ray start --head` cluster's GCS port) or 'ray://HOST:PORT' "
                              "(needs the [ray] extra; files must be readable at the same paths on every node)")
+    parser.add_argument("--bulk", action="store_true",
+                        help="PostgreSQL store: build its search indexes once, after the load, instead of row by "
+                             "row (for a first load of many files; searches meanwhile scan the table)")
     parser.add_argument("--ray-node-ip", default=None, metavar="IP",
                         help="this machine's address in the Ray cluster, when Ray's guess is wrong (several "
                              "networks, or a loopback cluster started with --node-ip-address 127.0.0.2)")

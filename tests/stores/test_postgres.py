@@ -509,6 +509,25 @@ def test_cli_index_status_repair_on_postgres(pg_uri, tmp_path, capsys):
     assert "checks: transactional store" in capsys.readouterr().out
 
 
+def test_cli_bulk_load_on_postgres_and_refused_elsewhere(pg_uri, tmp_path, capsys):
+    from swrag_integrations.cli import main as cli_main
+    from swrag_integrations.stores.postgres import PostgresStorage
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"{i}.txt").write_text(f"Lighthouse {i} stands on the rocks. " * 30)
+    folder = str(tmp_path / "idx")
+    assert cli_main(["index", str(docs), "--persist-dir", folder, "--store", pg_uri, "--bulk"]) == 0
+    store = PostgresStorage(pg_uri, "swrag", None)
+    assert store.missing_search_indexes() == [] and store.count() > 0
+    store.close()
+    capsys.readouterr()
+    assert cli_main(["index", str(docs), "--persist-dir", str(tmp_path / "chroma"), "--bulk"]) != 0
+    err = capsys.readouterr().err
+    assert "--bulk needs a PostgreSQL store" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_cli_refuses_a_password_in_the_uri(tmp_path, capsys):
     from swrag_integrations.cli import main as cli_main
 
