@@ -944,7 +944,7 @@ class PostgresStorage(EmbeddingSide):
         < 1``), so after the chunks holding the rarest terms are scored, a chunk holding
         none of them scores below the sum of the other terms' idf; once that sum is at most
         the ``k``-th best score found, the rest cannot enter the top ``k`` (nor tie with it)
-        and are never read. Otherwise the next-rarest terms join the candidates and the
+        and are never read. Otherwise the next-rarest term joins the candidates and the
         query runs again (at most once per term).
         """
         from swrag_integrations.keyword.bm25 import tokenize
@@ -978,7 +978,8 @@ class PostgresStorage(EmbeddingSide):
                 theta = float(rows[-1][3]) if len(rows) >= k else 0.0
                 if rest[j] * (1 + 1e-9) <= theta:
                     break
-                j = next((i for i in range(j + 1, len(rarest) + 1) if rest[i] * (1 + 1e-9) <= theta), len(rarest))
+                j += 1  # one more term: the k-th best score only grows, so fewer terms may do than
+                # the current score would ask for (the rarer terms' chunks are read again: few)
         return [(PlainDocument(r[0], dict(r[1]), r[2]), float(r[3])) for r in rows if float(r[3]) > 0]
 
     def _bm25_rows(self, candidates: Sequence[str], terms: Sequence[str], idf: dict[str, float], avgdl: float,
