@@ -249,7 +249,7 @@ REPORTS: tuple[Report, ...] = (
              "synthetic chunks in bulk (bulk_load); " + WRITTEN + BENCH_NOTE),
     Report(
         "bench_pg_writers", "docs/how-to/scaling.md PostgreSQL writers table",
-        (("{py}", "benchmarks/bench_pg_writers.py", "--writers", "1,2,4", "--sources", "40"),),
+        (("{py}", "benchmarks/bench_pg_writers.py", "--writers", "1,4,1,4,1,4", "--sources", "40"),),
         {"stdout.md": "docs/reports/bench_pg_writers.md"}, 5, "markdown", (("*", None),),
         note=WRITTEN + BENCH_NOTE),
     Report(

@@ -80,6 +80,11 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 MAX_POSITIONS = 256  # positions a tsvector keeps per lexeme
 COMPACT_EVERY = 500
+EF_SEARCH = 100
+"""The HNSW search beam (``hnsw.ef_search``) at least; wider when more neighbours are asked for.
+Chroma's default ``hnsw:search_ef``, so both stores search their graphs as widely: with pgvector's
+own default, 40, dense search alone fell behind Chroma on the largest dev set, with 100 it is level,
+for a few milliseconds more per query at 1M chunks (docs/reports/postgres_recall.md)."""
 SEARCH_INDEXES = (("chunks_terms", "USING gin (terms)"), ("chunks_hnsw", "USING hnsw (embedding vector_cosine_ops)"))
 """The chunks table's search indexes, ``(name, method)``: keyword tokens and vectors."""
 """Source writes of one handle between two foldings of the term statistics (`PostgresStorage.compact_terms`)."""
@@ -142,9 +147,8 @@ def keyword_terms(text: str) -> tuple[str, int, list[str]]:
 
 def _vector_text(vector: Any) -> str:
     """A vector in pgvector's text form (``[x,y,...]``) for ``COPY``: 9 significant digits,
-    which give back every float32 exactly (pgvector's own dumper writes each float's
-    shortest double form: 0.15 ms per 384-dimensional vector here against 0.07 ms, 9 ms
-    of a 100-chunk source's write)."""
+    which give back every float32 exactly, formatted about twice as fast as pgvector's own
+    dumper (each float's shortest double form)."""
     return "[" + ",".join(map("{:.9g}".format, np.asarray(vector, dtype=np.float32).tolist())) + "]"
 
 
@@ -234,8 +238,9 @@ class PostgresStorage(EmbeddingSide):
     transactional = True
     checks = ("transactional store: every source commits whole, so there are no unfinished writes to finish; "
               "status --deep checks that each source's chunks are all of its current version and that the BM25 "
-              "statistics count the chunks held; repair rebuilds the HNSW index (REINDEX) when a probe does not "
-              "find its own vectors")
+              "statistics count the chunks held and that the search indexes exist; repair builds search indexes an "
+              "interrupted bulk load left out and rebuilds the HNSW index (REINDEX) when a probe does not find "
+              "its own vectors")
     """What ``swrag status`` and ``swrag repair`` check on this store (they print it)."""
 
     def __init__(self, conninfo: str, collection_name: str, embedding: Any, *, index_text: Any = None,
@@ -372,8 +377,8 @@ class PostgresStorage(EmbeddingSide):
     def restore_indexes(self, maintenance_work_mem: str | None = None) -> list[str]:
         """Build the search indexes that are missing (`swrag repair` calls this); their names.
 
-        ``maintenance_work_mem``: PostgreSQL's setting for this build (e.g. ``"2GB"``: an
-        HNSW build that fits in it is much faster); default the server's.
+        ``maintenance_work_mem``: PostgreSQL's setting for this build (a size in its units;
+        an HNSW build that fits in it is much faster); default the server's.
         """
         if not self._ready():
             return []
@@ -398,9 +403,9 @@ class PostgresStorage(EmbeddingSide):
         and ``swrag repair`` builds them.
 
         Args:
-            maintenance_work_mem: PostgreSQL's memory for the index builds (``"1GB"``; an
-                HNSW graph of 1M 384-dimensional vectors needs about 2 GB to be built in
-                memory); ``None``: the server's setting.
+            maintenance_work_mem: PostgreSQL's memory for the index builds (default one
+                gigabyte; an HNSW graph of 1M 384-dimensional vectors needs about two to be
+                built in memory, see docs/how-to/scaling.md); ``None``: the server's setting.
 
         Example:
             >>> with engine.vectors.bulk_load():            # doctest: +SKIP
@@ -904,7 +909,7 @@ class PostgresStorage(EmbeddingSide):
             extra=sql.SQL(", c.embedding" if with_vectors else ""), chunks=self._t("chunks"), where=where)
         with self._lock, self.conn.transaction():
             # HNSW returns at most ef_search rows: ask for what is wanted (pgvector caps it at 1000)
-            self.conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(40, min(1000, n))),))
+            self.conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(EF_SEARCH, min(1000, n))),))
             rows = self.conn.execute(query, [q, *params, q, int(n)]).fetchall()
             if native and len(rows) < n:
                 # the filter dropped HNSW's candidates (pgvector filters after the graph search):
