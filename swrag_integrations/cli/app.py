@@ -662,8 +662,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _unexpected(exc)
         print(f"swrag: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+    except ImportError as exc:  # a part installed without what it needs: the message says what to install
+        print(f"swrag: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, never a traceback
-        from swrag_integrations.langchain.index import IndexDamagedError
+        # the engine's own errors: this handler must not need a framework (a [cli] install has none)
+        from swrag_integrations.engine.engine import IndexDamagedError
         from swrag_integrations.stores.sources import SourceStoreError
 
         if isinstance(exc, (IndexDamagedError, SourceStoreError)):

