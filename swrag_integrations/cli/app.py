@@ -198,12 +198,16 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     from swrag_integrations.cli.common import ingest_from_args
 
-    if getattr(args, "bulk", False) and getattr(args, "store", None):  # before anything is opened
+    if getattr(args, "bulk", False):  # refused before anything is created where the store is known
+        from swrag_integrations.cli.common import _index_location
         from swrag_integrations.stores.store_uri import parse_store_uri
 
-        if parse_store_uri(args.store).kind != "postgres":
+        if args.store and parse_store_uri(args.store).kind != "postgres":
             raise ValueError(f"--bulk needs a PostgreSQL store (--store postgresql://...), got --store {args.store}: "
                              "drop --bulk")
+        if not args.store and not _index_location(args, must_exist=False).exists():  # a new default (Chroma) index
+            raise ValueError("--bulk needs a PostgreSQL store (--store postgresql://...); a new index without "
+                             "--store is Chroma: drop --bulk")
     address, workers = getattr(args, "ray", None), getattr(args, "workers", None)
     ray_started = False
     if address:

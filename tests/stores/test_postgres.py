@@ -523,9 +523,11 @@ def test_cli_bulk_load_on_postgres_and_refused_elsewhere(pg_uri, tmp_path, capsy
     assert store.missing_search_indexes() == [] and store.count() > 0
     store.close()
     capsys.readouterr()
-    assert cli_main(["index", str(docs), "--persist-dir", str(tmp_path / "chroma"), "--bulk"]) != 0
-    err = capsys.readouterr().err
-    assert "--bulk needs a PostgreSQL store" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    for extra in ([], ["--store", "chroma"]):
+        assert cli_main(["index", str(docs), "--persist-dir", str(tmp_path / "chroma"), "--bulk", *extra]) != 0
+        err = capsys.readouterr().err
+        assert "--bulk needs a PostgreSQL store" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "chroma").exists()  # refused before anything was created
 
 
 def test_cli_refuses_a_password_in_the_uri(tmp_path, capsys):
