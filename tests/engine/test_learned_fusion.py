@@ -328,3 +328,32 @@ def test_trace_shows_the_hits_the_retriever_used(towns_index):
     assert _spans(tr.spans) == _spans(retriever.invoke(question))  # explain() shows what invoke() returns
     assert _keys(retriever.trace(question, budget_tokens=1500).hits) == _keys(
         towns_index.engine.search_children(question, 30))
+
+
+def test_fusion_is_a_setting_every_face_checks(towns_index):
+    from ci_switch import importorskip
+
+    from swrag_integrations.engine.settings import DEFAULT_SETTINGS, RetrieverSettings
+
+    assert DEFAULT_SETTINGS.fusion == "auto" and towns_index.as_retriever().settings.fusion == "auto"
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        RetrieverSettings(fusion="bogus")
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        towns_index.as_retriever(fusion="bogus")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        towns_index.as_retriever().invoke(QUESTIONS[0], fusion_mode="rrf")
+    importorskip("llama_index.core")
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
+
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        WindowedLlamaIndexRetriever(towns_index, fusion="bogus")
+    assert WindowedLlamaIndexRetriever(towns_index, fusion="rrf").settings.fusion == "rrf"
+
+
+def test_default_rrf_strategy_is_registered_with_rrf():
+    from swrag_integrations.evaluation.methods.learned_fusion import DefaultLearnedFusionPipeline, DefaultRRFPipeline
+    from swrag_integrations.evaluation.pipelines import PIPELINES
+
+    assert PIPELINES["default+rrf"].builder is DefaultRRFPipeline
+    assert DefaultRRFPipeline.RETRIEVER_OPTIONS == {"fusion": "rrf"}
+    assert DefaultLearnedFusionPipeline.RETRIEVER_OPTIONS == {"fusion": "learned"}
