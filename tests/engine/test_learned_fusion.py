@@ -357,3 +357,29 @@ def test_default_rrf_strategy_is_registered_with_rrf():
     assert PIPELINES["default+rrf"].builder is DefaultRRFPipeline
     assert DefaultRRFPipeline.RETRIEVER_OPTIONS == {"fusion": "rrf"}
     assert DefaultLearnedFusionPipeline.RETRIEVER_OPTIONS == {"fusion": "learned"}
+
+
+class _PlainIndex:
+    """A `ChunkIndex`-like search whose hits carry no ranker metadata (as a LlamaIndex
+    retriever's nodes): it records the ``k`` it was asked for."""
+
+    encoding_name = "cl100k_base"
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def search_children(self, query, k, **kwargs):
+        self.asked.append(k)
+        return [ChildHit("s", i, 1.0 / (60 + i), i + 1, i, i, i * 10, i * 10 + 10, i * 10, i * 10 + 10, {})
+                for i in range(k)]
+
+
+def test_first_stage_without_ranker_metadata():
+    from swrag_integrations.engine.learned_fusion import first_stage
+    from swrag_integrations.engine.settings import RetrieverSettings
+
+    plain = _PlainIndex()
+    hits = first_stage(plain, "q", RetrieverSettings(budget_tokens=300))  # "auto": RRF, no wider pool
+    assert plain.asked == [30] and [h.chunk_index for h in hits] == list(range(30))
+    with pytest.raises(ValueError, match="fusion='learned' needs hits with BM25/dense ranker metadata"):
+        first_stage(plain, "q", RetrieverSettings(fusion="learned"))
