@@ -15,9 +15,14 @@ same candidates by a logistic model over features of each hit (`hit_features`):
 `rerank` scores a candidate pool (a wider first stage, ``POOL_FACTOR`` times ``k_child``),
 keeps the ``k`` best and gives them the model's probability as their ``score``, so
 stage 2 (`swrag_integrations.engine.parents.rank_parents`, by best hit then summed
-score) and the budget planner run unchanged. Nothing in the package uses it by default;
-the evaluation strategy ``default+learned-fusion`` does
-(`swrag_integrations.evaluation.methods.learned_fusion`).
+score) and the budget planner run unchanged.
+
+`first_stage` is the one definition of stage 1 that every retriever, the trace and the
+evaluation use: it chooses the fusion from the settings (`fusion_for`: under the default
+``fusion="auto"`` the model ranks a hybrid search's hits when the budget is at most
+`LEARNED_FUSION_MAX_BUDGET` tokens, RRF ranks them otherwise). The evaluation strategies
+``default+learned-fusion`` (always learned) and ``default+rrf`` (always RRF) keep the two
+measurable side by side (`swrag_integrations.evaluation.methods.learned_fusion`).
 
 The coefficients live in ``fusion_model.json`` beside this module. They were fitted on the
 tuning halves of the six original dev sets only (never the test halves) by::
@@ -35,11 +40,14 @@ import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
+from functools import lru_cache
 from typing import Any, Sequence
 
 from swrag_integrations.engine.protocols import ChildHit
+from swrag_integrations.engine.settings import RetrieverSettings
 
-__all__ = ["FEATURES", "FusionModel", "hit_features", "load_model", "rerank", "MODEL_PATH", "POOL_FACTOR"]
+__all__ = ["FEATURES", "FusionModel", "hit_features", "load_model", "rerank", "MODEL_PATH", "POOL_FACTOR",
+           "LEARNED_FUSION_MAX_BUDGET", "fusion_for", "first_stage"]
 
 FEATURES: tuple[str, ...] = ("bm25_rr", "bm25_norm", "dense_rr", "relevance", "window_hits", "source_share",
                              "position")
@@ -50,6 +58,70 @@ MODEL_PATH = Path(__file__).with_name("fusion_model.json")
 
 POOL_FACTOR = 2
 """The candidate pool is this many times ``k_child`` hits of the RRF first stage."""
+
+
+LEARNED_FUSION_MAX_BUDGET = 500
+"""Under ``fusion="auto"`` the learned fusion ranks stage 1 at budgets up to this many tokens.
+
+Measured with the evaluation strategy ``default+learned-fusion`` against ``default`` (RRF),
+context recall x100, mean over the six original dev sets: tuning halves +2.90 at 300
+tokens, +1.13 at 500, -0.08 at 1000, -0.75 at 1500; test halves +2.38, +2.40, +0.50,
+-0.20; no set significantly worse at 300 or 500 (docs/eval/levers.md). By issue 44's rule
+(win on the tuning halves, hold on the test halves) it qualifies at 500 tokens and below
+only."""
+
+
+def fusion_for(settings: RetrieverSettings) -> str:
+    """``"learned"`` or ``"rrf"``: the fusion stage 1 uses under ``settings``.
+
+    ``fusion="auto"``: learned when the search is hybrid (`RetrieverSettings.hybrid`) and
+    ``budget_tokens`` is at most `LEARNED_FUSION_MAX_BUDGET`, else RRF. (``"learned"`` on a
+    search that is not hybrid is refused by `RetrieverSettings` itself.)
+    """
+    if settings.fusion != "auto":
+        return settings.fusion
+    tight = settings.budget_tokens is not None and settings.budget_tokens <= LEARNED_FUSION_MAX_BUDGET
+    return "learned" if settings.hybrid and tight else "rrf"
+
+
+def _has_ranker_metadata(hits: Sequence[ChildHit]) -> bool:
+    """Whether ``hits`` carry the per-ranker metadata `hit_features` reads (an `IndexEngine`'s do)."""
+    return all("rrf_score" in h.metadata and "relevance" in h.metadata for h in hits)
+
+
+def first_stage(index: Any, query: str, settings: RetrieverSettings, *, filter: Any = None) -> list[ChildHit]:
+    """Stage 1 of the windowed parent retrieval for one query: ``settings.k_child`` small-chunk
+    hits of ``index`` (a `ChunkIndex`), best first -- the one definition every retriever,
+    `swrag_integrations.engine.trace.trace` and the evaluation use.
+
+    RRF (`fusion_for` gives ``"rrf"``): ``index.search_children`` as it is. Learned: a pool
+    of ``POOL_FACTOR * k_child`` RRF hits re-ranked by the shipped model (`rerank`).
+    Under ``fusion="auto"`` an index other than an `IndexEngine` (e.g. a LlamaIndex
+    retriever's nodes, which lack the ranker metadata the model reads) keeps RRF; ``filter``: an already parsed metadata filter or ``None``.
+
+    Raises:
+        ValueError: ``fusion="learned"`` on an index whose hits lack the ranker metadata.
+    """
+    from swrag_integrations.engine.engine import IndexEngine
+
+    s = settings
+    extra = {"filter": filter} if filter is not None else {}
+    # "auto" uses the model only on an engine (whose hits carry the ranker metadata)
+    learned = fusion_for(s) == "learned" and (s.fusion == "learned" or isinstance(index, IndexEngine))
+    k = POOL_FACTOR * s.k_child if learned else s.k_child
+    hits = index.search_children(query, k, search_type=s.search_type, weights=s.weights, rrf_c=s.rrf_c, **extra)
+    if not learned or not hits:
+        return hits
+    if not _has_ranker_metadata(hits):
+        raise ValueError(f"fusion='learned' needs hits with BM25/dense ranker metadata, which "
+                         f"{type(index).__name__} does not give; use fusion='rrf' or 'auto' with this index")
+    return rerank(hits, s.k_child, _shipped_model())
+
+
+@lru_cache(maxsize=1)
+def _shipped_model() -> FusionModel:
+    """The shipped model (`MODEL_PATH`), read once."""
+    return load_model()
 
 
 def hit_features(hits: Sequence[ChildHit]) -> list[list[float]]:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
 
 __all__ = ["RetrieverSettings", "DEFAULT_SETTINGS", "DEFAULT_K_CHILD", "DEFAULT_SEARCH_TYPE", "DEFAULT_BUDGET_TOKENS",
-           "SEARCH_TYPES", "EXPAND_MODES", "TUNABLE_RETRIEVER_KEYS", "positive_int", "check_weights"]
+           "SEARCH_TYPES", "EXPAND_MODES", "FUSIONS", "TUNABLE_RETRIEVER_KEYS", "positive_int", "check_weights"]
 
 # The retriever's first stage: small chunks fetched per query and the dense search.
 # Measured on the six dev sets with sentence children (docs/eval/ranking.md): k_child 30
@@ -25,6 +25,9 @@ DEFAULT_SEARCH_TYPE = "similarity"
 DEFAULT_BUDGET_TOKENS = 1500
 SEARCH_TYPES = ("similarity", "mmr")
 EXPAND_MODES = ("window", "medium", "chunk")
+# How stage 1 ranks its candidates: "auto" (the learned fusion for a hybrid search under a
+# tight budget, else RRF; `swrag_integrations.engine.learned_fusion.fusion_for`), "rrf", "learned".
+FUSIONS = ("auto", "rrf", "learned")
 # The settings the tuner searches (``k``, ``budget_tokens`` and ``rrf_c`` are the user's).
 TUNABLE_RETRIEVER_KEYS = ("k_child", "search_type", "weights", "expand")
 
@@ -52,6 +55,11 @@ class RetrieverSettings:
         weights: RRF weights of (BM25, dense): two non-negative numbers, not both 0.
         rrf_c: the RRF constant (positive).
         expand: ``"window"`` (default), ``"medium"`` or ``"chunk"`` (no widening).
+        fusion: how stage 1 ranks BM25 and dense hits: ``"auto"`` (default: the learned
+            fusion when the search is hybrid and ``budget_tokens`` is at most
+            `swrag_integrations.engine.learned_fusion.LEARNED_FUSION_MAX_BUDGET`, else RRF),
+            ``"rrf"`` (weighted reciprocal-rank fusion) or ``"learned"`` (the logistic model
+            of `swrag_integrations.engine.learned_fusion`; needs a hybrid search).
 
     Raises:
         ValueError: a value out of range; the message names the parameter and what it accepts.
@@ -64,6 +72,7 @@ class RetrieverSettings:
     weights: tuple[float, float] = (0.5, 0.5)
     rrf_c: float = 60.0
     expand: str = "window"
+    fusion: str = "auto"
 
     def __post_init__(self) -> None:
         positive_int("k", self.k, optional=True)
@@ -73,10 +82,20 @@ class RetrieverSettings:
             raise ValueError(f"search_type must be one of {SEARCH_TYPES}, got {self.search_type!r}")
         if self.expand not in EXPAND_MODES:
             raise ValueError(f"expand must be one of {EXPAND_MODES}, got {self.expand!r}")
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}")
         object.__setattr__(self, "weights", check_weights(self.weights))
+        if self.fusion == "learned" and not self.hybrid:
+            raise ValueError(f"fusion='learned' needs a hybrid search (BM25 and dense weights both > 0), got "
+                             f"weights={self.weights}; give both weights > 0 or use fusion='rrf' or 'auto'")
         rrf_c = self.rrf_c
         if isinstance(rrf_c, bool) or not isinstance(rrf_c, (int, float)) or not rrf_c > 0:
             raise ValueError(f"rrf_c must be a positive number, got {rrf_c!r}")
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether stage 1 fuses BM25 and dense hits (both ``weights`` > 0)."""
+        return all(w > 0 for w in self.weights)
 
     @classmethod
     def from_kwargs(cls, values: Mapping[str, Any], *, where: str = "retriever") -> "RetrieverSettings":

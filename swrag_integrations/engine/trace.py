@@ -1,7 +1,7 @@
 """What one retrieval did, step by step: `RetrievalTrace` (framework-free).
 
 `trace` runs the windowed parent retrieval the way the retrievers do (stage 1
-``search_children``, stage 2 `rank_parents`, stage 3
+`first_stage`, RRF or the learned fusion as the settings choose, stage 2 `rank_parents`, stage 3
 `expand_parents` under the budget) and keeps every step: the hits, the
 parents they formed, the spans kept, what each hit lost to the budget (`HitStatus`)
 and the settings used. Views render a trace (``swrag_integrations.view``); nothing here
@@ -66,7 +66,8 @@ class RetrievalTrace:
     Attributes:
         question: the question.
         settings: the `RetrieverSettings` used.
-        hits: stage 1, the small chunks found (rank order).
+        hits: stage 1, the small chunks found (rank order; under the learned fusion their
+            ``rank``/``score`` are the model's and ``metadata["fused_rank"]`` the RRF rank).
         parents: stage 2, the parents the hits formed (`Candidate`, rank order).
         spans: stage 3, the spans kept under the budget, merged by offset.
         sources: ``source_id -> text`` the index holds of every source a hit or span
@@ -126,11 +127,11 @@ def trace(index: Any, question: str, settings: RetrieverSettings = DEFAULT_SETTI
 
     check_query(question)
     index = getattr(index, "engine", index)  # a face stands for its engine
+    from swrag_integrations.engine.learned_fusion import first_stage
+
     flt = parse_filter(filter)
-    extra = {"filter": flt} if flt is not None else {}
     s = settings
-    hits = above_floor(index.search_children(question, s.k_child, search_type=s.search_type, weights=s.weights,
-                                             rrf_c=s.rrf_c, **extra), min_relevance)
+    hits = above_floor(first_stage(index, question, s, filter=flt), min_relevance)
     parents = rank_parents(hits, index, expand=s.expand)
     spans = expand_parents([parents], index, budget_tokens=s.budget_tokens, k=s.k, expand=s.expand)
     sids = list(dict.fromkeys([h.source_id for h in hits] + [sp.source_id for sp in spans]))

@@ -1,7 +1,7 @@
 """Windowed parent retrieval for LangChain: find small chunks precisely, return merged windows.
 
-A thin adapter: stage 1 is `search_children` (BM25 +
-dense, weighted RRF), stages 2-3 are `parents` (parents ranked by their hits,
+A thin adapter: stage 1 is `first_stage` (BM25 +
+dense, weighted RRF or, under a tight budget, the learned fusion), stages 2-3 are `parents` (parents ranked by their hits,
 chunks chosen under the token budget, merged by offset). See `parents` for the
 planner.
 """
@@ -17,6 +17,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator, model_validator
 
 from swrag_integrations.engine.engine import IndexEngine
+from swrag_integrations.engine.learned_fusion import first_stage
 from swrag_integrations.engine.parents import spans_for
 from swrag_integrations.engine.protocols import ChunkIndex
 from swrag_integrations.langchain.convert import spans_to_documents
@@ -61,6 +62,10 @@ class WindowedParentRetriever(BaseRetriever):
         expand: ``"window"`` (the window(s) around each hit, default), ``"medium"``
             (the medium chunks whose windows cover the hit) or ``"chunk"`` (no
             widening: plain small chunks, for comparison).
+        fusion: how stage 1 ranks the BM25 and dense hits: ``"auto"`` (default: the
+            learned fusion model when both weights are > 0 and the call's
+            ``budget_tokens`` is at most 500, where it was measured to help, else RRF),
+            ``"rrf"`` or ``"learned"`` (`swrag_integrations.engine.learned_fusion`).
         min_relevance: a relevance floor in [0, 1] (``None``, default: none): small-chunk
             hits whose relevance is below it are dropped before they widen into windows,
             so a question about one source does not fill the budget with unrelated ones.
@@ -69,13 +74,14 @@ class WindowedParentRetriever(BaseRetriever):
             (`search_children`; comparable across queries,
             unlike ``score``, the summed RRF values of about 0.01-0.15). It does not change
             the ranking. Also a call-time keyword, as are ``k``, ``k_child``,
-            ``budget_tokens`` and ``filter`` (which replaces the retriever's).
+            ``budget_tokens``, ``fusion`` and ``filter`` (which replaces the retriever's).
         filter: a metadata filter (``{"topic": "sea"}``, ``$eq/$ne/$in/$nin/$gt/$gte/
             $lt/$lte/$and/$or``; `.filters`): only sources whose metadata passes
             it are searched (BM25 and dense) and widened into windows.
 
-    ``k``, ``k_child`` and ``budget_tokens`` can also be given per call
-    (``retriever.invoke(q, k=2)``); other keywords raise ``TypeError``.
+    ``k``, ``k_child``, ``budget_tokens`` and ``fusion`` can also be given per call
+    (``retriever.invoke(q, k=2)``; under ``fusion="auto"`` a call's ``budget_tokens``
+    chooses that call's fusion); other keywords raise ``TypeError``.
 
     Returned documents: ``page_content == source_text[start_index:end_index]``, always
     starting and ending on small-chunk boundaries (except when the budget is smaller
@@ -98,6 +104,7 @@ class WindowedParentRetriever(BaseRetriever):
     weights: tuple[float, float] = _D.weights
     rrf_c: float = _D.rrf_c
     expand: Literal["window", "medium", "chunk"] = _D.expand
+    fusion: Literal["auto", "rrf", "learned"] = _D.fusion
     filter: Any = None
     min_relevance: float | None = None
 
@@ -139,23 +146,23 @@ class WindowedParentRetriever(BaseRetriever):
         return value
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The call-time options (``invoke(q, k=..., k_child=..., budget_tokens=..., filter=...)``):
-        each replaces this retriever's field for the call (a call's ``filter`` replaces the
-        retriever's, it does not narrow it); any other keyword raises ``TypeError``."""
+        """The call-time options (``invoke(q, k=..., k_child=..., budget_tokens=..., fusion=...,
+        filter=...)``): each replaces this retriever's field for the call (a call's ``filter``
+        replaces the retriever's, it does not narrow it); any other keyword raises ``TypeError``."""
         from swrag_integrations.engine.filters import parse_filter
 
         return call_options(kwargs, {"k": self.k, "k_child": self.k_child, "budget_tokens": self.budget_tokens,
-                                     "filter": self.filter, "min_relevance": self.min_relevance},
+                                     "fusion": self.fusion, "filter": self.filter, "min_relevance": self.min_relevance},
                             "WindowedParentRetriever.invoke()",
-                            checks={"filter": parse_filter, "min_relevance": check_relevance})
+                            checks={"filter": parse_filter, "min_relevance": check_relevance,
+                                    "fusion": lambda value: self.settings.with_(fusion=value).fusion})
 
-    def find_chunks(self, query: str, k_child: int | None = None, *, filter: Any = None):
-        """Stage 1: fused small-chunk hits for one query (`ChildHit`);
-        ``filter``: this call's filter (default: the retriever's)."""
-        flt = self.filter if filter is None else filter
-        extra = {"filter": flt} if flt is not None else {}
-        return self.index.search_children(query, k_child or self.k_child, search_type=self.search_type,
-                                          weights=self.weights, rrf_c=self.rrf_c, **extra)
+    def find_chunks(self, query: str, k_child: int | None = None, *, filter: Any = None, **overrides: Any):
+        """Stage 1: small-chunk hits for one query (`ChildHit`), by `first_stage`;
+        ``filter``: this call's filter (default: the retriever's); ``overrides``: settings
+        for this call (e.g. ``budget_tokens=300``, which under ``fusion="auto"`` chooses the fusion)."""
+        settings = self.settings.with_(**overrides, **({"k_child": k_child} if k_child else {}))
+        return first_stage(self.index, query, settings, filter=self.filter if filter is None else filter)
 
     def _documents(self, hits: Sequence[Sequence[Any]], options: dict[str, Any]) -> list[Document]:
         from swrag_integrations.engine.trace import above_floor
@@ -192,8 +199,9 @@ class WindowedParentRetriever(BaseRetriever):
         queries = list(queries)  # each checked once, by the engine's search (search_children)
         if not queries:
             raise ValueError("queries must not be empty")
-        return self._documents([self.find_chunks(q, options["k_child"], filter=options["filter"]) for q in queries],
-                               options)
+        return self._documents([self.find_chunks(q, options["k_child"], filter=options["filter"],
+                                                 budget_tokens=options["budget_tokens"], fusion=options["fusion"])
+                                for q in queries], options)
 
     async def aretrieve_many(self, queries: Sequence[str], config: dict | None = None, **kwargs: Any) -> list[Document]:
         """`retrieve_many`, asynchronously."""
@@ -201,7 +209,8 @@ class WindowedParentRetriever(BaseRetriever):
         queries = list(queries)  # each checked once, by the engine's search (search_children)
         if not queries:
             raise ValueError("queries must not be empty")
-        hits = await asyncio.gather(*(asyncio.to_thread(self.find_chunks, q, options["k_child"], filter=options["filter"])
+        hits = await asyncio.gather(*(asyncio.to_thread(self.find_chunks, q, options["k_child"], filter=options["filter"],
+                                                        budget_tokens=options["budget_tokens"], fusion=options["fusion"])
                                       for q in queries))
         return await asyncio.to_thread(self._documents, hits, options)
 

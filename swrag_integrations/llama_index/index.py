@@ -41,6 +41,7 @@ from swrag_integrations.core.windows import DEFAULT_ENCODING, count_units
 from swrag_integrations.engine.engine import IndexEngine
 from swrag_integrations.engine.parents import check_query, hit_records, spans_for
 from swrag_integrations.engine.settings import DEFAULT_SETTINGS as _D
+from swrag_integrations.engine.learned_fusion import first_stage
 from swrag_integrations.engine.settings import RetrieverSettings, positive_int
 from swrag_integrations.engine.protocols import ChildHit, ChunkIndex, ChunkRow
 from swrag_integrations.engine.trace import above_floor, check_relevance
@@ -233,6 +234,10 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         rrf_c: the RRF constant.
         expand: ``"window"``, ``"medium"`` or ``"chunk"``: how a hit widens, as in
             `WindowedParentRetriever`.
+        fusion: ``"auto"`` (default), ``"rrf"`` or ``"learned"``: how stage 1 ranks its
+            hits, as in `WindowedParentRetriever` (``"auto"`` keeps RRF for a
+            ``VectorStoreIndex`` or LlamaIndex ``retriever``, whose nodes lack the ranker
+            scores the model reads; ``"learned"`` there raises ``ValueError`` when retrieving).
         neighbors: for a ``VectorStoreIndex``: neighbouring nodes added to each hit's window.
         filters: a metadata filter, LlamaIndex ``MetadataFilters`` or a LangChain-style
             dict (`.filters`): only sources/nodes whose metadata passes it are
@@ -252,7 +257,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
     def __init__(self, index: Any = None, *, retriever: Any = None, k: int | None = _D.k, k_child: int | None = None,
                  budget_tokens: int | None = _D.budget_tokens, search_type: str = _D.search_type,
                  weights: Sequence[float] = _D.weights, rrf_c: float = _D.rrf_c, expand: str = _D.expand,
-                 neighbors: int = 0, filters: Any = None, callback_manager: Any = None,
+                 fusion: str = _D.fusion, neighbors: int = 0, filters: Any = None, callback_manager: Any = None,
                  similarity_top_k: int | None = None, min_relevance: float | None = None) -> None:
         from swrag_integrations.llama_index.convert import parse_llama_filter
 
@@ -285,7 +290,8 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         self._chunk_index = index
         self._lc_retriever = retriever
         self._settings = RetrieverSettings(k=k, k_child=k_child or _D.k_child, budget_tokens=budget_tokens,
-                                           search_type=search_type, weights=tuple(weights), rrf_c=rrf_c, expand=expand)
+                                           search_type=search_type, weights=tuple(weights), rrf_c=rrf_c, expand=expand,
+                                           fusion=fusion)
         self._filter = flt
         self._min_relevance = min_relevance
         super().__init__(callback_manager=callback_manager)
@@ -310,10 +316,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
 
     def _nodes(self, query: str) -> list[NodeWithScore]:
         o = self._settings
-        extra = {"filter": self._filter} if self._filter is not None else {}
-        hits = above_floor(self._chunk_index.search_children(query, o.k_child, search_type=o.search_type,
-                                                             weights=o.weights, rrf_c=o.rrf_c, **extra),
-                           self._min_relevance)
+        hits = above_floor(first_stage(self._chunk_index, query, o, filter=self._filter), self._min_relevance)
         spans = spans_for([hits], self._chunk_index, budget_tokens=o.budget_tokens, k=o.k, expand=o.expand)
         records = hit_records(hits)  # as the search read them: every span comes from a hit's source
         return [span_to_node(s, document_id(s.source_id, records.get(s.source_id))) for s in spans]

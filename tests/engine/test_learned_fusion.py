@@ -111,17 +111,19 @@ def test_default_learned_fusion_strategy_ranks_the_default_pool_by_the_model():
     towns = [Source(f"town{i}", " ".join(f"Harbour town {i} sentence {j} tells of copper, wool and the guild hall."
                                          for j in range(40))) for i in range(4)]
     pipe = DefaultLearnedFusionPipeline(towns, EvalConfig("default+learned-fusion", 512),
-                                        embeddings=TrigramEmbedder(), budget=300)
+                                        embeddings=TrigramEmbedder(), budget=1500)
     try:
         question = "copper trade of harbour town 2"
-        pool = pipe.retriever.find_chunks(question, POOL_FACTOR * pipe.retriever.k_child)
+        pool = pipe.retriever.index.search_children(question, POOL_FACTOR * pipe.retriever.k_child)
         assert len(pool) > pipe.retriever.k_child  # a wider pool than the default's stage 1
-        hits = rerank(pool, pipe.retriever.k_child, pipe.model)
+        hits = rerank(pool, pipe.retriever.k_child, load_model())
         want = [(pipe._ids.get(s.source_id, s.source_id), s.start, s.end)
-                for s in spans_for([hits], pipe.retriever.index, budget_tokens=300)]
+                for s in spans_for([hits], pipe.retriever.index, budget_tokens=1500)]
         got = pipe.retrieve(question)
-        assert got == want and got
-        assert got != pipe._spans(pipe.retriever.retrieve_many([question]))  # not the RRF default
+        assert got == want and got  # learned at 1500 too, where the default ("auto") is RRF
+        rrf = pipe.retriever.index.search_children(question, pipe.retriever.k_child)
+        assert got != [(pipe._ids.get(s.source_id, s.source_id), s.start, s.end)
+                       for s in spans_for([rrf], pipe.retriever.index, budget_tokens=1500)]
     finally:
         pipe.close()
 
@@ -175,3 +177,209 @@ def test_fitting_labels_the_candidates_whose_chunk_holds_the_answer():
         assert sum(candidate_rows(pipe, other, split=False)[1]) == 0
     finally:
         pipe.close()
+
+
+# --- the learned fusion in the default retriever (fusion="auto"/"rrf"/"learned") ---
+
+QUESTIONS = ("copper trade of harbour town 2", "guild hall bell of town 1")
+
+
+@pytest.fixture(scope="module")
+def towns_index(tmp_path_factory):
+    """Four towns' texts over a trigram embedding: RRF and the model order their hits differently."""
+    import random
+
+    from fake_embeddings import TrigramEmbedder
+
+    from swrag_integrations.langchain.index import SlidingWindowIndex
+
+    rng = random.Random(3)
+    words = "copper wool guild hall harbour ships lighthouse grain salt market river bridge tower bell".split()
+    texts = [" ".join(f"Town {i} sentence {j}: the {rng.choice(words)} and the {rng.choice(words)} of town {i} "
+                      "were known." for j in range(40)) for i in range(4)]
+    idx = SlidingWindowIndex(tmp_path_factory.mktemp("towns") / "idx", embedding=TrigramEmbedder(),
+                             show_progress=False)
+    idx.add_texts(texts, metadatas=[{"source": f"t{i}"} for i in range(4)])
+    yield idx
+    idx.engine.store.close()
+
+
+def _keys(hits) -> list[tuple[str, int]]:
+    return [(h.source_id, h.chunk_index) for h in hits]
+
+
+def _spans(items) -> list[tuple[str, int, int]]:
+    """(source, start, end) of spans, Documents or LlamaIndex nodes."""
+    out = []
+    for item in items:
+        if hasattr(item, "start") and hasattr(item, "source_id"):  # a ContextSpan
+            out.append((item.source_id, item.start, item.end))
+            continue
+        meta = item.node.metadata if hasattr(item, "node") else item.metadata
+        out.append((meta["source_id"], int(meta["start_index"]), int(meta["end_index"])))
+    return out
+
+
+def _learned(engine, question: str, k_child: int = 30):
+    """The model's re-ranking of the wider RRF pool, computed here from the engine's own search."""
+    from swrag_integrations.engine.learned_fusion import POOL_FACTOR
+
+    return rerank(engine.search_children(question, POOL_FACTOR * k_child), k_child, load_model())
+
+
+def _expected(engine, hits, budget: int, k: int | None = None):
+    from swrag_integrations.engine.parents import spans_for
+
+    return _spans(spans_for([hits], engine, budget_tokens=budget, k=k))
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_default_retriever_at_500_ranks_stage_one_by_the_model(towns_index, question):
+    engine = towns_index.engine
+    want = _learned(engine, question)
+    assert _keys(want) != _keys(engine.search_children(question, 30))  # the two orders differ here
+    retriever = towns_index.as_retriever(budget_tokens=500)
+    assert _keys(retriever.find_chunks(question)) == _keys(want)
+    got = _spans(retriever.invoke(question))
+    assert got == _expected(engine, want, 500) and got
+    assert got != _expected(engine, engine.search_children(question, 30), 500)
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_default_retriever_at_1500_is_rrf_as_before(towns_index, question):
+    engine = towns_index.engine
+    rrf = _expected(engine, engine.search_children(question, 30), 1500)
+    assert _spans(towns_index.as_retriever().invoke(question)) == rrf
+    assert _spans(towns_index.as_retriever(fusion="rrf").invoke(question)) == rrf
+    assert _spans(towns_index.as_retriever(fusion="learned").invoke(question)) == _expected(
+        engine, _learned(engine, question), 1500) != rrf
+
+
+def test_call_time_budget_and_fusion_switch_the_fusion(towns_index):
+    engine = towns_index.engine
+    question = QUESTIONS[0]
+    retriever = towns_index.as_retriever()  # 1500 tokens: RRF
+    learned, rrf = _learned(engine, question), engine.search_children(question, 30)
+    assert _spans(retriever.invoke(question, budget_tokens=500)) == _expected(engine, learned, 500)
+    assert _spans(retriever.invoke(question, budget_tokens=300, fusion="rrf")) == _expected(engine, rrf, 300)
+    assert _spans(retriever.invoke(question, fusion="learned")) == _expected(engine, learned, 1500)
+    assert _spans(retriever.retrieve_many([question], budget_tokens=300)) == _expected(engine, learned, 300)
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        retriever.invoke(question, fusion="bogus")
+
+
+def test_fusion_rrf_at_300_is_todays_rrf(towns_index):
+    engine = towns_index.engine
+    for question in QUESTIONS:
+        got = _spans(towns_index.as_retriever(budget_tokens=300, fusion="rrf").invoke(question))
+        assert got == _expected(engine, engine.search_children(question, 30), 300)
+
+
+def test_learned_fusion_needs_a_hybrid_search(towns_index):
+    from ci_switch import importorskip
+
+    from swrag_integrations.engine.learned_fusion import fusion_for
+    from swrag_integrations.engine.settings import RetrieverSettings
+
+    for weights in ((1.0, 0.0), (0.0, 1.0)):
+        with pytest.raises(ValueError, match="fusion='learned' needs a hybrid search"):
+            RetrieverSettings(fusion="learned", weights=weights)
+        with pytest.raises(ValueError, match="fusion='learned' needs a hybrid search"):
+            towns_index.as_retriever(fusion="learned", weights=weights)
+        with pytest.raises(ValueError, match="fusion='learned' needs a hybrid search"):
+            towns_index.as_retriever(weights=weights).invoke(QUESTIONS[0], fusion="learned")
+        # "auto" on a BM25-only or dense-only search stays RRF at any budget
+        assert fusion_for(RetrieverSettings(weights=weights, budget_tokens=300)) == "rrf"
+    assert fusion_for(RetrieverSettings(budget_tokens=500)) == "learned"
+    assert fusion_for(RetrieverSettings(budget_tokens=501)) == "rrf"
+    assert fusion_for(RetrieverSettings(budget_tokens=None)) == "rrf"
+    importorskip("llama_index.core")
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
+
+    with pytest.raises(ValueError, match="fusion='learned' needs a hybrid search"):
+        WindowedLlamaIndexRetriever(towns_index, fusion="learned", weights=(1.0, 0.0))
+
+
+def test_llama_index_retriever_at_500_uses_the_learned_fusion(towns_index):
+    from ci_switch import importorskip
+
+    importorskip("llama_index.core")
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
+
+    engine = towns_index.engine
+    question = QUESTIONS[1]
+    learned = _learned(engine, question)
+    got = _spans(WindowedLlamaIndexRetriever(towns_index, budget_tokens=500).retrieve(question))
+    assert got == _expected(engine, learned, 500) and got
+    capped = WindowedLlamaIndexRetriever(towns_index, similarity_top_k=2, budget_tokens=500).retrieve(question)
+    assert _spans(capped) == _expected(engine, learned, 500, k=2) and len(capped) == 2
+    rrf = WindowedLlamaIndexRetriever(towns_index, budget_tokens=500, fusion="rrf").retrieve(question)
+    assert _spans(rrf) == _expected(engine, engine.search_children(question, 30), 500) != got
+
+
+def test_trace_shows_the_hits_the_retriever_used(towns_index):
+    question = QUESTIONS[0]
+    retriever = towns_index.as_retriever(budget_tokens=500)
+    tr = retriever.trace(question)
+    learned = _learned(towns_index.engine, question)
+    assert _keys(tr.hits) == _keys(learned)
+    assert [h.rank for h in tr.hits] == list(range(1, len(learned) + 1))
+    assert all("fusion_score" in h.metadata for h in tr.hits)
+    assert _spans(tr.spans) == _spans(retriever.invoke(question))  # explain() shows what invoke() returns
+    assert _keys(retriever.trace(question, budget_tokens=1500).hits) == _keys(
+        towns_index.engine.search_children(question, 30))
+
+
+def test_fusion_is_a_setting_every_face_checks(towns_index):
+    from ci_switch import importorskip
+
+    from swrag_integrations.engine.settings import DEFAULT_SETTINGS, RetrieverSettings
+
+    assert DEFAULT_SETTINGS.fusion == "auto" and towns_index.as_retriever().settings.fusion == "auto"
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        RetrieverSettings(fusion="bogus")
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        towns_index.as_retriever(fusion="bogus")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        towns_index.as_retriever().invoke(QUESTIONS[0], fusion_mode="rrf")
+    importorskip("llama_index.core")
+    from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
+
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        WindowedLlamaIndexRetriever(towns_index, fusion="bogus")
+    assert WindowedLlamaIndexRetriever(towns_index, fusion="rrf").settings.fusion == "rrf"
+
+
+def test_default_rrf_strategy_is_registered_with_rrf():
+    from swrag_integrations.evaluation.methods.learned_fusion import DefaultLearnedFusionPipeline, DefaultRRFPipeline
+    from swrag_integrations.evaluation.pipelines import PIPELINES
+
+    assert PIPELINES["default+rrf"].builder is DefaultRRFPipeline
+    assert DefaultRRFPipeline.RETRIEVER_OPTIONS == {"fusion": "rrf"}
+    assert DefaultLearnedFusionPipeline.RETRIEVER_OPTIONS == {"fusion": "learned"}
+
+
+class _PlainIndex:
+    """A `ChunkIndex`-like search whose hits carry no ranker metadata (as a LlamaIndex
+    retriever's nodes): it records the ``k`` it was asked for."""
+
+    encoding_name = "cl100k_base"
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def search_children(self, query, k, **kwargs):
+        self.asked.append(k)
+        return [ChildHit("s", i, 1.0 / (60 + i), i + 1, i, i, i * 10, i * 10 + 10, i * 10, i * 10 + 10, {})
+                for i in range(k)]
+
+
+def test_first_stage_without_ranker_metadata():
+    from swrag_integrations.engine.learned_fusion import first_stage
+    from swrag_integrations.engine.settings import RetrieverSettings
+
+    plain = _PlainIndex()
+    hits = first_stage(plain, "q", RetrieverSettings(budget_tokens=300))  # "auto": RRF, no wider pool
+    assert plain.asked == [30] and [h.chunk_index for h in hits] == list(range(30))
+    with pytest.raises(ValueError, match="fusion='learned' needs hits with BM25/dense ranker metadata"):
+        first_stage(plain, "q", RetrieverSettings(fusion="learned"))

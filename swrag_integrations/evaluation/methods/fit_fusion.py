@@ -39,7 +39,7 @@ LABEL_RECALL = 0.5
 def candidate_rows(pipe, example, split: bool) -> tuple[list[list[float]], list[int]]:
     """Features and labels of one question's candidate pool under the default pipeline ``pipe``."""
     retriever = pipe.retriever
-    hits = retriever.find_chunks(example.question, POOL_FACTOR * retriever.k_child)
+    hits = retriever.find_chunks(example.question, POOL_FACTOR * retriever.k_child, fusion="rrf")  # the RRF pool
     gold = set(gold_sources(example, split=split))
     labels = []
     for hit in hits:
