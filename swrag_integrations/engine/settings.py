@@ -25,8 +25,8 @@ DEFAULT_SEARCH_TYPE = "similarity"
 DEFAULT_BUDGET_TOKENS = 1500
 SEARCH_TYPES = ("similarity", "mmr")
 EXPAND_MODES = ("window", "medium", "chunk")
-# How stage 1 ranks its candidates: "auto" (the learned fusion for a hybrid search under a
-# tight budget, else RRF; `swrag_integrations.engine.learned_fusion.fusion_for`), "rrf", "learned".
+# How stage 1 ranks its candidates: "rrf" (the default), "learned", or "auto" (the learned fusion
+# for a hybrid search under a tight budget, else RRF; `swrag_integrations.engine.learned_fusion.fusion_for`).
 FUSIONS = ("auto", "rrf", "learned")
 # The settings the tuner searches (``k``, ``budget_tokens`` and ``rrf_c`` are the user's).
 TUNABLE_RETRIEVER_KEYS = ("k_child", "search_type", "weights", "expand")
@@ -55,11 +55,13 @@ class RetrieverSettings:
         weights: RRF weights of (BM25, dense): two non-negative numbers, not both 0.
         rrf_c: the RRF constant (positive).
         expand: ``"window"`` (default), ``"medium"`` or ``"chunk"`` (no widening).
-        fusion: how stage 1 ranks BM25 and dense hits: ``"auto"`` (default: the learned
-            fusion when the search is hybrid and ``budget_tokens`` is at most
-            `swrag_integrations.engine.learned_fusion.LEARNED_FUSION_MAX_BUDGET`, else RRF),
-            ``"rrf"`` (weighted reciprocal-rank fusion) or ``"learned"`` (the logistic model
-            of `swrag_integrations.engine.learned_fusion`; needs a hybrid search).
+        fusion: how stage 1 ranks BM25 and dense hits: ``"rrf"`` (default: weighted
+            reciprocal-rank fusion), ``"learned"`` (the logistic model of
+            `swrag_integrations.engine.learned_fusion`; needs a hybrid search) or ``"auto"``
+            (learned when the search is hybrid and ``budget_tokens`` is at most
+            `swrag_integrations.engine.learned_fusion.LEARNED_FUSION_MAX_BUDGET`, else RRF).
+            Not the default: the model helps on the sets it was fitted beside but not on
+            every other (docs/eval/levers.md).
 
     Raises:
         ValueError: a value out of range; the message names the parameter and what it accepts.
@@ -72,7 +74,7 @@ class RetrieverSettings:
     weights: tuple[float, float] = (0.5, 0.5)
     rrf_c: float = 60.0
     expand: str = "window"
-    fusion: str = "auto"
+    fusion: str = "rrf"
 
     def __post_init__(self) -> None:
         positive_int("k", self.k, optional=True)

@@ -1,7 +1,7 @@
 """Windowed parent retrieval for LangChain: find small chunks precisely, return merged windows.
 
 A thin adapter: stage 1 is `first_stage` (BM25 +
-dense, weighted RRF or, under a tight budget, the learned fusion), stages 2-3 are `parents` (parents ranked by their hits,
+dense, weighted RRF, or the learned fusion when asked for), stages 2-3 are `parents` (parents ranked by their hits,
 chunks chosen under the token budget, merged by offset). See `parents` for the
 planner.
 """
@@ -62,10 +62,10 @@ class WindowedParentRetriever(BaseRetriever):
         expand: ``"window"`` (the window(s) around each hit, default), ``"medium"``
             (the medium chunks whose windows cover the hit) or ``"chunk"`` (no
             widening: plain small chunks, for comparison).
-        fusion: how stage 1 ranks the BM25 and dense hits: ``"auto"`` (default: the
-            learned fusion model when both weights are > 0 and the call's
-            ``budget_tokens`` is at most 500, where it was measured to help, else RRF),
-            ``"rrf"`` or ``"learned"`` (`swrag_integrations.engine.learned_fusion`).
+        fusion: how stage 1 ranks the BM25 and dense hits: ``"rrf"`` (default),
+            ``"learned"`` (the learned fusion model, `swrag_integrations.engine.learned_fusion`)
+            or ``"auto"`` (learned when both weights are > 0 and the call's ``budget_tokens``
+            is at most `LEARNED_FUSION_MAX_BUDGET`, else RRF).
         min_relevance: a relevance floor in [0, 1] (``None``, default: none): small-chunk
             hits whose relevance is below it are dropped before they widen into windows,
             so a question about one source does not fill the budget with unrelated ones.

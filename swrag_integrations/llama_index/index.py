@@ -234,7 +234,7 @@ class WindowedLlamaIndexRetriever(BaseRetriever):
         rrf_c: the RRF constant.
         expand: ``"window"``, ``"medium"`` or ``"chunk"``: how a hit widens, as in
             `WindowedParentRetriever`.
-        fusion: ``"auto"`` (default), ``"rrf"`` or ``"learned"``: how stage 1 ranks its
+        fusion: ``"rrf"`` (default), ``"learned"`` or ``"auto"``: how stage 1 ranks its
             hits, as in `WindowedParentRetriever` (``"auto"`` keeps RRF for a
             ``VectorStoreIndex`` or LlamaIndex ``retriever``, whose nodes lack the ranker
             scores the model reads; ``"learned"`` there raises ``ValueError`` when retrieving).

@@ -234,11 +234,14 @@ def _expected(engine, hits, budget: int, k: int | None = None):
 
 
 @pytest.mark.parametrize("question", QUESTIONS)
-def test_default_retriever_at_500_ranks_stage_one_by_the_model(towns_index, question):
+def test_auto_fusion_at_500_ranks_stage_one_by_the_model(towns_index, question):
     engine = towns_index.engine
     want = _learned(engine, question)
     assert _keys(want) != _keys(engine.search_children(question, 30))  # the two orders differ here
-    retriever = towns_index.as_retriever(budget_tokens=500)
+    default = towns_index.as_retriever(budget_tokens=500)  # the default stays RRF at every budget
+    assert default.settings.fusion == "rrf"
+    assert _spans(default.invoke(question)) == _expected(engine, engine.search_children(question, 30), 500)
+    retriever = towns_index.as_retriever(budget_tokens=500, fusion="auto")
     assert _keys(retriever.find_chunks(question)) == _keys(want)
     got = _spans(retriever.invoke(question))
     assert got == _expected(engine, want, 500) and got
@@ -258,7 +261,7 @@ def test_default_retriever_at_1500_is_rrf_as_before(towns_index, question):
 def test_call_time_budget_and_fusion_switch_the_fusion(towns_index):
     engine = towns_index.engine
     question = QUESTIONS[0]
-    retriever = towns_index.as_retriever()  # 1500 tokens: RRF
+    retriever = towns_index.as_retriever(fusion="auto")  # 1500 tokens: RRF
     learned, rrf = _learned(engine, question), engine.search_children(question, 30)
     assert _spans(retriever.invoke(question, budget_tokens=500)) == _expected(engine, learned, 500)
     assert _spans(retriever.invoke(question, budget_tokens=300, fusion="rrf")) == _expected(engine, rrf, 300)
@@ -290,9 +293,10 @@ def test_learned_fusion_needs_a_hybrid_search(towns_index):
             towns_index.as_retriever(weights=weights).invoke(QUESTIONS[0], fusion="learned")
         # "auto" on a BM25-only or dense-only search stays RRF at any budget
         assert fusion_for(RetrieverSettings(weights=weights, budget_tokens=300)) == "rrf"
-    assert fusion_for(RetrieverSettings(budget_tokens=500)) == "learned"
-    assert fusion_for(RetrieverSettings(budget_tokens=501)) == "rrf"
-    assert fusion_for(RetrieverSettings(budget_tokens=None)) == "rrf"
+    assert fusion_for(RetrieverSettings(budget_tokens=500, fusion="auto")) == "learned"
+    assert fusion_for(RetrieverSettings(budget_tokens=501, fusion="auto")) == "rrf"
+    assert fusion_for(RetrieverSettings(budget_tokens=None, fusion="auto")) == "rrf"
+    assert fusion_for(RetrieverSettings(budget_tokens=300)) == "rrf"  # the default
     importorskip("llama_index.core")
     from swrag_integrations.llama_index.index import WindowedLlamaIndexRetriever
 
@@ -309,17 +313,18 @@ def test_llama_index_retriever_at_500_uses_the_learned_fusion(towns_index):
     engine = towns_index.engine
     question = QUESTIONS[1]
     learned = _learned(engine, question)
-    got = _spans(WindowedLlamaIndexRetriever(towns_index, budget_tokens=500).retrieve(question))
+    got = _spans(WindowedLlamaIndexRetriever(towns_index, budget_tokens=500, fusion="auto").retrieve(question))
     assert got == _expected(engine, learned, 500) and got
-    capped = WindowedLlamaIndexRetriever(towns_index, similarity_top_k=2, budget_tokens=500).retrieve(question)
+    capped = WindowedLlamaIndexRetriever(towns_index, similarity_top_k=2, budget_tokens=500,
+                                         fusion="learned").retrieve(question)
     assert _spans(capped) == _expected(engine, learned, 500, k=2) and len(capped) == 2
-    rrf = WindowedLlamaIndexRetriever(towns_index, budget_tokens=500, fusion="rrf").retrieve(question)
+    rrf = WindowedLlamaIndexRetriever(towns_index, budget_tokens=500).retrieve(question)  # the default
     assert _spans(rrf) == _expected(engine, engine.search_children(question, 30), 500) != got
 
 
 def test_trace_shows_the_hits_the_retriever_used(towns_index):
     question = QUESTIONS[0]
-    retriever = towns_index.as_retriever(budget_tokens=500)
+    retriever = towns_index.as_retriever(budget_tokens=500, fusion="auto")
     tr = retriever.trace(question)
     learned = _learned(towns_index.engine, question)
     assert _keys(tr.hits) == _keys(learned)
@@ -335,7 +340,7 @@ def test_fusion_is_a_setting_every_face_checks(towns_index):
 
     from swrag_integrations.engine.settings import DEFAULT_SETTINGS, RetrieverSettings
 
-    assert DEFAULT_SETTINGS.fusion == "auto" and towns_index.as_retriever().settings.fusion == "auto"
+    assert DEFAULT_SETTINGS.fusion == "rrf" and towns_index.as_retriever().settings.fusion == "rrf"
     with pytest.raises(ValueError, match="fusion must be one of"):
         RetrieverSettings(fusion="bogus")
     with pytest.raises(ValueError, match="fusion must be one of"):
@@ -347,7 +352,7 @@ def test_fusion_is_a_setting_every_face_checks(towns_index):
 
     with pytest.raises(ValueError, match="fusion must be one of"):
         WindowedLlamaIndexRetriever(towns_index, fusion="bogus")
-    assert WindowedLlamaIndexRetriever(towns_index, fusion="rrf").settings.fusion == "rrf"
+    assert WindowedLlamaIndexRetriever(towns_index, fusion="auto").settings.fusion == "auto"
 
 
 def test_default_rrf_strategy_is_registered_with_rrf():
