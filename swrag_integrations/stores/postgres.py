@@ -80,6 +80,7 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 MAX_POSITIONS = 256  # positions a tsvector keeps per lexeme
 COMPACT_EVERY = 500
+"""Source writes of one handle between two foldings of the term statistics (`PostgresStorage.compact_terms`)."""
 EF_SEARCH = 100
 """The HNSW search beam (``hnsw.ef_search``) at least; wider when more neighbours are asked for.
 Chroma's default ``hnsw:search_ef``, so both stores search their graphs as widely: with pgvector's
@@ -87,7 +88,6 @@ own default, 40, dense search alone fell behind Chroma on the largest dev set, w
 for a few milliseconds more per query at 1M chunks (docs/reports/postgres_recall.md)."""
 SEARCH_INDEXES = (("chunks_terms", "USING gin (terms)"), ("chunks_hnsw", "USING hnsw (embedding vector_cosine_ops)"))
 """The chunks table's search indexes, ``(name, method)``: keyword tokens and vectors."""
-"""Source writes of one handle between two foldings of the term statistics (`PostgresStorage.compact_terms`)."""
 _MAX_LEXEME_BYTES = 2046
 PAUSE_ENV = ("SWRAG_PG_PAUSE_AT", "SWRAG_PG_PAUSE_FILE")
 """Test hook: when ``SWRAG_PG_PAUSE_AT`` names a point of `PostgresStorage.write_source`
@@ -354,15 +354,18 @@ class PostgresStorage(EmbeddingSide):
                 self._create_search_indexes()
         self._dim = self._chunk_dim()
 
+    def _absent_search_indexes(self) -> list[str]:
+        """The names of `SEARCH_INDEXES` the database does not hold (the chunks table exists)."""
+        return [name for name, _ in SEARCH_INDEXES if not self.conn.execute(
+            "SELECT to_regclass(%s)", (self._t(name).as_string(self.conn),)).fetchone()[0]]
+
     def _create_search_indexes(self) -> list[str]:
         """Create the keyword (GIN) and vector (HNSW) indexes that are missing; their names."""
-        made = []
-        for name, method in SEARCH_INDEXES:
-            if self.conn.execute("SELECT to_regclass(%s)", (self._t(name).as_string(self.conn),)).fetchone()[0]:
-                continue
-            self.conn.execute(self._sql("CREATE INDEX IF NOT EXISTS {i} ON {chunks} " + method, i=name,
+        made = self._absent_search_indexes()
+        methods = dict(SEARCH_INDEXES)
+        for name in made:
+            self.conn.execute(self._sql("CREATE INDEX IF NOT EXISTS {i} ON {chunks} " + methods[name], i=name,
                                         chunks="chunks"))
-            made.append(name)
         return made
 
     def missing_search_indexes(self) -> list[str]:
@@ -371,8 +374,7 @@ class PostgresStorage(EmbeddingSide):
         if not self._ready():
             return []
         with self._lock:
-            return [name for name, _ in SEARCH_INDEXES if not self.conn.execute(
-                "SELECT to_regclass(%s)", (self._t(name).as_string(self.conn),)).fetchone()[0]]
+            return self._absent_search_indexes()
 
     def restore_indexes(self, maintenance_work_mem: str | None = None) -> list[str]:
         """Build the search indexes that are missing (`swrag repair` calls this); their names.
@@ -408,8 +410,8 @@ class PostgresStorage(EmbeddingSide):
                 built in memory, see docs/how-to/scaling.md); ``None``: the server's setting.
 
         Example:
-            >>> with engine.vectors.bulk_load():            # doctest: +SKIP
-            ...     engine.add_documents(documents)
+            >>> with engine.store.bulk_load():            # doctest: +SKIP
+            ...     engine.index_documents(documents)
         """
         self._bulk = True
         try:
