@@ -203,11 +203,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         from swrag_integrations.stores.store_uri import parse_store_uri
 
         if args.store and parse_store_uri(args.store).kind != "postgres":
-            raise ValueError(f"--bulk needs a PostgreSQL store (--store postgresql://...), got --store {args.store}: "
-                             "drop --bulk")
+            raise _bulk_refused(f"got --store {args.store}")
         if not args.store and not _index_location(args, must_exist=False).exists():  # a new default (Chroma) index
-            raise ValueError("--bulk needs a PostgreSQL store (--store postgresql://...); a new index without "
-                             "--store is Chroma: drop --bulk")
+            raise _bulk_refused("a new index without --store is Chroma")
     address, workers = getattr(args, "ray", None), getattr(args, "workers", None)
     ray_started = False
     if address:
@@ -229,8 +227,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         if getattr(args, "bulk", False):
             bulk_load = getattr(index.vectors, "bulk_load", None)
             if bulk_load is None:
-                raise ValueError(f"--bulk needs a PostgreSQL store (--store postgresql://...); this index's store "
-                                 f"is {getattr(index.vectors, 'kind', type(index.vectors).__name__)}: drop --bulk")
+                raise _bulk_refused(f"this index's store is {getattr(index.vectors, 'kind', type(index.vectors).__name__)}")
             loading = bulk_load()
         began = time.perf_counter()
         with loading:
@@ -262,6 +259,11 @@ def cmd_index(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_INPUT
     return 0
+
+
+def _bulk_refused(why: str) -> ValueError:
+    """The one-line error of ``swrag index --bulk`` on a store that has no bulk load."""
+    return ValueError(f"--bulk needs a PostgreSQL store (--store postgresql://...); {why}: drop --bulk")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
