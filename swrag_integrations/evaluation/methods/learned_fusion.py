@@ -2,29 +2,21 @@
 default retriever with its first stage always ranked by the learned fusion model
 (``fusion="learned"``) or always by fixed-weight RRF (``fusion="rrf"``).
 
-The default itself (``fusion="auto"``) uses the model at budgets up to
-`swrag_integrations.engine.learned_fusion.LEARNED_FUSION_MAX_BUDGET` tokens and RRF above
-(`swrag_integrations.engine.learned_fusion.first_stage`); these two strategies keep both
-fusions measurable at every budget, paired against each other or against ``default``.
+The default itself ranks by RRF (``fusion="rrf"``), so ``default+rrf`` is ``default`` with
+the fusion named; ``fusion="auto"`` (the model at budgets up to
+`swrag_integrations.engine.learned_fusion.LEARNED_FUSION_MAX_BUDGET` tokens, RRF above) is
+``default+learned-fusion`` at those budgets. Both keep the two fusions measurable at every
+budget, paired against each other or against ``default``.
 Everything else -- index, children, windows, budget planner -- is the default's.
 Measured in docs/eval/levers.md.
 """
 
 from __future__ import annotations
 
-from swrag_integrations.engine.trace import above_floor
 from swrag_integrations.evaluation.langchain_pipelines import DefaultPipeline
 from swrag_integrations.evaluation.pipelines import PipelineSpec, register_pipeline
 
-__all__ = ["DefaultLearnedFusionPipeline", "DefaultRRFPipeline", "learned_hits"]
-
-
-def learned_hits(retriever, query: str) -> list:
-    """Stage 1 of ``default+learned-fusion`` for one query: the retriever's first stage
-    (`first_stage`) with ``fusion="learned"`` -- its RRF pool of ``POOL_FACTOR`` times
-    ``k_child`` candidates re-ranked by the shipped model, the ``k_child`` best -- without
-    those under the retriever's ``min_relevance`` (as the retriever drops them)."""
-    return above_floor(retriever.find_chunks(query, fusion="learned"), retriever.min_relevance)
+__all__ = ["DefaultLearnedFusionPipeline", "DefaultRRFPipeline"]
 
 
 class DefaultLearnedFusionPipeline(DefaultPipeline):
@@ -34,12 +26,10 @@ class DefaultLearnedFusionPipeline(DefaultPipeline):
 
 
 class DefaultRRFPipeline(DefaultPipeline):
-    """`DefaultPipeline` whose first stage is always RRF (``fusion="rrf"``): the default
-    before the learned fusion, kept to measure it against."""
+    """`DefaultPipeline` whose first stage is always RRF (``fusion="rrf"``, the default's):
+    the learned fusion's comparison with the fusion named."""
 
     RETRIEVER_OPTIONS = {"fusion": "rrf"}
-
-
 
 
 register_pipeline("default+learned-fusion", PipelineSpec(
@@ -49,4 +39,4 @@ register_pipeline("default+learned-fusion", PipelineSpec(
 register_pipeline("default+rrf", PipelineSpec(
     DefaultRRFPipeline, None, needs_embeddings=True,
     description="the default with fusion='rrf' at every budget: first-stage hits ranked by fixed-weight RRF "
-                "(the default before the learned fusion, issue 44)"))
+                "(the default's fusion, named; issue 44)"))
